@@ -1,0 +1,213 @@
+package spaces
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+)
+
+// GPU holds the datasheet facts of one GPU type. Efficiency factors that a
+// performance model needs are not facts and live with that model (package sim).
+type GPU struct {
+	Name            string   `yaml:"name" json:"name"`
+	Aliases         []string `yaml:"aliases,omitempty" json:"aliases,omitempty"`
+	MemoryGiB       float64  `yaml:"memory_gib" json:"memory_gib"`             // per device, as CUDA reports it
+	BandwidthGBs    float64  `yaml:"bandwidth_gbs" json:"bandwidth_gbs"`       // HBM, GB/s
+	BF16TFLOPS      float64  `yaml:"bf16_tflops" json:"bf16_tflops"`           // dense
+	FP8TFLOPS       float64  `yaml:"fp8_tflops" json:"fp8_tflops"`             // dense; 0 = no FP8 tensor cores
+	InterconnectGBs float64  `yaml:"interconnect_gbs" json:"interconnect_gbs"` // per direction, between GPUs
+}
+
+// Model holds the architecture facts of one model (from its HF config.json).
+type Model struct {
+	Name                  string   `yaml:"name" json:"name"`
+	Aliases               []string `yaml:"aliases,omitempty" json:"aliases,omitempty"`
+	ParamsB               float64  `yaml:"params_b" json:"params_b"` // billions of parameters
+	Layers                int      `yaml:"layers" json:"layers"`
+	Hidden                int      `yaml:"hidden" json:"hidden"`
+	Heads                 int      `yaml:"heads" json:"heads"`
+	KVHeads               int      `yaml:"kv_heads" json:"kv_heads"`
+	HeadDim               int      `yaml:"head_dim" json:"head_dim"`
+	Intermediate          int      `yaml:"intermediate" json:"intermediate"`
+	Vocab                 int      `yaml:"vocab" json:"vocab"`
+	MaxPositionEmbeddings int      `yaml:"max_position_embeddings" json:"max_position_embeddings"`
+	DtypeBytes            float64  `yaml:"dtype_bytes" json:"dtype_bytes"` // weights, 2 for BF16
+}
+
+// WeightBytes is the size of the weights on all GPUs together.
+func (m Model) WeightBytes() float64 { return m.ParamsB * 1e9 * m.DtypeBytes }
+
+// KVBytesPerToken is 2 (K and V) x layers x kv_heads x head_dim x bytes per
+// element, for the whole model (divide by TP for one GPU while TP <= kv_heads).
+func (m Model) KVBytesPerToken(elemBytes float64) float64 {
+	return 2 * float64(m.Layers*m.KVHeads*m.HeadDim) * elemBytes
+}
+
+// Catalog is a set of GPU and model profiles.
+type Catalog struct {
+	GPUs   []GPU   `yaml:"gpus" json:"gpus"`
+	Models []Model `yaml:"models" json:"models"`
+}
+
+//go:embed catalog.yaml
+var catalogYAML []byte
+
+// DefaultCatalog returns the embedded profiles. Each call returns a fresh copy.
+func DefaultCatalog() *Catalog {
+	c, err := parseCatalog("catalog.yaml", catalogYAML)
+	if err != nil {
+		panic("embedded catalog: " + err.Error()) // a build defect, caught by tests
+	}
+	return c
+}
+
+// LoadCatalogFile reads a user profile file (same schema as the embedded
+// catalog) and returns the default catalog with its entries added; an entry
+// with the name of an existing one replaces it.
+func LoadCatalogFile(path string) (*Catalog, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read profiles: %w", err)
+	}
+	add, err := parseCatalog(path, b)
+	if err != nil {
+		return nil, err
+	}
+	c := DefaultCatalog()
+	c.Merge(add)
+	return c, nil
+}
+
+// Merge adds or replaces the profiles of o in c.
+func (c *Catalog) Merge(o *Catalog) {
+	for _, g := range o.GPUs {
+		if i := indexByName(len(c.GPUs), func(i int) string { return c.GPUs[i].Name }, g.Name); i >= 0 {
+			c.GPUs[i] = g
+		} else {
+			c.GPUs = append(c.GPUs, g)
+		}
+	}
+	for _, m := range o.Models {
+		if i := indexByName(len(c.Models), func(i int) string { return c.Models[i].Name }, m.Name); i >= 0 {
+			c.Models[i] = m
+		} else {
+			c.Models = append(c.Models, m)
+		}
+	}
+}
+
+func indexByName(n int, name func(int) string, want string) int {
+	for i := 0; i < n; i++ {
+		if strings.EqualFold(name(i), want) {
+			return i
+		}
+	}
+	return -1
+}
+
+func parseCatalog(file string, b []byte) (*Catalog, error) {
+	var c Catalog
+	if err := yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(&c); err != nil {
+		return nil, &FileError{File: file, Line: yamlErrLine(err), Msg: yamlErrMsg(err)}
+	}
+	for i, g := range c.GPUs {
+		where := fmt.Sprintf("gpus[%d]", i)
+		switch {
+		case g.Name == "":
+			return nil, &FileError{File: file, Field: where + ".name", Msg: "missing"}
+		case g.MemoryGiB <= 0:
+			return nil, &FileError{File: file, Field: where + ".memory_gib", Msg: "must be > 0"}
+		case g.BandwidthGBs <= 0:
+			return nil, &FileError{File: file, Field: where + ".bandwidth_gbs", Msg: "must be > 0"}
+		case g.BF16TFLOPS <= 0:
+			return nil, &FileError{File: file, Field: where + ".bf16_tflops", Msg: "must be > 0"}
+		case g.FP8TFLOPS < 0 || g.InterconnectGBs < 0:
+			return nil, &FileError{File: file, Field: where, Msg: "fp8_tflops and interconnect_gbs must be >= 0"}
+		}
+	}
+	for i, m := range c.Models {
+		where := fmt.Sprintf("models[%d]", i)
+		switch {
+		case m.Name == "":
+			return nil, &FileError{File: file, Field: where + ".name", Msg: "missing"}
+		case m.ParamsB <= 0:
+			return nil, &FileError{File: file, Field: where + ".params_b", Msg: "must be > 0"}
+		case m.Layers <= 0 || m.Hidden <= 0 || m.Heads <= 0 || m.KVHeads <= 0 || m.HeadDim <= 0:
+			return nil, &FileError{File: file, Field: where, Msg: "layers, hidden, heads, kv_heads and head_dim must be > 0"}
+		case m.Heads%m.KVHeads != 0:
+			return nil, &FileError{File: file, Field: where + ".kv_heads", Msg: "must divide heads"}
+		case m.MaxPositionEmbeddings <= 0:
+			return nil, &FileError{File: file, Field: where + ".max_position_embeddings", Msg: "must be > 0"}
+		case m.DtypeBytes <= 0:
+			return nil, &FileError{File: file, Field: where + ".dtype_bytes", Msg: "must be > 0"}
+		}
+	}
+	return &c, nil
+}
+
+// ErrUnknownProfile is returned when a GPU or model name is not in the catalog.
+var ErrUnknownProfile = fmt.Errorf("unknown profile")
+
+// GPU finds a GPU by name or alias (case-insensitive).
+func (c *Catalog) GPU(name string) (GPU, error) {
+	for _, g := range c.GPUs {
+		if matches(name, g.Name, g.Aliases) {
+			return g, nil
+		}
+	}
+	return GPU{}, fmt.Errorf("gpu %q: %w (known: %s)", name, ErrUnknownProfile, strings.Join(c.gpuNames(), ", "))
+}
+
+// Model finds a model by name, alias or HF id (case-insensitive); for an HF id
+// "org/name" the part after the slash is tried too.
+func (c *Catalog) Model(name string) (Model, error) {
+	for _, m := range c.Models {
+		if matches(name, m.Name, m.Aliases) {
+			return m, nil
+		}
+	}
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		base := strings.TrimSuffix(name[i+1:], "-Instruct")
+		for _, m := range c.Models {
+			if matches(base, m.Name, m.Aliases) {
+				return m, nil
+			}
+		}
+	}
+	return Model{}, fmt.Errorf("model %q: %w (known: %s)", name, ErrUnknownProfile, strings.Join(c.modelNames(), ", "))
+}
+
+func matches(q, name string, aliases []string) bool {
+	if strings.EqualFold(q, name) {
+		return true
+	}
+	for _, a := range aliases {
+		if strings.EqualFold(q, a) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Catalog) gpuNames() []string {
+	var out []string
+	for _, g := range c.GPUs {
+		out = append(out, g.Name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (c *Catalog) modelNames() []string {
+	var out []string
+	for _, m := range c.Models {
+		out = append(out, m.Name)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,3 @@
+// Package tuner runs the overnight loop: budget, signals, resume, progress and
+// the final report.
+package tuner
