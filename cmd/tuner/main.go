@@ -1,0 +1,121 @@
+// Command tuner finds the best vLLM serving configuration for a model on a
+// GPU. It is a thin layer: flags become a Config, one package function runs,
+// errors become exit codes here and only here.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+)
+
+// version is set by the linker (-X main.version=...).
+var version = "0.1.0-dev"
+
+// Exit codes.
+const (
+	exitOK          = 0
+	exitFailure     = 1
+	exitUsage       = 2
+	exitInterrupted = 130
+)
+
+// commands is filled by the init functions of this package's files, one file
+// per command group, so that groups can be added without touching main.
+var commands []*cli.Command
+
+func register(c ...*cli.Command) { commands = append(commands, c...) }
+
+// usageError marks errors caused by bad flags, arguments or input files.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// usagef returns a usage error (exit code 2).
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// asUsage wraps err as a usage error (exit code 2), keeping nil as nil.
+func asUsage(err error) error {
+	if err == nil {
+		return nil
+	}
+	return usageError{err}
+}
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	sort.Slice(commands, func(i, j int) bool { return commands[i].Name < commands[j].Name })
+	return &cli.App{
+		Name:                 "tuner",
+		Usage:                "find the best vLLM serving configuration for a model on a GPU",
+		Version:              version,
+		Writer:               stdout,
+		ErrWriter:            stderr,
+		Commands:             commands,
+		EnableBashCompletion: true,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "db", Usage: "bbolt database file", EnvVars: []string{"TUNER_DB"}},
+			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "debug logging on stderr"},
+		},
+		OnUsageError: func(c *cli.Context, err error, isSubcommand bool) error {
+			return usageError{err}
+		},
+		ExitErrHandler: func(*cli.Context, error) {}, // exit codes are mapped in run
+	}
+}
+
+// run executes the app and maps the error to an exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	app := newApp(stdout, stderr)
+	err := app.RunContext(ctx, args)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "tuner: %v\n", err)
+	var ue usageError
+	switch {
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
+		return exitInterrupted
+	case isFlagError(err):
+		return exitUsage
+	}
+	return exitFailure
+}
+
+// isFlagError recognises urfave/cli's own argument errors, which it returns
+// as plain errors.
+func isFlagError(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"flag provided but not defined", "Required flag", "Required flags", "invalid value", "No help topic", "flag needs an argument"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func main() {
+	// First SIGINT/SIGTERM cancels the context (commands stop cleanly); a
+	// second one exits at once.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+		<-sig
+		fmt.Fprintln(os.Stderr, "tuner: second signal, exiting now")
+		os.Exit(exitInterrupted)
+	}()
+	os.Exit(run(ctx, os.Args, os.Stdout, os.Stderr))
+}
