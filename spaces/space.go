@@ -310,7 +310,13 @@ func parseSpace(file string, b []byte, base *Space) (*Space, error) {
 			return nil, loc.errf(path+".name", field, "unknown parameter (no vLLM flag %s in the default space)", FlagName(name))
 		}
 		if rp.Drop {
-			s.Params = append(s.Params[:idx], s.Params[idx+1:]...)
+			// Dropped: neither searched nor passed, so the engine uses its own
+			// default; the param stays known so constraints can still read it.
+			if idx < 0 {
+				return nil, loc.errf(path+".drop", field, "cannot drop a parameter the space does not have")
+			}
+			s.Params[idx].Tune = false
+			s.Params[idx].Fixed = nil
 			continue
 		}
 		var p Param

@@ -135,7 +135,9 @@ func (s *Space) Resolve(t Target) (*Space, error) {
 			mp.Fixed = &v
 		}
 	}
-	// Drop discrete levels that single-parameter constraints exclude.
+	// Drop discrete levels that no combination of the other parameters can
+	// make feasible (e.g. a TP size that does not divide the heads, or that
+	// exceeds the GPUs whatever the DP size).
 	for i := range r.Params {
 		p := &r.Params[i]
 		if len(p.Values) == 0 && p.Kind != Categorical {
@@ -143,23 +145,12 @@ func (s *Space) Resolve(t Target) (*Space, error) {
 		}
 		var keep []Value
 		for _, v := range p.Discrete() {
-			ok := true
-			for _, c := range r.Constraints {
-				if !onlyReads(c.Expr, p.Name) {
-					continue
-				}
-				good, err := c.Expr.EvalBool(r.env(NewConfig(map[string]Value{p.Name: v})))
-				if err != nil || !good {
-					ok = false
-					break
-				}
-			}
-			if ok || v.Equal(p.Default) {
+			if v.Equal(p.Default) || r.levelPossible(p.Name, v) {
 				keep = append(keep, v)
 			}
 		}
 		if len(keep) == 0 {
-			return nil, fmt.Errorf("param %s: no value satisfies the constraints for %s on %dx %s", p.Name, t.Model.Name, t.GPUCount, t.GPU.Name)
+			return nil, fmt.Errorf("param %s: no value satisfies the constraints for %s", p.Name, t.Describe())
 		}
 		if p.Kind == Categorical {
 			p.Choices = p.Choices[:0]
@@ -176,17 +167,53 @@ func (s *Space) Resolve(t Target) (*Space, error) {
 	return r, nil
 }
 
-func onlyReads(e *Expr, name string) bool {
-	found := false
-	for _, id := range e.Idents() {
-		switch {
-		case id == name:
-			found = true
-		case !isContextIdent(id):
+// levelPossible reports whether name=v can satisfy every constraint that
+// reads name, trying all combinations of the other discrete, non-fixed
+// parameters the constraint reads. Constraints that read a continuous
+// parameter are skipped (they cannot rule a level out on their own).
+func (s *Space) levelPossible(name string, v Value) bool {
+	for _, c := range s.Constraints {
+		var others []*Param
+		reads, skip := false, false
+		for _, id := range c.Expr.Idents() {
+			if id == name {
+				reads = true
+				continue
+			}
+			p, ok := s.Param(id)
+			if !ok || p.Fixed != nil || !p.Active() {
+				continue // context fact, fixed value or default: env supplies it
+			}
+			if p.Discrete() == nil {
+				skip = true
+				break
+			}
+			others = append(others, p)
+		}
+		if !reads || skip {
+			continue
+		}
+		if !s.anyCombination(c.Expr, map[string]Value{name: v}, others) {
 			return false
 		}
 	}
-	return found
+	return true
+}
+
+func (s *Space) anyCombination(e *Expr, fixed map[string]Value, rest []*Param) bool {
+	if len(rest) == 0 {
+		ok, err := e.EvalBool(s.env(NewConfig(fixed)))
+		return err == nil && ok
+	}
+	for _, lv := range rest[0].Discrete() {
+		fixed[rest[0].Name] = lv
+		if s.anyCombination(e, fixed, rest[1:]) {
+			delete(fixed, rest[0].Name)
+			return true
+		}
+	}
+	delete(fixed, rest[0].Name)
+	return false
 }
 
 // env resolves identifiers for constraints: config values first, then the

@@ -63,7 +63,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		EnableBashCompletion: true,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "db", Usage: "bbolt database file", EnvVars: []string{"TUNER_DB"}},
-			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "debug logging on stderr"},
+			&cli.BoolFlag{Name: "verbose", Usage: "debug logging on stderr"},
 		},
 		OnUsageError: func(c *cli.Context, err error, isSubcommand bool) error {
 			return usageError{err}

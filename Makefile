@@ -1,0 +1,53 @@
+# tuner — build, test and demo targets. `make test` is what CI runs.
+GO        ?= go
+BIN       := bin
+PKGS      := ./...
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X main.version=$(VERSION)
+FUZZTIME  ?= 10s
+export CGO_CFLAGS := -Wno-deprecated-declarations
+
+.PHONY: all build test unit race lint vet fmt-check bench fuzz demo clean
+
+all: build
+
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/tuner ./cmd/tuner
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/vllm-sim ./cmd/vllm-sim
+
+# The README's test command: lint, then every unit and integration test with
+# the race detector.
+test: lint race
+
+unit:
+	$(GO) test -count=1 $(PKGS)
+
+race:
+	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+lint: vet fmt-check
+
+vet:
+	$(GO) vet $(PKGS)
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+# Every native fuzz target for FUZZTIME each (make fuzz FUZZTIME=5m for longer).
+fuzz:
+	@set -e; for pkg in $$($(GO) list $(PKGS)); do \
+	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+	  for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/func //'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+demo: build
+	./$(BIN)/tuner space --model meta-llama/Llama-3.1-8B-Instruct --gpu H100-80GB
+
+clean:
+	rm -rf $(BIN)

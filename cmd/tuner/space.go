@@ -1,0 +1,177 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/vllm-tuner/tuner/spaces"
+)
+
+func init() { register(spaceCommand()) }
+
+// targetFlags are shared by every command that resolves a space for a model
+// on a GPU.
+func targetFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "model", Aliases: []string{"m"}, Usage: "model name or HF id (see the catalog)"},
+		&cli.StringFlag{Name: "gpu", Aliases: []string{"g"}, Usage: "GPU type, e.g. H100-80GB"},
+		&cli.IntFlag{Name: "gpus", Value: 1, Usage: "GPUs available to one engine"},
+		&cli.IntFlag{Name: "max-model-len", Usage: "max_model_len to fix (default: the model's maximum)"},
+		&cli.StringFlag{Name: "engine-version", Usage: "vLLM version the flags are for (default: detected, else " + spaces.DefaultEngineVersion + ")"},
+		&cli.StringFlag{Name: "profiles", Usage: "YAML file of extra GPU/model profiles"},
+	}
+}
+
+// loadSpace reads --space/--file (or the embedded default); bad files are
+// usage errors.
+func loadSpace(path string) (*spaces.Space, error) {
+	if path == "" {
+		return spaces.Default()
+	}
+	s, err := spaces.Load(path)
+	return s, asUsage(err)
+}
+
+// resolveTarget turns the target flags into a spaces.Target; ok is false
+// when neither --model nor --gpu was given.
+func resolveTarget(c *cli.Context) (spaces.Target, bool, error) {
+	model, gpu := c.String("model"), c.String("gpu")
+	if model == "" && gpu == "" {
+		return spaces.Target{}, false, nil
+	}
+	if model == "" || gpu == "" {
+		return spaces.Target{}, false, usagef("--model and --gpu go together")
+	}
+	cat := spaces.DefaultCatalog()
+	if p := c.String("profiles"); p != "" {
+		var err error
+		if cat, err = spaces.LoadCatalogFile(p); err != nil {
+			return spaces.Target{}, false, asUsage(err)
+		}
+	}
+	m, err := cat.Model(model)
+	if err != nil {
+		return spaces.Target{}, false, asUsage(err)
+	}
+	g, err := cat.GPU(gpu)
+	if err != nil {
+		return spaces.Target{}, false, asUsage(err)
+	}
+	if c.Int("gpus") < 1 {
+		return spaces.Target{}, false, usagef("--gpus must be >= 1")
+	}
+	if n := c.Int("max-model-len"); n < 0 || n > m.MaxPositionEmbeddings {
+		return spaces.Target{}, false, usagef("--max-model-len %d outside 1..%d (%s's max_position_embeddings)", n, m.MaxPositionEmbeddings, m.Name)
+	}
+	t := spaces.Target{Model: m, GPU: g, GPUCount: c.Int("gpus"), MaxModelLen: c.Int("max-model-len"), EngineVersion: c.String("engine-version")}
+	if t.EngineVersion != "" {
+		if _, err := spaces.CompareVersions(t.EngineVersion, "0"); err != nil {
+			return spaces.Target{}, false, usagef("--engine-version: %v", err)
+		}
+	}
+	return t, true, nil
+}
+
+func spaceCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "space",
+		Usage: "print the effective search space (default vLLM space, or a user file on top of it)",
+		Description: "Without --model/--gpu the generic space is shown, with vLLM's GPU-dependent defaults spelled out.\n" +
+			"With them, the space is resolved: defaults evaluated, flags the engine version lacks dropped,\n" +
+			"impossible levels (e.g. TP sizes) removed.",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "file", Aliases: []string{"space"}, Usage: "user space file (YAML) applied on top of the default"},
+			&cli.BoolFlag{Name: "json", Usage: "machine-readable output"},
+			&cli.BoolFlag{Name: "all", Usage: "also list known flags that are not tuned"},
+		}, targetFlags()...),
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("space takes no arguments, got %q", c.Args().First())
+			}
+			s, err := loadSpace(c.String("file"))
+			if err != nil {
+				return err
+			}
+			t, ok, err := resolveTarget(c)
+			if err != nil {
+				return err
+			}
+			if ok {
+				if s, err = s.Resolve(t); err != nil {
+					return asUsage(err)
+				}
+			}
+			if c.Bool("json") {
+				return writeJSON(c.App.Writer, s)
+			}
+			return printSpace(c.App.Writer, s, c.Bool("all"))
+		},
+	}
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func printSpace(w io.Writer, s *spaces.Space, all bool) error {
+	if t := s.Target(); t != nil {
+		fmt.Fprintf(w, "space: %s, resolved for %s\n\n", s.Source, t.Describe())
+	} else {
+		fmt.Fprintf(w, "space: %s (generic; pass --model and --gpu to resolve)\n\n", s.Source)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tFLAG\tKIND\tRANGE\tDEFAULT\tSTATUS")
+	for i := range s.Params {
+		p := &s.Params[i]
+		status := "tuned"
+		switch {
+		case p.Fixed != nil:
+			status = "fixed=" + p.Fixed.String()
+		case !p.Tune:
+			status = "known"
+		}
+		if !all && status == "known" {
+			continue
+		}
+		if p.Until != "" {
+			status += " (<" + p.Until + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Name, p.Flag(), p.Kind, p.RangeString(), defaultString(p), status)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nconstraints:")
+	for _, k := range s.Constraints {
+		fmt.Fprintf(w, "  %-26s %s\n", k.Name, k.Src)
+	}
+	return nil
+}
+
+// defaultString shows a resolved default, or the rules of a generic one.
+func defaultString(p *spaces.Param) string {
+	var parts []string
+	if !p.Default.IsZero() {
+		parts = append(parts, p.Default.String())
+	}
+	for _, r := range p.Rules {
+		v := p.Default.String()
+		if r.Expr != nil {
+			v = r.Expr.String()
+		} else if !r.Value.IsZero() {
+			v = r.Value.String()
+		}
+		if r.When != nil {
+			v += " if " + r.When.String()
+		}
+		parts = append(parts, v)
+	}
+	return strings.Join(parts, "; ")
+}

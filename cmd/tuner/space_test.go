@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// runTuner runs the CLI in-process and returns exit code, stdout, stderr.
+func runTuner(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), append([]string{"tuner"}, args...), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestSpaceCommand(t *testing.T) {
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout []string
+		stderr []string
+	}{
+		{"default", []string{"space"}, 0, []string{"max_num_seqs", "--max-num-batched-tokens", "1024 if gpu.memory_gib >= 70", "chunked-prefill-budget"}, nil},
+		{"resolved A100", []string{"space", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "A100-80GB"}, 0, []string{"resolved for Llama-3.1-8B on 1x A100-80GB", "256 "}, nil},
+		{"bad file names the line", []string{"space", "--file", "../../spaces/testdata/bad-min-gt-max.yaml"}, 2, nil, []string{"bad-min-gt-max.yaml:4:", "min 16384 > max 4096"}},
+		{"unknown key names the line", []string{"space", "--file", "../../spaces/testdata/bad-unknown-key.yaml"}, 2, nil, []string{"bad-unknown-key.yaml:4:", "maxx"}},
+		{"missing file", []string{"space", "--file", "nope.yaml"}, 2, nil, []string{"nope.yaml"}},
+		{"unknown flag", []string{"space", "--bogus"}, 2, nil, []string{"bogus"}},
+		{"model without gpu", []string{"space", "--model", "Llama-3.1-8B"}, 2, nil, []string{"--model and --gpu go together"}},
+		{"unknown gpu", []string{"space", "--model", "Llama-3.1-8B", "--gpu", "TPU"}, 2, nil, []string{"unknown profile", "H100-80GB"}},
+		{"stray argument", []string{"space", "extra"}, 2, nil, []string{"no arguments"}},
+		{"version", []string{"--version"}, 0, []string{"tuner version"}, nil},
+		{"unknown command", []string{"frobnicate"}, 2, nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errs := runTuner(t, tt.args...)
+			if code != tt.code {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tt.code, out, errs)
+			}
+			for _, s := range tt.stdout {
+				if !strings.Contains(out, s) {
+					t.Errorf("stdout lacks %q:\n%s", s, out)
+				}
+			}
+			for _, s := range tt.stderr {
+				if !strings.Contains(errs, s) {
+					t.Errorf("stderr lacks %q:\n%s", s, errs)
+				}
+			}
+		})
+	}
+}
+
+func TestSpaceJSON(t *testing.T) {
+	code, out, errs := runTuner(t, "space", "--json", "--model", "Llama-3.1-70B", "--gpu", "H100", "--gpus", "4")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var s struct {
+		Params []struct {
+			Name    string          `json:"name"`
+			Values  []float64       `json:"values"`
+			Default json.RawMessage `json:"default"`
+		} `json:"params"`
+	}
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	for _, p := range s.Params {
+		if p.Name == "tensor_parallel_size" && len(p.Values) != 3 {
+			t.Errorf("tp levels on 4 GPUs: %v", p.Values)
+		}
+		if p.Name == "max_num_seqs" && string(p.Default) != "1024" {
+			t.Errorf("max_num_seqs default %s", p.Default)
+		}
+	}
+}
