@@ -1,0 +1,369 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"time"
+
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+// Config configures the virtual-clock runner.
+type Config struct {
+	Target spaces.Target
+	// Noise switches on the seeded ~2% step noise and rare jitter; off, a
+	// run is the exact, noise-free ground truth of a config and workload.
+	Noise bool
+	Seed  uint64
+	// StartupScale multiplies the simulated startup phases (1 = realistic).
+	StartupScale float64
+	// Calib overrides the GPU's calibration (nil: CalibFor(Target.GPU)).
+	Calib *Calib
+	// MaxClosedRequests caps the requests a duration-bound closed-loop
+	// workload (NumRequests 0) may issue.
+	MaxClosedRequests int
+}
+
+// DefaultConfig is a noise-free runner with realistic startup times; the
+// caller sets Target.
+func DefaultConfig() Config {
+	return Config{StartupScale: 1, MaxClosedRequests: 20000}
+}
+
+// Runner evaluates a config on a workload on the virtual clock: the
+// simulated engine starts (memory accounting, failures), serves the
+// workload's requests at each load level and the measured records go
+// through package trial's vLLM-bench metrics. It implements the trial
+// runner contract used by the tuner's --engine sim-virtual.
+type Runner struct {
+	cfg   Config
+	calib Calib
+}
+
+// ErrBadInput is wrapped by errors about the runner's own input (not
+// engine failures, which are Results).
+var ErrBadInput = errors.New("sim: bad input")
+
+// NewRunner checks the target and builds a runner.
+func NewRunner(c Config) (*Runner, error) {
+	t := c.Target
+	switch {
+	case t.Model.Name == "" || t.Model.Layers <= 0 || t.Model.ParamsB <= 0:
+		return nil, fmt.Errorf("%w: target model not set", ErrBadInput)
+	case t.GPU.Name == "" || t.GPU.MemoryGiB <= 0 || t.GPU.BandwidthGBs <= 0 || t.GPU.BF16TFLOPS <= 0:
+		return nil, fmt.Errorf("%w: target GPU not set", ErrBadInput)
+	}
+	if c.Target.GPUCount <= 0 {
+		c.Target.GPUCount = 1
+	}
+	if c.StartupScale <= 0 {
+		c.StartupScale = 1
+	}
+	if c.MaxClosedRequests <= 0 {
+		c.MaxClosedRequests = DefaultConfig().MaxClosedRequests
+	}
+	r := &Runner{cfg: c, calib: CalibFor(t.GPU)}
+	if c.Calib != nil {
+		r.calib = *c.Calib
+	}
+	return r, nil
+}
+
+// Start resolves the engine arguments of cfg and does the startup memory
+// accounting, as the engine would at launch.
+func (r *Runner) Start(cfg spaces.Config) (EngineArgs, MemoryPlan, *StartupError) {
+	a, err := ResolveArgs(r.cfg.Target, cfg)
+	if err != nil {
+		var se *StartupError
+		if errors.As(err, &se) {
+			return a, MemoryPlan{}, se
+		}
+		return a, MemoryPlan{}, &StartupError{Kind: ErrInvalidArgument, Lines: []string{err.Error()}}
+	}
+	if se := a.Validate(r.cfg.Target); se != nil {
+		return a, MemoryPlan{}, se
+	}
+	plan, se := PlanMemory(r.cfg.Target, a)
+	return a, plan, se
+}
+
+// Run evaluates cfg on w. Engine failures (OOM, KV too small, invalid
+// arguments) are failed Results; the error is only for cancellation and
+// bad input.
+func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (trial.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return trial.Result{}, err
+	}
+	t := r.cfg.Target
+	res := trial.Result{
+		SchemaVersion: trial.ResultVersion,
+		Config:        cfg,
+		ConfigID:      cfg.ID(),
+		Workload:      w.Name,
+		EngineVersion: versionOr(t.EngineVersion),
+		GPU:           trial.GPUIdentity{Name: t.GPU.Name, Count: t.GPUCount, MemoryGiB: t.GPU.MemoryGiB},
+		VRAMSource:    "engine-metrics",
+	}
+	levels, err := levelsOf(w)
+	if err != nil {
+		return res, err
+	}
+	a, plan, se := r.Start(cfg)
+	if se != nil {
+		res.Status = trial.StatusFailed
+		res.Failure = failureClass(se)
+		res.Error = se.Error()
+		res.Phases.StartupS = sumPhases(failurePhases(t, a, plan, se)) * r.cfg.StartupScale
+		res.Phases.TotalS = res.Phases.StartupS
+		return res, nil
+	}
+	res.GPU.Count = plan.GPUs
+	res.KVCacheTokens = plan.KVTokens
+	res.PeakVRAMGiB = plan.PeakTotalGiB()
+	res.Phases.StartupS = sumPhases(StartupPhases(t, a, plan)) * r.cfg.StartupScale
+	res.Telemetry = trial.Telemetry{Source: "engine-metrics", PeakMemoryGiB: res.PeakVRAMGiB,
+		TotalMemoryGiB: t.GPU.MemoryGiB * float64(plan.GPUs)}
+
+	seed := r.cfg.Seed ^ hashString(res.ConfigID)
+	var measure float64
+	for li, lv := range levels {
+		engines := make([]*Engine, a.DataParallelSize)
+		for i := range engines {
+			var opts []EngineOption
+			if r.cfg.Noise {
+				opts = append(opts, WithNoise(seed+uint64(li)*1009+uint64(i)*7919))
+			}
+			engines[i] = NewEngine(t, a, r.calib, plan, opts...)
+		}
+		specs := lv.workload.Requests()
+		recs, span, err := simulate(ctx, engines, specs, lv.closed, lv.concurrency, lv.workload.Duration, a.MaxModelLen)
+		if err != nil {
+			return res, err
+		}
+		measure += span
+		m := trial.Summarize(recs, w.SLO)
+		met, viol := w.SLO.Check(&m)
+		level := trial.Level{Metrics: m, SLOMet: met, Violations: viol,
+			Stability: trial.Stability{Stable: true, Reason: "virtual clock", Windows: 1}}
+		if lv.closed {
+			level.Concurrency = lv.concurrency
+		} else {
+			level.Rate = lv.workload.Arrival.Rate
+		}
+		res.Levels = append(res.Levels, level)
+		tel := &res.Telemetry
+		for _, e := range engines {
+			tel.MaxKVCacheUsage = math.Max(tel.MaxKVCacheUsage, e.Stats.MaxKVUsage)
+			tel.MaxRunning = math.Max(tel.MaxRunning, float64(e.Stats.MaxRunning))
+			tel.MaxWaiting = math.Max(tel.MaxWaiting, float64(e.Stats.MaxWaiting))
+			tel.Preemptions += float64(e.Stats.Preemptions)
+		}
+	}
+	res.Status = trial.StatusOK
+	res.Stability = res.Levels[0].Stability
+	if w.Capacity {
+		res.Primary = -1
+		for i, l := range res.Levels {
+			if l.SLOMet {
+				res.Primary = i
+				res.Capacity = levels[i].value
+			}
+		}
+		if res.Primary < 0 {
+			res.Primary = 0
+		}
+	}
+	res.Phases.MeasureS = measure
+	res.Phases.TotalS = res.Phases.StartupS + measure
+	return res, nil
+}
+
+func failureClass(se *StartupError) trial.FailureClass {
+	switch {
+	case errors.Is(se, ErrOOM):
+		return trial.FailOOM
+	case errors.Is(se, ErrKVTooSmall):
+		return trial.FailKVTooSmall
+	case errors.Is(se, ErrInvalidArgument):
+		return trial.FailInvalidArgument
+	}
+	return trial.FailCrashed
+}
+
+func hashString(s string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	return h.Sum64()
+}
+
+type level struct {
+	workload    trial.Workload
+	closed      bool
+	concurrency int
+	value       float64
+}
+
+// levelsOf expands a workload into its load levels.
+func levelsOf(w trial.Workload) ([]level, error) {
+	closed := w.Arrival.Closed()
+	vals := w.Levels
+	if len(vals) == 0 {
+		if closed {
+			vals = []float64{float64(w.Arrival.Concurrency)}
+		} else {
+			vals = []float64{w.Arrival.Rate}
+		}
+	}
+	var out []level
+	for _, v := range vals {
+		lw := w
+		lw.Levels = nil
+		l := level{closed: closed, value: v}
+		if closed {
+			l.concurrency = int(math.Round(v))
+			lw.Arrival.Concurrency = l.concurrency
+			if l.concurrency <= 0 {
+				return nil, fmt.Errorf("%w: closed-loop concurrency %v must be > 0", ErrBadInput, v)
+			}
+		} else {
+			if v < 0 || math.IsNaN(v) {
+				return nil, fmt.Errorf("%w: request rate %v must be >= 0", ErrBadInput, v)
+			}
+			lw.Arrival.Rate = v
+		}
+		if lw.NumRequests <= 0 {
+			switch {
+			case lw.Duration <= 0:
+				return nil, fmt.Errorf("%w: workload %q has neither num_requests nor duration", ErrBadInput, w.Name)
+			case !closed && v > 0:
+				lw.NumRequests = int(math.Ceil(v * lw.Duration.Seconds()))
+			default:
+				lw.NumRequests = DefaultConfig().MaxClosedRequests
+			}
+		} else {
+			lw.Duration = 0 // a request count bounds the run
+		}
+		l.workload = lw
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// simulate serves specs on engines (round-robin, one per DP rank) on the
+// virtual clock and returns the client-side records and the run's span in
+// seconds. Closed loop keeps conc requests in flight (a finished request is
+// replaced at once); open loop sends each at its offset. With duration > 0
+// a closed loop stops issuing once that much time has passed.
+func simulate(ctx context.Context, engines []*Engine, specs []trial.RequestSpec, closed bool, conc int, duration time.Duration, maxModelLen int) ([]trial.Record, float64, error) {
+	n := len(specs)
+	reqs := make([]Request, n)
+	recs := make([]trial.Record, n)
+	starts := make([]float64, n)
+	total := 0
+	for _, s := range specs {
+		total += s.OutputLen
+	}
+	backing := make([]time.Duration, 0, total)
+	busy := make([]bool, len(engines))
+	ends := make([]float64, len(engines))
+	outs := make([][]Output, len(engines))
+
+	var t float64
+	issued, rr, finished := 0, 0, 0
+	limit := math.Inf(1)
+	if duration > 0 {
+		limit = duration.Seconds()
+	}
+	issue := func() {
+		for issued < n {
+			i := issued
+			issued++
+			s := specs[i]
+			starts[i] = t
+			recs[i] = trial.Record{Index: s.Index, PromptLen: s.PromptLen, OutputLen: s.OutputLen,
+				Start: toDur(t), Warmup: s.Warmup}
+			if s.PromptLen+s.OutputLen > maxModelLen || s.PromptLen <= 0 || s.OutputLen <= 0 {
+				recs[i].Err = fmt.Sprintf("400 Bad Request: request has %d input tokens and %d output tokens; maximum context length is %d", s.PromptLen, s.OutputLen, maxModelLen)
+				recs[i].OutputLen = 0
+				finished++
+				if closed {
+					continue // the client sends its next request at once
+				}
+				return
+			}
+			r := &reqs[i]
+			*r = Request{ID: i, PromptLen: s.PromptLen, OutputLen: s.OutputLen, PrefixLen: s.PrefixLen}
+			start := len(backing)
+			recs[i].Chunks = backing[start:start:start+s.OutputLen]
+			backing = backing[:start+s.OutputLen]
+			engines[rr%len(engines)].Add(r)
+			rr++
+			return
+		}
+	}
+	if closed {
+		for k := 0; k < conc && issued < n; k++ {
+			issue()
+		}
+	}
+	for iter := 0; ; iter++ {
+		if iter&1023 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, 0, err
+			}
+		}
+		for k := range engines {
+			if !busy[k] || ends[k] > t {
+				continue
+			}
+			busy[k] = false
+			for _, o := range outs[k] {
+				i := o.Req.ID
+				rel := toDur(t - starts[i])
+				recs[i].Chunks = append(recs[i].Chunks, rel)
+				if o.Finished {
+					recs[i].End = rel
+					finished++
+					if closed && t < limit {
+						issue()
+					}
+				}
+			}
+		}
+		if !closed {
+			for issued < n && specs[issued].At <= toDur(t) {
+				issue()
+			}
+		}
+		for k, e := range engines {
+			if busy[k] || !e.HasWork() {
+				continue
+			}
+			d, o := e.Step()
+			if d <= 0 {
+				return nil, 0, fmt.Errorf("sim: scheduler stalled with %d waiting and %d running requests", e.Waiting(), e.Running())
+			}
+			busy[k], ends[k], outs[k] = true, t+d, o
+		}
+		next := math.Inf(1)
+		for k := range engines {
+			if busy[k] {
+				next = math.Min(next, ends[k])
+			}
+		}
+		if !closed && issued < n {
+			next = math.Min(next, specs[issued].At.Seconds())
+		}
+		if math.IsInf(next, 1) {
+			break
+		}
+		t = next
+	}
+	return recs[:issued], t, nil
+}
+
+func toDur(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }
