@@ -1,0 +1,584 @@
+package surrogate
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+// SchemaVersion is the version of the feature encoding: what every source
+// means and how it is computed. Bump it when a formula changes; models stored
+// with another version are rejected rather than fed wrong inputs.
+const SchemaVersion = 1
+
+// Feature kinds.
+const (
+	KindNum    = "num"    // the value as is
+	KindLog    = "log"    // natural log of the value (log-scaled params, sizes)
+	KindBool   = "bool"   // 0/1
+	KindOneHot = "onehot" // 1 when the categorical equals Choice
+)
+
+// Feature is one input column of a model.
+type Feature struct {
+	Name   string `json:"name"`
+	Kind   string `json:"kind"`
+	Source string `json:"source"`           // "param:NAME", "model:...", "gpu:...", "target:...", "workload:...", "derived:..."
+	Choice string `json:"choice,omitempty"` // onehot only
+	// Default is the encoded value used when a config lacks the parameter
+	// (param sources only).
+	Default float64 `json:"default,omitempty"`
+}
+
+// Schema is the versioned list of features a model reads, stored with it.
+type Schema struct {
+	Version  int       `json:"version"`
+	Features []Feature `json:"features"`
+}
+
+// contextSources are the non-parameter sources, in schema order.
+var contextSources = []struct{ source, kind string }{
+	{"model:params_b", KindLog},
+	{"model:layers", KindNum},
+	{"model:hidden", KindNum},
+	{"model:kv_bytes_per_token", KindLog}, // in the model dtype, whole model
+	{"gpu:memory_gib", KindNum},
+	{"gpu:bandwidth_gbs", KindNum},
+	{"gpu:bf16_tflops", KindNum},
+	{"gpu:fp8_tflops", KindNum},
+	{"target:gpu_count", KindNum},
+	{"target:max_model_len", KindLog},
+	{"workload:prompt_mean", KindLog},
+	{"workload:prompt_p90", KindLog},
+	{"workload:output_mean", KindLog},
+	{"workload:output_p90", KindLog},
+	{"workload:prefix_len", KindNum},
+	{"workload:rate", KindNum},        // req/s, 0 for closed loop
+	{"workload:concurrency", KindNum}, // 0 for open loop
+	// Cheap physics, so history transfers across models and GPUs.
+	{"derived:weights_per_gpu_gib", KindNum},
+	{"derived:budget_gib", KindNum},   // util x HBM per GPU
+	{"derived:weights_frac", KindNum}, // weights per GPU / budget
+	{"derived:headroom_gib", KindNum}, // budget - weights per GPU
+	{"derived:kv_bytes_per_token_gpu", KindLog},
+	{"derived:est_kv_tokens", KindLog},     // headroom / KV bytes per token per GPU, per replica
+	{"derived:kv_per_max_len", KindLog},    // est KV tokens / max_model_len (< 1: cannot start)
+	{"derived:seq_pressure", KindLog},      // max_num_seqs x mean context / est KV tokens
+	{"derived:est_batch", KindLog},         // decode batch: min(seqs, KV capacity, offered load)
+	{"derived:est_step_ms", KindLog},       // roofline decode step time at that batch
+	{"derived:est_output_tps", KindLog},    // dp x batch x output tokens/s, capped by the offered rate
+	{"derived:est_tpot_ms", KindLog},       // est step time (the decode interval)
+	{"derived:est_vram_gib", KindNum},      // util x HBM x GPUs used
+	{"derived:prefill_ms_per_1k", KindLog}, // compute time of 1k prompt tokens per replica
+}
+
+var knownSources = func() map[string]string {
+	m := map[string]string{}
+	for _, c := range contextSources {
+		m[c.source] = c.kind
+	}
+	return m
+}()
+
+// NewSchema builds the schema for a space: every active parameter (tuned or
+// fixed; numeric, log where the parameter is log-scaled, 0/1 for bools,
+// one-hot per choice for categoricals) followed by the context and derived
+// features. For models that span several targets build it from one space
+// (e.g. the unresolved default) and use it for all samples.
+func NewSchema(space *spaces.Space) *Schema {
+	s := &Schema{Version: SchemaVersion}
+	for i := range space.Params {
+		p := &space.Params[i]
+		if !p.Active() {
+			continue
+		}
+		def := p.Default
+		if p.Fixed != nil {
+			def = *p.Fixed
+		}
+		src := "param:" + p.Name
+		switch p.Kind {
+		case spaces.Bool:
+			s.Features = append(s.Features, Feature{Name: p.Name, Kind: KindBool, Source: src, Default: def.Float()})
+		case spaces.Categorical:
+			for _, c := range p.Choices {
+				f := Feature{Name: p.Name + "." + sanitize(c), Kind: KindOneHot, Source: src, Choice: c}
+				if def.Str() == c {
+					f.Default = 1
+				}
+				s.Features = append(s.Features, f)
+			}
+		default:
+			kind := KindNum
+			d := def.Float()
+			if p.Log {
+				kind = KindLog
+				d = safeLog(d)
+			}
+			s.Features = append(s.Features, Feature{Name: p.Name, Kind: kind, Source: src, Default: d})
+		}
+	}
+	for _, c := range contextSources {
+		name := strings.ReplaceAll(c.source, ":", ".")
+		s.Features = append(s.Features, Feature{Name: name, Kind: c.kind, Source: c.source})
+	}
+	return s
+}
+
+// sanitize makes a choice usable in a LightGBM feature name (no spaces, no '=').
+func sanitize(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if r == '_' || r == '-' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	if b.Len() == 0 {
+		return "_"
+	}
+	return b.String()
+}
+
+func checkFeatureName(n string) error {
+	if n == "" || len(n) > 200 {
+		return fmt.Errorf("feature name %q: empty or longer than 200 bytes", clip(n))
+	}
+	for _, r := range n {
+		if !(r == '_' || r == '-' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return fmt.Errorf("feature name %q: only letters, digits, '_', '-' and '.' are allowed", clip(n))
+		}
+	}
+	return nil
+}
+
+// Names lists the feature names in column order.
+func (s *Schema) Names() []string {
+	out := make([]string, len(s.Features))
+	for i, f := range s.Features {
+		out[i] = f.Name
+	}
+	return out
+}
+
+// Index returns the column of the named feature, or -1.
+func (s *Schema) Index(name string) int {
+	for i, f := range s.Features {
+		if f.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Equal reports whether two schemas encode the same columns.
+func (s *Schema) Equal(o *Schema) bool {
+	return s.Version == o.Version && slices.Equal(s.Features, o.Features)
+}
+
+// Validate checks version, names (unique, LightGBM-safe), kinds and sources.
+func (s *Schema) Validate() error {
+	if s.Version != SchemaVersion {
+		return fmt.Errorf("%w: version %d, this build reads version %d", ErrInvalidSchema, s.Version, SchemaVersion)
+	}
+	if len(s.Features) == 0 {
+		return fmt.Errorf("%w: no features", ErrInvalidSchema)
+	}
+	if len(s.Features) > DefaultLimits().MaxFeatures {
+		return fmt.Errorf("%w: %d features, limit %d", ErrInvalidSchema, len(s.Features), DefaultLimits().MaxFeatures)
+	}
+	seen := map[string]bool{}
+	for i, f := range s.Features {
+		where := fmt.Sprintf("features[%d]", i)
+		if err := checkFeatureName(f.Name); err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrInvalidSchema, where, err)
+		}
+		if seen[f.Name] {
+			return fmt.Errorf("%w: %s: name %q listed twice", ErrInvalidSchema, where, f.Name)
+		}
+		seen[f.Name] = true
+		if math.IsNaN(f.Default) || math.IsInf(f.Default, 0) {
+			return fmt.Errorf("%w: %s: default not finite", ErrInvalidSchema, where)
+		}
+		if name, ok := strings.CutPrefix(f.Source, "param:"); ok {
+			if name == "" {
+				return fmt.Errorf("%w: %s: empty parameter name", ErrInvalidSchema, where)
+			}
+			switch f.Kind {
+			case KindNum, KindLog, KindBool:
+				if f.Choice != "" {
+					return fmt.Errorf("%w: %s: choice only for onehot features", ErrInvalidSchema, where)
+				}
+			case KindOneHot:
+				if f.Choice == "" {
+					return fmt.Errorf("%w: %s: onehot feature needs a choice", ErrInvalidSchema, where)
+				}
+			default:
+				return fmt.Errorf("%w: %s: unknown kind %q (num, log, bool, onehot)", ErrInvalidSchema, where, clip(f.Kind))
+			}
+			continue
+		}
+		kind, ok := knownSources[f.Source]
+		if !ok {
+			return fmt.Errorf("%w: %s: unknown source %q", ErrInvalidSchema, where, clip(f.Source))
+		}
+		if f.Kind != kind {
+			return fmt.Errorf("%w: %s: source %s has kind %s, not %q", ErrInvalidSchema, where, f.Source, kind, clip(f.Kind))
+		}
+	}
+	return nil
+}
+
+// ParseSchema reads a schema file (JSON, as WriteSchema and export-data
+// write it) and validates it. Unknown fields are errors.
+func ParseSchema(b []byte) (*Schema, error) {
+	if len(b) > 16<<20 {
+		return nil, fmt.Errorf("%w: file is %d bytes, limit 16 MiB", ErrInvalidSchema, len(b))
+	}
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	var s Schema
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidSchema, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: trailing data after the schema", ErrInvalidSchema)
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// MarshalIndent renders the schema as indented JSON (the schema file format).
+func (s *Schema) MarshalIndent() ([]byte, error) { return json.MarshalIndent(s, "", "  ") }
+
+func safeLog(x float64) float64 { return math.Log(math.Max(x, 1e-9)) }
+
+// --- encoding
+
+const gib = float64(1 << 30)
+
+// Context holds the target and workload facts of an encoding, computed once
+// for many configs.
+type Context struct {
+	Target      spaces.Target
+	PromptMean  float64
+	PromptP90   float64
+	OutputMean  float64
+	OutputP90   float64
+	PrefixLen   float64
+	Rate        float64
+	Concurrency float64
+}
+
+// NewContext summarises a target and workload. Prompt and output statistics
+// come from the workload's own request stream (at least 1024 requests,
+// seeded by the workload), so ShareGPT and mixture workloads are described
+// by what the load generator actually sends.
+func NewContext(t spaces.Target, w trial.Workload) Context {
+	c := Context{Target: t, PrefixLen: float64(w.PrefixLen)}
+	ww := w
+	ww.Warmup = 0
+	ww.NumRequests = max(w.NumRequests, 1024)
+	reqs := ww.Requests()
+	ps := make([]float64, len(reqs))
+	os := make([]float64, len(reqs))
+	for i, r := range reqs {
+		ps[i] = float64(r.PromptLen)
+		os[i] = float64(r.OutputLen)
+	}
+	c.PromptMean, c.PromptP90 = meanP90(ps)
+	c.OutputMean, c.OutputP90 = meanP90(os)
+	switch {
+	case w.Arrival.Closed():
+		c.Concurrency = float64(w.Arrival.Concurrency)
+	case w.Arrival.Rate > 0:
+		c.Rate = w.Arrival.Rate
+	}
+	if c.Concurrency == 0 && c.Rate == 0 && len(w.Levels) > 0 {
+		if w.Arrival.Closed() {
+			c.Concurrency = w.Levels[0]
+		} else {
+			c.Rate = w.Levels[0]
+		}
+	}
+	return c
+}
+
+func meanP90(v []float64) (float64, float64) {
+	if len(v) == 0 {
+		return 1, 1
+	}
+	var sum float64
+	for _, x := range v {
+		sum += x
+	}
+	s := slices.Clone(v)
+	sort.Float64s(s)
+	return sum / float64(len(v)), s[int(math.Floor(0.9*float64(len(s)-1)))]
+}
+
+// Encoder turns configs into feature rows for one schema and context.
+type Encoder struct {
+	schema *Schema
+	ctx    Context
+}
+
+// Encoder binds the schema to a target and workload.
+func (s *Schema) Encoder(t spaces.Target, w trial.Workload) *Encoder {
+	return &Encoder{schema: s, ctx: NewContext(t, w)}
+}
+
+// EncoderFor binds the schema to an already computed context.
+func (s *Schema) EncoderFor(c Context) *Encoder { return &Encoder{schema: s, ctx: c} }
+
+// Encode returns the feature row of cfg (len(schema.Features) values, all finite).
+func (e *Encoder) Encode(cfg spaces.Config) []float64 {
+	out := make([]float64, len(e.schema.Features))
+	e.EncodeInto(out, cfg)
+	return out
+}
+
+// EncodeAll encodes many configs into one row-major matrix.
+func (e *Encoder) EncodeAll(cfgs []spaces.Config) [][]float64 {
+	n := len(e.schema.Features)
+	flat := make([]float64, n*len(cfgs))
+	rows := make([][]float64, len(cfgs))
+	for i, c := range cfgs {
+		rows[i] = flat[i*n : (i+1)*n : (i+1)*n]
+		e.EncodeInto(rows[i], c)
+	}
+	return rows
+}
+
+// EncodeInto writes the row of cfg into out (len(schema.Features)).
+func (e *Encoder) EncodeInto(out []float64, cfg spaces.Config) {
+	var d *derived
+	for i := range e.schema.Features {
+		f := &e.schema.Features[i]
+		if name, ok := strings.CutPrefix(f.Source, "param:"); ok {
+			out[i] = encodeParam(f, name, cfg)
+			continue
+		}
+		if d == nil && (strings.HasPrefix(f.Source, "derived:") || f.Source == "target:max_model_len") {
+			d = newDerived(e.ctx, cfg)
+		}
+		out[i] = finite(e.contextValue(f, d))
+	}
+}
+
+// Encode is NewSchema(space).Encoder(target, w).Encode(cfg), for one-off use.
+func Encode(space *spaces.Space, target spaces.Target, w trial.Workload, cfg spaces.Config) []float64 {
+	return NewSchema(space).Encoder(target, w).Encode(cfg)
+}
+
+func encodeParam(f *Feature, name string, cfg spaces.Config) float64 {
+	v, ok := cfg.Get(name)
+	if !ok {
+		return f.Default
+	}
+	switch f.Kind {
+	case KindOneHot:
+		if v.Str() == f.Choice {
+			return 1
+		}
+		return 0
+	case KindBool:
+		if v.Kind() == spaces.Categorical {
+			return f.Default
+		}
+		if v.Bool() {
+			return 1
+		}
+		return 0
+	case KindLog:
+		if v.Kind() == spaces.Categorical {
+			return f.Default
+		}
+		return finite(safeLog(v.Float()))
+	default:
+		if v.Kind() == spaces.Categorical {
+			return f.Default
+		}
+		return finite(v.Float())
+	}
+}
+
+func finite(x float64) float64 {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return 0
+	}
+	return x
+}
+
+func (e *Encoder) contextValue(f *Feature, d *derived) float64 {
+	t := &e.ctx.Target
+	c := &e.ctx
+	var x float64
+	switch f.Source {
+	case "model:params_b":
+		x = t.Model.ParamsB
+	case "model:layers":
+		x = float64(t.Model.Layers)
+	case "model:hidden":
+		x = float64(t.Model.Hidden)
+	case "model:kv_bytes_per_token":
+		x = t.Model.KVBytesPerToken(t.Model.DtypeBytes)
+	case "gpu:memory_gib":
+		x = t.GPU.MemoryGiB
+	case "gpu:bandwidth_gbs":
+		x = t.GPU.BandwidthGBs
+	case "gpu:bf16_tflops":
+		x = t.GPU.BF16TFLOPS
+	case "gpu:fp8_tflops":
+		x = t.GPU.FP8TFLOPS
+	case "target:gpu_count":
+		x = float64(max(1, t.GPUCount))
+	case "target:max_model_len":
+		x = d.maxLen
+	case "workload:prompt_mean":
+		x = c.PromptMean
+	case "workload:prompt_p90":
+		x = c.PromptP90
+	case "workload:output_mean":
+		x = c.OutputMean
+	case "workload:output_p90":
+		x = c.OutputP90
+	case "workload:prefix_len":
+		x = c.PrefixLen
+	case "workload:rate":
+		x = c.Rate
+	case "workload:concurrency":
+		x = c.Concurrency
+	default:
+		if d == nil {
+			return 0
+		}
+		switch f.Source {
+		case "derived:weights_per_gpu_gib":
+			x = d.weightsGiB
+		case "derived:budget_gib":
+			x = d.budgetGiB
+		case "derived:weights_frac":
+			x = d.weightsGiB / math.Max(d.budgetGiB, 1e-9)
+		case "derived:headroom_gib":
+			x = d.budgetGiB - d.weightsGiB
+		case "derived:kv_bytes_per_token_gpu":
+			x = d.kvBPT
+		case "derived:est_kv_tokens":
+			x = d.kvTokens
+		case "derived:kv_per_max_len":
+			x = d.kvTokens / math.Max(d.maxLen, 1)
+		case "derived:seq_pressure":
+			x = d.seqs * d.ctxMean / math.Max(d.kvTokens, 1)
+		case "derived:est_batch":
+			x = d.batch
+		case "derived:est_step_ms":
+			x = d.stepMS
+		case "derived:est_output_tps":
+			x = d.tps
+		case "derived:est_tpot_ms":
+			x = d.stepMS
+		case "derived:est_vram_gib":
+			x = d.vramGiB
+		case "derived:prefill_ms_per_1k":
+			x = d.prefill1kMS
+		}
+	}
+	if f.Kind == KindLog {
+		return safeLog(x)
+	}
+	return x
+}
+
+func targetMaxLen(t spaces.Target, cfg spaces.Config) int {
+	if cfg.Has("max_model_len") {
+		return cfg.Int("max_model_len")
+	}
+	if t.MaxModelLen > 0 {
+		return t.MaxModelLen
+	}
+	return t.Model.MaxPositionEmbeddings
+}
+
+// derived holds the roofline estimates of one config in one context. They
+// are deliberately crude (no efficiency factors): the trees learn the
+// corrections, the estimates carry the scale across models and GPUs.
+type derived struct {
+	tp, dp, seqs           float64
+	maxLen, ctxMean        float64
+	weightsGiB, budgetGiB  float64
+	kvBPT, kvTokens, batch float64
+	stepMS, tps, vramGiB   float64
+	prefill1kMS            float64
+}
+
+func cfgOr(cfg spaces.Config, name string, def float64) float64 {
+	if v, ok := cfg.Get(name); ok && v.Kind() != spaces.Categorical {
+		return v.Float()
+	}
+	return def
+}
+
+func newDerived(c Context, cfg spaces.Config) *derived {
+	t := c.Target
+	d := &derived{}
+	d.tp = math.Max(1, cfgOr(cfg, "tensor_parallel_size", 1))
+	d.dp = math.Max(1, cfgOr(cfg, "data_parallel_size", 1))
+	d.seqs = math.Max(1, cfgOr(cfg, "max_num_seqs", 256))
+	util := cfgOr(cfg, "gpu_memory_utilization", 0.9)
+	d.maxLen = float64(targetMaxLen(t, cfg))
+	elem := t.Model.DtypeBytes
+	if cfg.Str("kv_cache_dtype") == "fp8" {
+		elem = 1
+	}
+	d.weightsGiB = t.Model.WeightBytes() / d.tp / gib
+	d.budgetGiB = util * t.GPU.MemoryGiB
+	d.kvBPT = t.Model.KVBytesPerToken(elem) / d.tp
+	d.kvTokens = math.Max(0, d.budgetGiB-d.weightsGiB) * gib / math.Max(d.kvBPT, 1)
+	d.ctxMean = math.Max(1, c.PromptMean+c.OutputMean/2)
+	d.vramGiB = util * t.GPU.MemoryGiB * d.tp * d.dp
+
+	flops := t.GPU.BF16TFLOPS * 1e12
+	bw := t.GPU.BandwidthGBs * 1e9
+	weightsB := t.Model.WeightBytes() / d.tp
+	perTokFlops := 2 * t.Model.ParamsB * 1e9 / d.tp
+	step := func(batch float64) float64 { // seconds per decode step of one replica
+		mem := (weightsB + batch*d.ctxMean*d.kvBPT) / math.Max(bw, 1)
+		comp := batch * perTokFlops / math.Max(flops, 1)
+		return math.Max(mem, comp)
+	}
+	capacity := math.Min(d.seqs, d.kvTokens/d.ctxMean)
+	capacity = math.Max(capacity, 1)
+	outMean := math.Max(c.OutputMean, 1)
+	batch := capacity
+	switch {
+	case c.Concurrency > 0:
+		batch = math.Min(capacity, c.Concurrency/d.dp)
+	case c.Rate > 0:
+		// Little's law: in flight = rate x (output tokens x step time);
+		// iterate to a fixed point.
+		b := 1.0
+		for range 8 {
+			b = math.Min(capacity, math.Max(1, c.Rate/d.dp*outMean*step(b)))
+		}
+		batch = b
+	}
+	d.batch = math.Max(batch, 1)
+	s := step(d.batch)
+	d.stepMS = s * 1000
+	d.tps = d.dp * d.batch / s
+	if c.Rate > 0 {
+		d.tps = math.Min(d.tps, c.Rate*outMean)
+	}
+	d.prefill1kMS = 1000 * perTokFlops / math.Max(flops, 1) * 1000
+	return d
+}
