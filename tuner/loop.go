@@ -1,0 +1,626 @@
+package tuner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/vllm-tuner/tuner/pareto"
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+// Config holds the loop's knobs. Zero budgets mean "no limit"; at least one
+// of MaxTrials, Budget and Patience must bound the search.
+type Config struct {
+	Study    string         // study ID, for messages and the report
+	Workload trial.Workload // what every trial drives
+	SLO      trial.SLO      // feasibility bounds of the front and the recommendation
+	Metrics  Metrics        // objective names
+	Default  spaces.Config  // vLLM's default config (trial 0), for the gain
+
+	MaxTrials    int           // finished search trials of the study, resumed ones included
+	Budget       time.Duration // wall time of this run, final re-measurement included
+	TrialTimeout time.Duration // per trial; 0 = none
+	Patience     int           // stop after N search trials without front improvement; 0 = off
+
+	Finalists int     // configs re-measured at the end
+	Repeats   int     // measurements per finalist, the search trial included; <= 1 = none
+	MADK      float64 // k of the conservative score median - k*MAD
+
+	Resume bool // continue a study that has trials
+
+	Progress io.Writer // live progress; nil = none
+	Terminal bool      // Progress is a terminal: draw a live bar
+	Logger   *slog.Logger
+}
+
+// DefaultConfig returns the loop's defaults: 50 trials, 8 h, 20 min per
+// trial, patience 15, the best 3 configs re-measured 3 times, k = 1.
+func DefaultConfig() Config {
+	return Config{
+		Metrics:      DefaultMetrics(),
+		MaxTrials:    50,
+		Budget:       8 * time.Hour,
+		TrialTimeout: 20 * time.Minute,
+		Patience:     15,
+		Finalists:    3,
+		Repeats:      3,
+		MADK:         1,
+	}
+}
+
+// Validate checks the knobs.
+func (c *Config) Validate() error {
+	switch {
+	case c.MaxTrials < 0 || c.Budget < 0 || c.TrialTimeout < 0 || c.Patience < 0:
+		return errors.New("tuner: negative budget, timeout or patience")
+	case c.MaxTrials == 0 && c.Budget == 0 && c.Patience == 0:
+		return errors.New("tuner: unbounded search: set trials, a wall budget or patience")
+	case c.Finalists < 0 || c.Repeats < 0 || c.MADK < 0:
+		return errors.New("tuner: negative finalists, repeats or MAD multiplier")
+	case c.Metrics.Throughput == "" || c.Metrics.Latency == "":
+		return errors.New("tuner: objective metrics not set")
+	}
+	return nil
+}
+
+// Stop reasons of a Report.
+const (
+	StopTrials      = "trial budget reached"
+	StopBudget      = "wall-time budget reached"
+	StopPatience    = "front did not improve"
+	StopExhausted   = "search space exhausted"
+	StopInterrupted = "interrupted"
+)
+
+// Report is the outcome of a run (partial when interrupted).
+type Report struct {
+	Study        string        `json:"study"`
+	StopReason   string        `json:"stop_reason"`
+	Elapsed      time.Duration `json:"elapsed_ns"`
+	SearchTrials int           `json:"search_trials"` // finished, whole study
+	RepeatTrials int           `json:"repeat_trials"` // finished, whole study
+	FailedTrials int           `json:"failed_trials"`
+	RanThisRun   int           `json:"ran_this_run"`
+	SLO          trial.SLO     `json:"slo,omitempty"`
+	Metrics      Metrics       `json:"metrics"`
+	Front        []Candidate   `json:"front"`     // feasible, conservative vectors
+	Finalists    []Candidate   `json:"finalists"` // re-measured configs, best first
+	Recommended  *Candidate    `json:"recommended,omitempty"`
+	Default      *Candidate    `json:"default,omitempty"`
+	GainPct      *float64      `json:"gain_pct,omitempty"` // recommended over default, throughput medians
+	// NoFeasible explains why nothing was recommended.
+	NoFeasible string `json:"no_feasible,omitempty"`
+}
+
+// Loop runs one study. It is not safe for concurrent Runs.
+type Loop struct {
+	cfg    Config
+	runner Runner
+	prop   Proposer
+	store  Store
+	log    *slog.Logger
+
+	mu sync.Mutex // guards the fields below (read by the progress ticker)
+	st loopState
+}
+
+type loopState struct {
+	start        time.Time
+	trials       []Trial
+	searchDone   int
+	repeatDone   int
+	ranThisRun   int
+	durs         []time.Duration // finished trials of this run
+	front        [][]float64     // feasible single-trial vectors
+	best         float64
+	sinceImprove int
+	last         string
+	phase        Phase
+	running      string
+	repeatsLeft  int
+}
+
+// New checks the config and builds a loop over the given parts.
+func New(cfg Config, r Runner, p Proposer, s Store) (*Loop, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if r == nil || p == nil || s == nil {
+		return nil, errors.New("tuner: runner, proposer and store are required")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Loop{cfg: cfg, runner: r, prop: p, store: s, log: log}, nil
+}
+
+func (l *Loop) status() Status {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := &l.st
+	st := Status{
+		Done:      s.searchDone + s.repeatDone,
+		Phase:     s.phase,
+		Elapsed:   time.Since(s.start),
+		Best:      s.best,
+		BestUnit:  l.cfg.Metrics.Throughput,
+		FrontSize: len(s.front),
+		Last:      s.last,
+		Running:   s.running,
+		ETA:       -1,
+	}
+	planned := s.repeatsLeft + s.repeatDone
+	if planned == 0 && l.cfg.Repeats > 1 {
+		planned = l.cfg.Finalists * (l.cfg.Repeats - 1)
+	}
+	if l.cfg.MaxTrials > 0 {
+		st.Total = l.cfg.MaxTrials + planned
+	}
+	if mean, ok := s.meanDur(); ok {
+		var eta time.Duration = -1
+		if st.Total > 0 {
+			eta = time.Duration(max(0, st.Total-st.Done)) * mean
+		}
+		if l.cfg.Budget > 0 {
+			left := l.cfg.Budget - st.Elapsed
+			if eta < 0 || left < eta {
+				eta = max(0, left)
+			}
+		}
+		st.ETA = eta
+	}
+	return st
+}
+
+func (s *loopState) meanDur() (time.Duration, bool) {
+	if len(s.durs) == 0 {
+		return 0, false
+	}
+	var sum time.Duration
+	for _, d := range s.durs {
+		sum += d
+	}
+	return sum / time.Duration(len(s.durs)), true
+}
+
+// Run runs the study until a budget, patience or the search space ends it,
+// re-measures the finalists and returns the report. A cancelled ctx stops
+// the running trial (marked interrupted) and returns the partial report with
+// ctx.Err().
+func (l *Loop) Run(ctx context.Context) (Report, error) {
+	l.mu.Lock()
+	l.st = loopState{start: time.Now(), best: math.NaN(), phase: PhaseSearch}
+	l.mu.Unlock()
+
+	hist, err := l.store.Trials(ctx)
+	if err != nil {
+		return Report{}, fmt.Errorf("read study history: %w", err)
+	}
+	if len(hist) > 0 && !l.cfg.Resume {
+		return Report{}, fmt.Errorf("study %s: %d trials: %w", l.cfg.Study, len(hist), ErrStudyExists)
+	}
+	rerun := l.replay(hist)
+
+	prog := newProgress(l.cfg.Progress, l.cfg.Terminal, l.status)
+	defer prog.close()
+
+	reason, err := l.search(ctx, prog, rerun)
+	if err == nil {
+		err = l.remeasure(ctx, prog)
+	}
+	if err != nil && ctx.Err() != nil {
+		reason = StopInterrupted
+	}
+	rep := l.report(reason)
+	return rep, err
+}
+
+// replay loads the history: finished search trials are told to the proposer
+// and counted; interrupted search trials whose config never finished are
+// returned for a re-run (once each).
+func (l *Loop) replay(hist []Trial) []Trial {
+	finished := map[string]bool{}
+	for i := range hist {
+		t := &hist[i]
+		if t.ConfigID == "" {
+			t.ConfigID = t.Config.ID()
+		}
+		if t.State.Finished() {
+			finished[t.ConfigID] = true
+		}
+	}
+	var rerun []Trial
+	queued := map[string]bool{}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range hist {
+		t := hist[i]
+		l.st.trials = append(l.st.trials, t)
+		switch {
+		case t.State.Finished() && t.Phase == PhaseRepeat:
+			l.st.repeatDone++
+		case t.State.Finished():
+			l.st.searchDone++
+			l.prop.Tell(t.Config, t.Result)
+			l.updateFront(&t)
+			l.st.last = fmt.Sprintf("#%d %s", t.Number, t.Verdict())
+		case t.Phase != PhaseRepeat && !finished[t.ConfigID] && !queued[t.ConfigID]:
+			queued[t.ConfigID] = true
+			rerun = append(rerun, t)
+		}
+	}
+	if len(hist) > 0 {
+		l.log.Info("resuming study", "study", l.cfg.Study, "search_trials", l.st.searchDone,
+			"repeat_trials", l.st.repeatDone, "rerun", len(rerun))
+	}
+	return rerun
+}
+
+// updateFront adds a finished search trial to the running front and
+// tracks patience. Caller holds mu.
+func (l *Loop) updateFront(t *Trial) {
+	l.st.sinceImprove++
+	v, ok := l.cfg.Metrics.Vector(t.Result)
+	if !ok {
+		return
+	}
+	if pm := t.Result.Metrics(); pm == nil {
+		return
+	} else if met, _ := l.cfg.SLO.Check(pm); !met {
+		return
+	}
+	if math.IsNaN(l.st.best) || v[0] > l.st.best {
+		l.st.best = v[0]
+	}
+	add, drop := pareto.Insert(l.st.front, v, l.cfg.Metrics.Objectives().Directions())
+	if !add {
+		return
+	}
+	slices.Sort(drop)
+	for i := len(drop) - 1; i >= 0; i-- {
+		l.st.front = slices.Delete(l.st.front, drop[i], drop[i]+1)
+	}
+	l.st.front = append(l.st.front, v)
+	l.st.sinceImprove = 0
+}
+
+// search runs search trials until a stop condition.
+func (l *Loop) search(ctx context.Context, prog progress, rerun []Trial) (string, error) {
+	seen := map[string]*Trial{}
+	for i := range l.st.trials {
+		t := &l.st.trials[i]
+		if t.State.Finished() && t.Phase != PhaseRepeat {
+			seen[t.ConfigID] = t
+		}
+	}
+	dups := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return StopInterrupted, err
+		}
+		if reason, stop := l.shouldStop(); stop {
+			return reason, nil
+		}
+		var cfg spaces.Config
+		fromAsk := false
+		if len(rerun) > 0 {
+			cfg, rerun = rerun[0].Config, rerun[1:]
+		} else {
+			c, err := l.prop.Ask(ctx)
+			switch {
+			case ctx.Err() != nil:
+				return StopInterrupted, ctx.Err()
+			case errors.Is(err, ErrSpaceExhausted):
+				return StopExhausted, nil
+			case err != nil:
+				return "", fmt.Errorf("propose: %w", err)
+			}
+			cfg, fromAsk = c, true
+		}
+		if prev, ok := seen[cfg.ID()]; ok && fromAsk {
+			// Never run a config twice in the search: teach the proposer
+			// the known result instead.
+			l.log.Debug("proposer repeated a config; told it the known result", "config", cfg.ID(), "trial", prev.Number)
+			l.prop.Tell(cfg, prev.Result)
+			if dups++; dups >= 100 {
+				return StopExhausted, nil
+			}
+			continue
+		}
+		dups = 0
+		t, err := l.runOne(ctx, prog, cfg, PhaseSearch)
+		if err != nil {
+			return "", err
+		}
+		seen[t.ConfigID] = &t
+	}
+}
+
+// shouldStop checks the budgets before the next search trial.
+func (l *Loop) shouldStop() (string, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := &l.st
+	if l.cfg.MaxTrials > 0 && s.searchDone >= l.cfg.MaxTrials {
+		return StopTrials, true
+	}
+	if l.cfg.Patience > 0 && s.searchDone > 0 && s.sinceImprove >= l.cfg.Patience {
+		return StopPatience, true
+	}
+	if l.cfg.Budget > 0 {
+		elapsed := time.Since(s.start)
+		if elapsed >= l.cfg.Budget {
+			return StopBudget, true
+		}
+		// Keep room for the next trial and the final re-measurement.
+		if mean, ok := s.meanDur(); ok {
+			reserve := 0
+			if l.cfg.Repeats > 1 {
+				reserve = l.cfg.Finalists * (l.cfg.Repeats - 1)
+			}
+			if elapsed+time.Duration(1+reserve)*mean > l.cfg.Budget {
+				return StopBudget, true
+			}
+		}
+	}
+	return "", false
+}
+
+// runOne stores a running record, runs the trial and stores its end. The
+// error is non-nil only for infrastructure failures and cancellation.
+func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, phase Phase) (Trial, error) {
+	if err := ctx.Err(); err != nil { // never start an engine after cancellation
+		return Trial{}, err
+	}
+	rec, err := l.store.Begin(ctx, Trial{Phase: phase, State: StateRunning, Config: cfg, ConfigID: cfg.ID(), Started: time.Now()})
+	if err != nil {
+		return Trial{}, fmt.Errorf("store trial start: %w", err)
+	}
+	l.mu.Lock()
+	l.st.phase, l.st.running = phase, rec.ConfigID
+	l.mu.Unlock()
+	prog.started(l.status())
+	l.log.Info("trial start", "trial", rec.Number, "phase", phase, "config", rec.ConfigID, "flags", cfg.Flags())
+
+	tctx, cancel := ctx, context.CancelFunc(func() {})
+	if l.cfg.TrialTimeout > 0 {
+		tctx, cancel = context.WithTimeout(ctx, l.cfg.TrialTimeout)
+	}
+	res, runErr := l.runner.Run(tctx, cfg, l.cfg.Workload)
+	timedOut := tctx.Err() != nil && ctx.Err() == nil
+	cancel()
+
+	rec.Ended = time.Now()
+	var fatal error
+	switch {
+	case ctx.Err() != nil:
+		res.Status, res.Failure = trial.StatusFailed, trial.FailInterrupted
+		if res.Error == "" {
+			res.Error = ctx.Err().Error()
+		}
+		fatal = ctx.Err()
+	case timedOut:
+		res.Status, res.Failure = trial.StatusFailed, FailTrialTimeout
+		res.Error = fmt.Sprintf("trial ran past %s", l.cfg.TrialTimeout)
+	case runErr != nil:
+		res.Status, res.Failure = trial.StatusFailed, trial.FailInterrupted
+		res.Error = runErr.Error()
+		fatal = fmt.Errorf("run trial %d: %w", rec.Number, runErr)
+	}
+	if res.ConfigID == "" {
+		res.ConfigID = rec.ConfigID
+	}
+	if res.Config.Len() == 0 {
+		res.Config = cfg
+	}
+	rec.Result = &res
+	rec.State = StateOf(&res)
+	// The end of the trial is written even when ctx is cancelled.
+	if err := l.store.Finish(context.WithoutCancel(ctx), rec); err != nil {
+		return rec, errors.Join(fatal, fmt.Errorf("store trial end: %w", err))
+	}
+	if rec.State == StateInterrupted {
+		l.log.Warn("trial interrupted", "trial", rec.Number, "config", rec.ConfigID)
+		l.record(prog, rec)
+		if fatal == nil {
+			fatal = errors.New("trial interrupted")
+		}
+		return rec, fatal
+	}
+	if phase == PhaseSearch {
+		l.prop.Tell(cfg, &res)
+	}
+	l.record(prog, rec)
+	l.log.Info("trial end", "trial", rec.Number, "verdict", rec.Verdict(), "seconds", rec.Ended.Sub(rec.Started).Seconds())
+	return rec, fatal
+}
+
+// record folds a finished (or interrupted) trial into the state and shows it.
+func (l *Loop) record(prog progress, t Trial) {
+	l.mu.Lock()
+	l.st.trials = append(l.st.trials, t)
+	l.st.running = ""
+	if t.State.Finished() {
+		l.st.ranThisRun++
+		l.st.durs = append(l.st.durs, t.Ended.Sub(t.Started))
+		if t.Phase == PhaseRepeat {
+			l.st.repeatDone++
+			l.st.repeatsLeft = max(0, l.st.repeatsLeft-1)
+		} else {
+			l.st.searchDone++
+			l.updateFront(&t)
+		}
+	}
+	l.st.last = fmt.Sprintf("#%d %s", t.Number, t.Verdict())
+	l.mu.Unlock()
+	prog.finished(l.status(), l.trialLine(&t))
+}
+
+// trialLine is the one-line summary of a trial.
+func (l *Loop) trialLine(t *Trial) string {
+	s := fmt.Sprintf("trial #%d [%s] %s %-14s", t.Number, t.Phase, t.ConfigID, t.Verdict())
+	if v, ok := l.cfg.Metrics.Vector(t.Result); ok {
+		s += fmt.Sprintf(" %s=%.1f %s=%.1fms vram=%.1fGiB", l.cfg.Metrics.Throughput, v[0], l.cfg.Metrics.Latency, v[1], v[2])
+		if pm := t.Result.Metrics(); pm != nil && len(l.cfg.SLO) > 0 {
+			if met, bad := l.cfg.SLO.Check(pm); met {
+				s += " slo=met"
+			} else {
+				s += fmt.Sprintf(" slo=missed(%d)", len(bad))
+			}
+		}
+	} else if t.Result != nil && t.Result.Error != "" {
+		s += " " + firstLine(t.Result.Error, 100)
+	}
+	s += fmt.Sprintf(" (%s)", fmtDur(t.Ended.Sub(t.Started)))
+	return s
+}
+
+func firstLine(s string, n int) string {
+	for i, r := range s {
+		if r == '\n' {
+			s = s[:i]
+			break
+		}
+	}
+	if len(s) > n {
+		s = s[:n] + "..."
+	}
+	return s
+}
+
+// remeasure re-runs the best few feasible configs until each has Repeats
+// measurements (resumable: existing repeats count).
+func (l *Loop) remeasure(ctx context.Context, prog progress) error {
+	if l.cfg.Repeats <= 1 || l.cfg.Finalists == 0 {
+		return nil
+	}
+	fin := l.finalists()
+	type job struct {
+		cfg  spaces.Config
+		need int
+	}
+	var jobs []job
+	total := 0
+	for _, c := range fin {
+		if need := l.cfg.Repeats - len(c.Trials) - c.Failed; need > 0 {
+			jobs = append(jobs, job{c.Config, need})
+			total += need
+		}
+	}
+	l.mu.Lock()
+	l.st.repeatsLeft = total
+	l.st.phase = PhaseRepeat
+	l.mu.Unlock()
+	for _, j := range jobs {
+		for range j.need {
+			if _, err := l.runOne(ctx, prog, j.cfg, PhaseRepeat); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// finalists are the best feasible candidates by conservative score, from the
+// search trials' single measurements and any repeats so far.
+func (l *Loop) finalists() []Candidate {
+	l.mu.Lock()
+	trials := slices.Clone(l.st.trials)
+	l.mu.Unlock()
+	cands := Aggregate(trials, l.cfg.SLO, l.cfg.Metrics, l.cfg.MADK)
+	var feas []Candidate
+	for _, c := range cands {
+		if c.Feasible {
+			feas = append(feas, c)
+		}
+	}
+	slices.SortStableFunc(feas, func(a, b Candidate) int {
+		switch {
+		case a.Score > b.Score:
+			return -1
+		case a.Score < b.Score:
+			return 1
+		}
+		return 0
+	})
+	if len(feas) > l.cfg.Finalists {
+		feas = feas[:l.cfg.Finalists]
+	}
+	return feas
+}
+
+// report builds the Report from everything stored so far.
+func (l *Loop) report(reason string) Report {
+	l.mu.Lock()
+	trials := slices.Clone(l.st.trials)
+	rep := Report{
+		Study: l.cfg.Study, StopReason: reason, Elapsed: time.Since(l.st.start),
+		SearchTrials: l.st.searchDone, RepeatTrials: l.st.repeatDone, RanThisRun: l.st.ranThisRun,
+		SLO: l.cfg.SLO, Metrics: l.cfg.Metrics,
+	}
+	l.mu.Unlock()
+	for _, t := range trials {
+		if t.State == StateFailed {
+			rep.FailedTrials++
+		}
+	}
+	cands := Aggregate(trials, l.cfg.SLO, l.cfg.Metrics, l.cfg.MADK)
+	for _, i := range Front(cands, l.cfg.Metrics) {
+		rep.Front = append(rep.Front, cands[i])
+	}
+	repeated := map[string]bool{}
+	for _, t := range trials {
+		if t.Phase == PhaseRepeat {
+			repeated[t.ConfigID] = true
+		}
+	}
+	for _, c := range cands {
+		if repeated[c.ConfigID] {
+			rep.Finalists = append(rep.Finalists, c)
+		}
+	}
+	slices.SortStableFunc(rep.Finalists, func(a, b Candidate) int {
+		if a.Score > b.Score {
+			return -1
+		} else if a.Score < b.Score {
+			return 1
+		}
+		return 0
+	})
+	defID := l.cfg.Default.ID()
+	for i := range cands {
+		if l.cfg.Default.Len() > 0 && cands[i].ConfigID == defID {
+			c := cands[i]
+			rep.Default = &c
+		}
+	}
+	// Recommend among the re-measured finalists when there are any, so a
+	// single lucky run does not win; otherwise among all candidates.
+	pool := cands
+	if len(rep.Finalists) > 0 {
+		pool = rep.Finalists
+	}
+	rec, err := Recommend(pool, l.cfg.Metrics, l.cfg.SLO, PreferThroughput)
+	if err != nil && len(rep.Finalists) > 0 {
+		rec, err = Recommend(cands, l.cfg.Metrics, l.cfg.SLO, PreferThroughput)
+	}
+	if err != nil {
+		rep.NoFeasible = err.Error()
+	} else {
+		c := *rec
+		rep.Recommended = &c
+		if g, ok := Gain(rep.Recommended, rep.Default); ok {
+			rep.GainPct = &g
+		}
+	}
+	return rep
+}

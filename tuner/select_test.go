@@ -1,0 +1,195 @@
+package tuner
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/vllm-tuner/tuner/pareto"
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+const eps = 1e-12
+
+func TestRobust(t *testing.T) {
+	tests := []struct {
+		xs          []float64
+		median, mad float64
+	}{
+		{[]float64{5}, 5, 0},
+		{[]float64{1, 2, 3}, 2, 1},
+		{[]float64{100, 101, 160}, 101, 1}, // one lucky run barely moves it
+		{[]float64{4, 1, 3, 2}, 2.5, 1},
+		{[]float64{1, 1, 2, 2, 4, 6, 9}, 2, 1}, // |x-2| = 1 1 0 0 2 4 7
+	}
+	for _, tt := range tests {
+		s := Robust(tt.xs)
+		if math.Abs(s.Median-tt.median) > eps || math.Abs(s.MAD-tt.mad) > eps || s.N != len(tt.xs) {
+			t.Errorf("Robust(%v) = %+v, want median %g MAD %g", tt.xs, s, tt.median, tt.mad)
+		}
+	}
+	if s := Robust(nil); !math.IsNaN(s.Median) || s.N != 0 {
+		t.Errorf("Robust(nil) = %+v", s)
+	}
+	if got := (Stat{Median: 10, MAD: 2}).Low(1.5); got != 7 {
+		t.Errorf("Low = %g, want 7", got)
+	}
+}
+
+func mkTrial(num, n int, phase Phase, r trial.Result) Trial {
+	c := cfgN(n)
+	return Trial{Number: num, Phase: phase, State: StateOf(&r), Config: c, ConfigID: c.ID(), Result: &r}
+}
+
+func TestAggregateConservative(t *testing.T) {
+	slo, _ := trial.ParseSLO("tpot_p99<=50ms")
+	trials := []Trial{
+		mkTrial(0, 1, PhaseSearch, result(trial.StatusOK, 1000, 40, 70)),
+		mkTrial(1, 2, PhaseSearch, result(trial.StatusOK, 1500, 45, 70)), // lucky
+		mkTrial(2, 2, PhaseRepeat, result(trial.StatusOK, 1100, 49, 70)),
+		mkTrial(3, 2, PhaseRepeat, result(trial.StatusOK, 1050, 52, 70)),
+		mkTrial(4, 3, PhaseSearch, trial.Result{Status: trial.StatusFailed, Failure: trial.FailOOM}),
+		{Number: 5, Phase: PhaseSearch, State: StateInterrupted, Config: cfgN(4), ConfigID: cfgN(4).ID(), Result: &trial.Result{Status: trial.StatusFailed, Failure: trial.FailInterrupted}},
+	}
+	c := Aggregate(trials, slo, DefaultMetrics(), 1)
+	if len(c) != 3 {
+		t.Fatalf("%d candidates, want 3 (interrupted trials ignored)", len(c))
+	}
+	// Config 2: throughput 1500,1100,1050 -> median 1100, MAD 50, score 1050;
+	// tpot 45,49,52 -> median 49, MAD 3, conservative 52 > 50: infeasible.
+	c2 := c[1]
+	if c2.Score != 1050 || c2.ConservativeLatency != 52 || c2.Feasible || len(c2.Trials) != 3 {
+		t.Fatalf("config 2: %+v", c2)
+	}
+	if !strings.Contains(strings.Join(c2.Violations, ","), "tpot_p99=52") {
+		t.Fatalf("config 2 violations %v", c2.Violations)
+	}
+	if c[2].Feasible || c[2].Failed != 1 || len(c[2].Trials) != 0 {
+		t.Fatalf("failed config: %+v", c[2])
+	}
+	rec, err := Recommend(c, DefaultMetrics(), slo, PreferThroughput)
+	if err != nil || rec.ConfigID != cfgN(1).ID() {
+		t.Fatalf("Recommend = %+v, %v; want config 1", rec, err)
+	}
+	// With a tighter SLO nothing fits; the closest is config 1 (40 vs 30).
+	tight, _ := trial.ParseSLO("tpot_p99<=30ms")
+	c = Aggregate(trials, tight, DefaultMetrics(), 1)
+	_, err = Recommend(c, DefaultMetrics(), tight, PreferThroughput)
+	var ie *InfeasibleError
+	if !errors.As(err, &ie) || !errors.Is(err, ErrNoFeasible) || ie.Closest == nil || ie.Closest.ConfigID != cfgN(1).ID() {
+		t.Fatalf("tight SLO: %v", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "tpot_p99<=30ms") || !strings.Contains(msg, "trial 0") || !strings.Contains(msg, "tpot_p99=40 (want <= 30)") {
+		t.Fatalf("message %q", msg)
+	}
+}
+
+func TestRecommendPreferences(t *testing.T) {
+	// (throughput, tpot, vram) per config n.
+	pts := map[int][3]float64{
+		1: {1000, 20, 40}, // lowest VRAM
+		2: {2000, 30, 70}, // highest throughput
+		3: {1200, 10, 70}, // lowest latency
+		4: {1900, 22, 50}, // knee-ish
+		5: {500, 40, 75},  // dominated
+	}
+	var trials []Trial
+	for i := 1; i <= 5; i++ {
+		p := pts[i]
+		trials = append(trials, mkTrial(i, i, PhaseSearch, result(trial.StatusOK, p[0], p[1], p[2])))
+	}
+	c := Aggregate(trials, nil, DefaultMetrics(), 1)
+	want := map[Prefer]int{PreferThroughput: 2, PreferLatency: 3, PreferVRAM: 1, PreferKnee: 4}
+	for pref, n := range want {
+		got, err := Recommend(c, DefaultMetrics(), nil, pref)
+		if err != nil || got.Config.Int("max_num_seqs") != n {
+			t.Errorf("prefer %s: got %v (%v), want config %d", pref, got, err, n)
+		}
+	}
+	front := Front(c, DefaultMetrics())
+	if len(front) != 4 {
+		t.Errorf("front %v, want the 4 non-dominated configs", front)
+	}
+	if _, err := ParsePrefer("speed"); err == nil {
+		t.Error("ParsePrefer accepted speed")
+	}
+}
+
+// Property: no front member is dominated by any feasible candidate, and every
+// feasible candidate off the front is dominated by a front member.
+func TestFrontProperty(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 7))
+	m := DefaultMetrics()
+	dirs := m.Objectives().Directions()
+	slo, _ := trial.ParseSLO("tpot_p99<=50ms")
+	for iter := 0; iter < 200; iter++ {
+		var trials []Trial
+		for i := range 1 + r.IntN(30) {
+			trials = append(trials, mkTrial(i, r.IntN(20), PhaseSearch,
+				result(trial.StatusOK, float64(r.IntN(50)), float64(r.IntN(80)), float64(r.IntN(5)))))
+		}
+		c := Aggregate(trials, slo, m, 1)
+		front := Front(c, m)
+		on := map[int]bool{}
+		for _, i := range front {
+			on[i] = true
+			if !c[i].Feasible {
+				t.Fatalf("infeasible candidate %d on the front", i)
+			}
+		}
+		for i := range c {
+			if !c[i].Feasible {
+				continue
+			}
+			dominated := false
+			for j := range c {
+				if c[j].Feasible && pareto.Dominates(c[j].Vector(), c[i].Vector(), dirs) {
+					dominated = true
+					if on[i] {
+						t.Fatalf("front member %d dominated by %d", i, j)
+					}
+				}
+			}
+			if !dominated && !on[i] {
+				t.Fatalf("non-dominated feasible candidate %d missing from the front", i)
+			}
+		}
+	}
+}
+
+func TestStateOf(t *testing.T) {
+	tests := []struct {
+		r    *trial.Result
+		want State
+	}{
+		{nil, StateInterrupted},
+		{&trial.Result{Status: trial.StatusOK}, StateOK},
+		{&trial.Result{Status: trial.StatusUnstable}, StateUnstable},
+		{&trial.Result{Status: trial.StatusFailed, Failure: trial.FailOOM}, StateFailed},
+		{&trial.Result{Status: trial.StatusFailed, Failure: trial.FailInterrupted}, StateInterrupted},
+	}
+	for _, tt := range tests {
+		if got := StateOf(tt.r); got != tt.want {
+			t.Errorf("StateOf(%+v) = %s, want %s", tt.r, got, tt.want)
+		}
+	}
+}
+
+func BenchmarkAggregate1k(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	var trials []Trial
+	for i := range 1000 {
+		trials = append(trials, mkTrial(i, r.IntN(400), PhaseSearch,
+			result(trial.StatusOK, r.Float64()*5000, r.Float64()*80, 40+r.Float64()*30)))
+	}
+	slo, _ := trial.ParseSLO("tpot_p99<=50ms")
+	b.ResetTimer()
+	for b.Loop() {
+		c := Aggregate(trials, slo, DefaultMetrics(), 1)
+		if _, err := Recommend(c, DefaultMetrics(), slo, PreferKnee); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
