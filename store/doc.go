@@ -1,3 +1,59 @@
-// Package store keeps studies, trials, Pareto fronts and surrogate model files
-// in one bbolt file.
+// Package store keeps every study, trial, Pareto front and surrogate model
+// file of tuner in one bbolt file (default ~/.local/share/tuner/tuner.db,
+// $XDG_DATA_HOME honoured, see DefaultPath).
+//
+// # Layout (schema version 1)
+//
+//	meta        "schema" -> decimal schema version; "created" -> RFC 3339 time
+//	studies     study ID (12 hex digits, a hash of the StudyKey) -> Study JSON
+//	trials      one nested bucket per study ID;
+//	            inside: 8-byte big-endian sequence (bucket NextSequence) -> Trial JSON
+//	running     study ID + 8-byte big-endian sequence -> writer session ID
+//	            (an index of the trials in state running)
+//	fronts      "study/<study ID>" -> Front JSON (the study's maintained front)
+//	            "group/<model>|<gpu>|<count>|<objectives>" -> Front JSON
+//	            (the front of that model and GPU setup across studies)
+//	models      surrogate model name -> model file bytes
+//	model_meta  surrogate model name -> ModelMeta JSON
+//
+// Every record is JSON with a "v" field (RecordVersion). The decoders read
+// older record versions and migrations (see migrate.go) rewrite older files;
+// a file or record newer than this program is refused, never rewritten.
+//
+// # Concurrency
+//
+// bbolt takes an exclusive flock for a read-write open and a shared one for a
+// read-only open, so a process that keeps the file open for writing locks
+// every reader out. A Store therefore never keeps the file open: each method
+// opens it, runs one short transaction and closes it again, waiting at most
+// Options.Timeout for the lock. Readers cut long scans into chunks of one
+// transaction each, so no reader holds the file for long. A gate file
+// (<db>.lock) keeps readers from starving the writer: a writer takes it
+// exclusively before it opens the database, a reader passes it (shared,
+// released at once) before it opens, so once a writer waits no new reader
+// enters and the writer waits at most for the readers already inside.
+//
+// Because the file is closed between operations, a trial in state running
+// may belong to a live search in another process. Every writable Store holds
+// a session lock file (<db>.sessions/<id>.lock) until Close, and records its
+// session in the trials it starts; opening for writing marks as interrupted
+// only the running trials whose session lock nobody holds any more (their
+// process died).
+//
+// # Fronts
+//
+// A trial enters a front when it ended in state ok (unstable measurements
+// are noisy, so they are left out of maintained fronts; FrontQuery can
+// include them), every objective of its study is readable and finite, and
+// it meets its study's SLO. Fronts are updated in the same transaction that
+// finishes the trial and always equal RebuildFront over the trials.
+//
+// # Integrity
+//
+// Files are created atomically (built beside the target, then linked into
+// place), so an empty or short file is always damage: it is reported as a
+// *CorruptError naming the file, never initialised again. Page faults and
+// panics inside bbolt on a damaged file are recovered and reported the same
+// way. Check runs bbolt's consistency check and this package's invariants;
+// Backup writes a consistent copy.
 package store

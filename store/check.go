@@ -1,0 +1,281 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// CheckReport summarises a verified file.
+type CheckReport struct {
+	Path     string   `json:"path"`
+	Schema   int      `json:"schema"`
+	Studies  int      `json:"studies"`
+	Trials   int      `json:"trials"`
+	Running  int      `json:"running"`
+	Fronts   int      `json:"fronts"`
+	Models   int      `json:"models"`
+	Problems []string `json:"problems,omitempty"`
+}
+
+// maxProblems caps the problems one check lists.
+const maxProblems = 100
+
+// Check verifies the file: every record decodes; trials sit under their own
+// study and sequence key, within the bucket's sequence; the running index
+// matches the running trials; every maintained front equals the front
+// rebuilt from the trials; model files match their checksums; and finally
+// bbolt's own page-level check (run last, after this package's walk has read
+// every page under panic protection). Problems come back in the report and,
+// when there are any, as a *CorruptError.
+func (s *Store) Check(ctx context.Context) (CheckReport, error) {
+	rep := CheckReport{Path: s.path}
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		problem := func(format string, args ...any) {
+			if len(rep.Problems) < maxProblems {
+				rep.Problems = append(rep.Problems, fmt.Sprintf(format, args...))
+			}
+		}
+		v, err := schemaVersion(tx)
+		if err != nil {
+			return err
+		}
+		rep.Schema = v
+		if v != SchemaVersion {
+			problem("schema %d, want %d (open for writing to migrate)", v, SchemaVersion)
+			return nil
+		}
+		for _, b := range allBuckets {
+			if tx.Bucket(b) == nil {
+				problem("bucket %s missing", b)
+			}
+		}
+		if len(rep.Problems) > 0 {
+			return nil
+		}
+		s.checkRecords(ctx, tx, &rep, problem)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		for err := range tx.Check() {
+			problem("bbolt: %v", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return rep, err
+	}
+	if len(rep.Problems) > 0 {
+		return rep, &CorruptError{Path: s.path, Problems: rep.Problems}
+	}
+	return rep, nil
+}
+
+func (s *Store) checkRecords(ctx context.Context, tx *bolt.Tx, rep *CheckReport, problem func(string, ...any)) {
+	studies := map[string]Study{}
+	_ = tx.Bucket(bucketStudies).ForEach(func(k, v []byte) error {
+		st, err := DecodeStudy(v)
+		switch {
+		case err != nil:
+			problem("study %q: %v", k, err)
+		case st.ID != string(k):
+			problem("study %q stored under key %q", st.ID, k)
+		case st.Key.ID() != st.ID:
+			problem("study %s: id does not match its key (hash %s)", st.ID, st.Key.ID())
+		default:
+			studies[st.ID] = st
+		}
+		return nil
+	})
+	rep.Studies = len(studies)
+
+	running := map[string]bool{}
+	_ = tx.Bucket(bucketRunning).ForEach(func(k, v []byte) error {
+		if len(k) != 20 {
+			problem("running index: bad key %x", k)
+			return nil
+		}
+		running[TrialID(string(k[:12]), beUint64(k[12:]))] = true
+		return nil
+	})
+	rep.Running = len(running)
+
+	_ = tx.Bucket(bucketTrials).ForEach(func(sid, v []byte) error {
+		if v != nil {
+			problem("trials: stray key %q (want a bucket per study)", sid)
+			return nil
+		}
+		if _, ok := studies[string(sid)]; !ok {
+			problem("trials of unknown study %q", sid)
+		}
+		tb := tx.Bucket(bucketTrials).Bucket(sid)
+		var last uint64
+		_ = tb.ForEach(func(k, v []byte) error {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			rep.Trials++
+			if len(k) != 8 {
+				problem("study %s: bad trial key %x", sid, k)
+				return nil
+			}
+			seq := beUint64(k)
+			t, err := DecodeTrial(v)
+			switch {
+			case err != nil:
+				problem("trial %s: %v", TrialID(string(sid), seq), err)
+				return nil
+			case t.StudyID != string(sid) || t.Seq != seq:
+				problem("trial %s stored under %s key %d", t.ID, sid, seq)
+			case seq <= last:
+				problem("study %s: trial keys out of order at %d", sid, seq)
+			case seq > tb.Sequence():
+				problem("trial %s: sequence beyond the bucket's %d", t.ID, tb.Sequence())
+			}
+			last = seq
+			if (t.State == StateRunning) != running[t.ID] {
+				problem("trial %s: state %s but running index says %v", t.ID, t.State, running[t.ID])
+			}
+			delete(running, t.ID)
+			return nil
+		})
+		return nil
+	})
+	for id := range running {
+		problem("running index names missing trial %s", id)
+	}
+
+	want, err := rebuiltFronts(tx)
+	if err != nil {
+		problem("rebuilding fronts: %v", err)
+		return
+	}
+	have := map[string]Front{}
+	_ = tx.Bucket(bucketFronts).ForEach(func(k, v []byte) error {
+		rep.Fronts++
+		f, err := DecodeFront(v)
+		if err != nil {
+			problem("front %s: %v", k, err)
+			return nil
+		}
+		have[string(k)] = f
+		return nil
+	})
+	names := make([]string, 0, len(want)+len(have))
+	for n := range want {
+		names = append(names, n)
+	}
+	for n := range have {
+		if _, ok := want[n]; !ok {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		w, h := want[n], have[n]
+		if !samePoints(w.Points, h.Points) {
+			problem("front %s: %d stored points differ from the %d rebuilt from trials", n, len(h.Points), len(w.Points))
+		}
+	}
+
+	_ = tx.Bucket(bucketModelMeta).ForEach(func(k, v []byte) error {
+		rep.Models++
+		m, err := decodeModelMeta(v)
+		if err != nil {
+			problem("model %s: %v", k, err)
+			return nil
+		}
+		blob := tx.Bucket(bucketModels).Get(k)
+		sum := sha256.Sum256(blob)
+		if blob == nil || hex.EncodeToString(sum[:]) != m.SHA256 {
+			problem("model %s: file missing or checksum mismatch", k)
+		}
+		return nil
+	})
+}
+
+// samePoints compares two sorted point lists by trial and objective values.
+func samePoints(a, b []Point) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].TrialID != b[i].TrialID || !reflect.DeepEqual(a[i].Values, b[i].Values) {
+			return false
+		}
+	}
+	return true
+}
+
+// SameFront reports whether two fronts hold the same trials with the same
+// objective vectors.
+func SameFront(a, b Front) bool { return samePoints(a.Points, b.Points) }
+
+// Backup writes a consistent copy of the database to dst from one read
+// transaction (bbolt's Tx.WriteTo, the body of Tx.CopyFile, plus an fsync):
+// the copy goes to a temporary file beside dst and is renamed into place,
+// so dst is either the old file or a complete copy.
+func (s *Store) Backup(ctx context.Context, dst string) error {
+	abs, err := filepath.Abs(dst)
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	if abs == s.path {
+		return fmt.Errorf("backup: destination is the database itself")
+	}
+	if st, err := os.Stat(abs); err == nil && st.IsDir() {
+		return fmt.Errorf("backup: %s is a directory", abs)
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("backup: %w", err)
+	}
+	tmp := abs + ".tmp-" + randomID()
+	defer os.Remove(tmp)
+	err = s.view(ctx, func(tx *bolt.Tx) error {
+		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return err
+		}
+		_, err = tx.WriteTo(f)
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("backup to %s: %w", abs, err)
+	}
+	// Verify the copy opens and carries the schema before it replaces dst.
+	db, err := bolt.Open(tmp, 0o600, &bolt.Options{ReadOnly: true, Timeout: s.opts.Timeout})
+	if err != nil {
+		return fmt.Errorf("backup to %s: the copy does not open: %w", abs, err)
+	}
+	var meta []byte
+	_ = db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketMeta); b != nil {
+			meta = bytes.Clone(b.Get(keySchema))
+		}
+		return nil
+	})
+	_ = db.Close()
+	if meta == nil {
+		return fmt.Errorf("backup to %s: the copy has no schema record", abs)
+	}
+	if err := os.Rename(tmp, abs); err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	syncDir(filepath.Dir(abs))
+	return nil
+}

@@ -1,0 +1,56 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+var (
+	// ErrCorrupt is matched (errors.Is) by every *CorruptError.
+	ErrCorrupt = errors.New("database corrupt")
+	// ErrNotFound reports a missing study, trial, model or database file.
+	ErrNotFound = errors.New("not found")
+	// ErrBusy reports that the file lock was not obtained within Options.Timeout.
+	ErrBusy = errors.New("database busy")
+	// ErrReadOnly reports a write through a read-only Store.
+	ErrReadOnly = errors.New("store is read-only")
+	// ErrTooNew reports a file or record written by a newer tuner.
+	ErrTooNew = errors.New("written by a newer version of tuner")
+	// ErrNeedsMigration reports an old file opened read-only.
+	ErrNeedsMigration = errors.New("database needs migration (open it for writing once)")
+	// ErrState reports a trial that is not in the state an operation needs.
+	ErrState = errors.New("wrong trial state")
+	// ErrClosed reports use of a closed Store.
+	ErrClosed = errors.New("store closed")
+)
+
+// CorruptError says that the file at Path is damaged, and how.
+type CorruptError struct {
+	Path     string
+	Problems []string // what Check found; empty when Err says it all
+	Err      error    // the underlying error, if any
+}
+
+func (e *CorruptError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "database %s is corrupt", e.Path)
+	if e.Err != nil {
+		fmt.Fprintf(&b, ": %v", e.Err)
+	}
+	switch len(e.Problems) {
+	case 0:
+	case 1:
+		fmt.Fprintf(&b, ": %s", e.Problems[0])
+	default:
+		fmt.Fprintf(&b, ": %d problems, first: %s", len(e.Problems), e.Problems[0])
+	}
+	return b.String()
+}
+
+func (e *CorruptError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrCorrupt, e.Err}
+	}
+	return []error{ErrCorrupt}
+}

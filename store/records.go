@@ -1,0 +1,355 @@
+package store
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/vllm-tuner/tuner/pareto"
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+// RecordVersion is the encoding version written into every record's "v".
+// Version 0 records (schema 0 files) have no "v"; the decoders read them.
+const RecordVersion = 1
+
+// State is where a trial is in its life.
+type State string
+
+const (
+	StateRunning     State = "running"     // written before the engine starts
+	StateOK          State = "ok"          // measured and stable
+	StateUnstable    State = "unstable"    // measured, steady state not reached
+	StateFailed      State = "failed"      // no usable measurement (see Result.Failure)
+	StateInterrupted State = "interrupted" // the tuner stopped or died during the trial
+)
+
+// Valid reports whether s is one of the defined states.
+func (s State) Valid() bool {
+	switch s {
+	case StateRunning, StateOK, StateUnstable, StateFailed, StateInterrupted:
+		return true
+	}
+	return false
+}
+
+// Finished reports whether the trial has ended.
+func (s State) Finished() bool { return s.Valid() && s != StateRunning }
+
+// StateOf maps a trial result to the state it ends in.
+func StateOf(r *trial.Result) State {
+	switch {
+	case r == nil:
+		return StateFailed
+	case r.Failure == trial.FailInterrupted:
+		return StateInterrupted
+	case r.Status == trial.StatusOK:
+		return StateOK
+	case r.Status == trial.StatusUnstable:
+		return StateUnstable
+	}
+	return StateFailed
+}
+
+// DefaultObjectives are tuner's usual three: output throughput up, the given
+// latency metric (e.g. "tpot_p99"; "" means "tpot_p99") down, peak VRAM down.
+func DefaultObjectives(latency string) pareto.Objectives {
+	if latency == "" {
+		latency = "tpot_p99"
+	}
+	return pareto.Objectives{
+		{Name: "output_throughput", Direction: pareto.Maximize},
+		{Name: latency, Direction: pareto.Minimize},
+		{Name: "peak_vram_gib", Direction: pareto.Minimize},
+	}
+}
+
+// StudyKey is what makes two searches the same study.
+type StudyKey struct {
+	Model         string            `json:"model"`
+	GPU           string            `json:"gpu"`
+	GPUCount      int               `json:"gpu_count"`
+	Engine        string            `json:"engine"` // "vllm", "sim", "sim-virtual"
+	EngineVersion string            `json:"engine_version"`
+	Workload      string            `json:"workload"`
+	Objectives    pareto.Objectives `json:"objectives"`
+	SLO           string            `json:"slo"` // canonical trial.SLO.String()
+	SpaceHash     string            `json:"space_hash"`
+}
+
+// normalize fills defaults and canonicalises the SLO so that equivalent
+// spellings ("800ms", "0.8s") give the same study.
+func (k StudyKey) normalize() (StudyKey, trial.SLO, error) {
+	if k.Model == "" || k.GPU == "" {
+		return k, nil, fmt.Errorf("study key: model and gpu are required")
+	}
+	if k.GPUCount <= 0 {
+		k.GPUCount = 1
+	}
+	if len(k.Objectives) == 0 {
+		k.Objectives = DefaultObjectives("")
+	}
+	if err := k.Objectives.Validate(); err != nil {
+		return k, nil, fmt.Errorf("study key: %w", err)
+	}
+	slo, err := trial.ParseSLO(k.SLO)
+	if err != nil {
+		return k, nil, fmt.Errorf("study key: %w", err)
+	}
+	k.SLO = slo.String()
+	return k, slo, nil
+}
+
+// ID is the stable study ID: 12 hex digits of the SHA-256 of the key's JSON.
+func (k StudyKey) ID() string {
+	b, _ := json.Marshal(k)
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:6])
+}
+
+// GroupKey names the cross-study front this study feeds: same model, GPU
+// type and count, and objectives.
+func (k StudyKey) GroupKey() string {
+	return fmt.Sprintf("%s|%s|%d|%s", k.Model, k.GPU, k.GPUCount, k.Objectives)
+}
+
+// Study is a stored study.
+type Study struct {
+	V       int       `json:"v"`
+	ID      string    `json:"id"`
+	Key     StudyKey  `json:"key"`
+	Created time.Time `json:"created"`
+}
+
+// SLO returns the study's parsed SLO (the key holds it canonical).
+func (s Study) SLO() trial.SLO {
+	slo, _ := trial.ParseSLO(s.Key.SLO)
+	return slo
+}
+
+// Trial is one stored trial. Trials of a study are numbered by Seq from 1 in
+// the order they were begun; ID is "<study ID>-<seq>".
+type Trial struct {
+	V        int           `json:"v"`
+	ID       string        `json:"id"`
+	StudyID  string        `json:"study_id"`
+	Seq      uint64        `json:"seq"`
+	State    State         `json:"state"`
+	ConfigID string        `json:"config_id"`
+	Config   spaces.Config `json:"config"`
+	Repeat   int           `json:"repeat"` // 0 for the first measurement of a config, 1.. for re-measurements
+	Result   *trial.Result `json:"result,omitempty"`
+	Started  time.Time     `json:"started"`
+	Ended    time.Time     `json:"ended,omitzero"`
+	Notes    string        `json:"notes,omitempty"`
+	Session  string        `json:"session,omitempty"` // the writer session that began it
+}
+
+// TrialID builds a trial ID from its parts.
+func TrialID(studyID string, seq uint64) string { return studyID + "-" + strconv.FormatUint(seq, 10) }
+
+// ParseTrialID splits a trial ID.
+func ParseTrialID(id string) (studyID string, seq uint64, err error) {
+	sid, n, ok := strings.Cut(id, "-")
+	if ok {
+		seq, err = strconv.ParseUint(n, 10, 64)
+	}
+	if !ok || err != nil || seq == 0 || !validStudyID(sid) {
+		return "", 0, fmt.Errorf("trial id %q: want STUDY-SEQ (e.g. 3f2a9c1b0d4e-17): %w", id, ErrNotFound)
+	}
+	return sid, seq, nil
+}
+
+func validStudyID(id string) bool {
+	if len(id) != 12 {
+		return false
+	}
+	_, err := hex.DecodeString(id)
+	return err == nil
+}
+
+// Point is one member of a front: a trial reference and its objective vector
+// (in the objectives' order and units).
+type Point struct {
+	TrialID  string        `json:"trial_id"`
+	StudyID  string        `json:"study_id"`
+	Seq      uint64        `json:"seq"`
+	ConfigID string        `json:"config_id"`
+	Config   spaces.Config `json:"config"`
+	Values   []float64     `json:"values"`
+}
+
+// Front is a set of mutually non-dominated points, sorted by (study, seq).
+type Front struct {
+	V          int               `json:"v"`
+	Key        string            `json:"key"`
+	Objectives pareto.Objectives `json:"objectives"`
+	Points     []Point           `json:"points"`
+}
+
+// Vectors returns the objective vectors of the points.
+func (f *Front) Vectors() [][]float64 {
+	out := make([][]float64, len(f.Points))
+	for i, p := range f.Points {
+		out[i] = p.Values
+	}
+	return out
+}
+
+// ModelMeta describes a stored surrogate model file.
+type ModelMeta struct {
+	V       int                `json:"v"`
+	Name    string             `json:"name"`
+	Kind    string             `json:"kind,omitempty"`   // e.g. "lightgbm-text"
+	Schema  json.RawMessage    `json:"schema,omitempty"` // the feature schema, as its owner defines it
+	Metrics map[string]float64 `json:"metrics,omitempty"`
+	Created time.Time          `json:"created"`
+	Size    int                `json:"size"`
+	SHA256  string             `json:"sha256"`
+}
+
+// seqKey is the 8-byte big-endian key of a sequence number.
+func seqKey(seq uint64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], seq)
+	return b[:]
+}
+
+// runningKey indexes a running trial.
+func runningKey(studyID string, seq uint64) []byte {
+	return append([]byte(studyID), seqKey(seq)...)
+}
+
+func encode(v any) ([]byte, error) { return json.Marshal(v) }
+
+// decodeStrict unmarshals one JSON object into v and rejects trailing data.
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("trailing data after record")
+	}
+	return nil
+}
+
+// trialV0 is the schema-0 trial record: no "v", "status" instead of
+// "state" and "config_hash" instead of "config_id".
+type trialV0 struct {
+	Status     string `json:"status"`
+	ConfigHash string `json:"config_hash"`
+}
+
+// DecodeTrial decodes a stored trial record of any supported version and
+// validates it.
+func DecodeTrial(b []byte) (Trial, error) {
+	var t Trial
+	if err := decodeStrict(b, &t); err != nil {
+		return Trial{}, fmt.Errorf("decode trial: %w", err)
+	}
+	switch {
+	case t.V > RecordVersion:
+		return Trial{}, fmt.Errorf("decode trial %s: record version %d: %w", t.ID, t.V, ErrTooNew)
+	case t.V < 0:
+		return Trial{}, fmt.Errorf("decode trial: record version %d", t.V)
+	case t.V == 0:
+		var old trialV0
+		if err := json.Unmarshal(b, &old); err != nil {
+			return Trial{}, fmt.Errorf("decode trial v0: %w", err)
+		}
+		t.State = State(old.Status)
+		if t.State == StateRunning { // schema 0 had no sessions: its writer is gone
+			t.State = StateInterrupted
+		}
+		if t.ConfigID == "" {
+			t.ConfigID = old.ConfigHash
+		}
+		t.V = RecordVersion
+	}
+	if err := t.validate(); err != nil {
+		return Trial{}, fmt.Errorf("decode trial %s: %w", t.ID, err)
+	}
+	return t, nil
+}
+
+func (t *Trial) validate() error {
+	switch {
+	case !validStudyID(t.StudyID):
+		return fmt.Errorf("bad study id %q", t.StudyID)
+	case t.Seq == 0:
+		return fmt.Errorf("sequence 0")
+	case t.ID != TrialID(t.StudyID, t.Seq):
+		return fmt.Errorf("id %q does not match study %s and sequence %d", t.ID, t.StudyID, t.Seq)
+	case !t.State.Valid():
+		return fmt.Errorf("unknown state %q", t.State)
+	case t.Repeat < 0:
+		return fmt.Errorf("negative repeat %d", t.Repeat)
+	case t.State != StateRunning && t.State != StateInterrupted && t.Result == nil:
+		return fmt.Errorf("state %s without a result", t.State)
+	}
+	return nil
+}
+
+// DecodeStudy decodes a stored study record.
+func DecodeStudy(b []byte) (Study, error) {
+	var s Study
+	if err := decodeStrict(b, &s); err != nil {
+		return Study{}, fmt.Errorf("decode study: %w", err)
+	}
+	if s.V > RecordVersion {
+		return Study{}, fmt.Errorf("decode study %s: record version %d: %w", s.ID, s.V, ErrTooNew)
+	}
+	if s.V <= 0 && len(s.Key.Objectives) == 0 {
+		s.Key.Objectives = DefaultObjectives("") // schema 0 had no objectives
+	}
+	s.V = RecordVersion
+	if !validStudyID(s.ID) {
+		return Study{}, fmt.Errorf("decode study: bad id %q", s.ID)
+	}
+	return s, nil
+}
+
+// DecodeFront decodes a stored front record.
+func DecodeFront(b []byte) (Front, error) {
+	var f Front
+	if err := decodeStrict(b, &f); err != nil {
+		return Front{}, fmt.Errorf("decode front: %w", err)
+	}
+	if f.V != RecordVersion {
+		return Front{}, fmt.Errorf("decode front %s: record version %d", f.Key, f.V)
+	}
+	for _, p := range f.Points {
+		if len(p.Values) != len(f.Objectives) {
+			return Front{}, fmt.Errorf("decode front %s: point %s has %d values for %d objectives", f.Key, p.TrialID, len(p.Values), len(f.Objectives))
+		}
+	}
+	return f, nil
+}
+
+// objectiveValues reads a trial's objective vector; ok is false unless
+// every objective is readable and finite.
+func objectiveValues(r *trial.Result, objs pareto.Objectives) ([]float64, bool) {
+	if r == nil {
+		return nil, false
+	}
+	v := make([]float64, len(objs))
+	for i, o := range objs {
+		x, ok := r.Objective(o.Name)
+		if !ok || math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil, false
+		}
+		v[i] = x
+	}
+	return v, true
+}
+
+func beUint64(b []byte) uint64 { return binary.BigEndian.Uint64(b) }

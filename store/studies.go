@@ -1,0 +1,117 @@
+package store
+
+import (
+	"errors"
+	"context"
+	"fmt"
+	"slices"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+func putJSON(b *bolt.Bucket, key []byte, v any) error {
+	raw, err := encode(v)
+	if err != nil {
+		return err
+	}
+	return b.Put(key, raw)
+}
+
+// EnsureStudy returns the study for key, creating it when new. The key is
+// normalised first (default objectives, canonical SLO), so equivalent keys
+// give the same stable ID.
+func (s *Store) EnsureStudy(ctx context.Context, key StudyKey) (Study, error) {
+	key, _, err := key.normalize()
+	if err != nil {
+		return Study{}, err
+	}
+	st := Study{V: RecordVersion, ID: key.ID(), Key: key}
+	err = s.update(ctx, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketStudies)
+		if raw := b.Get([]byte(st.ID)); raw != nil {
+			old, err := DecodeStudy(raw)
+			if err != nil {
+				return corrupt(tx, err)
+			}
+			st = old
+			return nil
+		}
+		st.Created = s.opts.Now().UTC()
+		return putJSON(b, []byte(st.ID), st)
+	})
+	if err != nil {
+		return Study{}, fmt.Errorf("ensure study: %w", err)
+	}
+	return st, nil
+}
+
+// Study returns a study by ID.
+func (s *Store) Study(ctx context.Context, id string) (Study, error) {
+	var st Study
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		var err error
+		st, err = getStudy(tx, id)
+		return err
+	})
+	return st, err
+}
+
+func getStudy(tx *bolt.Tx, id string) (Study, error) {
+	raw := tx.Bucket(bucketStudies).Get([]byte(id))
+	if raw == nil {
+		return Study{}, fmt.Errorf("study %s: %w", id, ErrNotFound)
+	}
+	st, err := DecodeStudy(raw)
+	if err != nil {
+		return Study{}, corrupt(tx, err)
+	}
+	return st, nil
+}
+
+// Studies lists every study, oldest first.
+func (s *Store) Studies(ctx context.Context) ([]Study, error) {
+	var out []Study
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		var err error
+		out, err = allStudies(tx)
+		return err
+	})
+	return out, err
+}
+
+func allStudies(tx *bolt.Tx) ([]Study, error) {
+	var out []Study
+	err := tx.Bucket(bucketStudies).ForEach(func(k, v []byte) error {
+		st, err := DecodeStudy(v)
+		if err != nil {
+			return corrupt(tx, err)
+		}
+		out = append(out, st)
+		return nil
+	})
+	slices.SortStableFunc(out, func(a, b Study) int {
+		if c := a.Created.Compare(b.Created); c != 0 {
+			return c
+		}
+		return compareStrings(a.ID, b.ID)
+	})
+	return out, err
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// corrupt wraps a decoding error of a record as damage to the file.
+func corrupt(tx *bolt.Tx, err error) error {
+	if errors.Is(err, ErrTooNew) {
+		return err
+	}
+	return &CorruptError{Path: tx.DB().Path(), Err: err}
+}

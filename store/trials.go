@@ -1,0 +1,313 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+// BeginOptions are the optional parts of a new trial.
+type BeginOptions struct {
+	Repeat int    // re-measurement index of the same config (0 for the first)
+	Notes  string // free text
+}
+
+// BeginTrial records a trial in state running, before its engine starts, and
+// returns it with its sequence number and ID. One transaction.
+func (s *Store) BeginTrial(ctx context.Context, studyID string, cfg spaces.Config, o BeginOptions) (Trial, error) {
+	if o.Repeat < 0 {
+		return Trial{}, fmt.Errorf("begin trial: negative repeat %d", o.Repeat)
+	}
+	t := Trial{
+		V:        RecordVersion,
+		StudyID:  studyID,
+		State:    StateRunning,
+		ConfigID: cfg.ID(),
+		Config:   cfg,
+		Repeat:   o.Repeat,
+		Started:  s.opts.Now().UTC(),
+		Notes:    o.Notes,
+		Session:  s.session,
+	}
+	err := s.update(ctx, func(tx *bolt.Tx) error { return beginTrialTx(tx, &t) })
+	if err != nil {
+		return Trial{}, fmt.Errorf("begin trial in study %s: %w", studyID, err)
+	}
+	return t, nil
+}
+
+func beginTrialTx(tx *bolt.Tx, t *Trial) error {
+	if _, err := getStudy(tx, t.StudyID); err != nil {
+		return err
+	}
+	tb, err := tx.Bucket(bucketTrials).CreateBucketIfNotExists([]byte(t.StudyID))
+	if err != nil {
+		return err
+	}
+	seq, err := tb.NextSequence()
+	if err != nil {
+		return err
+	}
+	t.Seq, t.ID = seq, TrialID(t.StudyID, seq)
+	if err := putJSON(tb, seqKey(seq), t); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketRunning).Put(runningKey(t.StudyID, seq), []byte(t.Session))
+}
+
+// FinishTrial records how a running trial ended (its state follows from the
+// result, see StateOf) and updates the study's and the group's fronts, all
+// in one transaction. It fails with ErrState unless the trial is running.
+func (s *Store) FinishTrial(ctx context.Context, id string, res *trial.Result) (Trial, error) {
+	if res == nil {
+		return Trial{}, fmt.Errorf("finish trial %s: nil result", id)
+	}
+	studyID, seq, err := ParseTrialID(id)
+	if err != nil {
+		return Trial{}, err
+	}
+	var t Trial
+	err = s.update(ctx, func(tx *bolt.Tx) error {
+		var err error
+		t, err = finishTrialTx(tx, studyID, seq, res, s.opts.Now().UTC())
+		return err
+	})
+	if err != nil {
+		return Trial{}, fmt.Errorf("finish trial %s: %w", id, err)
+	}
+	return t, nil
+}
+
+func finishTrialTx(tx *bolt.Tx, studyID string, seq uint64, res *trial.Result, now time.Time) (Trial, error) {
+	st, err := getStudy(tx, studyID)
+	if err != nil {
+		return Trial{}, err
+	}
+	t, err := getTrial(tx, studyID, seq)
+	if err != nil {
+		return Trial{}, err
+	}
+	if t.State != StateRunning {
+		return Trial{}, fmt.Errorf("trial is %s: %w", t.State, ErrState)
+	}
+	t.State = StateOf(res)
+	t.Result = res
+	t.Ended = now
+	if err := putJSON(tx.Bucket(bucketTrials).Bucket([]byte(studyID)), seqKey(seq), t); err != nil {
+		return Trial{}, err
+	}
+	if err := tx.Bucket(bucketRunning).Delete(runningKey(studyID, seq)); err != nil {
+		return Trial{}, err
+	}
+	return t, addToFronts(tx, st, t)
+}
+
+// SetNotes replaces a trial's notes.
+func (s *Store) SetNotes(ctx context.Context, id, notes string) error {
+	studyID, seq, err := ParseTrialID(id)
+	if err != nil {
+		return err
+	}
+	return s.update(ctx, func(tx *bolt.Tx) error {
+		t, err := getTrial(tx, studyID, seq)
+		if err != nil {
+			return err
+		}
+		t.Notes = notes
+		return putJSON(tx.Bucket(bucketTrials).Bucket([]byte(studyID)), seqKey(seq), t)
+	})
+}
+
+func getTrial(tx *bolt.Tx, studyID string, seq uint64) (Trial, error) {
+	tb := tx.Bucket(bucketTrials).Bucket([]byte(studyID))
+	var raw []byte
+	if tb != nil {
+		raw = tb.Get(seqKey(seq))
+	}
+	if raw == nil {
+		return Trial{}, fmt.Errorf("trial %s: %w", TrialID(studyID, seq), ErrNotFound)
+	}
+	return decodeAt(tx, studyID, seqKey(seq), raw)
+}
+
+// decodeAt decodes the trial stored under key in a study's bucket and
+// checks that the record belongs there.
+func decodeAt(tx *bolt.Tx, studyID string, key, raw []byte) (Trial, error) {
+	t, err := DecodeTrial(raw)
+	if err != nil {
+		return Trial{}, corrupt(tx, err)
+	}
+	if t.StudyID != studyID || !bytes.Equal(key, seqKey(t.Seq)) {
+		return Trial{}, corrupt(tx, fmt.Errorf("trial %s stored under study %s key %x", t.ID, studyID, key))
+	}
+	return t, nil
+}
+
+// Trial returns one trial by ID.
+func (s *Store) Trial(ctx context.Context, id string) (Trial, error) {
+	studyID, seq, err := ParseTrialID(id)
+	if err != nil {
+		return Trial{}, err
+	}
+	var t Trial
+	err = s.view(ctx, func(tx *bolt.Tx) error {
+		var err error
+		t, err = getTrial(tx, studyID, seq)
+		return err
+	})
+	return t, err
+}
+
+// TrialFilter selects trials; zero fields match everything.
+type TrialFilter struct {
+	States   []State // any of these states
+	ConfigID string
+}
+
+func (f TrialFilter) match(t *Trial) bool {
+	if len(f.States) > 0 && !slices.Contains(f.States, t.State) {
+		return false
+	}
+	return f.ConfigID == "" || f.ConfigID == t.ConfigID
+}
+
+// Trials returns a study's trials in sequence order.
+func (s *Store) Trials(ctx context.Context, studyID string, f TrialFilter) ([]Trial, error) {
+	var out []Trial
+	err := s.scanStudy(ctx, studyID, func(t Trial) error {
+		if f.match(&t) {
+			out = append(out, t)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// scanChunk bounds how many records one read transaction copies out, so a
+// long scan never holds the file lock for long.
+const scanChunk = 4096
+
+// scanStudy calls fn for each trial of a study in sequence order. Records
+// are copied out chunk by chunk, each chunk in its own short transaction,
+// and decoded outside it; fn runs outside any transaction.
+func (s *Store) scanStudy(ctx context.Context, studyID string, fn func(Trial) error) error {
+	exists := false
+	var next uint64 = 1
+	for {
+		var keys, vals [][]byte
+		done := true
+		err := s.view(ctx, func(tx *bolt.Tx) error {
+			if !exists {
+				if _, err := getStudy(tx, studyID); err != nil {
+					return err
+				}
+				exists = true
+			}
+			tb := tx.Bucket(bucketTrials).Bucket([]byte(studyID))
+			if tb == nil {
+				return nil
+			}
+			c := tb.Cursor()
+			for k, v := c.Seek(seqKey(next)); k != nil; k, v = c.Next() {
+				if len(keys) == scanChunk {
+					done = false
+					break
+				}
+				keys = append(keys, bytes.Clone(k))
+				vals = append(vals, bytes.Clone(v))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for i := range keys {
+			t, err := DecodeTrial(vals[i])
+			if err == nil && (t.StudyID != studyID || !bytes.Equal(keys[i], seqKey(t.Seq))) {
+				err = fmt.Errorf("trial %s stored under study %s key %x", t.ID, studyID, keys[i])
+			}
+			if err != nil {
+				return &CorruptError{Path: s.path, Err: err}
+			}
+			if err := fn(t); err != nil {
+				return err
+			}
+			next = t.Seq + 1
+		}
+		if done {
+			return nil
+		}
+	}
+}
+
+// recoverInterrupted marks as interrupted the running trials whose writer
+// session is gone. It returns the locks it took on dead sessions' files (to
+// release, and the files to remove, after the commit).
+func (s *Store) recoverInterrupted(tx *bolt.Tx) ([]*fileLock, []string, error) {
+	type entry struct {
+		studyID string
+		seq     uint64
+		session string
+	}
+	var running []entry
+	err := tx.Bucket(bucketRunning).ForEach(func(k, v []byte) error {
+		if len(k) != 12+8 {
+			return corrupt(tx, fmt.Errorf("running index key %x", k))
+		}
+		running = append(running, entry{string(k[:12]), beUint64(k[12:]), string(v)})
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	dead := map[string]bool{}
+	var locks []*fileLock
+	var paths []string
+	for _, e := range running {
+		if e.session == s.session {
+			continue
+		}
+		isDead, seen := dead[e.session]
+		if !seen {
+			p := s.sessionPath(e.session)
+			l, exists, err := tryLockExisting(p)
+			if err != nil && !os.IsNotExist(err) {
+				return nil, nil, fmt.Errorf("session %s: %w", e.session, err)
+			}
+			isDead = l != nil || !exists
+			if l != nil {
+				locks, paths = append(locks, l), append(paths, p)
+			}
+			dead[e.session] = isDead
+		}
+		if !isDead {
+			continue
+		}
+		t, err := getTrial(tx, e.studyID, e.seq)
+		if err != nil {
+			return nil, nil, err
+		}
+		t.State = StateInterrupted
+		t.Ended = s.opts.Now().UTC()
+		if t.Notes != "" {
+			t.Notes += "; "
+		}
+		t.Notes += "interrupted: the writing process died"
+		if err := putJSON(tx.Bucket(bucketTrials).Bucket([]byte(e.studyID)), seqKey(e.seq), t); err != nil {
+			return nil, nil, err
+		}
+		if err := tx.Bucket(bucketRunning).Delete(runningKey(e.studyID, e.seq)); err != nil {
+			return nil, nil, err
+		}
+		s.log.Warn("trial interrupted by a dead process", "trial", t.ID, "session", e.session)
+	}
+	return locks, paths, nil
+}
