@@ -337,7 +337,7 @@ func (l *Loop) search(ctx context.Context, prog progress, rerun []Trial) (string
 			continue
 		}
 		dups = 0
-		t, err := l.runOne(ctx, prog, cfg, PhaseSearch)
+		t, err := l.runOne(ctx, prog, cfg, PhaseSearch, 0)
 		if err != nil {
 			return "", err
 		}
@@ -377,11 +377,11 @@ func (l *Loop) shouldStop() (string, bool) {
 
 // runOne stores a running record, runs the trial and stores its end. The
 // error is non-nil only for infrastructure failures and cancellation.
-func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, phase Phase) (Trial, error) {
+func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, phase Phase, repeat int) (Trial, error) {
 	if err := ctx.Err(); err != nil { // never start an engine after cancellation
 		return Trial{}, err
 	}
-	rec, err := l.store.Begin(ctx, Trial{Phase: phase, State: StateRunning, Config: cfg, ConfigID: cfg.ID(), Started: time.Now()})
+	rec, err := l.store.Begin(ctx, Trial{Phase: phase, Repeat: repeat, State: StateRunning, Config: cfg, ConfigID: cfg.ID(), Started: time.Now()})
 	if err != nil {
 		return Trial{}, fmt.Errorf("store trial start: %w", err)
 	}
@@ -505,14 +505,14 @@ func (l *Loop) remeasure(ctx context.Context, prog progress) error {
 	}
 	fin := l.finalists()
 	type job struct {
-		cfg  spaces.Config
-		need int
+		cfg        spaces.Config
+		have, need int
 	}
 	var jobs []job
 	total := 0
 	for _, c := range fin {
 		if need := l.cfg.Repeats - len(c.Trials) - c.Failed; need > 0 {
-			jobs = append(jobs, job{c.Config, need})
+			jobs = append(jobs, job{c.Config, len(c.Trials) + c.Failed, need})
 			total += need
 		}
 	}
@@ -521,8 +521,8 @@ func (l *Loop) remeasure(ctx context.Context, prog progress) error {
 	l.st.phase = PhaseRepeat
 	l.mu.Unlock()
 	for _, j := range jobs {
-		for range j.need {
-			if _, err := l.runOne(ctx, prog, j.cfg, PhaseRepeat); err != nil {
+		for i := range j.need {
+			if _, err := l.runOne(ctx, prog, j.cfg, PhaseRepeat, j.have+i); err != nil {
 				return err
 			}
 		}

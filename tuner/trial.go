@@ -57,6 +57,7 @@ type Trial struct {
 	ID       string        `json:"id"`     // store key, opaque to the loop
 	Number   int           `json:"number"` // 0-based order within the study
 	Phase    Phase         `json:"phase"`
+	Repeat   int           `json:"repeat"` // re-measurement index (0 for a search trial)
 	State    State         `json:"state"`
 	Config   spaces.Config `json:"config"`
 	ConfigID string        `json:"config_id"`

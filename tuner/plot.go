@@ -1,0 +1,233 @@
+package tuner
+
+import (
+	"errors"
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/palette"
+	"gonum.org/v1/plot/palette/moreland"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// ChartPoint is one trial on the front chart.
+type ChartPoint struct {
+	Label      string  `json:"label"` // e.g. the trial ID
+	Throughput float64 `json:"throughput"`
+	Latency    float64 `json:"latency"` // ms
+	VRAM       float64 `json:"vram_gib"`
+}
+
+// ChartOptions describe the front chart.
+type ChartOptions struct {
+	Title      string
+	Throughput string // metric names for the axis labels
+	Latency    string
+	// LatencyLimit and ThroughputLimit draw SLO lines when > 0.
+	LatencyLimit    float64
+	ThroughputLimit float64
+	// Default marks vLLM's default config (nil: not measured).
+	Default *ChartPoint
+	// Others are the remaining measured trials, drawn small and grey.
+	Others []ChartPoint
+	Width  vg.Length // 0: 7 in
+	Height vg.Length // 0: 4.5 in
+}
+
+// Chart is the throughput-vs-latency plot of a front: the front's members
+// as filled circles whose colour and size follow peak VRAM, other trials as
+// grey crosses, the default config as an open square, SLO bounds as dashed
+// lines. It is drawn with gonum.org/v1/plot.
+type Chart struct {
+	Plot          *plot.Plot
+	Width, Height vg.Length
+}
+
+// NewFrontChart builds the chart of front.
+func NewFrontChart(front []ChartPoint, o ChartOptions) (*Chart, error) {
+	if len(front) == 0 && o.Default == nil && len(o.Others) == 0 {
+		return nil, errors.New("front chart: nothing to plot")
+	}
+	if o.Width == 0 {
+		o.Width = 7 * vg.Inch
+	}
+	if o.Height == 0 {
+		o.Height = 4.5 * vg.Inch
+	}
+	p := plot.New()
+	p.Title.Text = o.Title
+	p.X.Label.Text = o.Latency + " (ms)"
+	p.Y.Label.Text = o.Throughput
+	p.Add(plotter.NewGrid())
+
+	// Axis ranges over everything drawn, SLO lines included, padded.
+	xs, ys := []float64{}, []float64{}
+	all := append(append([]ChartPoint{}, front...), o.Others...)
+	if o.Default != nil {
+		all = append(all, *o.Default)
+	}
+	for _, q := range all {
+		xs, ys = append(xs, q.Latency), append(ys, q.Throughput)
+	}
+	if o.LatencyLimit > 0 {
+		xs = append(xs, o.LatencyLimit)
+	}
+	if o.ThroughputLimit > 0 {
+		ys = append(ys, o.ThroughputLimit)
+	}
+	p.X.Min, p.X.Max = paddedRange(xs)
+	p.Y.Min, p.Y.Max = paddedRange(ys)
+
+	if len(o.Others) > 0 {
+		s, err := plotter.NewScatter(xys(o.Others))
+		if err != nil {
+			return nil, fmt.Errorf("front chart: %w", err)
+		}
+		s.GlyphStyle = draw.GlyphStyle{Shape: draw.CrossGlyph{}, Radius: vg.Points(2.5), Color: color.Gray{Y: 150}}
+		p.Add(s)
+		p.Legend.Add("other trials", s)
+	}
+	if len(front) > 0 {
+		s, err := plotter.NewScatter(xys(front))
+		if err != nil {
+			return nil, fmt.Errorf("front chart: %w", err)
+		}
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, q := range front {
+			lo, hi = min(lo, q.VRAM), max(hi, q.VRAM)
+		}
+		cmap := moreland.SmoothBlueRed()
+		if hi > lo {
+			cmap.SetMin(lo)
+			cmap.SetMax(hi)
+		} else {
+			cmap.SetMin(lo - 1)
+			cmap.SetMax(lo + 1)
+		}
+		s.GlyphStyleFunc = func(i int) draw.GlyphStyle {
+			v := front[i].VRAM
+			frac := 0.5
+			if hi > lo {
+				frac = (v - lo) / (hi - lo)
+			}
+			return draw.GlyphStyle{Shape: draw.CircleGlyph{}, Radius: vg.Points(3 + 5*frac), Color: colourAt(cmap, v)}
+		}
+		p.Add(s)
+		p.Title.Text = strings.TrimSpace(fmt.Sprintf("%s\nPareto front: %d configs; colour and size = peak VRAM %.1f (blue) to %.1f GiB (red)", o.Title, len(front), lo, hi))
+	}
+	if o.Default != nil {
+		// An open square drawn as a line, so that only front members are
+		// circles.
+		sq, err := squareLine(o.Default.Latency, o.Default.Throughput, p)
+		if err != nil {
+			return nil, err
+		}
+		p.Add(sq)
+		p.Legend.Add("vLLM default", sq)
+	}
+	dashed := func(pts plotter.XYs, label string) error {
+		l, err := plotter.NewLine(pts)
+		if err != nil {
+			return fmt.Errorf("front chart: %w", err)
+		}
+		l.LineStyle = draw.LineStyle{Color: color.RGBA{R: 200, A: 255}, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}
+		p.Add(l)
+		p.Legend.Add(label, l)
+		return nil
+	}
+	if o.LatencyLimit > 0 {
+		if err := dashed(plotter.XYs{{X: o.LatencyLimit, Y: p.Y.Min}, {X: o.LatencyLimit, Y: p.Y.Max}}, fmt.Sprintf("SLO %s <= %g ms", o.Latency, o.LatencyLimit)); err != nil {
+			return nil, err
+		}
+	}
+	if o.ThroughputLimit > 0 {
+		if err := dashed(plotter.XYs{{X: p.X.Min, Y: o.ThroughputLimit}, {X: p.X.Max, Y: o.ThroughputLimit}}, fmt.Sprintf("SLO %s >= %g", o.Throughput, o.ThroughputLimit)); err != nil {
+			return nil, err
+		}
+	}
+	// Bottom right: the dominated corner (slow and low throughput) stays empty.
+	p.Legend.Top = false
+	p.Legend.XOffs = -vg.Points(6)
+	p.Legend.YOffs = vg.Points(6)
+	return &Chart{Plot: p, Width: o.Width, Height: o.Height}, nil
+}
+
+// squareLine is an open square marker around (x, y), drawn as a closed
+// polyline in data units sized to about 12 points on the canvas.
+func squareLine(x, y float64, p *plot.Plot) (*plotter.Line, error) {
+	dx := (p.X.Max - p.X.Min) * 0.015
+	dy := (p.Y.Max - p.Y.Min) * 0.025
+	l, err := plotter.NewLine(plotter.XYs{{X: x - dx, Y: y - dy}, {X: x + dx, Y: y - dy}, {X: x + dx, Y: y + dy}, {X: x - dx, Y: y + dy}, {X: x - dx, Y: y - dy}})
+	if err != nil {
+		return nil, fmt.Errorf("front chart: %w", err)
+	}
+	l.LineStyle = draw.LineStyle{Color: color.Black, Width: vg.Points(1.5)}
+	return l, nil
+}
+
+func colourAt(c palette.ColorMap, v float64) color.Color {
+	col, err := c.At(v)
+	if err != nil {
+		return color.Black
+	}
+	return col
+}
+
+func xys(pts []ChartPoint) plotter.XYs {
+	out := make(plotter.XYs, len(pts))
+	for i, q := range pts {
+		out[i] = plotter.XY{X: q.Latency, Y: q.Throughput}
+	}
+	return out
+}
+
+// paddedRange is [min, max] widened by 8% on each side (or by 1 when flat).
+func paddedRange(v []float64) (float64, float64) {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, x := range v {
+		if !math.IsNaN(x) && !math.IsInf(x, 0) {
+			lo, hi = min(lo, x), max(hi, x)
+		}
+	}
+	if lo > hi {
+		return 0, 1
+	}
+	pad := (hi - lo) * 0.08
+	if pad == 0 {
+		pad = math.Max(1, math.Abs(lo)*0.1)
+	}
+	return math.Max(0, lo-pad), hi + pad
+}
+
+// Write renders the chart as "svg" or "png".
+func (c *Chart) Write(w io.Writer, format string) error {
+	switch format {
+	case "svg", "png":
+	default:
+		return fmt.Errorf("front chart: format %q (want svg or png)", format)
+	}
+	wt, err := c.Plot.WriterTo(c.Width, c.Height, format)
+	if err != nil {
+		return fmt.Errorf("front chart: %w", err)
+	}
+	_, err = wt.WriteTo(w)
+	return err
+}
+
+// Pixel is where the data point (latency, throughput) lands on the canvas,
+// in points with y up (the SVG's coordinates inside its flipping group).
+func (c *Chart) Pixel(latency, throughput float64) (x, y float64, err error) {
+	cv, err := draw.NewFormattedCanvas(c.Width, c.Height, "svg")
+	if err != nil {
+		return 0, 0, err
+	}
+	dc := c.Plot.DataCanvas(draw.New(cv))
+	fx, fy := c.Plot.Transforms(&dc)
+	return float64(fx(latency).Points()), float64(fy(throughput).Points()), nil
+}

@@ -1,0 +1,121 @@
+package tuner
+
+import (
+	"bytes"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// svgCircles parses an SVG and returns the centres of the filled circle
+// markers vgsvg writes: <path d="M cx+r,cy A r,r 0 1 1 cx-r,cy A ... Z">.
+func svgCircles(t *testing.T, r io.Reader) [][2]float64 {
+	t.Helper()
+	dec := xml.NewDecoder(r)
+	var out [][2]float64
+	sawSVG := false
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("invalid SVG: %v", err)
+		}
+		se, ok := tok.(xml.StartElement)
+		if !ok {
+			continue
+		}
+		if se.Name.Local == "svg" {
+			sawSVG = true
+		}
+		if se.Name.Local != "path" {
+			continue
+		}
+		var d, style string
+		for _, a := range se.Attr {
+			switch a.Name.Local {
+			case "d":
+				d = a.Value
+			case "style":
+				style = a.Value
+			}
+		}
+		if !strings.Contains(d, "A") || strings.Contains(style, "fill:none") {
+			continue
+		}
+		var x0, y0, rx, ry float64
+		if _, err := fmt.Sscanf(d, "M%g,%gA%g,%g", &x0, &y0, &rx, &ry); err != nil {
+			t.Fatalf("circle path %q: %v", d, err)
+		}
+		out = append(out, [2]float64{x0 - rx, y0})
+	}
+	if !sawSVG {
+		t.Fatal("no <svg> element")
+	}
+	return out
+}
+
+func TestFrontChartSVGPointsEqualFront(t *testing.T) {
+	front := []ChartPoint{
+		{Label: "a", Throughput: 1200, Latency: 12, VRAM: 40},
+		{Label: "b", Throughput: 2500, Latency: 25, VRAM: 72},
+		{Label: "c", Throughput: 3100, Latency: 44, VRAM: 72},
+	}
+	c, err := NewFrontChart(front, ChartOptions{
+		Title: "test", Throughput: "output_throughput", Latency: "tpot_p99", LatencyLimit: 50,
+		Default: &ChartPoint{Throughput: 2000, Latency: 30, VRAM: 72},
+		Others:  []ChartPoint{{Throughput: 900, Latency: 40, VRAM: 70}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := c.Write(&buf, "svg"); err != nil {
+		t.Fatal(err)
+	}
+	got := svgCircles(t, bytes.NewReader(buf.Bytes()))
+	if len(got) != len(front) {
+		t.Fatalf("%d circles in the SVG, want %d (the front)", len(got), len(front))
+	}
+	var want [][2]float64
+	for _, q := range front {
+		x, y, err := c.Pixel(q.Latency, q.Throughput)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, [2]float64{x, y})
+	}
+	sortPts(got)
+	sortPts(want)
+	for i := range got {
+		// vgsvg writes 5 significant digits.
+		if math.Abs(got[i][0]-want[i][0]) > 0.05 || math.Abs(got[i][1]-want[i][1]) > 0.05 {
+			t.Errorf("circle %d at %v, want %v", i, got[i], want[i])
+		}
+	}
+	if !strings.Contains(buf.String(), "vLLM default") || !strings.Contains(buf.String(), "SLO tpot_p99") {
+		t.Error("legend lacks the default marker or the SLO line")
+	}
+	var png bytes.Buffer
+	if err := c.Write(&png, "png"); err != nil || !bytes.HasPrefix(png.Bytes(), []byte("\x89PNG")) {
+		t.Fatalf("png: %v", err)
+	}
+	if err := c.Write(io.Discard, "gif"); err == nil {
+		t.Error("gif accepted")
+	}
+}
+
+func sortPts(p [][2]float64) {
+	sort.Slice(p, func(i, j int) bool { return p[i][0] < p[j][0] })
+}
+
+func TestFrontChartEmpty(t *testing.T) {
+	if _, err := NewFrontChart(nil, ChartOptions{}); err == nil {
+		t.Fatal("empty chart accepted")
+	}
+}
