@@ -1,0 +1,151 @@
+package search
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/vllm-tuner/tuner/pareto"
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+func testTarget(t testing.TB, model, gpu string, n int) spaces.Target {
+	t.Helper()
+	cat := spaces.DefaultCatalog()
+	m, err := cat.Model(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := cat.GPU(gpu)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spaces.Target{Model: m, GPU: g, GPUCount: n, MaxModelLen: 8192}
+}
+
+func testSpace(t testing.TB, model, gpu string, n int) *spaces.Space {
+	t.Helper()
+	s, err := spaces.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Resolve(testTarget(t, model, gpu, n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func h100(t testing.TB) *spaces.Space { return testSpace(t, "Llama-3.1-8B", "H100-80GB", 1) }
+
+// synth is a deterministic analytic stand-in for an engine: throughput grows
+// with the batch and the token budget and saturates, latency grows with the
+// batch, VRAM is util x HBM, and utilisation above 0.95 runs out of memory.
+// It has a real trade-off, a failure region and dominated levels
+// (enforce_eager, block_size 8), so search and pruning have something to find.
+func synth(c spaces.Config) *trial.Result {
+	util := c.Float("gpu_memory_utilization")
+	if util > 0.95 {
+		return &trial.Result{Config: c, Status: trial.StatusFailed, Failure: trial.FailOOM, Error: "CUDA out of memory"}
+	}
+	seqs := float64(c.Int("max_num_seqs"))
+	tok := float64(c.Int("max_num_batched_tokens"))
+	kv := (util - 0.6) * 1000 // KV capacity in sequences, roughly
+	if c.Str("kv_cache_dtype") == "fp8" {
+		kv *= 1.8
+	}
+	batch := math.Min(seqs, kv)
+	thr := 4000 * (1 - math.Exp(-batch/150)) * (1 - math.Exp(-tok/3000))
+	if c.Bool("enforce_eager") {
+		thr *= 0.7
+	}
+	if c.Int("block_size") == 8 {
+		thr *= 0.9
+	}
+	if c.Bool("enable_prefix_caching") {
+		thr *= 1.05
+	}
+	tpot := 8 + batch/40 + 2000/tok
+	if c.Bool("enforce_eager") {
+		tpot *= 1.3
+	}
+	ttft := 50 + tok/40 + seqs/10
+	m := trial.Metrics{
+		Completed: 100, OutputThroughput: thr,
+		TTFT: trial.Dist{P99: ttft, Median: ttft / 2},
+		TPOT: trial.Dist{P99: tpot, Median: tpot / 1.5},
+		ITL:  trial.Dist{P99: tpot * 1.2},
+		E2EL: trial.Dist{P99: ttft + 256*tpot},
+	}
+	return &trial.Result{
+		Config: c, ConfigID: c.ID(), Status: trial.StatusOK,
+		Levels: []trial.Level{{Metrics: m}}, PeakVRAMGiB: util * 80,
+	}
+}
+
+// oracle is a Scorer that knows synth (noise-free), for screening tests.
+type oracle struct{ objs pareto.Objectives }
+
+func (o oracle) Score(_ context.Context, cands []spaces.Config) ([]Prediction, error) {
+	out := make([]Prediction, len(cands))
+	for i, c := range cands {
+		r := synth(c)
+		if !r.Usable() {
+			out[i] = Prediction{Mean: make([]float64, len(o.objs)), Std: make([]float64, len(o.objs))}
+			continue
+		}
+		p := Prediction{PFeasible: 1}
+		for _, ob := range o.objs {
+			v, _ := r.Objective(ob.Name)
+			p.Mean = append(p.Mean, v)
+			p.Std = append(p.Std, 0)
+		}
+		out[i] = p
+	}
+	return out, nil
+}
+
+// hvOf is the hypervolume of the feasible observations of the history in
+// the objectives' own units against ref.
+func hvOf(t testing.TB, hist []Observation, objs pareto.Objectives, slo trial.SLO, ref []float64) float64 {
+	t.Helper()
+	var pts [][]float64
+	for _, o := range hist {
+		if e := evaluate(o, objs, slo); e.feasible {
+			pts = append(pts, e.vals)
+		}
+	}
+	hv, err := pareto.Hypervolume(pts, objs.Directions(), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hv
+}
+
+// runProposer asks and tells n trials of synth (or run when given).
+func runProposer(t testing.TB, p *Proposer, n int, run func(spaces.Config) *trial.Result) []spaces.Config {
+	t.Helper()
+	if run == nil {
+		run = synth
+	}
+	var out []spaces.Config
+	for range n {
+		c, err := p.Ask(context.Background())
+		if err != nil {
+			t.Fatalf("ask %d: %v", len(out), err)
+		}
+		p.Tell(c, run(c))
+		out = append(out, c)
+	}
+	return out
+}
+
+func newProposer(t testing.TB, cfg ProposerConfig) *Proposer {
+	t.Helper()
+	p, err := NewProposer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -1,0 +1,460 @@
+package search
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+
+	"github.com/c-bata/goptuna"
+
+	"github.com/vllm-tuner/tuner/pareto"
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+// SamplerKind selects the goptuna-side sampler.
+type SamplerKind string
+
+const (
+	SamplerTPE    SamplerKind = "tpe"
+	SamplerCMAES  SamplerKind = "cmaes"
+	SamplerRandom SamplerKind = "random"
+)
+
+// ParseSampler reads a --sampler value ("" is tpe).
+func ParseSampler(s string) (SamplerKind, error) {
+	switch SamplerKind(s) {
+	case "", SamplerTPE:
+		return SamplerTPE, nil
+	case SamplerCMAES, "cma-es", "cma":
+		return SamplerCMAES, nil
+	case SamplerRandom:
+		return SamplerRandom, nil
+	}
+	return "", fmt.Errorf("%w: sampler %q (want tpe, cmaes or random)", ErrConfig, s)
+}
+
+// Errors callers branch on.
+var (
+	// ErrConfig reports an invalid ProposerConfig.
+	ErrConfig = errors.New("invalid proposer config")
+	// ErrExhausted means no untried valid config could be found.
+	ErrExhausted = errors.New("search space exhausted: no untried valid config found")
+)
+
+// ProposerConfig configures a Proposer. Space is required; the rest has
+// defaults (DefaultProposerConfig).
+type ProposerConfig struct {
+	Space      *spaces.Space     // resolved (and possibly pruned) space
+	Sampler    SamplerKind       // tpe (default), cmaes or random
+	Seed       uint64            // every random draw derives from it
+	Objectives pareto.Objectives // default DefaultObjectives("")
+	SLO        trial.SLO
+	// History is told before the first ask: observations with Weight >=
+	// SamplerMinWeight reach the sampler (warm start); all of them reach
+	// the scorer's Fit and count as tried when they are of this context.
+	History          []Observation
+	SamplerMinWeight float64 // default 1: only the study's own context
+	// Scorer screens candidates (nil: the sampler's own choice).
+	Scorer           Scorer
+	Candidates       int     // pool size when screening (default 128)
+	MinScreenHistory int     // usable observations before screening (default 6)
+	RefitEvery       int     // tells between Fit calls (default 1)
+	RandomFraction   float64 // share of the pool drawn uniformly (default 0.25)
+	Optimism         float64 // k in mean + k*std (default 1)
+	StartupTrials    int     // TPE: random trials before modelling (default 8)
+	EICandidates     int     // TPE: candidates per suggestion (default 24; 8 for screening pools)
+	MaxAttempts      int     // draws per returned candidate before ErrExhausted (default 64)
+	Logger           *slog.Logger
+}
+
+// DefaultProposerConfig returns the defaults (Space still to be set).
+func DefaultProposerConfig() ProposerConfig {
+	return ProposerConfig{
+		Sampler:          SamplerTPE,
+		Objectives:       DefaultObjectives(""),
+		SamplerMinWeight: 1,
+		Candidates:       128,
+		MinScreenHistory: 6,
+		RefitEvery:       1,
+		RandomFraction:   0.25,
+		Optimism:         1,
+		StartupTrials:    8,
+		EICandidates:     24,
+		MaxAttempts:      64,
+	}
+}
+
+func (c *ProposerConfig) fill() error {
+	d := DefaultProposerConfig()
+	if c.Space == nil {
+		return fmt.Errorf("%w: no space", ErrConfig)
+	}
+	if c.Sampler == "" {
+		c.Sampler = d.Sampler
+	}
+	if _, err := ParseSampler(string(c.Sampler)); err != nil {
+		return err
+	}
+	if len(c.Objectives) == 0 {
+		c.Objectives = d.Objectives
+	}
+	if err := c.Objectives.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if c.SamplerMinWeight <= 0 {
+		c.SamplerMinWeight = d.SamplerMinWeight
+	}
+	if c.Candidates <= 0 {
+		c.Candidates = d.Candidates
+	}
+	if c.MinScreenHistory <= 0 {
+		c.MinScreenHistory = d.MinScreenHistory
+	}
+	if c.RefitEvery <= 0 {
+		c.RefitEvery = d.RefitEvery
+	}
+	if c.RandomFraction < 0 || c.RandomFraction > 1 {
+		return fmt.Errorf("%w: random fraction %v outside [0, 1]", ErrConfig, c.RandomFraction)
+	}
+	if c.Optimism < 0 {
+		return fmt.Errorf("%w: optimism %v < 0", ErrConfig, c.Optimism)
+	}
+	if c.StartupTrials <= 0 {
+		c.StartupTrials = d.StartupTrials
+	}
+	if c.EICandidates <= 0 {
+		c.EICandidates = d.EICandidates
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = d.MaxAttempts
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// Proposer proposes configs: trial 0 is vLLM's default config, then each ask
+// rebuilds a ParEGO scalarisation of the whole history (a fresh random
+// weight vector), tells it to a fresh in-memory goptuna study (TPE or
+// random; CMA-ES keeps one optimizer across asks), asks it for candidates,
+// and, with a scorer and enough history, runs the candidate with the best
+// feasibility x expected hypervolume improvement. It never proposes a
+// config already tried or pending. Safe for concurrent use (one mutex
+// serialises everything, CMA-ES included).
+type Proposer struct {
+	mu      sync.Mutex
+	cfg     ProposerConfig
+	dims    []dim
+	rng     *rand.Rand
+	history []Observation
+	tried   map[string]bool // config IDs of this context's observations
+	pending map[string]spaces.Config
+	cma     *cmaState
+	told    int // tells since the last Fit
+	fitted  bool
+	asks    int
+}
+
+// NewProposer validates the config and tells it the history.
+func NewProposer(cfg ProposerConfig) (*Proposer, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	p := &Proposer{
+		cfg:     cfg,
+		dims:    dimsOf(cfg.Space),
+		rng:     rand.New(rand.NewPCG(cfg.Seed, 0x5ea4c4)),
+		tried:   map[string]bool{},
+		pending: map[string]spaces.Config{},
+	}
+	for _, o := range cfg.History {
+		p.add(o)
+	}
+	if cfg.Sampler == SamplerCMAES {
+		p.cma = &cmaState{}
+	}
+	return p, nil
+}
+
+func (p *Proposer) add(o Observation) {
+	if o.Result == nil {
+		o.Result = &trial.Result{Status: trial.StatusFailed, Failure: trial.FailCrashed}
+	}
+	p.history = append(p.history, o)
+	if o.weight() >= p.cfg.SamplerMinWeight {
+		p.tried[o.Config.ID()] = true
+	}
+	p.told++
+}
+
+// Tell records a finished trial (a nil result counts as a failure). Telling
+// a config again (a repeat) adds another observation of it.
+func (p *Proposer) Tell(cfg spaces.Config, res *trial.Result) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.pending, cfg.ID())
+	o := Observation{Config: cfg, Result: res, Weight: 1}
+	p.add(o)
+	if p.cma != nil {
+		p.cma.tell(p, o)
+	}
+}
+
+// History returns a copy of the observations the proposer holds.
+func (p *Proposer) History() []Observation {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]Observation(nil), p.history...)
+}
+
+// Ask returns the next config to run. The first is the space's default
+// config unless it was tried already.
+func (p *Proposer) Ask(ctx context.Context) (spaces.Config, error) {
+	if err := ctx.Err(); err != nil {
+		return spaces.Config{}, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.asks++
+	def := p.cfg.Space.DefaultConfig()
+	if id := def.ID(); !p.tried[id] && !p.isPending(id) {
+		p.pending[id] = def
+		return def, nil
+	}
+	sc := p.scalariser()
+	screen := p.cfg.Scorer != nil && p.usable() >= p.cfg.MinScreenHistory
+	n := 1
+	if screen {
+		n = p.cfg.Candidates
+	}
+	pool, err := p.pool(sc, n, screen)
+	if err != nil {
+		return spaces.Config{}, err
+	}
+	pick := 0
+	if screen && len(pool) > 1 {
+		pick = p.screen(ctx, pool, sc)
+		if err := ctx.Err(); err != nil {
+			return spaces.Config{}, err
+		}
+	}
+	c := pool[pick]
+	p.pending[c.ID()] = c
+	return c, nil
+}
+
+// usable counts observations of this context with a measurement.
+func (p *Proposer) usable() int {
+	n := 0
+	for _, o := range p.history {
+		if o.Result.Usable() {
+			n++
+		}
+	}
+	return n
+}
+
+// samplerObs returns the observations the sampler learns from.
+func (p *Proposer) samplerObs() []Observation {
+	var out []Observation
+	for _, o := range p.history {
+		if o.weight() >= p.cfg.SamplerMinWeight {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// scalariser draws this ask's ParEGO weights and normalises over the
+// sampler's usable observations.
+func (p *Proposer) scalariser() scalariser {
+	var vecs [][]float64
+	for _, o := range p.samplerObs() {
+		if e := evaluate(o, p.cfg.Objectives, p.cfg.SLO); !e.failed {
+			vecs = append(vecs, e.vals)
+		}
+	}
+	return scalariser{norm: newNormaliser(p.cfg.Objectives, vecs), weights: randomWeights(p.rng, len(p.cfg.Objectives))}
+}
+
+// accept normalises and validates a drawn config; ok is false for invalid,
+// tried, pending or already pooled configs.
+func (p *Proposer) accept(m map[string]spaces.Value, seen map[string]bool) (spaces.Config, bool) {
+	c, err := p.cfg.Space.Normalize(spaces.NewConfig(m))
+	if err != nil || p.cfg.Space.Validate(c) != nil {
+		return spaces.Config{}, false
+	}
+	id := c.ID()
+	if p.tried[id] || p.isPending(id) || seen[id] {
+		return spaces.Config{}, false
+	}
+	seen[id] = true
+	return c, true
+}
+
+// pool draws up to n distinct, valid, untried candidates: sampler draws and,
+// when screening, a RandomFraction share of uniform draws.
+func (p *Proposer) pool(sc scalariser, n int, screen bool) ([]spaces.Config, error) {
+	seen := map[string]bool{}
+	var out []spaces.Config
+	nRandom := 0
+	if screen {
+		nRandom = int(float64(n) * p.cfg.RandomFraction)
+	}
+	var draw func() (map[string]spaces.Value, error)
+	switch p.cfg.Sampler {
+	case SamplerCMAES:
+		draw = p.cma.drawer(p, sc)
+	default:
+		var err error
+		draw, err = p.studyDrawer(sc, screen)
+		if err != nil {
+			return nil, err
+		}
+	}
+	budget := p.cfg.MaxAttempts * n
+	for attempts := 0; len(out) < n-nRandom && attempts < budget; attempts++ {
+		m, err := draw()
+		if err != nil {
+			return nil, err
+		}
+		if c, ok := p.accept(m, seen); ok {
+			out = append(out, c)
+		}
+	}
+	for attempts := 0; len(out) < n && attempts < budget; attempts++ {
+		m := map[string]spaces.Value{}
+		for _, d := range p.dims {
+			m[d.p.Name] = d.fromUnit(p.rng.Float64())
+		}
+		if c, ok := p.accept(m, seen); ok {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil, ErrExhausted
+	}
+	return out, nil
+}
+
+// studyDrawer builds a fresh in-memory goptuna study, tells it the sampler
+// observations under this ask's scalarisation, and returns a function that
+// asks it for one candidate (a new running trial each time).
+func (p *Proposer) studyDrawer(sc scalariser, screen bool) (func() (map[string]spaces.Value, error), error) {
+	var sampler goptuna.Sampler
+	seed := p.rng.Uint64()
+	r := rand.New(rand.NewPCG(seed, seed^0x7e57))
+	switch p.cfg.Sampler {
+	case SamplerRandom:
+		sampler = newRandomSampler(r)
+	default:
+		ei := p.cfg.EICandidates
+		if screen {
+			ei = min(ei, 8) // a more exploratory pool; the scorer exploits
+		}
+		sampler = newTPESampler(r, p.cfg.StartupTrials, ei)
+	}
+	study, err := goptuna.CreateStudy("search",
+		goptuna.StudyOptionStorage(goptuna.NewInMemoryStorage()),
+		goptuna.StudyOptionSampler(sampler),
+		goptuna.StudyOptionDirection(goptuna.StudyDirectionMinimize),
+		goptuna.StudyOptionLogger(nil))
+	if err != nil {
+		return nil, fmt.Errorf("create goptuna study: %w", err)
+	}
+	for _, o := range p.samplerObs() {
+		ft, ok := p.frozen(o, sc)
+		if !ok {
+			continue
+		}
+		if _, err := study.Storage.CloneTrial(study.ID, ft); err != nil {
+			return nil, fmt.Errorf("tell goptuna study: %w", err)
+		}
+	}
+	return func() (map[string]spaces.Value, error) {
+		id, err := study.Storage.CreateNewTrial(study.ID)
+		if err != nil {
+			return nil, fmt.Errorf("goptuna trial: %w", err)
+		}
+		t := goptuna.Trial{Study: study, ID: id}
+		m := make(map[string]spaces.Value, len(p.dims))
+		for _, d := range p.dims {
+			v, err := d.suggest(t)
+			if err != nil {
+				return nil, fmt.Errorf("suggest %s: %w", d.p.Name, err)
+			}
+			m[d.p.Name] = v
+		}
+		// Leave the trial out of later draws' models: only complete trials
+		// are read, and this one stays running (the study is dropped after
+		// the ask).
+		return m, nil
+	}, nil
+}
+
+// frozen turns an observation into a complete goptuna trial whose value is
+// its scalarisation. Values outside the (pruned) space are clamped to it.
+func (p *Proposer) frozen(o Observation, sc scalariser) (goptuna.FrozenTrial, bool) {
+	ft := goptuna.FrozenTrial{
+		State:              goptuna.TrialStateComplete,
+		Value:              sc.value(evaluate(o, p.cfg.Objectives, p.cfg.SLO)),
+		IntermediateValues: map[int]float64{},
+		InternalParams:     map[string]float64{},
+		Params:             map[string]interface{}{},
+		Distributions:      map[string]interface{}{},
+		UserAttrs:          map[string]string{},
+		SystemAttrs:        map[string]string{},
+	}
+	for _, d := range p.dims {
+		v, ok := o.Config.Get(d.p.Name)
+		if !ok {
+			v = d.p.Default
+		}
+		x, ok := d.toInternal(v)
+		if !ok && d.levels != nil {
+			continue // a level pruned away: this trial says nothing about the rest
+		}
+		dist := d.distribution()
+		ext, err := goptuna.ToExternalRepresentation(dist, x)
+		if err != nil {
+			return ft, false
+		}
+		ft.InternalParams[d.p.Name] = x
+		ft.Params[d.p.Name] = ext
+		ft.Distributions[d.p.Name] = dist
+	}
+	return ft, true
+}
+
+// screen fits the scorer when due, scores the pool and returns the index to
+// run; on a scorer error it logs and keeps the sampler's first choice.
+func (p *Proposer) screen(ctx context.Context, pool []spaces.Config, sc scalariser) int {
+	if f, ok := p.cfg.Scorer.(Fitter); ok && (!p.fitted || p.told >= p.cfg.RefitEvery) {
+		if err := f.Fit(ctx, append([]Observation(nil), p.history...)); err != nil {
+			p.cfg.Logger.Warn("surrogate fit failed; using the sampler's choice", "err", err)
+			return 0
+		}
+		p.fitted, p.told = true, 0
+	}
+	preds, err := p.cfg.Scorer.Score(ctx, pool)
+	if err != nil || len(preds) != len(pool) {
+		p.cfg.Logger.Warn("surrogate scoring failed; using the sampler's choice", "err", err, "predictions", len(preds), "candidates", len(pool))
+		return 0
+	}
+	var outs []outcome
+	for _, o := range p.samplerObs() {
+		outs = append(outs, evaluate(o, p.cfg.Objectives, p.cfg.SLO))
+	}
+	i := acquisition(preds, feasibleFront(outs, sc.norm), sc, p.cfg.Optimism)
+	if i < 0 {
+		return 0
+	}
+	return i
+}
+
+func (p *Proposer) isPending(id string) bool { _, ok := p.pending[id]; return ok }

@@ -1,0 +1,248 @@
+package search
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+var samplers = []SamplerKind{SamplerTPE, SamplerRandom, SamplerCMAES}
+
+func TestFirstProposalIsDefault(t *testing.T) {
+	for _, k := range samplers {
+		t.Run(string(k), func(t *testing.T) {
+			s := h100(t)
+			p := newProposer(t, ProposerConfig{Space: s, Sampler: k, Seed: 1})
+			c, err := p.Ask(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !c.Equal(s.DefaultConfig()) {
+				t.Fatalf("trial 0 = %s, want the default %s", c, s.DefaultConfig())
+			}
+			// A pending default is not proposed twice.
+			c2, err := p.Ask(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c2.ID() == c.ID() {
+				t.Fatal("second ask repeated the pending default")
+			}
+		})
+	}
+}
+
+func TestDefaultSkippedWhenInHistory(t *testing.T) {
+	s := h100(t)
+	def := s.DefaultConfig()
+	p := newProposer(t, ProposerConfig{Space: s, Seed: 1, History: []Observation{{Config: def, Result: synth(def)}}})
+	c, err := p.Ask(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ID() == def.ID() {
+		t.Fatal("default proposed again although the history has it")
+	}
+}
+
+// Property: over many seeds and every sampler, with and without screening,
+// every proposal is valid in the (pruned) space and no ID repeats.
+func TestProposalsValidAndUnique(t *testing.T) {
+	seeds, n := 6, 24
+	if testing.Short() {
+		seeds, n = 4, 16
+	}
+	base := h100(t)
+	// A pruned space too: narrow ranges, dropped levels.
+	pruned := base.Clone()
+	mp, _ := pruned.Param("max_num_seqs")
+	mp.Min, mp.Max = 64, 512
+	bp, _ := pruned.Param("block_size")
+	bp.Values = []float64{16, 32}
+	for _, space := range []*spaces.Space{base, pruned} {
+		for _, k := range samplers {
+			for _, screen := range []bool{false, true} {
+				for seed := range seeds {
+					cfg := ProposerConfig{Space: space, Sampler: k, Seed: uint64(seed), Candidates: 32}
+					if screen {
+						cfg.Scorer = oracle{objs: DefaultObjectives("")}
+					}
+					p := newProposer(t, cfg)
+					seen := map[string]bool{}
+					for i, c := range runProposer(t, p, n, nil) {
+						if err := space.Validate(c); err != nil {
+							t.Fatalf("%s seed %d trial %d: invalid %s: %v", k, seed, i, c, err)
+						}
+						for _, d := range dimsOf(space) {
+							v, _ := c.Get(d.p.Name)
+							if !d.p.Contains(v) && !v.Equal(d.p.Default) {
+								t.Fatalf("%s seed %d trial %d: %s=%s outside %s", k, seed, i, d.p.Name, v, d.p.RangeString())
+							}
+						}
+						if seen[c.ID()] {
+							t.Fatalf("%s seed %d trial %d: duplicate %s", k, seed, i, c)
+						}
+						seen[c.ID()] = true
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestSeededRunsReproducible(t *testing.T) {
+	for _, k := range samplers {
+		for _, screen := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/screen=%v", k, screen), func(t *testing.T) {
+				run := func(seed uint64) []string {
+					cfg := ProposerConfig{Space: h100(t), Sampler: k, Seed: seed, Candidates: 32}
+					if screen {
+						cfg.Scorer = oracle{objs: DefaultObjectives("")}
+					}
+					var ids []string
+					for _, c := range runProposer(t, newProposer(t, cfg), 20, nil) {
+						ids = append(ids, c.ID())
+					}
+					return ids
+				}
+				a, b, c := run(7), run(7), run(8)
+				if fmt.Sprint(a) != fmt.Sprint(b) {
+					t.Fatalf("same seed, different sequences:\n%v\n%v", a, b)
+				}
+				if fmt.Sprint(a) == fmt.Sprint(c) {
+					t.Fatal("different seeds gave the same sequence")
+				}
+			})
+		}
+	}
+}
+
+func TestExhaustedSpace(t *testing.T) {
+	s := h100(t).Clone()
+	// Fix everything but one bool: two configs exist.
+	for i := range s.Params {
+		if s.Params[i].Name != "enforce_eager" {
+			s.Params[i].Tune = s.Params[i].Fixed != nil
+		}
+	}
+	p := newProposer(t, ProposerConfig{Space: s, Seed: 1, MaxAttempts: 8})
+	runProposer(t, p, 2, nil)
+	if _, err := p.Ask(context.Background()); !errors.Is(err, ErrExhausted) {
+		t.Fatalf("third ask: err = %v, want ErrExhausted", err)
+	}
+}
+
+func TestAskHonoursContext(t *testing.T) {
+	p := newProposer(t, ProposerConfig{Space: h100(t), Seed: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := p.Ask(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	for name, cfg := range map[string]ProposerConfig{
+		"no space":     {},
+		"bad sampler":  {Space: h100(t), Sampler: "grid"},
+		"bad fraction": {Space: h100(t), RandomFraction: 2},
+	} {
+		if _, err := NewProposer(cfg); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: err = %v, want ErrConfig", name, err)
+		}
+	}
+}
+
+// goptuna's CMA-ES is not safe for concurrent use; Proposer serialises it.
+// Run with -race: concurrent asks and tells must not race.
+func TestConcurrentAskTell(t *testing.T) {
+	for _, k := range samplers {
+		t.Run(string(k), func(t *testing.T) {
+			p := newProposer(t, ProposerConfig{Space: h100(t), Sampler: k, Seed: 3})
+			var wg sync.WaitGroup
+			errs := make(chan error, 4)
+			for range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for range 6 {
+						c, err := p.Ask(context.Background())
+						if err != nil {
+							errs <- err
+							return
+						}
+						p.Tell(c, synth(c))
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			seen := map[string]bool{}
+			for _, o := range p.History() {
+				if seen[o.Config.ID()] {
+					t.Fatalf("duplicate %s under concurrency", o.Config)
+				}
+				seen[o.Config.ID()] = true
+			}
+			if len(seen) != 24 {
+				t.Fatalf("%d distinct trials, want 24", len(seen))
+			}
+		})
+	}
+}
+
+// failingScorer always errors; the proposer falls back to the sampler.
+type failingScorer struct{ fits int }
+
+func (f *failingScorer) Score(context.Context, []spaces.Config) ([]Prediction, error) {
+	return nil, errors.New("model not ready")
+}
+func (f *failingScorer) Fit(context.Context, []Observation) error { f.fits++; return nil }
+
+func TestScorerErrorFallsBack(t *testing.T) {
+	fs := &failingScorer{}
+	p := newProposer(t, ProposerConfig{Space: h100(t), Seed: 2, Scorer: fs, MinScreenHistory: 2, RefitEvery: 2})
+	cs := runProposer(t, p, 10, nil)
+	if len(cs) != 10 {
+		t.Fatal("asks failed")
+	}
+	// Screening starts after 2 usable trials (asks 3..10 = 8 asks); Fit runs
+	// on the first screening ask and then every 2 tells.
+	if fs.fits < 3 || fs.fits > 5 {
+		t.Fatalf("Fit called %d times, want about 4 (every 2 tells)", fs.fits)
+	}
+}
+
+// Screening with a perfect model must beat the sampler alone clearly.
+func TestScreeningImprovesHypervolume(t *testing.T) {
+	objs := DefaultObjectives("")
+	slo := trial.SLO{{Metric: "tpot_p99", Op: "<=", Limit: 20}}
+	ref := []float64{0, 40, 100}
+	n := 16
+	var plain, screened, random float64
+	seeds := 5
+	for seed := range seeds {
+		sp := h100(t)
+		run := func(cfg ProposerConfig) float64 {
+			cfg.Space, cfg.Seed, cfg.SLO, cfg.Objectives = sp, uint64(seed), slo, objs
+			p := newProposer(t, cfg)
+			runProposer(t, p, n, nil)
+			return hvOf(t, p.History(), objs, slo, ref)
+		}
+		plain += run(ProposerConfig{Sampler: SamplerTPE})
+		random += run(ProposerConfig{Sampler: SamplerRandom})
+		screened += run(ProposerConfig{Sampler: SamplerTPE, Scorer: oracle{objs: objs}, MinScreenHistory: 4})
+	}
+	t.Logf("mean HV after %d trials: random %.0f, tpe %.0f, tpe+oracle screening %.0f", n, random/float64(seeds), plain/float64(seeds), screened/float64(seeds))
+	if screened < 1.1*plain || screened < 1.1*random {
+		t.Fatalf("screening HV %.0f not clearly above tpe %.0f / random %.0f", screened, plain, random)
+	}
+}

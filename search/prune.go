@@ -1,0 +1,630 @@
+package search
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/vllm-tuner/tuner/pareto"
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+// PruneOptions configures Prune. DefaultPruneOptions gives the defaults.
+type PruneOptions struct {
+	Disabled   bool              // --no-prune: return the space unchanged
+	Objectives pareto.Objectives // default DefaultObjectives("")
+	SLO        trial.SLO
+	// Static enables the memory estimate: TP levels and utilisation values
+	// whose budget cannot hold the weights and one max_model_len sequence.
+	Static bool
+	// MinFailures is the weighted evidence needed to cut a failure region or
+	// drop a level that always failed.
+	MinFailures float64
+	// MinHistory is the weighted number of usable observations needed before
+	// ranges shrink to the envelope of good trials; MinGood the number of
+	// good (rank <= GoodRank) ones among them.
+	MinHistory float64
+	MinGood    int
+	GoodRank   int // 1-based Pareto rank counted as good (default 2)
+	// Margin widens the good envelope on each side, as a fraction of the
+	// parameter's original normalised (log for log params) range.
+	Margin float64
+	// LevelEvidence is the weighted number of usable trials needed at a
+	// level and at the other levels before a level that never reached a good
+	// rank is dropped.
+	LevelEvidence float64
+}
+
+// DefaultPruneOptions returns the defaults.
+func DefaultPruneOptions() PruneOptions {
+	return PruneOptions{
+		Objectives:    DefaultObjectives(""),
+		Static:        true,
+		MinFailures:   3,
+		MinHistory:    12,
+		MinGood:       4,
+		GoodRank:      2,
+		Margin:        0.15,
+		LevelEvidence: 4,
+	}
+}
+
+// PruneReport says what Prune removed and why.
+type PruneReport struct {
+	Skipped       string       `json:"skipped,omitempty"` // why nothing was pruned
+	Evidence      float64      `json:"evidence"`          // weighted observations used
+	Params        []ParamPrune `json:"params"`
+	VolumeRemoved float64      `json:"volume_removed"` // fraction of the tuned volume, 0-1
+}
+
+// ParamPrune is the pruning of one tuned parameter.
+type ParamPrune struct {
+	Name     string   `json:"name"`
+	Original string   `json:"original"`
+	Pruned   string   `json:"pruned"`
+	Reasons  []string `json:"reasons,omitempty"`
+	// Removed is the fraction of this parameter's extent removed: levels for
+	// bool/categorical/listed values, integers or steps for stepped ranges,
+	// length in normalised (log for log params) coordinates otherwise.
+	Removed float64 `json:"removed"`
+}
+
+// Prune narrows a resolved space using static facts of its target and the
+// history (Observation weights scale the evidence). It never removes the
+// default config: every range and level set is widened to hold the default.
+// The input space is not modified.
+func Prune(space *spaces.Space, history []Observation, opts PruneOptions) (*spaces.Space, PruneReport) {
+	out := space.Clone()
+	rep := PruneReport{}
+	if len(opts.Objectives) == 0 {
+		opts.Objectives = DefaultObjectives("")
+	}
+	if opts.GoodRank <= 0 {
+		opts.GoodRank = 2
+	}
+	reasons := map[string][]string{}
+	note := func(name, format string, args ...any) {
+		reasons[name] = append(reasons[name], fmt.Sprintf(format, args...))
+	}
+	if opts.Disabled {
+		rep.Skipped = "pruning disabled"
+	} else {
+		pr := pruner{space: out, opts: opts, note: note}
+		pr.history(history)
+		rep.Evidence = pr.evidence
+		if opts.Static {
+			pr.static()
+		}
+		pr.failureRegions()
+		pr.envelope()
+		pr.dominatedLevels()
+		pr.keepDefault()
+		if len(reasons) == 0 {
+			rep.Skipped = "no evidence to prune on"
+		}
+	}
+	rep.Params, rep.VolumeRemoved = volumeReport(space, out, reasons)
+	return out, rep
+}
+
+// volumeReport compares each tuned parameter of orig and pruned.
+func volumeReport(orig, pruned *spaces.Space, reasons map[string][]string) ([]ParamPrune, float64) {
+	var out []ParamPrune
+	kept := 1.0
+	for _, p := range orig.Tuned() {
+		q, ok := pruned.Param(p.Name)
+		if !ok {
+			continue
+		}
+		frac := extent(q) / extent(p)
+		if math.IsNaN(frac) || math.IsInf(frac, 0) {
+			frac = 1
+		}
+		frac = math.Max(0, math.Min(1, frac))
+		kept *= frac
+		out = append(out, ParamPrune{
+			Name: p.Name, Original: p.RangeString(), Pruned: q.RangeString(),
+			Reasons: reasons[p.Name], Removed: 1 - frac,
+		})
+	}
+	return out, 1 - kept
+}
+
+// extent is the size of a parameter's domain: levels, or integer/step
+// counts, or normalised length (log for log params, where integers and
+// steps widen each end by half a unit).
+func extent(p *spaces.Param) float64 {
+	if p.Fixed != nil || !p.Tune {
+		if p.Kind == spaces.Bool || p.Kind == spaces.Categorical || len(p.Values) > 0 {
+			return 1
+		}
+		return 1e-12
+	}
+	switch {
+	case p.Kind == spaces.Bool:
+		return 2
+	case p.Kind == spaces.Categorical:
+		return float64(len(p.Choices))
+	case len(p.Values) > 0:
+		return float64(len(p.Values))
+	}
+	half := 0.0
+	switch {
+	case p.Kind == spaces.Int:
+		half = 0.5
+	case p.Step > 0:
+		half = p.Step / 2
+	}
+	lo, hi := p.Min-half, p.Max+half
+	if p.Log {
+		if lo <= 0 {
+			lo = p.Min
+		}
+		if hi <= lo {
+			return 1e-12
+		}
+		return math.Log(hi) - math.Log(lo)
+	}
+	return math.Max(hi-lo, 1e-12)
+}
+
+// pruner holds the state of one Prune call.
+type pruner struct {
+	space    *spaces.Space
+	opts     PruneOptions
+	note     func(name, format string, args ...any)
+	obs      []Observation
+	outs     []outcome
+	good     []bool // usable, feasible and Pareto rank <= GoodRank
+	evidence float64
+}
+
+func (pr *pruner) history(h []Observation) {
+	pr.obs = h
+	pr.outs = make([]outcome, len(h))
+	var pts [][]float64
+	var idx []int
+	for i, o := range h {
+		pr.outs[i] = evaluate(o, pr.opts.Objectives, pr.opts.SLO)
+		pr.evidence += o.weight()
+		if pr.outs[i].feasible {
+			pts = append(pts, pr.outs[i].vals)
+			idx = append(idx, i)
+		}
+	}
+	pr.good = make([]bool, len(h))
+	if len(pts) == 0 {
+		return
+	}
+	ranks := pareto.Ranks(pts, pr.opts.Objectives.Directions())
+	for k, i := range idx {
+		if ranks[k] >= 0 && ranks[k] < pr.opts.GoodRank {
+			pr.good[i] = true
+		}
+	}
+}
+
+// value returns the observation's value of a parameter (default if absent).
+func value(o Observation, p *spaces.Param) spaces.Value {
+	if v, ok := o.Config.Get(p.Name); ok {
+		return v
+	}
+	return p.Default
+}
+
+// --- static feasibility
+
+// static drops tensor_parallel_size levels and raises the gpu_memory_utilization
+// floor where util x HBM cannot hold the weights per GPU plus the KV cache of
+// one max_model_len sequence, even with an fp8 KV cache (when allowed) and the
+// most favourable other settings. Activations and CUDA graphs are ignored,
+// so the estimate only removes what certainly fails.
+func (pr *pruner) static() {
+	t := pr.space.Target()
+	if t == nil || t.GPU.MemoryGiB <= 0 || t.Model.ParamsB <= 0 {
+		return
+	}
+	hbm := t.GPU.MemoryGiB * (1 << 30)
+	maxLen := float64(t.MaxModelLen)
+	if mp, ok := pr.space.Param("max_model_len"); ok && mp.Fixed != nil {
+		maxLen = mp.Fixed.Float()
+	}
+	if maxLen <= 0 {
+		maxLen = float64(t.Model.MaxPositionEmbeddings)
+	}
+	elem := t.Model.DtypeBytes
+	if elem <= 0 {
+		elem = 2
+	}
+	if kv, ok := pr.space.Param("kv_cache_dtype"); ok {
+		if kv.Fixed == nil && kv.Tune && slices.Contains(kv.Choices, "fp8") ||
+			kv.Fixed != nil && kv.Fixed.Str() == "fp8" {
+			elem = 1
+		}
+	}
+	need := func(tp float64) float64 {
+		kvDiv := math.Max(1, math.Min(tp, float64(max(1, t.Model.KVHeads))))
+		return t.Model.WeightBytes()/tp + t.Model.KVBytesPerToken(elem)*maxLen/kvDiv
+	}
+	util, hasUtil := pr.space.Param("gpu_memory_utilization")
+	maxUtil := 1.0
+	if hasUtil {
+		maxUtil = util.Max
+		if util.Fixed != nil {
+			maxUtil = util.Fixed.Float()
+		}
+	}
+	tpVals := []float64{1}
+	if tp, ok := pr.space.Param("tensor_parallel_size"); ok {
+		switch {
+		case tp.Fixed != nil:
+			tpVals = []float64{tp.Fixed.Float()}
+		case tp.Tune && len(tp.Values) > 0:
+			var keep []float64
+			for _, v := range tp.Values {
+				if need(v) <= maxUtil*hbm {
+					keep = append(keep, v)
+				}
+			}
+			if len(keep) < len(tp.Values) && len(keep) > 0 {
+				pr.note(tp.Name, "static memory: weights/TP + one %d-token sequence's KV exceed %.2f x %.0f GiB at TP %s",
+					int(maxLen), maxUtil, t.GPU.MemoryGiB, floatsString(diff(tp.Values, keep)))
+				tp.Values = keep
+			}
+			tpVals = tp.Values
+		}
+	}
+	if hasUtil && util.Fixed == nil && util.Tune && len(util.Values) == 0 {
+		floor := need(slices.Max(tpVals)) / hbm
+		if floor > util.Min && floor <= util.Max {
+			lo := floor
+			if util.Step > 0 {
+				lo = util.Min + math.Ceil((floor-util.Min)/util.Step-1e-9)*util.Step
+			}
+			lo = math.Min(lo, util.Max)
+			pr.note(util.Name, "static memory: below %.3f the budget cannot hold the weights and one sequence's KV even at TP %s",
+				floor, spaces.FloatValue(slices.Max(tpVals)))
+			util.Min = roundTo(lo, util.Step)
+		}
+	}
+}
+
+func diff(all, keep []float64) []float64 {
+	var out []float64
+	for _, v := range all {
+		if !slices.Contains(keep, v) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func floatsString(v []float64) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = spaces.FloatValue(x).String()
+	}
+	return strings.Join(parts, ", ")
+}
+
+func roundTo(x, step float64) float64 {
+	if step > 0 {
+		return math.Round(x*1e9) / 1e9
+	}
+	return x
+}
+
+// --- failure regions
+
+// memoryFailure reports failures that say "this config cannot run here".
+func memoryFailure(o outcome) bool {
+	return o.failed && (o.failure == trial.FailOOM || o.failure == trial.FailKVTooSmall)
+}
+
+// failureRegions cuts, for every numeric range, the top (or bottom) part
+// where every observation failed for memory with at least MinFailures
+// weighted evidence and a usable trial on the other side; and drops levels
+// that always failed for memory.
+func (pr *pruner) failureRegions() {
+	for _, p := range pr.space.Tuned() {
+		type pt struct {
+			x    float64
+			fail bool
+			w    float64
+		}
+		var pts []pt
+		for i, o := range pr.obs {
+			switch {
+			case memoryFailure(pr.outs[i]):
+				pts = append(pts, pt{value(o, p).Float(), true, o.weight()})
+			case !pr.outs[i].failed:
+				pts = append(pts, pt{value(o, p).Float(), false, o.weight()})
+			}
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		if p.Kind == spaces.Bool || p.Kind == spaces.Categorical || len(p.Values) > 0 {
+			pr.failedLevels(p)
+			continue
+		}
+		sort.SliceStable(pts, func(i, j int) bool { return pts[i].x < pts[j].x })
+		// Top: the longest suffix of failures.
+		k, w := len(pts), 0.0
+		for k > 0 && pts[k-1].fail {
+			k--
+			w += pts[k].w
+		}
+		if k > 0 && k < len(pts) && w >= pr.opts.MinFailures {
+			lowFail, okHigh := pts[k].x, pts[k-1].x
+			newMax := below(p, lowFail, okHigh)
+			if newMax < p.Max {
+				pr.note(p.Name, "failure region: all %.0f trials at >= %s failed (oom)", w, spaces.FloatValue(lowFail))
+				p.Max = newMax
+			}
+		}
+		// Bottom: the longest prefix of failures.
+		k, w = 0, 0.0
+		for k < len(pts) && pts[k].fail {
+			w += pts[k].w
+			k++
+		}
+		if k > 0 && k < len(pts) && w >= pr.opts.MinFailures {
+			highFail, okLow := pts[k-1].x, pts[k].x
+			newMin := above(p, highFail, okLow)
+			if newMin > p.Min {
+				pr.note(p.Name, "failure region: all %.0f trials at <= %s failed (oom)", w, spaces.FloatValue(highFail))
+				p.Min = newMin
+			}
+		}
+	}
+}
+
+// below returns the largest valid value of p under fail (not below ok).
+func below(p *spaces.Param, fail, ok float64) float64 {
+	switch {
+	case p.Kind == spaces.Int:
+		return math.Max(ok, math.Ceil(fail)-1)
+	case p.Step > 0:
+		v := p.Min + math.Floor((fail-p.Min)/p.Step-1e-9)*p.Step
+		return roundTo(math.Max(ok, v), p.Step)
+	}
+	return (fail + ok) / 2
+}
+
+// above returns the smallest valid value of p over fail (not above ok).
+func above(p *spaces.Param, fail, ok float64) float64 {
+	switch {
+	case p.Kind == spaces.Int:
+		return math.Min(ok, math.Floor(fail)+1)
+	case p.Step > 0:
+		v := p.Min + math.Ceil((fail-p.Min)/p.Step+1e-9)*p.Step
+		return roundTo(math.Min(ok, v), p.Step)
+	}
+	return (fail + ok) / 2
+}
+
+// failedLevels drops levels where every trial failed for memory, with
+// enough evidence, while some other level ran.
+func (pr *pruner) failedLevels(p *spaces.Param) {
+	levels := p.Discrete()
+	fails := make([]float64, len(levels))
+	runs := make([]float64, len(levels))
+	for i, o := range pr.obs {
+		v := value(o, p)
+		for k, l := range levels {
+			if l.Equal(v) {
+				switch {
+				case memoryFailure(pr.outs[i]):
+					fails[k] += o.weight()
+				case !pr.outs[i].failed:
+					runs[k] += o.weight()
+				}
+			}
+		}
+	}
+	anyRun := slices.ContainsFunc(runs, func(x float64) bool { return x > 0 })
+	if !anyRun {
+		return
+	}
+	var drop []spaces.Value
+	for k, l := range levels {
+		if runs[k] == 0 && fails[k] >= pr.opts.MinFailures && !l.Equal(p.Default) {
+			drop = append(drop, l)
+			pr.note(p.Name, "failure region: all %.0f trials with %s failed (oom)", fails[k], l)
+		}
+	}
+	removeLevels(p, drop)
+}
+
+func removeLevels(p *spaces.Param, drop []spaces.Value) {
+	if len(drop) == 0 {
+		return
+	}
+	has := func(v spaces.Value) bool { return slices.ContainsFunc(drop, v.Equal) }
+	switch {
+	case p.Kind == spaces.Categorical:
+		p.Choices = slices.DeleteFunc(p.Choices, func(c string) bool { return has(spaces.StringValue(c)) })
+	case p.Kind == spaces.Bool:
+		// A bool with one level left is fixed at it.
+		for _, l := range p.Discrete() {
+			if !has(l) {
+				v := l
+				p.Fixed = &v
+			}
+		}
+	default:
+		p.Values = slices.DeleteFunc(p.Values, func(x float64) bool { return has(p.FromFloat(x)) })
+	}
+}
+
+// --- good envelope
+
+// envelope shrinks numeric ranges to the span of good trials plus Margin.
+func (pr *pruner) envelope() {
+	usable, nGood := 0.0, 0
+	for i, o := range pr.obs {
+		if !pr.outs[i].failed {
+			usable += o.weight()
+		}
+		if pr.good[i] {
+			nGood++
+		}
+	}
+	if usable < pr.opts.MinHistory || nGood < pr.opts.MinGood {
+		return
+	}
+	for _, p := range pr.space.Tuned() {
+		if p.Kind == spaces.Bool || p.Kind == spaces.Categorical || len(p.Values) > 0 || p.Max <= p.Min {
+			continue
+		}
+		d := dim{p: p}
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for i, o := range pr.obs {
+			if pr.good[i] {
+				u := d.unit(value(o, p))
+				lo, hi = math.Min(lo, u), math.Max(hi, u)
+			}
+		}
+		lo, hi = math.Max(0, lo-pr.opts.Margin), math.Min(1, hi+pr.opts.Margin)
+		if lo <= 0 && hi >= 1 {
+			continue
+		}
+		newMin, newMax := p.Min, p.Max
+		if lo > 0 {
+			newMin = snapDown(p, d.fromUnitRaw(lo))
+		}
+		if hi < 1 {
+			newMax = snapUp(p, d.fromUnitRaw(hi))
+		}
+		if newMin > p.Min || newMax < p.Max {
+			pr.note(p.Name, "good envelope: %d trials of Pareto rank <= %d span %s..%s (margin %.0f%%)",
+				nGood, pr.opts.GoodRank, spaces.FloatValue(roundSig(d.fromUnitRaw(lo+pr.opts.Margin))),
+				spaces.FloatValue(roundSig(d.fromUnitRaw(hi-pr.opts.Margin))), 100*pr.opts.Margin)
+			p.Min, p.Max = math.Max(p.Min, newMin), math.Min(p.Max, newMax)
+		}
+	}
+}
+
+func roundSig(x float64) float64 {
+	if x == 0 {
+		return 0
+	}
+	m := math.Pow(10, 3-math.Ceil(math.Log10(math.Abs(x))))
+	return math.Round(x*m) / m
+}
+
+// fromUnitRaw is dim.fromUnit without rounding, on [Min, Max].
+func (d dim) fromUnitRaw(u float64) float64 {
+	lo, hi := d.lowHigh()
+	if d.p.Log {
+		return math.Exp(math.Log(lo) + u*(math.Log(hi)-math.Log(lo)))
+	}
+	return lo + u*(hi-lo)
+}
+
+// snapDown/snapUp round a bound outward to a valid value of p.
+func snapDown(p *spaces.Param, x float64) float64 {
+	switch {
+	case p.Kind == spaces.Int:
+		x = math.Floor(x)
+	case p.Step > 0:
+		x = roundTo(p.Min+math.Floor((x-p.Min)/p.Step+1e-9)*p.Step, p.Step)
+	}
+	return math.Max(p.Min, math.Min(p.Max, x))
+}
+
+func snapUp(p *spaces.Param, x float64) float64 {
+	switch {
+	case p.Kind == spaces.Int:
+		x = math.Ceil(x)
+	case p.Step > 0:
+		x = roundTo(p.Min+math.Ceil((x-p.Min)/p.Step-1e-9)*p.Step, p.Step)
+	}
+	return math.Max(p.Min, math.Min(p.Max, x))
+}
+
+// --- dominated levels
+
+// dominatedLevels drops levels of discrete parameters that have at least
+// LevelEvidence usable trials, while the other levels together have as many,
+// and never reached a good rank although some other level did.
+func (pr *pruner) dominatedLevels() {
+	for _, p := range pr.space.Tuned() {
+		if p.Kind != spaces.Bool && p.Kind != spaces.Categorical && len(p.Values) == 0 {
+			continue
+		}
+		levels := p.Discrete()
+		n := make([]float64, len(levels))
+		good := make([]int, len(levels))
+		total := 0.0
+		for i, o := range pr.obs {
+			if pr.outs[i].failed {
+				continue
+			}
+			v := value(o, p)
+			for k, l := range levels {
+				if l.Equal(v) {
+					n[k] += o.weight()
+					total += o.weight()
+					if pr.good[i] {
+						good[k]++
+					}
+				}
+			}
+		}
+		var drop []spaces.Value
+		for k, l := range levels {
+			others := total - n[k]
+			otherGood := slices.ContainsFunc(good, func(g int) bool { return g > 0 }) && good[k] == 0
+			if otherGood && n[k] >= pr.opts.LevelEvidence && others >= pr.opts.LevelEvidence && !l.Equal(p.Default) {
+				drop = append(drop, l)
+				pr.note(p.Name, "dominated: %s never reached Pareto rank <= %d in %.0f trials", l, pr.opts.GoodRank, n[k])
+			}
+		}
+		if len(drop) >= len(levels) {
+			continue
+		}
+		removeLevels(p, drop)
+	}
+}
+
+// --- the default stays
+
+// keepDefault widens every pruned range and level set to hold the default.
+func (pr *pruner) keepDefault() {
+	for _, p := range pr.space.Tuned() {
+		def := p.Default
+		switch {
+		case p.Kind == spaces.Categorical:
+			if !slices.Contains(p.Choices, def.Str()) {
+				p.Choices = append(p.Choices, def.Str())
+			}
+		case p.Kind == spaces.Bool:
+		case len(p.Values) > 0:
+			if !slices.Contains(p.Values, def.Float()) {
+				p.Values = append(p.Values, def.Float())
+				sort.Float64s(p.Values)
+			}
+		default:
+			if def.Float() < p.Min {
+				p.Min = def.Float()
+				pr.note(p.Name, "widened to keep the default %s", def)
+			}
+			if def.Float() > p.Max {
+				p.Max = def.Float()
+				pr.note(p.Name, "widened to keep the default %s", def)
+			}
+		}
+	}
+	// A bool fixed by pruning at a non-default level is unfixed again.
+	for i := range pr.space.Params {
+		p := &pr.space.Params[i]
+		if p.Kind == spaces.Bool && p.Tune && p.Fixed != nil && !p.Fixed.Equal(p.Default) {
+			p.Fixed = nil
+		}
+	}
+}

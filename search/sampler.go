@@ -1,0 +1,289 @@
+package search
+
+import (
+	"math"
+	"math/rand/v2"
+	"sort"
+	"sync"
+
+	"github.com/c-bata/goptuna"
+	"github.com/c-bata/goptuna/tpe"
+)
+
+// Why search has its own goptuna samplers (goptuna v0.9.0, see DESIGN.md):
+//   - goptuna.RandomSampler draws ints with rng.Intn(High-Low)+Low, so the
+//     upper bound of an int range is never returned, and TPE's startup
+//     trials inherit it;
+//   - RandomSampler draws categoricals from Go's global random source and
+//     tpe.Sampler picks each Parzen mixture component with the global source
+//     too (internal/random.ArgMaxMultinomial), so seeded runs are not
+//     reproducible.
+// randomSampler and tpeSampler implement goptuna.Sampler with one seeded
+// source and inclusive bounds. tpeSampler reuses goptuna's Parzen estimator,
+// gamma and weights (tpe.NewParzenEstimator, tpe.DefaultGamma,
+// tpe.DefaultWeights) and replaces only the sampling and the density.
+
+var (
+	_ goptuna.Sampler = (*randomSampler)(nil)
+	_ goptuna.Sampler = (*tpeSampler)(nil)
+)
+
+// randomSampler samples every distribution uniformly (log-uniformly for
+// log ones), bounds included, from its own seeded source.
+type randomSampler struct {
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+func newRandomSampler(rng *rand.Rand) *randomSampler { return &randomSampler{rng: rng} }
+
+func (s *randomSampler) Sample(_ *goptuna.Study, _ goptuna.FrozenTrial, _ string, dist any) (float64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return sampleUniform(s.rng, dist)
+}
+
+func sampleUniform(r *rand.Rand, dist any) (float64, error) {
+	switch d := dist.(type) {
+	case goptuna.UniformDistribution:
+		return d.Low + r.Float64()*(d.High-d.Low), nil
+	case goptuna.LogUniformDistribution:
+		lo, hi := math.Log(d.Low), math.Log(d.High)
+		return math.Exp(lo + r.Float64()*(hi-lo)), nil
+	case goptuna.IntUniformDistribution:
+		return float64(d.Low + r.IntN(d.High-d.Low+1)), nil
+	case goptuna.StepIntUniformDistribution:
+		n := (d.High-d.Low)/d.Step + 1
+		return float64(d.Low + r.IntN(n)*d.Step), nil
+	case goptuna.DiscreteUniformDistribution:
+		n := int(math.Floor((d.High-d.Low)/d.Q+1e-9)) + 1
+		return math.Min(d.High, d.Low+float64(r.IntN(n))*d.Q), nil
+	case goptuna.CategoricalDistribution:
+		return float64(r.IntN(len(d.Choices))), nil
+	}
+	return 0, goptuna.ErrUnknownDistribution
+}
+
+// tpeSampler is the independent tree-structured Parzen estimator (Bergstra
+// et al. 2011) as goptuna's tpe.Sampler runs it, from one seeded source. It
+// reads the study's complete trials once per parameter and caches the
+// estimators: build one sampler per study snapshot (Proposer does, per ask).
+type tpeSampler struct {
+	mu         sync.Mutex
+	rng        *rand.Rand
+	random     *randomSampler
+	startup    int // below this many observations, sample at random
+	candidates int // expected-improvement candidates per suggestion
+	params     tpe.ParzenEstimatorParams
+	cache      map[string]*tpeModel
+}
+
+func newTPESampler(rng *rand.Rand, startup, candidates int) *tpeSampler {
+	return &tpeSampler{
+		rng:        rng,
+		random:     newRandomSampler(rng),
+		startup:    startup,
+		candidates: max(1, candidates),
+		params: tpe.ParzenEstimatorParams{
+			ConsiderPrior:     true,
+			PriorWeight:       1.0,
+			ConsiderMagicClip: true,
+			ConsiderEndpoints: false,
+			Weights:           tpe.DefaultWeights,
+		},
+		cache: map[string]*tpeModel{},
+	}
+}
+
+// tpeModel holds the below (good) and above (bad) observations of one
+// parameter in internal representation, best first within each group.
+type tpeModel struct {
+	n            int
+	below, above []float64
+	lBelow, lAbove *tpe.ParzenEstimator // numeric only, built lazily
+	lo, hi         float64
+	log            bool
+}
+
+func (s *tpeSampler) Sample(study *goptuna.Study, _ goptuna.FrozenTrial, name string, dist any) (float64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.cache[name]
+	if !ok {
+		var err error
+		m, err = s.observe(study, name)
+		if err != nil {
+			return 0, err
+		}
+		s.cache[name] = m
+	}
+	if m.n < s.startup {
+		return sampleUniform(s.rng, dist)
+	}
+	switch d := dist.(type) {
+	case goptuna.UniformDistribution:
+		return s.numeric(m, d.Low, d.High, false, false), nil
+	case goptuna.LogUniformDistribution:
+		return s.numeric(m, d.Low, d.High, true, false), nil
+	case goptuna.IntUniformDistribution:
+		v := s.numeric(m, float64(d.Low)-0.5, float64(d.High)+0.5, false, true)
+		return math.Max(float64(d.Low), math.Min(float64(d.High), v)), nil
+	case goptuna.CategoricalDistribution:
+		return s.categorical(m, len(d.Choices)), nil
+	}
+	return sampleUniform(s.rng, dist)
+}
+
+// observe splits the complete trials that hold the parameter into the best
+// gamma(n) (below) and the rest (above); lower values are better.
+func (s *tpeSampler) observe(study *goptuna.Study, name string) (*tpeModel, error) {
+	trials, err := study.GetTrials()
+	if err != nil {
+		return nil, err
+	}
+	type pair struct{ x, y float64 }
+	var ps []pair
+	for _, t := range trials {
+		if t.State != goptuna.TrialStateComplete {
+			continue
+		}
+		if x, ok := t.InternalParams[name]; ok {
+			y := t.Value
+			if study.Direction() == goptuna.StudyDirectionMaximize {
+				y = -y
+			}
+			ps = append(ps, pair{x, y})
+		}
+	}
+	sort.SliceStable(ps, func(i, j int) bool { return ps[i].y < ps[j].y })
+	m := &tpeModel{n: len(ps)}
+	nb := tpe.DefaultGamma(len(ps))
+	for i, p := range ps {
+		if i < nb {
+			m.below = append(m.below, p.x)
+		} else {
+			m.above = append(m.above, p.x)
+		}
+	}
+	return m, nil
+}
+
+// numeric draws candidates from the below mixture l(x) truncated to
+// [lo, hi] and returns the one maximising l(x)/g(x).
+func (s *tpeSampler) numeric(m *tpeModel, lo, hi float64, isLog, isInt bool) float64 {
+	if hi <= lo {
+		return lo
+	}
+	if m.lBelow == nil || m.lo != lo || m.hi != hi || m.log != isLog {
+		tr := func(xs []float64) []float64 {
+			out := make([]float64, len(xs))
+			for i, x := range xs {
+				if isLog {
+					x = math.Log(math.Max(x, 1e-300))
+				}
+				out[i] = x
+			}
+			return out
+		}
+		l, h := lo, hi
+		if isLog {
+			l, h = math.Log(lo), math.Log(hi)
+		}
+		m.lBelow = tpe.NewParzenEstimator(tr(m.below), l, h, s.params)
+		m.lAbove = tpe.NewParzenEstimator(tr(m.above), l, h, s.params)
+		m.lo, m.hi, m.log = lo, hi, isLog
+	}
+	l, h := lo, hi
+	if isLog {
+		l, h = math.Log(lo), math.Log(hi)
+	}
+	best, bestScore := math.NaN(), math.Inf(-1)
+	for range s.candidates {
+		x := s.drawGMM(m.lBelow, l, h)
+		if isInt {
+			// Score the integer the value rounds to (in linear space).
+			x = math.Round(x)
+		}
+		score := gmmLogPDF(m.lBelow, x, l, h) - gmmLogPDF(m.lAbove, x, l, h)
+		if score > bestScore || math.IsNaN(best) {
+			best, bestScore = x, score
+		}
+	}
+	if isLog {
+		best = math.Exp(best)
+	}
+	return math.Max(lo, math.Min(hi, best))
+}
+
+// drawGMM samples the truncated mixture by rejection (falling back to a
+// uniform draw when the mixture has almost no mass inside).
+func (s *tpeSampler) drawGMM(pe *tpe.ParzenEstimator, lo, hi float64) float64 {
+	for range 100 {
+		u, k := s.rng.Float64(), 0
+		for acc := 0.0; k < len(pe.Weights)-1; k++ {
+			acc += pe.Weights[k]
+			if u < acc {
+				break
+			}
+		}
+		x := pe.Mus[k] + pe.Sigmas[k]*s.rng.NormFloat64()
+		if x >= lo && x <= hi {
+			return x
+		}
+	}
+	return lo + s.rng.Float64()*(hi-lo)
+}
+
+// gmmLogPDF is the log density at x of the mixture truncated to [lo, hi].
+func gmmLogPDF(pe *tpe.ParzenEstimator, x, lo, hi float64) float64 {
+	var p, z float64
+	for k, w := range pe.Weights {
+		sd := math.Max(pe.Sigmas[k], 1e-12)
+		d := (x - pe.Mus[k]) / sd
+		p += w * math.Exp(-0.5*d*d) / (sd * math.Sqrt(2*math.Pi))
+		z += w * (normCDF((hi-pe.Mus[k])/sd) - normCDF((lo-pe.Mus[k])/sd))
+	}
+	return math.Log(p+1e-300) - math.Log(z+1e-300)
+}
+
+func normCDF(x float64) float64 { return 0.5 * math.Erfc(-x/math.Sqrt2) }
+
+// categorical draws candidates from the below level frequencies (with a
+// prior) and returns the one maximising p_below/p_above.
+func (s *tpeSampler) categorical(m *tpeModel, n int) float64 {
+	freq := func(xs []float64) []float64 {
+		p := make([]float64, n)
+		w := s.params.Weights(len(xs))
+		sum := 0.0
+		for i := range p {
+			p[i] = s.params.PriorWeight
+		}
+		for i, x := range xs {
+			k := max(0, min(n-1, int(math.Round(x))))
+			p[k] += w[i]
+		}
+		for _, v := range p {
+			sum += v
+		}
+		for i := range p {
+			p[i] /= sum
+		}
+		return p
+	}
+	pb, pa := freq(m.below), freq(m.above)
+	best, bestScore := 0, math.Inf(-1)
+	for c := range s.candidates {
+		u, k := s.rng.Float64(), 0
+		for acc := 0.0; k < n-1; k++ {
+			acc += pb[k]
+			if u < acc {
+				break
+			}
+		}
+		score := math.Log(pb[k]) - math.Log(pa[k])
+		if score > bestScore || c == 0 {
+			best, bestScore = k, score
+		}
+	}
+	return float64(best)
+}
