@@ -37,8 +37,8 @@ func (k StudyKey) Group() Group {
 	return Group{Model: k.Model, GPU: k.GPU, GPUCount: k.GPUCount, Objectives: k.Objectives}
 }
 
-func studyFrontKey(id string) []byte    { return []byte("study/" + id) }
-func groupFrontKey(key string) []byte   { return []byte("group/" + key) }
+func studyFrontKey(id string) []byte  { return []byte("study/" + id) }
+func groupFrontKey(key string) []byte { return []byte("group/" + key) }
 func sortPoints(ps []Point) {
 	slices.SortFunc(ps, func(a, b Point) int {
 		if c := cmp.Compare(a.StudyID, b.StudyID); c != 0 {

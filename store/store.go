@@ -127,11 +127,20 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	var dead []*fileLock
 	var deadPaths []string
 	err = s.update(ctx, func(tx *bolt.Tx) error {
-		if err := migrate(tx, s.opts.Now(), s.log); err != nil {
+		v, err := schemaVersion(tx)
+		if err != nil {
 			return err
 		}
-		var err error
-		dead, deadPaths, err = s.recoverInterrupted(tx)
+		if v != SchemaVersion {
+			if err := migrate(tx, s.opts.Now(), s.log); err != nil {
+				return err
+			}
+		}
+		var marked int
+		dead, deadPaths, marked, err = s.recoverInterrupted(tx)
+		if err == nil && v == SchemaVersion && marked == 0 {
+			return errNoChange // roll back: opening a healthy file writes nothing
+		}
 		return err
 	})
 	for i, l := range dead {
@@ -167,8 +176,8 @@ func (s *Store) Close() error {
 	return nil
 }
 
-func (s *Store) gatePath() string    { return s.path + ".lock" }
-func (s *Store) sessionDir() string  { return s.path + ".sessions" }
+func (s *Store) gatePath() string   { return s.path + ".lock" }
+func (s *Store) sessionDir() string { return s.path + ".sessions" }
 func (s *Store) sessionPath(id string) string {
 	return filepath.Join(s.sessionDir(), id+".lock")
 }
@@ -268,6 +277,10 @@ func syncDir(dir string) {
 	}
 }
 
+// errNoChange, returned by an update body, rolls the transaction back
+// without an error.
+var errNoChange = errors.New("no change")
+
 // view runs fn in one read-only transaction.
 func (s *Store) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 	deadline, err := s.begin(ctx)
@@ -304,7 +317,11 @@ func (s *Store) update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.withDB(deadline, false, func(db *bolt.DB) error { return db.Update(s.guard(db, fn)) })
+	err = s.withDB(deadline, false, func(db *bolt.DB) error { return db.Update(s.guard(db, fn)) })
+	if errors.Is(err, errNoChange) {
+		return nil
+	}
+	return err
 }
 
 func (s *Store) begin(ctx context.Context) (time.Time, error) {

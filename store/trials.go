@@ -251,14 +251,14 @@ func (s *Store) scanStudy(ctx context.Context, studyID string, fn func(Trial) er
 // recoverInterrupted marks as interrupted the running trials whose writer
 // session is gone. It returns the locks it took on dead sessions' files (to
 // release, and the files to remove, after the commit).
-func (s *Store) recoverInterrupted(tx *bolt.Tx) ([]*fileLock, []string, error) {
+func (s *Store) recoverInterrupted(tx *bolt.Tx) (locks []*fileLock, paths []string, marked int, err error) {
 	type entry struct {
 		studyID string
 		seq     uint64
 		session string
 	}
 	var running []entry
-	err := tx.Bucket(bucketRunning).ForEach(func(k, v []byte) error {
+	err = tx.Bucket(bucketRunning).ForEach(func(k, v []byte) error {
 		if len(k) != 12+8 {
 			return corrupt(tx, fmt.Errorf("running index key %x", k))
 		}
@@ -266,11 +266,9 @@ func (s *Store) recoverInterrupted(tx *bolt.Tx) ([]*fileLock, []string, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	dead := map[string]bool{}
-	var locks []*fileLock
-	var paths []string
 	for _, e := range running {
 		if e.session == s.session {
 			continue
@@ -280,7 +278,7 @@ func (s *Store) recoverInterrupted(tx *bolt.Tx) ([]*fileLock, []string, error) {
 			p := s.sessionPath(e.session)
 			l, exists, err := tryLockExisting(p)
 			if err != nil && !os.IsNotExist(err) {
-				return nil, nil, fmt.Errorf("session %s: %w", e.session, err)
+				return locks, paths, 0, fmt.Errorf("session %s: %w", e.session, err)
 			}
 			isDead = l != nil || !exists
 			if l != nil {
@@ -293,7 +291,7 @@ func (s *Store) recoverInterrupted(tx *bolt.Tx) ([]*fileLock, []string, error) {
 		}
 		t, err := getTrial(tx, e.studyID, e.seq)
 		if err != nil {
-			return nil, nil, err
+			return locks, paths, 0, err
 		}
 		t.State = StateInterrupted
 		t.Ended = s.opts.Now().UTC()
@@ -302,12 +300,13 @@ func (s *Store) recoverInterrupted(tx *bolt.Tx) ([]*fileLock, []string, error) {
 		}
 		t.Notes += "interrupted: the writing process died"
 		if err := putJSON(tx.Bucket(bucketTrials).Bucket([]byte(e.studyID)), seqKey(e.seq), t); err != nil {
-			return nil, nil, err
+			return locks, paths, 0, err
 		}
 		if err := tx.Bucket(bucketRunning).Delete(runningKey(e.studyID, e.seq)); err != nil {
-			return nil, nil, err
+			return locks, paths, 0, err
 		}
 		s.log.Warn("trial interrupted by a dead process", "trial", t.ID, "session", e.session)
+		marked++
 	}
-	return locks, paths, nil
+	return locks, paths, marked, nil
 }

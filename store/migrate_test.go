@@ -1,0 +1,142 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// writeV0Fixture builds a schema-0 file the way the first tuner wrote it:
+// studies and nested trials buckets only, records without "v", trial
+// "status" and "config_hash", no objectives in the study key.
+func writeV0Fixture(t *testing.T, path string) (studyID string, n int) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	key := testKey("llama", "H100-80GB", "tpot_p99<=40ms")
+	key.Objectives = nil
+	norm, _, _ := key.normalize() // schema 0 derived the ID the same way
+	studyID = norm.ID()
+	r := rand.New(rand.NewPCG(20, 21))
+	err = db.Update(func(tx *bolt.Tx) error {
+		sb, _ := tx.CreateBucket(bucketStudies)
+		tb, _ := tx.CreateBucket(bucketTrials)
+		rawKey := map[string]any{
+			"model": key.Model, "gpu": key.GPU, "gpu_count": key.GPUCount, "engine": key.Engine,
+			"engine_version": key.EngineVersion, "workload": key.Workload, "slo": norm.SLO, "space_hash": key.SpaceHash,
+		}
+		st, _ := json.Marshal(map[string]any{"id": studyID, "key": rawKey, "created": "2025-06-01T00:00:00Z"})
+		if err := sb.Put([]byte(studyID), st); err != nil {
+			return err
+		}
+		b, _ := tb.CreateBucket([]byte(studyID))
+		for seq := uint64(1); seq <= 12; seq++ {
+			cfg := randConfig(r)
+			rec := map[string]any{
+				"id": TrialID(studyID, seq), "study_id": studyID, "seq": seq, "status": "running",
+				"config": cfg, "config_hash": cfg.ID(), "started": "2025-06-01T00:00:00Z",
+			}
+			if seq < 12 {
+				res := randResult(r, cfg)
+				rec["status"], rec["result"] = string(StateOf(res)), res
+			}
+			raw, _ := json.Marshal(rec)
+			if err := b.Put(seqKey(seq), raw); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return studyID, 12
+}
+
+func TestMigrateV0(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v0.db")
+	studyID, n := writeV0Fixture(t, path)
+	if _, err := Open(ctx, path, Options{ReadOnly: true}); !errors.Is(err, ErrNeedsMigration) {
+		t.Fatalf("read-only open of schema 0: %v, want ErrNeedsMigration", err)
+	}
+	s := openTest(t, path, false)
+	rep, err := s.Check(ctx)
+	if err != nil {
+		t.Fatalf("check after migration: %v %+v", err, rep)
+	}
+	if rep.Schema != SchemaVersion || rep.Trials != n || rep.Studies != 1 {
+		t.Errorf("report %+v", rep)
+	}
+	st, err := s.Study(ctx, studyID)
+	if err != nil || !st.Key.Objectives.Equal(DefaultObjectives("")) {
+		t.Fatalf("migrated study %+v %v", st, err)
+	}
+	ts, err := s.Trials(ctx, studyID, TrialFilter{})
+	if err != nil || len(ts) != n {
+		t.Fatalf("migrated trials %d %v", len(ts), err)
+	}
+	for _, tr := range ts {
+		if tr.V != RecordVersion || tr.ConfigID != tr.Config.ID() || tr.State == StateRunning {
+			t.Fatalf("migrated trial %+v", tr)
+		}
+	}
+	if ts[n-1].State != StateInterrupted {
+		t.Errorf("schema-0 running trial is %s, want interrupted", ts[n-1].State)
+	}
+	f, _ := s.Front(ctx, studyID, FrontQuery{})
+	want, _ := s.RebuildFront(ctx, studyID)
+	if len(f.Points) == 0 || !SameFront(f, want) {
+		t.Errorf("migrated front %d points, rebuilt %d", len(f.Points), len(want.Points))
+	}
+	// New trials continue the sequence.
+	next := runTrial(t, s, rand.New(rand.NewPCG(1, 1)), studyID)
+	if next.Seq != uint64(n)+1 {
+		t.Errorf("next seq %d, want %d", next.Seq, n+1)
+	}
+	// Raw records on disk now carry "v".
+	s.Close()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	_ = db.View(func(tx *bolt.Tx) error {
+		raw := tx.Bucket(bucketTrials).Bucket([]byte(studyID)).Get(seqKey(1))
+		var probe struct{ V int }
+		_ = json.Unmarshal(raw, &probe)
+		if probe.V != RecordVersion {
+			t.Errorf("on-disk record version %d", probe.V)
+		}
+		return nil
+	})
+}
+
+func TestSchemaTooNew(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "new.db")
+	s := openTest(t, path, false)
+	s.Close()
+	db, _ := bolt.Open(path, 0o600, nil)
+	_ = db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keySchema, []byte("99")) })
+	db.Close()
+	before, _ := os.ReadFile(path)
+	for _, ro := range []bool{true, false} {
+		if _, err := Open(ctx, path, Options{ReadOnly: ro}); !errors.Is(err, ErrTooNew) {
+			t.Errorf("open (read-only %v) of schema 99: %v, want ErrTooNew", ro, err)
+		}
+	}
+	after, _ := os.ReadFile(path)
+	if string(before) != string(after) {
+		t.Error("a newer file was modified")
+	}
+}
