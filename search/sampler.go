@@ -98,8 +98,8 @@ func newTPESampler(rng *rand.Rand, startup, candidates int) *tpeSampler {
 // tpeModel holds the below (good) and above (bad) observations of one
 // parameter in internal representation, best first within each group.
 type tpeModel struct {
-	n            int
-	below, above []float64
+	n              int
+	below, above   []float64
 	lBelow, lAbove *tpe.ParzenEstimator // numeric only, built lazily
 	lo, hi         float64
 	log            bool
