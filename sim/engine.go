@@ -102,9 +102,10 @@ type Engine struct {
 	sched   []*Request
 	outs    []Output
 
-	noise   bool
-	rng     *rand.Rand
-	nextUID uint64
+	noise      bool
+	rng        *rand.Rand
+	nextUID    uint64
+	lastTokens int // tokens of the last step
 
 	// Step-time constants, precomputed.
 	gemmFlopsPerToken float64 // 2 x params / TP
@@ -430,6 +431,7 @@ func (e *Engine) Step() (float64, []Output) {
 		attnFlops += n * (p + n/2)
 	}
 	dur := e.stepTime(tokens, seqs, kvRead, attnFlops)
+	e.lastTokens = tokens
 
 	finished := 0
 	for _, r := range e.sched {
@@ -485,16 +487,21 @@ func (e *Engine) Step() (float64, []Output) {
 }
 
 // stepTime is the roofline step model of reference §5.2: fixed cost +
-// max(compute, memory) + TP all-reduces + launch overhead without CUDA
+// max(compute, memory) of the GEMMs + max(compute, memory) of attention + TP
+// all-reduces + launch overhead without CUDA
 // graphs, plus CPU scheduling time (overlapped with async scheduling),
 // times the seeded noise.
 func (e *Engine) stepTime(tokens, seqs int, kvRead, attnFlops float64) float64 {
 	c := &e.calib
 	n := float64(tokens)
 	mfu := n / (n + c.MFUHalfTokens)
-	comp := (e.gemmFlopsPerToken*n + e.attnFlopsUnit*attnFlops) / (e.peakFlops * mfu)
-	mem := (e.weightBytes + e.kvBytes*kvRead*e.kvPenalty) / e.memBW
-	gpu := c.StepFixedS + math.Max(comp, mem)
+	// GEMMs read the weights once per step and are compute-bound from a few
+	// hundred tokens on; attention reads the KV cache of every scheduled
+	// token (decode) or is compute-bound (long prefill chunks). The two run
+	// as separate kernels, so their times add.
+	gemm := math.Max(e.weightBytes/e.memBW, e.gemmFlopsPerToken*n/(e.peakFlops*mfu))
+	attn := math.Max(e.kvBytes*kvRead*e.kvPenalty/e.memBW, e.attnFlopsUnit*attnFlops/e.peakFlops)
+	gpu := c.StepFixedS + gemm + attn
 	if e.tpBytesPerToken > 0 {
 		gpu += 2 * float64(e.model.Layers) * (e.tpBytesPerToken*n/e.linkBW + c.AllReduceLatencyS)
 	}
@@ -518,4 +525,14 @@ func (e *Engine) stepTime(tokens, seqs int, kvRead, attnFlops float64) float64 {
 		}
 	}
 	return d
+}
+
+// ResetPrefixCache drops the hashes of all free blocks (POST /reset_prefix_cache).
+func (e *Engine) ResetPrefixCache() {
+	for b := e.pool.head; b >= 0; b = e.pool.next[b] {
+		if k := e.pool.key[b]; k != 0 {
+			delete(e.pool.cache, k)
+			e.pool.key[b] = 0
+		}
+	}
 }

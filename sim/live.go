@@ -1,4 +1,134 @@
 package sim
 
-// liveReq is the HTTP server's side of a request (see server.go).
-type liveReq struct{}
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// liveReq is the HTTP server's side of a request: the engine driver sends
+// it one event per streamed chunk.
+type liveReq struct {
+	ch      chan liveEvent
+	arrived time.Time
+}
+
+type liveEvent struct {
+	tokens   int
+	first    bool
+	finished bool
+	err      error
+	at       time.Time
+}
+
+// liveEngine drives one Engine on the real clock: it runs a step, sleeps
+// the step's duration (times the time scale), then delivers the step's
+// outputs. Handlers add and abort requests under mu.
+type liveEngine struct {
+	mu    sync.Mutex
+	e     *Engine
+	wake  chan struct{}
+	scale float64 // seconds of real time per simulated second
+	dead  error   // set when the engine died; requests fail
+	onOut func(o Output, at time.Time)
+	onIt  func(tokens int)
+}
+
+func newLiveEngine(e *Engine, scale float64) *liveEngine {
+	return &liveEngine{e: e, wake: make(chan struct{}, 1), scale: scale}
+}
+
+func (le *liveEngine) snapshot() engineSnapshot {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	return engineSnapshot{running: le.e.Running(), waiting: le.e.Waiting(), kvUsage: le.e.KVUsage(), stats: le.e.Stats}
+}
+
+// add queues r, or fails it at once when the engine is dead.
+func (le *liveEngine) add(r *Request) error {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	if le.dead != nil {
+		return le.dead
+	}
+	le.e.Add(r)
+	select {
+	case le.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (le *liveEngine) abort(r *Request) {
+	le.mu.Lock()
+	le.e.Abort(r)
+	le.mu.Unlock()
+}
+
+// kill fails every queued and running request with err.
+func (le *liveEngine) kill(err error) {
+	le.mu.Lock()
+	defer le.mu.Unlock()
+	le.dead = err
+	for _, list := range [][]*Request{le.e.running, le.e.waiting} {
+		for _, r := range list {
+			if r.live != nil {
+				r.live.ch <- liveEvent{err: err, at: time.Now()}
+			}
+		}
+	}
+	for _, r := range append(append([]*Request(nil), le.e.running...), le.e.waiting...) {
+		le.e.Abort(r)
+	}
+}
+
+// run steps the engine until ctx is done.
+func (le *liveEngine) run(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	for {
+		le.mu.Lock()
+		if le.dead != nil || !le.e.HasWork() {
+			le.mu.Unlock()
+			select {
+			case <-le.wake:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		start := time.Now()
+		d, outs := le.e.Step()
+		tokens := le.e.lastTokens
+		le.mu.Unlock()
+		if le.onIt != nil && d > 0 {
+			le.onIt(tokens)
+		}
+		if d <= 0 {
+			d = 1e-3 // nothing schedulable (should not happen): back off
+		}
+		wait := time.Duration(d*le.scale*float64(time.Second)) - time.Since(start)
+		if wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+		now := time.Now()
+		le.mu.Lock()
+		if le.dead == nil {
+			for _, o := range outs {
+				if o.Req.live != nil {
+					o.Req.live.ch <- liveEvent{tokens: o.Tokens, first: o.First, finished: o.Finished, at: now}
+				}
+				if le.onOut != nil {
+					le.onOut(o, now)
+				}
+			}
+		}
+		le.mu.Unlock()
+	}
+}

@@ -298,7 +298,7 @@ func simulate(ctx context.Context, engines []*Engine, specs []trial.RequestSpec,
 			r := &reqs[i]
 			*r = Request{ID: i, PromptLen: s.PromptLen, OutputLen: s.OutputLen, PrefixLen: s.PrefixLen}
 			start := len(backing)
-			recs[i].Chunks = backing[start:start:start+s.OutputLen]
+			recs[i].Chunks = backing[start : start : start+s.OutputLen]
 			backing = backing[:start+s.OutputLen]
 			engines[rr%len(engines)].Add(r)
 			rr++
