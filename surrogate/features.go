@@ -542,7 +542,9 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	}
 	d.weightsGiB = t.Model.WeightBytes() / d.tp / gib
 	d.budgetGiB = util * t.GPU.MemoryGiB
-	d.kvBPT = t.Model.KVBytesPerToken(elem) / d.tp
+	// KV heads split across TP ranks up to TP = kv_heads, replicated beyond.
+	perRank := math.Max(1, float64(t.Model.KVHeads)/d.tp)
+	d.kvBPT = 2 * float64(t.Model.Layers) * perRank * float64(t.Model.HeadDim) * elem
 	d.kvTokens = math.Max(0, d.budgetGiB-d.weightsGiB) * gib / math.Max(d.kvBPT, 1)
 	d.ctxMean = math.Max(1, c.PromptMean+c.OutputMean/2)
 	d.vramGiB = util * t.GPU.MemoryGiB * d.tp * d.dp

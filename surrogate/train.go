@@ -33,6 +33,9 @@ type GBDTConfig struct {
 	// EarlyStoppingRounds stops after that many iterations without a better
 	// validation loss and keeps the best iteration (0: off).
 	EarlyStoppingRounds int
+	// EarlyStoppingTolerance is the relative improvement of the validation
+	// loss that counts as better (keeps long, useless tails off the model).
+	EarlyStoppingTolerance float64
 	// ValidationFraction is held out for early stopping when Train is given no
 	// validation set.
 	ValidationFraction float64
@@ -45,7 +48,7 @@ func DefaultGBDTConfig() GBDTConfig {
 		Loss: LossSquared, NumTrees: 300, LearningRate: 0.1, MaxDepth: 6, MaxLeaves: 15,
 		MinDataInLeaf: 3, MinHessianInLeaf: 1e-3, Lambda: 1, MinGain: 0,
 		RowSample: 0.9, ColSample: 0.9, MaxBins: 64,
-		EarlyStoppingRounds: 20, ValidationFraction: 0.2, Seed: 1,
+		EarlyStoppingRounds: 20, EarlyStoppingTolerance: 1e-3, ValidationFraction: 0.2, Seed: 1,
 	}
 }
 
@@ -67,6 +70,8 @@ func (c GBDTConfig) check() error {
 		return errors.New("RowSample and ColSample must be in (0, 1]")
 	case c.MaxBins < 2 || c.MaxBins > 255:
 		return errors.New("MaxBins must be in 2..255")
+	case c.EarlyStoppingTolerance < 0 || c.EarlyStoppingTolerance >= 1:
+		return errors.New("EarlyStoppingTolerance must be in [0, 1)")
 	case c.ValidationFraction < 0 || c.ValidationFraction >= 1:
 		return errors.New("ValidationFraction must be in [0, 1)")
 	}
@@ -377,7 +382,7 @@ func TrainGBDT(train Dataset, valid *Dataset, cfg GBDTConfig) (*Booster, error) 
 		}
 		loss := lossOf(cfg.Loss, vF, valid.Y)
 		b.ValidLoss = append(b.ValidLoss, loss)
-		if bestIter == 0 || loss < bestLoss-1e-12*math.Abs(bestLoss) {
+		if bestIter == 0 || loss < bestLoss-cfg.EarlyStoppingTolerance*math.Abs(bestLoss) {
 			bestLoss, bestIter = loss, it+1
 			copy(bestF, F)
 		} else if it+1-bestIter >= cfg.EarlyStoppingRounds {

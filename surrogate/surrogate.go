@@ -1,0 +1,691 @@
+package surrogate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+// Objective is one predicted metric.
+type Objective struct {
+	Name   string `json:"name"`   // "throughput", "latency", "vram", ...
+	Metric string `json:"metric"` // a trial.Result.Objective name, e.g. "output_throughput", "tpot_p99", "peak_vram_gib"
+	// Transform is "log" (the model predicts log(metric / baseline)) or
+	// "none" (the metric itself; Baseline unused).
+	Transform string `json:"transform"`
+	// Baseline names a schema feature (a physics estimate, e.g.
+	// "derived.est_output_tps") the metric is divided by before the log, so
+	// the trees learn an efficiency that transfers across models and GPUs.
+	Baseline string `json:"baseline,omitempty"`
+}
+
+// FeasibilityName is the target name of the failure classifier in exports
+// and imports.
+const FeasibilityName = "feasible"
+
+// DefaultObjectives are output throughput, TPOT p99 and peak VRAM, each a
+// log-ratio to its roofline estimate.
+func DefaultObjectives() []Objective {
+	return []Objective{
+		{Name: "throughput", Metric: "output_throughput", Transform: "log", Baseline: "derived.est_output_tps"},
+		{Name: "latency", Metric: "tpot_p99", Transform: "log", Baseline: "derived.est_tpot_ms"},
+		{Name: "vram", Metric: "peak_vram_gib", Transform: "log", Baseline: "derived.est_vram_gib"},
+	}
+}
+
+func (o Objective) check(s *Schema) error {
+	if err := checkFeatureName(o.Name); err != nil || o.Name == FeasibilityName {
+		return fmt.Errorf("objective name %q: must be a plain name other than %q", o.Name, FeasibilityName)
+	}
+	if o.Metric == "" {
+		return fmt.Errorf("objective %s: no metric", o.Name)
+	}
+	switch o.Transform {
+	case "log":
+	case "none":
+		if o.Baseline != "" {
+			return fmt.Errorf("objective %s: a baseline needs the log transform", o.Name)
+		}
+	default:
+		return fmt.Errorf("objective %s: transform %q (log or none)", o.Name, o.Transform)
+	}
+	if o.Baseline != "" {
+		i := s.Index(o.Baseline)
+		if i < 0 {
+			return fmt.Errorf("objective %s: baseline feature %q not in the schema", o.Name, o.Baseline)
+		}
+		if k := s.Features[i].Kind; k != KindLog && k != KindNum {
+			return fmt.Errorf("objective %s: baseline feature %q is %s, want num or log", o.Name, o.Baseline, k)
+		}
+	}
+	return nil
+}
+
+// logBaseline returns the log of the baseline value in row x (0 without one).
+func (o Objective) logBaseline(s *Schema, idx int, x []float64) float64 {
+	if idx < 0 {
+		return 0
+	}
+	if s.Features[idx].Kind == KindLog {
+		return x[idx]
+	}
+	return math.Log(math.Max(x[idx], 1e-9))
+}
+
+// label maps a measured value to the model's target (NaN when unusable).
+func (o Objective) label(v, logBase float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return math.NaN()
+	}
+	if o.Transform == "log" {
+		if v <= 0 {
+			return math.NaN()
+		}
+		return math.Log(v) - logBase
+	}
+	return v
+}
+
+// value maps a model output back to the metric.
+func (o Objective) value(z, logBase float64) float64 {
+	if o.Transform == "log" {
+		return math.Exp(z + logBase)
+	}
+	return z
+}
+
+// Sample is one trial as the surrogate learns from it: the context (target
+// and workload), the config and its result. Failed results teach the
+// feasibility classifier; interrupted ones are skipped.
+type Sample struct {
+	Target   spaces.Target
+	Workload trial.Workload
+	Config   spaces.Config
+	Result   *trial.Result
+}
+
+// Matrix is an encoded training set: one row per sample.
+type Matrix struct {
+	Schema     *Schema
+	Objectives []Objective
+	X          [][]float64
+	Y          [][]float64 // [objective][row]: the model target, NaN when not measured
+	Feasible   []float64   // 1 measured, 0 failed, NaN unknown (interrupted)
+}
+
+// BuildMatrix encodes samples with the schema and labels them for the objectives.
+func BuildMatrix(schema *Schema, objs []Objective, samples []Sample) (*Matrix, error) {
+	if err := schema.Validate(); err != nil {
+		return nil, err
+	}
+	for _, o := range objs {
+		if err := o.check(schema); err != nil {
+			return nil, err
+		}
+	}
+	m := &Matrix{Schema: schema, Objectives: objs, Y: make([][]float64, len(objs))}
+	contexts := map[string]*Encoder{}
+	nf := len(schema.Features)
+	flat := make([]float64, nf*len(samples))
+	for i, s := range samples {
+		key, err := contextKey(s.Target, s.Workload)
+		if err != nil {
+			return nil, err
+		}
+		enc, ok := contexts[key]
+		if !ok {
+			enc = schema.Encoder(s.Target, s.Workload)
+			contexts[key] = enc
+		}
+		row := flat[i*nf : (i+1)*nf : (i+1)*nf]
+		enc.EncodeInto(row, s.Config)
+		m.X = append(m.X, row)
+		feas := math.NaN()
+		if r := s.Result; r != nil {
+			switch {
+			case r.Usable():
+				feas = 1
+			case r.Status == trial.StatusFailed && r.Failure != trial.FailInterrupted:
+				feas = 0
+			}
+		}
+		m.Feasible = append(m.Feasible, feas)
+		for k, o := range objs {
+			v := math.NaN()
+			if s.Result != nil && s.Result.Usable() {
+				if x, ok := s.Result.Objective(o.Metric); ok {
+					v = x
+				}
+			}
+			m.Y[k] = append(m.Y[k], o.label(v, o.logBaseline(schema, schema.Index(o.Baseline), row)))
+		}
+	}
+	return m, nil
+}
+
+func contextKey(t spaces.Target, w trial.Workload) (string, error) {
+	b, err := json.Marshal(struct {
+		T spaces.Target
+		W trial.Workload
+	}{t, w})
+	if err != nil {
+		return "", fmt.Errorf("context key: %w", err)
+	}
+	return string(b), nil
+}
+
+// Options configure Train.
+type Options struct {
+	Objectives []Objective
+	// Members is the number of bagged models per target (bootstrap samples;
+	// each member stops early on its out-of-bag rows).
+	Members    int
+	GBDT       GBDTConfig // regressors (Loss is forced to squared)
+	Classifier GBDTConfig // feasibility (Loss is forced to logistic)
+	Seed       uint64
+	// Threads for prediction (0: GOMAXPROCS).
+	Threads int
+}
+
+// DefaultOptions: the default objectives, 5 members, the default booster.
+func DefaultOptions() Options {
+	g := DefaultGBDTConfig()
+	g.LearningRate = 0.15
+	g.NumTrees = 200
+	c := g
+	c.Loss = LossLogistic
+	return Options{Objectives: DefaultObjectives(), Members: 5, GBDT: g, Classifier: c, Seed: 1}
+}
+
+// Surrogate is a bagged GBDT ensemble per objective plus a feasibility
+// classifier, all loaded through leaves.
+type Surrogate struct {
+	Schema     *Schema
+	Objectives []Objective
+	Metrics    TrainMetrics
+	models     [][]*lgbPredictor // [objective][member]
+	feas       []*lgbPredictor
+	baseIdx    []int
+	threads    int
+}
+
+// TrainMetrics describe a training run; the out-of-bag figures are an
+// honest estimate of held-out accuracy.
+type TrainMetrics struct {
+	Samples    int                `json:"samples"`
+	Feasible   int                `json:"feasible"`
+	Infeasible int                `json:"infeasible"`
+	Members    int                `json:"members"`
+	Objectives []ObjectiveMetrics `json:"objectives"`
+	// OOBAUC is the out-of-bag AUC of the feasibility classifier (0 when one
+	// class is absent).
+	OOBAUC float64 `json:"oob_auc"`
+	// Trees is the mean number of trees per member of the classifier.
+	ClassifierTrees float64 `json:"classifier_trees"`
+}
+
+// ObjectiveMetrics are out-of-bag figures of one objective.
+type ObjectiveMetrics struct {
+	Name    string  `json:"name"`
+	N       int     `json:"n"`
+	OOBR2   float64 `json:"oob_r2"`   // in model space
+	OOBMAPE float64 `json:"oob_mape"` // in metric units, fraction
+	Trees   float64 `json:"trees"`    // mean per member
+}
+
+// Train encodes samples with schema and trains the surrogate.
+func Train(schema *Schema, samples []Sample, opts Options) (*Surrogate, error) {
+	m, err := BuildMatrix(schema, opts.Objectives, samples)
+	if err != nil {
+		return nil, err
+	}
+	return TrainMatrix(m, opts)
+}
+
+// TrainMatrix trains on an encoded matrix (its Objectives are used).
+func TrainMatrix(m *Matrix, opts Options) (*Surrogate, error) {
+	if opts.Members < 1 {
+		return nil, errors.New("surrogate: Members must be >= 1")
+	}
+	if len(m.X) == 0 {
+		return nil, ErrNoData
+	}
+	s := &Surrogate{Schema: m.Schema, Objectives: m.Objectives, threads: opts.Threads}
+	s.Metrics = TrainMetrics{Samples: len(m.X), Members: opts.Members}
+	for _, f := range m.Feasible {
+		switch f {
+		case 1:
+			s.Metrics.Feasible++
+		case 0:
+			s.Metrics.Infeasible++
+		}
+	}
+	names := m.Schema.Names()
+	rng := rand.New(rand.NewPCG(opts.Seed, 0x7375_7272))
+	for k, o := range m.Objectives {
+		rows := labelled(m.Y[k])
+		if len(rows) < 2 {
+			return nil, fmt.Errorf("%w: objective %s has %d measured samples", ErrNoData, o.Name, len(rows))
+		}
+		cfg := opts.GBDT
+		cfg.Loss = LossSquared
+		members, oob, trees, err := trainBag(m.X, m.Y[k], rows, cfg, opts.Members, rng, names, false)
+		if err != nil {
+			return nil, fmt.Errorf("objective %s: %w", o.Name, err)
+		}
+		s.models = append(s.models, members)
+		om := ObjectiveMetrics{Name: o.Name, Trees: trees}
+		var pz, yz, pv, yv []float64
+		bi := m.Schema.Index(o.Baseline)
+		for i, r := range rows {
+			if math.IsNaN(oob[i]) {
+				continue
+			}
+			pz, yz = append(pz, oob[i]), append(yz, m.Y[k][r])
+			lb := o.logBaseline(m.Schema, bi, m.X[r])
+			pv, yv = append(pv, o.value(oob[i], lb)), append(yv, o.value(m.Y[k][r], lb))
+		}
+		om.N, om.OOBR2, om.OOBMAPE = len(rows), rSquared(pz, yz), MAPE(pv, yv)
+		s.Metrics.Objectives = append(s.Metrics.Objectives, om)
+	}
+	if rows := labelled(m.Feasible); len(rows) > 0 {
+		cfg := opts.Classifier
+		cfg.Loss = LossLogistic
+		members, oob, trees, err := trainBag(m.X, m.Feasible, rows, cfg, opts.Members, rng, names, true)
+		if err != nil {
+			return nil, fmt.Errorf("feasibility: %w", err)
+		}
+		s.feas = members
+		s.Metrics.ClassifierTrees = trees
+		var ps, ys []float64
+		for i, r := range rows {
+			if !math.IsNaN(oob[i]) {
+				ps, ys = append(ps, oob[i]), append(ys, m.Feasible[r])
+			}
+		}
+		if s.Metrics.Feasible > 0 && s.Metrics.Infeasible > 0 {
+			s.Metrics.OOBAUC = AUC(ps, ys)
+		}
+	}
+	if err := s.bind(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func labelled(y []float64) []int {
+	var rows []int
+	for i, v := range y {
+		if !math.IsNaN(v) {
+			rows = append(rows, i)
+		}
+	}
+	return rows
+}
+
+// trainBag fits members on bootstrap samples of rows, each stopping early on
+// its out-of-bag rows, and returns the members, the mean out-of-bag
+// prediction per row (NaN where a row was in every bag; probabilities for
+// the classifier) and the mean tree count.
+func trainBag(x [][]float64, y []float64, rows []int, cfg GBDTConfig, members int, rng *rand.Rand,
+	names []string, classifier bool) ([]*lgbPredictor, []float64, float64, error) {
+	n := len(rows)
+	nf := len(x[rows[0]])
+	oobSum := make([]float64, n)
+	oobCnt := make([]int, n)
+	var out []*lgbPredictor
+	var trees float64
+	pos := 0
+	for _, r := range rows {
+		if y[r] == 1 {
+			pos++
+		}
+	}
+	oneClass := classifier && (pos == 0 || pos == n)
+	for k := 0; k < members; k++ {
+		var b *Booster
+		in := make([]bool, n)
+		var train Dataset
+		if members == 1 {
+			for i, r := range rows {
+				in[i] = true
+				train.X, train.Y = append(train.X, x[r]), append(train.Y, y[r])
+			}
+		} else {
+			for range n {
+				i := rng.IntN(n)
+				in[i] = true
+				train.X, train.Y = append(train.X, x[rows[i]]), append(train.Y, y[rows[i]])
+			}
+		}
+		var valid Dataset
+		var oobIdx []int
+		for i, r := range rows {
+			if !in[i] {
+				valid.X, valid.Y = append(valid.X, x[r]), append(valid.Y, y[r])
+				oobIdx = append(oobIdx, i)
+			}
+		}
+		c := cfg
+		c.Seed = cfg.Seed + uint64(k)*0x9e37_79b9
+		var err error
+		switch {
+		case oneClass:
+			// No failures seen (or only failures): a constant, Laplace-smoothed probability.
+			p := (float64(pos) + 1) / (float64(n) + 2)
+			b = constantBooster(LossLogistic, math.Log(p/(1-p)), nf)
+		case len(valid.X) >= 5 && c.EarlyStoppingRounds > 0:
+			b, err = TrainGBDT(train, &valid, c)
+		default:
+			c.EarlyStoppingRounds = 0
+			b, err = TrainGBDT(train, nil, c)
+		}
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		p, err := loadModel(b.model(names))
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		out = append(out, p)
+		trees += float64(len(b.Trees))
+		if len(oobIdx) > 0 {
+			flat := make([]float64, 0, len(oobIdx)*nf)
+			for _, r := range valid.X {
+				flat = append(flat, r...)
+			}
+			pred := make([]float64, len(oobIdx))
+			if err := p.predictDense(flat, len(oobIdx), nf, 1, pred); err != nil {
+				return nil, nil, 0, err
+			}
+			for j, i := range oobIdx {
+				oobSum[i] += pred[j]
+				oobCnt[i]++
+			}
+		}
+	}
+	oob := make([]float64, n)
+	for i := range oob {
+		oob[i] = math.NaN()
+		if oobCnt[i] > 0 {
+			oob[i] = oobSum[i] / float64(oobCnt[i])
+		}
+	}
+	return out, oob, trees / float64(members), nil
+}
+
+// bind resolves baseline columns and checks that every model reads the schema's columns.
+func (s *Surrogate) bind() error {
+	if err := s.Schema.Validate(); err != nil {
+		return err
+	}
+	if len(s.models) != len(s.Objectives) {
+		return fmt.Errorf("%w: %d objectives, %d model sets", ErrInvalidModel, len(s.Objectives), len(s.models))
+	}
+	s.baseIdx = make([]int, len(s.Objectives))
+	for k, o := range s.Objectives {
+		if err := o.check(s.Schema); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalidModel, err)
+		}
+		s.baseIdx[k] = s.Schema.Index(o.Baseline)
+		if len(s.models[k]) == 0 {
+			return fmt.Errorf("%w: objective %s has no model", ErrInvalidModel, o.Name)
+		}
+	}
+	check := func(p *lgbPredictor, what string, binary bool) error {
+		if p.numFeatures() != len(s.Schema.Features) {
+			return fmt.Errorf("%w: %s model reads %d features, schema has %d", ErrInvalidModel, what, p.numFeatures(), len(s.Schema.Features))
+		}
+		if names := p.model.FeatureNames; names != nil && !genericNames(names) {
+			for i, n := range names {
+				if n != s.Schema.Features[i].Name {
+					return fmt.Errorf("%w: %s model feature %d is %q, schema says %q", ErrInvalidModel, what, i, n, s.Schema.Features[i].Name)
+				}
+			}
+		}
+		if isBinary := p.model.Objective == "binary sigmoid:1"; isBinary != binary {
+			return fmt.Errorf("%w: %s model has objective %q", ErrInvalidModel, what, p.model.Objective)
+		}
+		return nil
+	}
+	for k, ms := range s.models {
+		for _, p := range ms {
+			if err := check(p, s.Objectives[k].Name, false); err != nil {
+				return err
+			}
+		}
+	}
+	for _, p := range s.feas {
+		if err := check(p, FeasibilityName, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// genericNames reports LightGBM's (Column_i) or XGBoost's (f0) default names.
+func genericNames(names []string) bool {
+	for i, n := range names {
+		if n != fmt.Sprintf("Column_%d", i) && n != fmt.Sprintf("f%d", i) {
+			return false
+		}
+	}
+	return true
+}
+
+// Prediction is the surrogate's answer for one row. Mean and Std are in
+// metric units, in the order of Surrogate.Objectives: Mean is the
+// back-transformed mean of the members' outputs (the geometric mean for log
+// objectives), Std the standard deviation of the members' back-transformed
+// outputs (0 with one member). PFeasible is the classifier's mean
+// probability that the config starts and serves (1 without a classifier).
+type Prediction struct {
+	Mean      []float64
+	Std       []float64
+	PFeasible float64
+}
+
+// Predict scores encoded rows (from s.Schema's Encoder).
+func (s *Surrogate) Predict(x [][]float64) []Prediction {
+	n := len(x)
+	nf := len(s.Schema.Features)
+	out := make([]Prediction, n)
+	if n == 0 {
+		return out
+	}
+	flat := make([]float64, 0, n*nf)
+	for _, r := range x {
+		if len(r) != nf {
+			panic(fmt.Sprintf("surrogate: row has %d features, schema %d", len(r), nf))
+		}
+		flat = append(flat, r...)
+	}
+	threads := s.threads
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	no := len(s.Objectives)
+	means := make([]float64, n*no)
+	stds := make([]float64, n*no)
+	for i := range out {
+		out[i].Mean = means[i*no : (i+1)*no : (i+1)*no]
+		out[i].Std = stds[i*no : (i+1)*no : (i+1)*no]
+		out[i].PFeasible = 1
+	}
+	// Each model scores row chunks in parallel (leaves' own threading hands
+	// out 16 rows per channel message, which costs more than it saves here).
+	predict := func(p *lgbPredictor, out []float64) {
+		const chunk = 1024
+		if threads == 1 || n <= chunk {
+			_ = p.predictDense(flat, n, nf, 1, out) // shapes checked in bind
+			return
+		}
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, threads)
+		for lo := 0; lo < n; lo += chunk {
+			hi := min(n, lo+chunk)
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				_ = p.predictDense(flat[lo*nf:hi*nf], hi-lo, nf, 1, out[lo:hi])
+				<-sem
+			}()
+		}
+		wg.Wait()
+	}
+	buf := make([]float64, n)
+	zsum := make([]float64, n)
+	vsum := make([]float64, n)
+	vsq := make([]float64, n)
+	for k, o := range s.Objectives {
+		clear(zsum)
+		clear(vsum)
+		clear(vsq)
+		for _, p := range s.models[k] {
+			predict(p, buf)
+			for i, z := range buf {
+				v := o.value(z, o.logBaseline(s.Schema, s.baseIdx[k], x[i]))
+				zsum[i] += z
+				vsum[i] += v
+				vsq[i] += v * v
+			}
+		}
+		m := float64(len(s.models[k]))
+		for i := range out {
+			out[i].Mean[k] = o.value(zsum[i]/m, o.logBaseline(s.Schema, s.baseIdx[k], x[i]))
+			mv := vsum[i] / m
+			out[i].Std[k] = math.Sqrt(math.Max(0, vsq[i]/m-mv*mv))
+		}
+	}
+	if len(s.feas) > 0 {
+		clear(zsum)
+		for _, p := range s.feas {
+			predict(p, buf)
+			for i, v := range buf {
+				zsum[i] += v
+			}
+		}
+		for i := range out {
+			out[i].PFeasible = zsum[i] / float64(len(s.feas))
+		}
+	}
+	return out
+}
+
+// PredictConfigs encodes configs for a target and workload and scores them.
+func (s *Surrogate) PredictConfigs(t spaces.Target, w trial.Workload, cfgs []spaces.Config) []Prediction {
+	return s.Predict(s.Schema.Encoder(t, w).EncodeAll(cfgs))
+}
+
+// ObjectiveIndex returns the position of the named objective, or -1.
+func (s *Surrogate) ObjectiveIndex(name string) int {
+	for i, o := range s.Objectives {
+		if o.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// HasClassifier reports whether PFeasible comes from a model.
+func (s *Surrogate) HasClassifier() bool { return len(s.feas) > 0 }
+
+// --- serialisation
+
+// BlobFormat and BlobVersion identify Marshal's output.
+const (
+	BlobFormat  = "tuner-surrogate"
+	BlobVersion = 1
+)
+
+type blob struct {
+	Format      string       `json:"format"`
+	Version     int          `json:"version"`
+	Schema      *Schema      `json:"schema"`
+	Objectives  []blobTarget `json:"objectives"`
+	Feasibility []string     `json:"feasibility,omitempty"` // LightGBM v3 texts
+	Metrics     TrainMetrics `json:"metrics"`
+}
+
+type blobTarget struct {
+	Objective
+	Models []string `json:"models"` // LightGBM v3 texts
+}
+
+// Marshal writes the surrogate as one JSON document: the schema, the
+// objectives with their members as LightGBM v3 text, the classifier and the
+// training metrics (what the store keeps).
+func (s *Surrogate) Marshal() ([]byte, error) {
+	b := blob{Format: BlobFormat, Version: BlobVersion, Schema: s.Schema, Metrics: s.Metrics}
+	for k, o := range s.Objectives {
+		t := blobTarget{Objective: o}
+		for _, p := range s.models[k] {
+			t.Models = append(t.Models, string(p.text))
+		}
+		b.Objectives = append(b.Objectives, t)
+	}
+	for _, p := range s.feas {
+		b.Feasibility = append(b.Feasibility, string(p.text))
+	}
+	return json.Marshal(b)
+}
+
+// Unmarshal reads Marshal's output, validating every model (as an import)
+// before leaves loads it.
+func Unmarshal(data []byte) (*Surrogate, error) {
+	lim := DefaultLimits()
+	if len(data) > 4*lim.MaxBytes {
+		return nil, modelErr("surrogate", -1, "", "blob is %d bytes, limit %d", len(data), 4*lim.MaxBytes)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	var b blob
+	if err := dec.Decode(&b); err != nil {
+		return nil, modelErr("surrogate", -1, "", "%v", err)
+	}
+	if b.Format != BlobFormat || b.Version != BlobVersion {
+		return nil, modelErr("surrogate", -1, "format", "%q version %d, want %q version %d", clip(b.Format), b.Version, BlobFormat, BlobVersion)
+	}
+	if b.Schema == nil {
+		return nil, modelErr("surrogate", -1, "schema", "missing")
+	}
+	if err := b.Schema.Validate(); err != nil {
+		return nil, err
+	}
+	if len(b.Objectives) == 0 && len(b.Feasibility) == 0 {
+		return nil, modelErr("surrogate", -1, "", "no models")
+	}
+	s := &Surrogate{Schema: b.Schema, Metrics: b.Metrics}
+	for _, t := range b.Objectives {
+		var ms []*lgbPredictor
+		for _, txt := range t.Models {
+			p, err := parseAndLoadLightGBM([]byte(txt), lim)
+			if err != nil {
+				return nil, fmt.Errorf("objective %s: %w", t.Name, err)
+			}
+			ms = append(ms, p)
+		}
+		s.Objectives = append(s.Objectives, t.Objective)
+		s.models = append(s.models, ms)
+	}
+	for _, txt := range b.Feasibility {
+		p, err := parseAndLoadLightGBM([]byte(txt), lim)
+		if err != nil {
+			return nil, fmt.Errorf("feasibility: %w", err)
+		}
+		s.feas = append(s.feas, p)
+	}
+	if err := s.bind(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
