@@ -3,6 +3,7 @@ package search
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"strings"
@@ -33,9 +34,11 @@ type PruneOptions struct {
 	// parameter's original normalised (log for log params) range.
 	Margin float64
 	// LevelEvidence is the weighted number of usable trials needed at a
-	// level and at the other levels before a level that never reached a good
-	// rank is dropped.
+	// level and at the other levels before the level may be dropped;
+	// LevelHVLoss the fraction of the observed hypervolume below which a
+	// level's trials count as not needed (dominated).
 	LevelEvidence float64
+	LevelHVLoss   float64
 }
 
 // DefaultPruneOptions returns the defaults.
@@ -49,6 +52,7 @@ func DefaultPruneOptions() PruneOptions {
 		GoodRank:      2,
 		Margin:        0.15,
 		LevelEvidence: 4,
+		LevelHVLoss:   0.01,
 	}
 }
 
@@ -264,17 +268,29 @@ func (pr *pruner) static() {
 			tpVals = []float64{tp.Fixed.Float()}
 		case tp.Tune && len(tp.Values) > 0:
 			var keep []float64
+			fits := 0
 			for _, v := range tp.Values {
 				if need(v) <= maxUtil*hbm {
+					fits++
 					keep = append(keep, v)
+				} else if v == tp.Default.Float() {
+					keep = append(keep, v) // vLLM's default stays, even when it cannot fit
 				}
 			}
-			if len(keep) < len(tp.Values) && len(keep) > 0 {
+			if len(keep) < len(tp.Values) && fits > 0 {
 				pr.note(tp.Name, "static memory: weights/TP + one %d-token sequence's KV exceed %.2f x %.0f GiB at TP %s",
 					int(maxLen), maxUtil, t.GPU.MemoryGiB, floatsString(diff(tp.Values, keep)))
 				tp.Values = keep
 			}
-			tpVals = tp.Values
+			tpVals = nil
+			for _, v := range tp.Values {
+				if need(v) <= maxUtil*hbm {
+					tpVals = append(tpVals, v)
+				}
+			}
+			if len(tpVals) == 0 {
+				return // nothing fits: leave the rest to the failures
+			}
 		}
 	}
 	if hasUtil && util.Fixed == nil && util.Tune && len(util.Values) == 0 {
@@ -549,18 +565,52 @@ func snapUp(p *spaces.Param, x float64) float64 {
 
 // --- dominated levels
 
-// dominatedLevels drops levels of discrete parameters that have at least
-// LevelEvidence usable trials, while the other levels together have as many,
-// and never reached a good rank although some other level did.
+// dominatedLevels drops levels of discrete parameters that the observed
+// front does not need: removing the feasible trials of the level loses less
+// than LevelHVLoss of the hypervolume of all feasible trials (normalised
+// objectives), and less than a quarter of what removing as many random
+// trials of the other levels loses (so levels of a parameter that does not
+// matter, which are interchangeable, stay), while the level has at least
+// LevelEvidence usable trials and the other levels together as many.
 func (pr *pruner) dominatedLevels() {
+	var feas []int
+	var vecs [][]float64
+	for i, o := range pr.outs {
+		if o.feasible {
+			feas = append(feas, i)
+			vecs = append(vecs, o.vals)
+		}
+	}
+	if len(feas) == 0 {
+		return
+	}
+	norm := newNormaliser(pr.opts.Objectives, vecs)
+	d := len(pr.opts.Objectives)
+	ref := make([]float64, d)
+	for j := range ref {
+		ref[j] = hvRef
+	}
+	hv := func(skip func(i int) bool) float64 {
+		var pts [][]float64
+		for _, i := range feas {
+			if !skip(i) {
+				pts = append(pts, norm.apply(pr.outs[i].vals))
+			}
+		}
+		v, _ := pareto.Hypervolume(pts, minDirs(d), ref)
+		return v
+	}
+	total := hv(func(int) bool { return false })
+	if total <= 0 {
+		return
+	}
 	for _, p := range pr.space.Tuned() {
 		if p.Kind != spaces.Bool && p.Kind != spaces.Categorical && len(p.Values) == 0 {
 			continue
 		}
 		levels := p.Discrete()
 		n := make([]float64, len(levels))
-		good := make([]int, len(levels))
-		total := 0.0
+		all := 0.0
 		for i, o := range pr.obs {
 			if pr.outs[i].failed {
 				continue
@@ -569,20 +619,19 @@ func (pr *pruner) dominatedLevels() {
 			for k, l := range levels {
 				if l.Equal(v) {
 					n[k] += o.weight()
-					total += o.weight()
-					if pr.good[i] {
-						good[k]++
-					}
+					all += o.weight()
 				}
 			}
 		}
 		var drop []spaces.Value
 		for k, l := range levels {
-			others := total - n[k]
-			otherGood := slices.ContainsFunc(good, func(g int) bool { return g > 0 }) && good[k] == 0
-			if otherGood && n[k] >= pr.opts.LevelEvidence && others >= pr.opts.LevelEvidence && !l.Equal(p.Default) {
+			if l.Equal(p.Default) || n[k] < pr.opts.LevelEvidence || all-n[k] < pr.opts.LevelEvidence {
+				continue
+			}
+			loss := 1 - hv(func(i int) bool { return value(pr.obs[i], p).Equal(l) })/total
+			if loss < pr.opts.LevelHVLoss && loss < 0.25*pr.baselineLoss(feas, hv, total, p, l) {
 				drop = append(drop, l)
-				pr.note(p.Name, "dominated: %s never reached Pareto rank <= %d in %.0f trials", l, pr.opts.GoodRank, n[k])
+				pr.note(p.Name, "dominated: without its %.0f trials, %s loses %.2f%% of the observed hypervolume", n[k], l, 100*math.Max(0, loss))
 			}
 		}
 		if len(drop) >= len(levels) {
@@ -590,6 +639,38 @@ func (pr *pruner) dominatedLevels() {
 		}
 		removeLevels(p, drop)
 	}
+}
+
+// baselineLoss is the median hypervolume loss of removing, instead of the
+// level's feasible trials, as many feasible trials drawn at random (seeded by
+// the level, so Prune is deterministic) from the other levels.
+func (pr *pruner) baselineLoss(feas []int, hv func(func(int) bool) float64, total float64, p *spaces.Param, l spaces.Value) float64 {
+	var mine, others []int
+	for _, i := range feas {
+		if value(pr.obs[i], p).Equal(l) {
+			mine = append(mine, i)
+		} else {
+			others = append(others, i)
+		}
+	}
+	k := min(len(mine), len(others))
+	if k == 0 {
+		return 0
+	}
+	seed := uint64(len(p.Name))*1000003 + uint64(len(l.String()))
+	for _, c := range p.Name + "=" + l.String() {
+		seed = seed*31 + uint64(c)
+	}
+	r := rand.New(rand.NewPCG(seed, uint64(len(feas))))
+	losses := make([]float64, 0, 15)
+	for range 15 {
+		pick := map[int]bool{}
+		for _, j := range r.Perm(len(others))[:k] {
+			pick[others[j]] = true
+		}
+		losses = append(losses, 1-hv(func(i int) bool { return pick[i] })/total)
+	}
+	return median(losses)
 }
 
 // --- the default stays

@@ -1,0 +1,293 @@
+package search
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+// randomHistory draws n valid configs uniformly and runs them through run.
+func randomHistory(t testing.TB, s *spaces.Space, n int, seed uint64, run func(spaces.Config) *trial.Result) []Observation {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 1))
+	var out []Observation
+	for len(out) < n {
+		m := map[string]spaces.Value{}
+		for _, d := range dimsOf(s) {
+			m[d.p.Name] = d.fromUnit(r.Float64())
+		}
+		c, err := s.Normalize(spaces.NewConfig(m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Validate(c) != nil {
+			continue
+		}
+		out = append(out, Observation{Config: c, Result: run(c)})
+	}
+	return out
+}
+
+func param(t testing.TB, s *spaces.Space, name string) *spaces.Param {
+	t.Helper()
+	p, ok := s.Param(name)
+	if !ok {
+		t.Fatalf("no param %s", name)
+	}
+	return p
+}
+
+func reportOf(rep PruneReport, name string) ParamPrune {
+	for _, p := range rep.Params {
+		if p.Name == name {
+			return p
+		}
+	}
+	return ParamPrune{}
+}
+
+func TestPruneVolumeHandMade(t *testing.T) {
+	orig := h100(t)
+	pr := orig.Clone()
+	// max_num_seqs [8, 2048] log -> [64, 512]: log length with half-unit ends.
+	mp := param(t, pr, "max_num_seqs")
+	mp.Min, mp.Max = 64, 512
+	wantSeqs := math.Log(512.5/63.5) / math.Log(2048.5/7.5)
+	// block_size {8..128}: 5 levels -> 2.
+	param(t, pr, "block_size").Values = []float64{16, 32}
+	// gpu_memory_utilization [0.70, 0.98] step 0.01: 29 steps -> [0.80, 0.90]: 11.
+	up := param(t, pr, "gpu_memory_utilization")
+	up.Min, up.Max = 0.80, 0.90
+	// enforce_eager fixed at false: 1 of 2 levels.
+	f := spaces.BoolValue(false)
+	param(t, pr, "enforce_eager").Fixed = &f
+
+	params, removed := volumeReport(orig, pr, nil)
+	want := map[string]float64{
+		"max_num_seqs":           1 - wantSeqs,
+		"block_size":             0.6,
+		"gpu_memory_utilization": 1 - 11.0/29,
+		"enforce_eager":          0.5,
+		"kv_cache_dtype":         0,
+		"max_num_batched_tokens": 0,
+	}
+	got := map[string]float64{}
+	for _, p := range params {
+		got[p.Name] = p.Removed
+	}
+	for name, w := range want {
+		if math.Abs(got[name]-w) > 1e-9 {
+			t.Errorf("%s removed %.6f, want %.6f", name, got[name], w)
+		}
+	}
+	wantTotal := 1 - wantSeqs*0.4*(11.0/29)*0.5
+	if math.Abs(removed-wantTotal) > 1e-9 {
+		t.Errorf("total removed %.6f, want %.6f", removed, wantTotal)
+	}
+}
+
+func TestPruneDisabled(t *testing.T) {
+	s := h100(t)
+	hist := randomHistory(t, s, 40, 1, synth)
+	out, rep := Prune(s, hist, PruneOptions{Disabled: true})
+	if rep.VolumeRemoved != 0 || rep.Skipped == "" {
+		t.Fatalf("disabled prune removed %v (skipped %q)", rep.VolumeRemoved, rep.Skipped)
+	}
+	if out.Hash() != s.Hash() {
+		t.Fatal("disabled prune changed the space")
+	}
+}
+
+func TestPruneStatic(t *testing.T) {
+	// Llama-3.1-70B (141 GB of BF16 weights) on 4x L40S (44.4 GiB as CUDA
+	// reports it), max_model_len 8192: TP 2 needs 70.6 GB per GPU > 0.98 x
+	// 44.4 GiB; at TP 4, 35.3 GB of weights + 8192 tokens x 40 KiB (fp8
+	// KV over 4 of 8 KV heads) = 35.6 GB = 0.7476 of 44.4 GiB, so the
+	// utilisation floor rises to 0.75. TP 1 cannot fit either but is vLLM's
+	// default and stays.
+	s := testSpace(t, "Llama-3.1-70B", "L40S-48GB", 4)
+	out, rep := Prune(s, nil, DefaultPruneOptions())
+	if got := param(t, out, "tensor_parallel_size").RangeString(); got != "{1, 4}" {
+		t.Errorf("tensor_parallel_size %s, want {1, 4}", got)
+	}
+	if got := param(t, out, "gpu_memory_utilization").Min; math.Abs(got-0.75) > 1e-9 {
+		t.Errorf("gpu_memory_utilization min %v, want 0.75", got)
+	}
+	if r := reportOf(rep, "tensor_parallel_size"); len(r.Reasons) != 1 || !strings.Contains(r.Reasons[0], "TP 2") || strings.Contains(r.Reasons[0], "TP 1") {
+		t.Errorf("tp reasons %q", r.Reasons)
+	}
+	if err := out.Validate(out.DefaultConfig()); err != nil {
+		t.Errorf("default config invalid after pruning: %v", err)
+	}
+	// 8B on H100 fits everywhere: nothing static to cut.
+	_, rep = Prune(h100(t), nil, DefaultPruneOptions())
+	if rep.VolumeRemoved != 0 {
+		t.Errorf("8B/H100 static pruning removed %v", rep.VolumeRemoved)
+	}
+}
+
+func TestPruneFailureRegion(t *testing.T) {
+	s := h100(t)
+	hist := randomHistory(t, s, 60, 3, synth)
+	opts := DefaultPruneOptions()
+	opts.MinHistory, opts.LevelEvidence = 1e9, 1e9 // failure regions only
+	out, rep := Prune(s, hist, opts)
+	up := param(t, out, "gpu_memory_utilization")
+	if math.Abs(up.Max-0.95) > 1e-9 {
+		t.Fatalf("gpu_memory_utilization max %v, want 0.95 (synth fails above 0.95); report %+v", up.Max, reportOf(rep, "gpu_memory_utilization"))
+	}
+	for _, o := range hist {
+		if o.Result.Usable() && out.Validate(o.Config) != nil {
+			t.Fatalf("a successful config was cut: %s", o.Config)
+		}
+	}
+	if r := reportOf(rep, "gpu_memory_utilization"); r.Removed <= 0 || len(r.Reasons) == 0 {
+		t.Fatalf("report %+v", r)
+	}
+	// Too little evidence: no cut.
+	few := []Observation{}
+	for _, o := range hist {
+		if !o.Result.Usable() && len(few) < 2 {
+			few = append(few, o)
+		} else if o.Result.Usable() {
+			few = append(few, o)
+		}
+	}
+	out, _ = Prune(s, few, opts)
+	if param(t, out, "gpu_memory_utilization").Max != 0.98 {
+		t.Fatal("cut a failure region on 2 failures")
+	}
+}
+
+func TestPruneEnvelopeAndLevels(t *testing.T) {
+	s := h100(t)
+	slo := trial.SLO{{Metric: "tpot_p99", Op: "<=", Limit: 20}}
+	hist := randomHistory(t, s, 80, 5, synth)
+	opts := DefaultPruneOptions()
+	opts.SLO = slo
+	out, rep := Prune(s, hist, opts)
+	if rep.VolumeRemoved < 0.3 {
+		t.Errorf("removed only %.2f of the volume", rep.VolumeRemoved)
+	}
+	// The feasible trials left inside keep >= 98% of the observed
+	// hypervolume, and every good trial (rank <= 2) of a level that was not
+	// dropped as dominated is still inside.
+	pr := pruner{space: s, opts: opts, note: func(string, string, ...any) {}}
+	pr.history(hist)
+	var all, kept []Observation
+	for i, o := range hist {
+		if pr.outs[i].feasible {
+			all = append(all, o)
+			if out.Validate(o.Config) == nil {
+				kept = append(kept, o)
+			}
+		}
+		if !pr.good[i] || out.Validate(o.Config) == nil {
+			continue
+		}
+		ok := false
+		for _, d := range dimsOf(s) {
+			if v, _ := o.Config.Get(d.p.Name); d.levels != nil && !levelKept(param(t, out, d.p.Name), v) &&
+				strings.Contains(strings.Join(reportOf(rep, d.p.Name).Reasons, ";"), "dominated") {
+				ok = true
+			}
+		}
+		if !ok {
+			t.Errorf("good trial cut: %s: %v", o.Config, out.Validate(o.Config))
+		}
+	}
+	ref := []float64{0, 40, 100}
+	hAll, hKept := hvOf(t, all, opts.Objectives, slo, ref), hvOf(t, kept, opts.Objectives, slo, ref)
+	if hKept < 0.98*hAll {
+		t.Errorf("pruned space keeps %.1f%% of the observed hypervolume", 100*hKept/hAll)
+	}
+	// long_prefill_token_threshold does not matter in synth: its levels are
+	// interchangeable and none is dropped.
+	if r := reportOf(rep, "long_prefill_token_threshold"); r.Removed != 0 {
+		t.Errorf("dropped levels of a parameter without effect: %v", r.Reasons)
+	}
+	// enforce_eager=true is dominated everywhere in synth.
+	if ee := param(t, out, "enforce_eager"); ee.Fixed == nil || ee.Fixed.Bool() {
+		t.Errorf("enforce_eager not pinned to false: %+v (%v)", ee.Fixed, reportOf(rep, "enforce_eager").Reasons)
+	}
+	if err := out.Validate(out.DefaultConfig()); err != nil {
+		t.Errorf("default invalid after pruning: %v", err)
+	}
+	t.Logf("removed %.3f: %+v", rep.VolumeRemoved, rep.Params)
+}
+
+// The default config survives whatever the history says, even when every
+// trial at the default's values failed.
+func TestPruneKeepsDefault(t *testing.T) {
+	s := h100(t)
+	def := s.DefaultConfig()
+	bad := func(c spaces.Config) *trial.Result {
+		// Everything near the default fails; far configs are good.
+		if c.Int("max_num_seqs") >= 512 || c.Int("block_size") == def.Int("block_size") {
+			return &trial.Result{Config: c, Status: trial.StatusFailed, Failure: trial.FailOOM}
+		}
+		return synth(c)
+	}
+	hist := randomHistory(t, s, 80, 9, bad)
+	hist = append(hist, Observation{Config: def, Result: bad(def)}, Observation{Config: def, Result: bad(def)})
+	out, _ := Prune(s, hist, DefaultPruneOptions())
+	if err := out.Validate(def); err != nil {
+		t.Fatalf("default invalid: %v", err)
+	}
+	for _, d := range dimsOf(out) {
+		v, _ := def.Get(d.p.Name)
+		if !d.p.Contains(v) {
+			t.Errorf("%s: default %s outside pruned %s", d.p.Name, v, d.p.RangeString())
+		}
+	}
+}
+
+// FuzzPrune: for any history, pruning keeps the default inside every range,
+// reports volumes in [0, 1] and never widens a range beyond the original.
+func FuzzPrune(f *testing.F) {
+	f.Add(uint64(1), uint8(30), uint8(3))
+	f.Add(uint64(7), uint8(80), uint8(0))
+	f.Add(uint64(11), uint8(5), uint8(7))
+	s := h100(f)
+	f.Fuzz(func(t *testing.T, seed uint64, n uint8, failMode uint8) {
+		r := rand.New(rand.NewPCG(seed, 2))
+		run := func(c spaces.Config) *trial.Result {
+			if r.IntN(8) < int(failMode%8) {
+				return &trial.Result{Config: c, Status: trial.StatusFailed, Failure: trial.FailOOM}
+			}
+			return synth(c)
+		}
+		hist := randomHistory(t, s, int(n), seed, run)
+		out, rep := Prune(s, hist, DefaultPruneOptions())
+		def := s.DefaultConfig()
+		for _, d := range dimsOf(out) {
+			v, _ := def.Get(d.p.Name)
+			if !d.p.Contains(v) {
+				t.Fatalf("%s: default %s outside %s", d.p.Name, v, d.p.RangeString())
+			}
+			o := param(t, s, d.p.Name)
+			if d.levels == nil && (d.p.Min < o.Min-1e-9 || d.p.Max > o.Max+1e-9) {
+				t.Fatalf("%s widened: %s -> %s", d.p.Name, o.RangeString(), d.p.RangeString())
+			}
+		}
+		if rep.VolumeRemoved < 0 || rep.VolumeRemoved > 1 {
+			t.Fatalf("volume removed %v", rep.VolumeRemoved)
+		}
+		for _, p := range rep.Params {
+			if p.Removed < 0 || p.Removed > 1 {
+				t.Fatalf("%s removed %v", p.Name, p.Removed)
+			}
+		}
+	})
+}
+
+func levelKept(p *spaces.Param, v spaces.Value) bool {
+	if p.Fixed != nil {
+		return p.Fixed.Equal(v)
+	}
+	return p.Contains(v)
+}
