@@ -1,0 +1,266 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+		"testing"
+	"time"
+
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+func noisyRunner(t *testing.T, tg spaces.Target, seed uint64) *Runner {
+	c := DefaultConfig()
+	c.Target, c.Noise, c.Seed = tg, true, seed
+	r, err := NewRunner(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func mixedWorkload() trial.Workload {
+	return trial.Workload{
+		Name:        "mixed",
+		Prompt:      trial.LengthDist{Kind: "uniform", Min: 256, Max: 2048},
+		Output:      trial.LengthDist{Kind: "uniform", Min: 32, Max: 256},
+		Arrival:     trial.Arrival{Kind: "closed", Concurrency: 64},
+		NumRequests: 300,
+		Warmup:      20,
+		Seed:        7,
+	}
+}
+
+func TestRunnerDeterministic(t *testing.T) {
+	tg := h100(t, 1)
+	cfg := defaults(t, tg)
+	w := mixedWorkload()
+	ctx := context.Background()
+	enc := func(r trial.Result) string {
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	a, _ := noisyRunner(t, tg, 1).Run(ctx, cfg, w)
+	b, _ := noisyRunner(t, tg, 1).Run(ctx, cfg, w)
+	c, _ := noisyRunner(t, tg, 2).Run(ctx, cfg, w)
+	exact := run(t, tg, cfg, w)
+	if enc(a) != enc(b) {
+		t.Error("two noisy runs with the same seed differ")
+	}
+	if enc(a) == enc(c) {
+		t.Error("noisy runs with different seeds are identical")
+	}
+	if enc(exact) != enc(run(t, tg, cfg, w)) {
+		t.Error("noise-free runs differ")
+	}
+	na, ne := a.Metrics().OutputThroughput, exact.Metrics().OutputThroughput
+	t.Logf("output throughput: noisy %.1f, exact %.1f", na, ne)
+	if na == ne || !within(na, ne, 0.05) {
+		t.Errorf("noise moved throughput from %.1f to %.1f; want a small change (~2%%)", ne, na)
+	}
+}
+
+func TestRunnerResultFields(t *testing.T) {
+	tg := h100(t, 1)
+	cfg := defaults(t, tg)
+	w := mixedWorkload()
+	w.SLO = trial.SLO{{Metric: "ttft_p99", Op: "<=", Limit: 100000}}
+	res := run(t, tg, cfg, w)
+	m := mustOK(t, res)
+	switch {
+	case res.ConfigID != cfg.ID() || !res.Config.Equal(cfg):
+		t.Error("config / config id not recorded")
+	case res.SchemaVersion != trial.ResultVersion || res.Workload != "mixed" || res.EngineVersion != spaces.DefaultEngineVersion:
+		t.Errorf("header fields: %+v", res)
+	case res.VRAMSource != "engine-metrics" || res.PeakVRAMGiB <= 0 || res.KVCacheTokens <= 0:
+		t.Errorf("vram/kv: %v %v %v", res.VRAMSource, res.PeakVRAMGiB, res.KVCacheTokens)
+	case res.Phases.StartupS < 30 || res.Phases.StartupS > 90 || res.Phases.MeasureS <= 0:
+		t.Errorf("phases: %+v (8B startup should be 30-90 s)", res.Phases)
+	case m.Completed != 300 || m.Failed != 0:
+		t.Errorf("completed %d failed %d, want 300/0 (warm-up excluded)", m.Completed, m.Failed)
+	case !res.Levels[0].SLOMet || res.Levels[0].Concurrency != 64:
+		t.Errorf("level: %+v", res.Levels[0])
+	case res.Telemetry.MaxRunning < 1 || res.Telemetry.MaxKVCacheUsage <= 0:
+		t.Errorf("telemetry: %+v", res.Telemetry)
+	}
+}
+
+func TestRunnerLevels(t *testing.T) {
+	tg := h100(t, 1)
+	w := closedWorkload(512, 128, 1, 100)
+	w.Levels = []float64{1, 8, 64}
+	w.Capacity = true
+	w.SLO = trial.SLO{{Metric: "tpot_p99", Op: "<=", Limit: 9}}
+	res := run(t, tg, defaults(t, tg), w)
+	if len(res.Levels) != 3 {
+		t.Fatalf("%d levels, want 3", len(res.Levels))
+	}
+	prev := 0.0
+	for i, l := range res.Levels {
+		t.Logf("level %d: concurrency %d, %.0f out tok/s, TPOT p99 %.2f ms, SLO met %v", i, l.Concurrency, l.Metrics.OutputThroughput, l.Metrics.TPOT.P99, l.SLOMet)
+		if l.Metrics.OutputThroughput <= prev {
+			t.Errorf("level %d: throughput should rise with concurrency", i)
+		}
+		prev = l.Metrics.OutputThroughput
+	}
+	if res.Primary != 1 || res.Capacity != 8 {
+		t.Errorf("capacity mode: primary %d capacity %v, want level 1 (concurrency 8)", res.Primary, res.Capacity)
+	}
+}
+
+func TestRunnerOpenLoop(t *testing.T) {
+	tg := h100(t, 1)
+	w := trial.Workload{Name: "poisson", Prompt: trial.LengthDist{Kind: "fixed", Value: 512},
+		Output: trial.LengthDist{Kind: "fixed", Value: 64}, Arrival: trial.Arrival{Kind: "poisson", Rate: 10},
+		NumRequests: 200, Seed: 3}
+	res := run(t, tg, defaults(t, tg), w)
+	m := mustOK(t, res)
+	t.Logf("open loop 10 req/s: %.2f req/s, TTFT mean %.1f ms, duration %.1f s", m.RequestThroughput, m.TTFT.Mean, m.DurationS)
+	if !within(m.RequestThroughput, 10, 0.2) || res.Levels[0].Rate != 10 {
+		t.Errorf("request throughput %.2f, want ~10 (rate %v)", m.RequestThroughput, res.Levels[0].Rate)
+	}
+	// An overloaded open loop queues: TTFT grows far beyond the light-load one.
+	w.Arrival.Rate = 200
+	over := mustOK(t, run(t, tg, defaults(t, tg), w))
+	if over.TTFT.Mean < 5*m.TTFT.Mean {
+		t.Errorf("at 200 req/s TTFT %.0f ms should dwarf %.0f ms at 10 req/s", over.TTFT.Mean, m.TTFT.Mean)
+	}
+	// Duration-bound open loop.
+	w.Arrival.Rate, w.NumRequests, w.Duration = 5, 0, 20*time.Second
+	d := mustOK(t, run(t, tg, defaults(t, tg), w))
+	if d.Completed != 100 {
+		t.Errorf("20 s at 5 req/s: %d requests, want 100", d.Completed)
+	}
+}
+
+func TestRunnerFailures(t *testing.T) {
+	cases := []struct {
+		name  string
+		tg    spaces.Target
+		kv    []any
+		class trial.FailureClass
+	}{
+		{"70B on one GPU", testTarget(t, "Llama-3.1-70B", "H100-80GB", 1), nil, trial.FailOOM},
+		{"util above free memory", h100(t, 1), []any{"gpu_memory_utilization", 0.999}, trial.FailOOM},
+		{"no memory for cache blocks", testTarget(t, "Llama-3.1-8B", "A100-40GB", 1), []any{"gpu_memory_utilization", 0.38}, trial.FailOOM},
+		{"kv below one max_model_len", testTarget(t, "Llama-3.1-8B", "A100-40GB", 1), []any{"gpu_memory_utilization", 0.6}, trial.FailKVTooSmall},
+		{"tp does not divide heads", h100(t, 4), []any{"tensor_parallel_size", 3}, trial.FailInvalidArgument},
+		{"more gpus than present", h100(t, 1), []any{"tensor_parallel_size", 2}, trial.FailInvalidArgument},
+		{"budget below max_num_seqs", h100(t, 1), []any{"max_num_batched_tokens", 512}, trial.FailInvalidArgument},
+		{"no chunking, small budget", h100(t, 1), []any{"enable_chunked_prefill", false, "max_num_batched_tokens", 4096}, trial.FailInvalidArgument},
+		{"partial prefills in V1", h100(t, 1), []any{"max_num_partial_prefills", 2}, trial.FailInvalidArgument},
+		{"flag removed in this version", h100(t, 1), []any{"num_scheduler_steps", 4}, trial.FailInvalidArgument},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res := run(t, c.tg, defaults(t, c.tg, c.kv...), closedWorkload(128, 16, 1, 2))
+			t.Logf("%s: %s", res.Failure, res.Error)
+			if res.Status != trial.StatusFailed || res.Failure != c.class || res.Error == "" {
+				t.Errorf("got %s/%s %q, want failed/%s", res.Status, res.Failure, res.Error, c.class)
+			}
+			if res.Phases.StartupS <= 0 || len(res.Levels) != 0 {
+				t.Errorf("failed start: phases %+v, %d levels", res.Phases, len(res.Levels))
+			}
+		})
+	}
+}
+
+func TestRunnerBadInputAndCancel(t *testing.T) {
+	tg := h100(t, 1)
+	c := DefaultConfig()
+	c.Target = tg
+	r, err := NewRunner(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := closedWorkload(128, 16, 0, 10)
+	if _, err := r.Run(context.Background(), defaults(t, tg), w); !errors.Is(err, ErrBadInput) {
+		t.Errorf("concurrency 0: err %v, want ErrBadInput", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.Run(ctx, defaults(t, tg), closedWorkload(128, 16, 1, 10)); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled: err %v", err)
+	}
+	if _, err := NewRunner(DefaultConfig()); !errors.Is(err, ErrBadInput) {
+		t.Errorf("no target: err %v", err)
+	}
+	// Requests longer than max_model_len fail as data, not as an error.
+	tg.MaxModelLen = 1024
+	c.Target = tg
+	r, _ = NewRunner(c)
+	res, err := r.Run(context.Background(), defaults(t, tg), closedWorkload(1000, 100, 4, 10))
+	if err != nil || res.Metrics().Failed != 10 || res.Metrics().ErrorRate != 1 {
+		t.Errorf("too-long requests: err %v, metrics %+v", err, res.Metrics())
+	}
+}
+
+// Every flag of the default space moves some metric, in the direction it
+// does in vLLM (vllm.md §5.3). swap_space is unused by V1 (issue #27984), so
+// vLLM itself shows no effect.
+func TestEveryFlagMatters(t *testing.T) {
+	tg := h100(t, 2)
+	tg.MaxModelLen = 4096
+	space, _ := spaces.Default()
+	w := trial.Workload{Name: "prefix", Prompt: trial.LengthDist{Kind: "uniform", Min: 128, Max: 1536},
+		Output: trial.LengthDist{Kind: "uniform", Min: 16, Max: 256}, PrefixLen: 512,
+		Arrival: trial.Arrival{Kind: "closed", Concurrency: 96}, NumRequests: 300, Seed: 11}
+	alt := map[string][]any{
+		"max_num_seqs":                 {"max_num_seqs", 32},
+		"max_num_batched_tokens":       {"max_num_batched_tokens", 16384},
+		"gpu_memory_utilization":       {"gpu_memory_utilization", 0.75},
+		"block_size":                   {"block_size", 128},
+		"enable_chunked_prefill":       {"enable_chunked_prefill", false},
+		"enable_prefix_caching":        {"enable_prefix_caching", false},
+		"kv_cache_dtype":               {"kv_cache_dtype", "fp8"},
+		"tensor_parallel_size":         {"tensor_parallel_size", 2},
+		"data_parallel_size":           {"data_parallel_size", 2},
+		"max_model_len":                {"max_model_len", 1024},
+		"enforce_eager":                {"enforce_eager", true},
+		"long_prefill_token_threshold": {"long_prefill_token_threshold", 256},
+		"async_scheduling":             {"async_scheduling", true},
+		"num_scheduler_steps":          {"num_scheduler_steps", 8},
+		"max_num_partial_prefills":     {"max_num_partial_prefills", 2},
+	}
+	type sig struct {
+		status               trial.Status
+		out, ttft, itl, vram float64
+		kv                   int
+		pre                  float64
+	}
+	sigOf := func(r trial.Result) sig {
+		s := sig{status: r.Status, vram: r.PeakVRAMGiB, kv: r.KVCacheTokens, pre: r.Telemetry.Preemptions}
+		if m := r.Metrics(); m != nil {
+			s.out, s.ttft, s.itl = m.OutputThroughput, m.TTFT.P99, m.ITL.P99
+		}
+		return s
+	}
+	base := sigOf(run(t, tg, defaults(t, tg), w))
+	for _, p := range space.Params {
+		if p.Name == "swap_space" {
+			continue
+		}
+		if p.Name == "scheduling_policy" {
+			// With equal priorities (trial workloads carry none) vLLM's
+			// priority policy orders like FCFS; TestSchedulingPolicy shows
+			// its effect with request priorities.
+			continue
+		}
+		kv, ok := alt[p.Name]
+		if !ok {
+			t.Errorf("no alternative value for %s: add it to this test", p.Name)
+			continue
+		}
+		got := sigOf(run(t, tg, defaults(t, tg, kv...), w))
+		t.Logf("%-30s %+v", p.Name, got)
+		if got == base {
+			t.Errorf("%s=%v changed nothing", p.Name, kv[1])
+		}
+	}
+	t.Logf("%-30s %+v", "default", base)
+}
