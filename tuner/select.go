@@ -90,8 +90,9 @@ func median(xs []float64) float64 {
 type Candidate struct {
 	ConfigID   string          `json:"config_id"`
 	Config     spaces.Config   `json:"config"`
-	Trials     []int           `json:"trials"` // numbers of the usable trials
-	Failed     int             `json:"failed"` // failed trials of this config
+	Trials     []int           `json:"trials"`              // numbers of the usable trials
+	TrialIDs   []string        `json:"trial_ids,omitempty"` // their store IDs
+	Failed     int             `json:"failed"`              // failed trials of this config
 	Throughput Stat            `json:"throughput"`
 	Latency    Stat            `json:"latency"`
 	VRAM       Stat            `json:"vram_gib"`
@@ -148,6 +149,9 @@ func Aggregate(trials []Trial, slo trial.SLO, m Metrics, k float64) []Candidate 
 			continue
 		}
 		a.c.Trials = append(a.c.Trials, t.Number)
+		if t.ID != "" {
+			a.c.TrialIDs = append(a.c.TrialIDs, t.ID)
+		}
 		a.tp, a.lat, a.vram = append(a.tp, v[0]), append(a.lat, v[1]), append(a.vram, v[2])
 		if pm := t.Result.Metrics(); pm != nil {
 			for _, b := range slo {
@@ -254,7 +258,11 @@ func (e *InfeasibleError) Error() string {
 		b.WriteString(": no trial produced a measurement")
 		return b.String()
 	}
-	fmt.Fprintf(&b, ": closest is config %s (trial %s): %s", e.Closest.ConfigID, joinInts(e.Closest.Trials), strings.Join(e.Closest.Violations, ", "))
+	trials := strings.Join(e.Closest.TrialIDs, ",")
+	if len(e.Closest.TrialIDs) != len(e.Closest.Trials) {
+		trials = joinInts(e.Closest.Trials)
+	}
+	fmt.Fprintf(&b, ": closest is config %s (trial %s): %s", e.Closest.ConfigID, trials, strings.Join(e.Closest.Violations, ", "))
 	return b.String()
 }
 
@@ -344,4 +352,20 @@ func Gain(c, base *Candidate) (float64, bool) {
 		return 0, false
 	}
 	return (c.Throughput.Median/base.Throughput.Median - 1) * 100, true
+}
+
+// RecommendMeasured is Recommend that trusts re-measured configs first: when
+// some feasible candidate has at least two usable runs, only such candidates
+// compete (a lucky single run does not win); otherwise all do.
+func RecommendMeasured(cands []Candidate, m Metrics, slo trial.SLO, prefer Prefer) (*Candidate, error) {
+	var multi []Candidate
+	for _, c := range cands {
+		if c.Feasible && c.Throughput.N >= 2 {
+			multi = append(multi, c)
+		}
+	}
+	if len(multi) > 0 {
+		return Recommend(multi, m, slo, prefer)
+	}
+	return Recommend(cands, m, slo, prefer)
 }

@@ -193,3 +193,20 @@ func BenchmarkAggregate1k(b *testing.B) {
 		}
 	}
 }
+
+func TestRecommendMeasuredPrefersRepeats(t *testing.T) {
+	trials := []Trial{
+		mkTrial(0, 1, PhaseSearch, result(trial.StatusOK, 1000, 20, 70)),
+		mkTrial(1, 1, PhaseRepeat, result(trial.StatusOK, 990, 20, 70)),
+		mkTrial(2, 2, PhaseSearch, result(trial.StatusOK, 1200, 20, 70)), // one lucky run
+	}
+	c := Aggregate(trials, nil, DefaultMetrics(), 1)
+	got, err := RecommendMeasured(c, DefaultMetrics(), nil, PreferThroughput)
+	if err != nil || got.Config.Int("max_num_seqs") != 1 {
+		t.Fatalf("RecommendMeasured = %+v, %v; want the re-measured config 1", got, err)
+	}
+	got, err = RecommendMeasured(c[1:], DefaultMetrics(), nil, PreferThroughput)
+	if err != nil || got.Config.Int("max_num_seqs") != 2 {
+		t.Fatalf("without repeats: %+v, %v; want config 2", got, err)
+	}
+}

@@ -68,7 +68,7 @@ type Trial struct {
 
 // Verdict is the short form shown in progress lines: ok, unstable,
 // failed:<class> or interrupted.
-func (t *Trial) Verdict() string {
+func (t Trial) Verdict() string {
 	if t.State == StateFailed && t.Result != nil {
 		return t.Result.String()
 	}

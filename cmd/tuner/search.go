@@ -1,0 +1,584 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/urfave/cli/v2"
+
+	"github.com/vllm-tuner/tuner/search"
+	"github.com/vllm-tuner/tuner/sim"
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/trial"
+	"github.com/vllm-tuner/tuner/tuner"
+)
+
+func init() { register(searchCommand()) }
+
+// Engines --engine accepts.
+const (
+	engineVLLM       = "vllm"
+	engineSim        = "sim"
+	engineSimVirtual = "sim-virtual"
+)
+
+func searchCommand() *cli.Command {
+	d := tuner.DefaultConfig()
+	return &cli.Command{
+		Name:      "search",
+		Usage:     "tune the serving flags of a model on a GPU (the overnight job)",
+		ArgsUsage: " ",
+		Description: "Runs trials until the trial or wall-time budget, or patience, ends the search: each trial starts\n" +
+			"the engine with a proposed config, drives the workload, records the result, and the search learns.\n" +
+			"The best few configs are then re-measured and ranked by median - k*MAD. Ctrl-C stops the running\n" +
+			"engine, marks the trial interrupted and exits 130; run again with --resume to continue.",
+		Flags: append(targetFlags(),
+			&cli.StringFlag{Name: "engine", Value: engineVLLM, Usage: "vllm (vllm serve), sim (the bundled vllm-sim, same process path) or sim-virtual (in-process, virtual clock)"},
+			&cli.StringFlag{Name: "workload", Aliases: []string{"w"}, Value: "chat", Usage: "workload preset (chat, short-high-concurrency, long-prefill) or YAML file"},
+			&cli.StringFlag{Name: "space", Usage: "user space file (YAML) applied on top of the default space"},
+			&cli.StringFlag{Name: "slo", Usage: "SLO bounds, e.g. 'ttft_p99<=500ms,tpot_p99<=50ms' (default: the workload's)"},
+			&cli.StringFlag{Name: "latency", Value: "tpot_p99", Usage: "latency objective: ttft_p99, tpot_p99, itl_p99 or e2el_p99"},
+			&cli.IntFlag{Name: "trials", Value: d.MaxTrials, Usage: "search trials of the study (resumed ones count; 0 = no limit)"},
+			&cli.DurationFlag{Name: "budget", Value: d.Budget, Usage: "wall time of this run, re-measurement included (0 = no limit)"},
+			&cli.DurationFlag{Name: "trial-timeout", Value: d.TrialTimeout, Usage: "limit of one trial (0 = none)"},
+			&cli.IntFlag{Name: "patience", Value: d.Patience, Usage: "stop after N trials without front improvement (0 = off)"},
+			&cli.IntFlag{Name: "finalists", Value: d.Finalists, Usage: "configs re-measured at the end"},
+			&cli.IntFlag{Name: "repeats", Value: d.Repeats, Usage: "measurements per finalist (1 = no re-measurement)"},
+			&cli.StringFlag{Name: "sampler", Value: string(search.SamplerTPE), Usage: "tpe, cmaes or random"},
+			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of every random choice"},
+			&cli.BoolFlag{Name: "resume", Usage: "continue the study (same model, GPU, engine, workload, objectives, SLO and space)"},
+			&cli.BoolFlag{Name: "no-prune", Usage: "do not narrow the space from history"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "print the effective space, the first proposals and their command lines; start nothing"},
+			&cli.IntFlag{Name: "proposals", Value: 5, Usage: "proposals printed by --dry-run"},
+			&cli.StringSliceFlag{Name: "engine-arg", Usage: "extra engine argument passed through unchanged (repeatable)"},
+			&cli.StringSliceFlag{Name: "engine-env", Usage: "K=V environment for the engine (allowlisted names: " + strings.Join(engineEnvAllow, ", ") + ", VLLM_*, NCCL_*)"},
+			&cli.StringFlag{Name: "vllm", Value: "vllm", Usage: "vllm executable (--engine vllm)"},
+			&cli.StringFlag{Name: "vllm-sim", Usage: "vllm-sim executable (--engine sim; default: next to tuner, then on PATH)"},
+			&cli.StringFlag{Name: "log-dir", Usage: "per-trial engine logs (default: beside the database)"},
+			&cli.BoolFlag{Name: "json", Usage: "print the final report as JSON"},
+		),
+		Action: runSearch,
+	}
+}
+
+// engineEnvAllow are the environment names --engine-env may set besides
+// the VLLM_ and NCCL_ prefixes.
+var engineEnvAllow = []string{"CUDA_VISIBLE_DEVICES", "HF_HOME", "HF_HUB_OFFLINE", "HF_TOKEN", "PYTORCH_CUDA_ALLOC_CONF", "OMP_NUM_THREADS", "TOKENIZERS_PARALLELISM", "TRANSFORMERS_OFFLINE"}
+
+func parseEngineEnv(kvs []string) ([]string, error) {
+	var out []string
+	for _, kv := range kvs {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usagef("--engine-env %q: want NAME=VALUE", kv)
+		}
+		allowed := strings.HasPrefix(k, "VLLM_") || strings.HasPrefix(k, "NCCL_")
+		for _, a := range engineEnvAllow {
+			allowed = allowed || k == a
+		}
+		if !allowed {
+			return nil, usagef("--engine-env %s: not on the allowlist (%s, VLLM_*, NCCL_*)", k, strings.Join(engineEnvAllow, ", "))
+		}
+		out = append(out, kv)
+	}
+	return out, nil
+}
+
+// searchSetup is everything a search needs, resolved from the flags.
+type searchSetup struct {
+	engine     string
+	modelArg   string // as the user wrote it (vllm serve takes the HF id)
+	target     spaces.Target
+	space      *spaces.Space // resolved, unpruned (the study key hashes it)
+	pruned     *spaces.Space
+	prune      search.PruneReport
+	workload   trial.Workload
+	slo        trial.SLO
+	metrics    tuner.Metrics
+	key        store.StudyKey
+	engineArg  []string
+	engineEnv  []string
+	enginePath string
+	logDir     string
+}
+
+func resolveSearch(c *cli.Context) (*searchSetup, error) {
+	if c.NArg() > 0 {
+		return nil, usagef("search takes no arguments, got %q", c.Args().First())
+	}
+	ss := &searchSetup{engine: c.String("engine"), modelArg: c.String("model")}
+	switch ss.engine {
+	case engineVLLM, engineSim, engineSimVirtual:
+	default:
+		return nil, usagef("--engine %q: want vllm, sim or sim-virtual", ss.engine)
+	}
+	t, ok, err := resolveTarget(c)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, usagef("search needs --model and --gpu")
+	}
+	if t.EngineVersion == "" {
+		t.EngineVersion = spaces.DefaultEngineVersion
+	}
+	ss.target = t
+	s, err := loadSpace(c.String("space"))
+	if err != nil {
+		return nil, err
+	}
+	if ss.space, err = s.Resolve(t); err != nil {
+		return nil, asUsage(err)
+	}
+	if ss.workload, err = loadWorkloadArg(c.String("workload")); err != nil {
+		return nil, err
+	}
+	ss.slo = ss.workload.SLO
+	if v := c.String("slo"); v != "" {
+		if ss.slo, err = trial.ParseSLO(v); err != nil {
+			return nil, usagef("--slo: %v", err)
+		}
+	}
+	ss.workload.SLO = ss.slo
+	lat := c.String("latency")
+	if err := search.ValidateLatency(lat); err != nil {
+		return nil, usagef("--latency: %v", err)
+	}
+	ss.metrics = tuner.Metrics{Throughput: "output_throughput", Latency: lat}
+	if _, err := search.ParseSampler(c.String("sampler")); err != nil {
+		return nil, usagef("--sampler: %v", err)
+	}
+	ss.engineArg = c.StringSlice("engine-arg")
+	if ss.engineEnv, err = parseEngineEnv(c.StringSlice("engine-env")); err != nil {
+		return nil, err
+	}
+	ss.key = store.StudyKey{
+		Model: t.Model.Name, GPU: t.GPU.Name, GPUCount: t.GPUCount, Engine: ss.engine, EngineVersion: t.EngineVersion,
+		Workload: ss.workload.Name, Objectives: ss.metrics.Objectives(), SLO: ss.slo.String(), SpaceHash: ss.space.Hash(),
+	}
+	switch ss.engine {
+	case engineVLLM:
+		ss.enginePath = c.String("vllm")
+	case engineSim:
+		if ss.enginePath, err = findVLLMSim(c.String("vllm-sim")); err != nil {
+			return nil, err
+		}
+	}
+	return ss, nil
+}
+
+// findVLLMSim locates the vllm-sim binary: the flag, next to this
+// executable, then $PATH.
+func findVLLMSim(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "vllm-sim")
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
+		}
+	}
+	if p, err := execLookPath("vllm-sim"); err == nil {
+		return p, nil
+	}
+	return "", usagef("--engine sim: vllm-sim not found next to tuner or on PATH (build it with `make build` or pass --vllm-sim PATH)")
+}
+
+// engineCommand is the engine's command line for cfg, without the host and
+// port the runner adds.
+func (ss *searchSetup) engineCommand(cfg spaces.Config) []string {
+	var args []string
+	switch ss.engine {
+	case engineSim:
+		args = []string{ss.enginePath, "serve", ss.modelArg, "--gpu", ss.target.GPU.Name, "--gpu-count", fmt.Sprint(ss.target.GPUCount)}
+	default:
+		args = []string{ss.enginePath, "serve", ss.modelArg}
+	}
+	args = append(args, cfg.Flags()...)
+	return append(args, ss.engineArg...)
+}
+
+// history reads the finished trials of the same model and GPU from other
+// studies (for pruning and warm start) and the study's own.
+func history(ctx context.Context, st *store.Store, ss *searchSetup, studyID string) (own, other []search.Observation, err error) {
+	trials, err := st.History(ctx, store.HistoryQuery{Model: ss.key.Model, GPU: ss.key.GPU, GPUCount: ss.key.GPUCount})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read history: %w", err)
+	}
+	for _, t := range trials {
+		if t.State == store.StateInterrupted || t.Result == nil {
+			continue
+		}
+		o := search.Observation{Config: t.Config, Result: t.Result, Weight: 1}
+		if t.StudyID == studyID {
+			own = append(own, o)
+			continue
+		}
+		// Other workloads or SLOs of the same setup: evidence for pruning
+		// and the scorer, not the study's own sampler.
+		o.Weight = 0.5
+		other = append(other, o)
+	}
+	return own, other, nil
+}
+
+func runSearch(c *cli.Context) error {
+	ss, err := resolveSearch(c)
+	if err != nil {
+		return err
+	}
+	log := cmdLogger(c)
+	dbPath, err := studyDBPath(c)
+	if err != nil {
+		return err
+	}
+	if c.Bool("dry-run") {
+		return dryRun(c, ss, dbPath)
+	}
+	st, err := store.Open(c.Context, dbPath, store.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	study, err := st.EnsureStudy(c.Context, ss.key)
+	if err != nil {
+		return err
+	}
+	own, other, err := history(c.Context, st, ss, study.ID)
+	if err != nil {
+		return err
+	}
+	ss.pruned, ss.prune = search.Prune(ss.space, append(append([]search.Observation{}, own...), other...), search.PruneOptions{
+		Disabled: c.Bool("no-prune"), Objectives: ss.metrics.Objectives(), SLO: ss.slo,
+		Static: true, MinFailures: 3, MinHistory: 12, MinGood: 4, GoodRank: 2, Margin: 0.15, LevelEvidence: 4,
+	})
+	prop, err := newProposer(c, ss, other, log)
+	if err != nil {
+		return err
+	}
+	ss.logDir = c.String("log-dir")
+	if ss.logDir == "" {
+		ss.logDir = filepath.Join(filepath.Dir(dbPath), "logs", study.ID)
+	}
+	runner, closeRunner, err := newRunner(c, ss, log)
+	if err != nil {
+		return err
+	}
+	defer closeRunner()
+
+	cfg := tuner.DefaultConfig()
+	cfg.Study = study.ID
+	cfg.Workload, cfg.SLO, cfg.Metrics, cfg.Default = ss.workload, ss.slo, ss.metrics, ss.space.DefaultConfig()
+	cfg.MaxTrials, cfg.Budget, cfg.TrialTimeout, cfg.Patience = c.Int("trials"), c.Duration("budget"), c.Duration("trial-timeout"), c.Int("patience")
+	cfg.Finalists, cfg.Repeats, cfg.Resume = c.Int("finalists"), c.Int("repeats"), c.Bool("resume")
+	cfg.Progress, cfg.Terminal, cfg.Logger = c.App.ErrWriter, writerIsTerminal(c.App.ErrWriter), log
+	loop, err := tuner.New(cfg, runner, prop, studyStore{st: st, study: study.ID})
+	if err != nil {
+		return asUsage(err)
+	}
+	w := c.App.Writer
+	if !c.Bool("json") {
+		fmt.Fprintf(w, "study %s: %s, engine %s, workload %s, SLO %s; db %s\n", study.ID, ss.target.Describe(), ss.engine, ss.workload.Name, orDash(ss.slo.String()), st.Path())
+		if ss.prune.Skipped == "" {
+			fmt.Fprintf(w, "pruned %.0f%% of the space from %.0f observations (see `tuner search --dry-run`)\n", ss.prune.VolumeRemoved*100, ss.prune.Evidence)
+		}
+	}
+	rep, err := loop.Run(c.Context)
+	if errors.Is(err, tuner.ErrStudyExists) {
+		return usagef("%v", err)
+	}
+	if c.Bool("json") {
+		if werr := writeJSON(w, rep); werr != nil {
+			return werr
+		}
+	} else {
+		printReport(w, rep, ss)
+	}
+	if err != nil && c.Context.Err() != nil {
+		fmt.Fprintf(c.App.ErrWriter, "interrupted: the study is saved; continue with the same command and --resume\n")
+	}
+	return err
+}
+
+// studyStore adapts the store to the loop's Store for one study.
+type studyStore struct {
+	st    *store.Store
+	study string
+}
+
+var _ tuner.Store = studyStore{}
+
+func (s studyStore) Begin(ctx context.Context, t tuner.Trial) (tuner.Trial, error) {
+	rec, err := s.st.BeginTrial(ctx, s.study, t.Config, store.BeginOptions{Repeat: t.Repeat})
+	if err != nil {
+		return tuner.Trial{}, err
+	}
+	out := loopTrial(rec)
+	out.Phase = t.Phase
+	return out, nil
+}
+
+func (s studyStore) Finish(ctx context.Context, t tuner.Trial) error {
+	_, err := s.st.FinishTrial(ctx, t.ID, t.Result)
+	return err
+}
+
+func (s studyStore) Trials(ctx context.Context) ([]tuner.Trial, error) {
+	ts, err := s.st.Trials(ctx, s.study, store.TrialFilter{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]tuner.Trial, len(ts))
+	for i, t := range ts {
+		out[i] = loopTrial(t)
+	}
+	return out, nil
+}
+
+// proposer adapts search.Proposer: its ErrExhausted ends the loop normally.
+type proposer struct{ *search.Proposer }
+
+var _ tuner.Proposer = proposer{}
+
+func (p proposer) Ask(ctx context.Context) (spaces.Config, error) {
+	cfg, err := p.Proposer.Ask(ctx)
+	if errors.Is(err, search.ErrExhausted) {
+		return cfg, fmt.Errorf("%w: %w", tuner.ErrSpaceExhausted, err)
+	}
+	return cfg, err
+}
+
+func newProposer(c *cli.Context, ss *searchSetup, other []search.Observation, log *slog.Logger) (proposer, error) {
+	pc := search.DefaultProposerConfig()
+	pc.Space = ss.pruned
+	if pc.Space == nil {
+		pc.Space = ss.space
+	}
+	pc.Sampler = search.SamplerKind(c.String("sampler"))
+	pc.Seed = c.Uint64("seed")
+	pc.Objectives = ss.metrics.Objectives()
+	pc.SLO = ss.slo
+	pc.History = other
+	pc.Logger = log
+	p, err := search.NewProposer(pc)
+	if err != nil {
+		return proposer{}, asUsage(err)
+	}
+	return proposer{p}, nil
+}
+
+// newRunner builds the runner of --engine.
+func newRunner(c *cli.Context, ss *searchSetup, log *slog.Logger) (tuner.Runner, func(), error) {
+	switch ss.engine {
+	case engineSimVirtual:
+		sc := sim.DefaultConfig()
+		sc.Target = ss.target
+		sc.Noise = true
+		sc.Seed = c.Uint64("seed")
+		if _, err := sim.NewRunner(sc); err != nil {
+			return nil, nil, err
+		}
+		return &virtualRunner{cfg: sc}, func() {}, nil
+	default:
+		return newProcessRunner(c, ss, log)
+	}
+}
+
+// dryRun prints the effective space, the first proposals and their exact
+// command lines; it opens the database read-only (when it exists) for the
+// pruning history and starts nothing.
+func dryRun(c *cli.Context, ss *searchSetup, dbPath string) error {
+	w := c.App.Writer
+	var own, other []search.Observation
+	if st, err := store.Open(c.Context, dbPath, store.Options{ReadOnly: true}); err == nil {
+		own, other, err = history(c.Context, st, ss, ss.key.ID())
+		st.Close()
+		if err != nil {
+			return err
+		}
+	}
+	ss.pruned, ss.prune = search.Prune(ss.space, append(append([]search.Observation{}, own...), other...), search.PruneOptions{
+		Disabled: c.Bool("no-prune"), Objectives: ss.metrics.Objectives(), SLO: ss.slo,
+		Static: true, MinFailures: 3, MinHistory: 12, MinGood: 4, GoodRank: 2, Margin: 0.15, LevelEvidence: 4,
+	})
+	fmt.Fprintf(w, "dry run: study %s, engine %s, workload %s, SLO %s, objectives %s\n\n", ss.key.ID(), ss.engine, ss.workload.Name, orDash(ss.slo.String()), ss.metrics.Objectives())
+	if err := printSpace(w, ss.pruned, false); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	printPrune(w, ss.prune)
+	prop, err := newProposer(c, ss, other, cmdLogger(c))
+	if err != nil {
+		return err
+	}
+	for _, o := range own {
+		prop.Tell(o.Config, o.Result)
+	}
+	n := c.Int("proposals")
+	fmt.Fprintf(w, "\nfirst %d proposals (the runner adds --host 127.0.0.1 --port PORT):\n", n)
+	for i := range n {
+		cfg, err := prop.Ask(c.Context)
+		if errors.Is(err, tuner.ErrSpaceExhausted) {
+			fmt.Fprintln(w, "  (space exhausted)")
+			break
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "  %d. config %s: %s\n", i+1, cfg.ID(), shellJoin(ss.engineCommand(cfg)))
+	}
+	if len(ss.engineEnv) > 0 {
+		fmt.Fprintf(w, "engine environment: %s\n", strings.Join(ss.engineEnv, " "))
+	}
+	return nil
+}
+
+func printPrune(w io.Writer, rep search.PruneReport) {
+	if rep.Skipped != "" {
+		fmt.Fprintf(w, "pruning: none (%s)\n", rep.Skipped)
+		return
+	}
+	fmt.Fprintf(w, "pruning: %.1f%% of the tuned volume removed, from %.0f weighted observations\n", rep.VolumeRemoved*100, rep.Evidence)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  PARAM\tORIGINAL\tPRUNED\tREMOVED\tREASONS")
+	for _, p := range rep.Params {
+		if p.Removed == 0 && len(p.Reasons) == 0 {
+			continue
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%.0f%%\t%s\n", p.Name, p.Original, p.Pruned, p.Removed*100, strings.Join(p.Reasons, "; "))
+	}
+	tw.Flush()
+}
+
+// shellJoin quotes arguments that need it for a POSIX shell.
+func shellJoin(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?[]{}()<>|&;#~!") {
+			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		} else {
+			out[i] = a
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// printReport writes the final summary.
+func printReport(w io.Writer, rep tuner.Report, ss *searchSetup) {
+	fmt.Fprintf(w, "\nstudy %s: %d search trials, %d re-measurements (%d failed), %s; this run: %d trials in %s\n",
+		rep.Study, rep.SearchTrials, rep.RepeatTrials, rep.FailedTrials, rep.StopReason, rep.RanThisRun, rep.Elapsed.Round(time.Second))
+	m := rep.Metrics
+	if len(rep.Front) > 0 {
+		fmt.Fprintf(w, "Pareto front (SLO-feasible configs, conservative values):\n")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "  CONFIG\tRUNS\t%s\t%s ms\tVRAM GiB\tFLAGS (vs default)\n", m.Throughput, m.Latency)
+		for _, cnd := range rep.Front {
+			diff := cnd.Config.Diff(ss.space.DefaultConfig())
+			fl := strings.Join(diff.Flags(), " ")
+			if fl == "" {
+				fl = "(vLLM default)"
+			}
+			fmt.Fprintf(tw, "  %s\t%d\t%.1f\t%.2f\t%.1f\t%s\n", cnd.ConfigID, cnd.Throughput.N, cnd.Score, cnd.ConservativeLatency, cnd.VRAM.Median, fl)
+		}
+		tw.Flush()
+	}
+	if d := rep.Default; d != nil && d.Throughput.N > 0 {
+		feas := "meets the SLO"
+		if !d.Feasible {
+			feas = "misses the SLO: " + strings.Join(d.Violations, ", ")
+		}
+		fmt.Fprintf(w, "vLLM default (%s): %s %.1f, %s %.2f ms; %s\n", d.ConfigID, m.Throughput, d.Throughput.Median, m.Latency, d.Latency.Median, feas)
+	}
+	r := rep.Recommended
+	if r == nil {
+		if rep.NoFeasible != "" {
+			fmt.Fprintf(w, "no recommendation: %s\n", rep.NoFeasible)
+		}
+		return
+	}
+	fmt.Fprintf(w, "recommended: config %s: %s median %.1f (MAD %.1f over %d runs, score %.1f), %s median %.2f ms, VRAM %.1f GiB\n",
+		r.ConfigID, m.Throughput, r.Throughput.Median, r.Throughput.MAD, r.Throughput.N, r.Score, m.Latency, r.Latency.Median, r.VRAM.Median)
+	if rep.GainPct != nil {
+		fmt.Fprintf(w, "  %+.1f%% %s over vLLM's default config\n", *rep.GainPct, m.Throughput)
+	}
+	fmt.Fprintf(w, "  %s\n", shellJoin(append([]string{"vllm", "serve", ss.modelArg}, r.Config.Flags()...)))
+}
+
+// cmdLogger logs to stderr: warnings by default, debug with --verbose.
+func cmdLogger(c *cli.Context) *slog.Logger {
+	level := slog.LevelWarn
+	if c.Bool("verbose") {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
+}
+
+// writerIsTerminal reports whether w is a character device (a terminal).
+func writerIsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+var execLookPath = exec.LookPath
+
+// loadWorkloadArg reads --workload: a YAML file. (Presets by name come with
+// the trial package's loader.)
+func loadWorkloadArg(arg string) (trial.Workload, error) {
+	b, err := os.ReadFile(arg)
+	if err != nil {
+		return trial.Workload{}, usagef("--workload %q: %v", arg, err)
+	}
+	var w trial.Workload
+	if err := yaml.UnmarshalWithOptions(b, &w, yaml.Strict()); err != nil {
+		return trial.Workload{}, usagef("--workload %s: %v", arg, err)
+	}
+	if w.Name == "" {
+		w.Name = strings.TrimSuffix(filepath.Base(arg), filepath.Ext(arg))
+	}
+	return w, nil
+}
+
+func newProcessRunner(c *cli.Context, ss *searchSetup, log *slog.Logger) (tuner.Runner, func(), error) {
+	return nil, nil, usagef("--engine %s: the process runner is not wired yet", ss.engine)
+}
+
+// virtualRunner runs the simulator in-process on its virtual clock. Each
+// run draws fresh noise (the simulator's own seed is fixed per config), so
+// re-measurements vary as real ones do.
+type virtualRunner struct {
+	cfg sim.Config
+	mu  sync.Mutex
+	n   uint64
+}
+
+var _ tuner.Runner = (*virtualRunner)(nil)
+
+func (v *virtualRunner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (trial.Result, error) {
+	v.mu.Lock()
+	sc := v.cfg
+	sc.Seed += v.n * 0x9e3779b97f4a7c15
+	v.n++
+	v.mu.Unlock()
+	r, err := sim.NewRunner(sc)
+	if err != nil {
+		return trial.Result{}, err
+	}
+	return r.Run(ctx, cfg, w)
+}

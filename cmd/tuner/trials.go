@@ -1,0 +1,509 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/trial"
+	"github.com/vllm-tuner/tuner/tuner"
+)
+
+func init() {
+	register(trialsCommand(), showCommand(), studiesCommand(), compareCommand())
+}
+
+// studyDBPath is the database file: --db / TUNER_DB, else the default path.
+func studyDBPath(c *cli.Context) (string, error) {
+	if p := c.String("db"); p != "" {
+		return p, nil
+	}
+	return store.DefaultPath(os.Getenv)
+}
+
+// openReader opens the database for a reading command. A missing file says
+// how to create one.
+func openReader(c *cli.Context) (*store.Store, error) {
+	path, err := studyDBPath(c)
+	if err != nil {
+		return nil, err
+	}
+	s, err := store.Open(c.Context, path, store.Options{ReadOnly: true})
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("no database at %s yet: run `tuner search` first (or pass --db): %w", path, err)
+	}
+	return s, err
+}
+
+// loopTrial adapts a stored trial to the loop's view.
+func loopTrial(t store.Trial) tuner.Trial {
+	ph := tuner.PhaseSearch
+	if t.Repeat > 0 {
+		ph = tuner.PhaseRepeat
+	}
+	return tuner.Trial{
+		ID: t.ID, Number: int(t.Seq), Phase: ph, Repeat: t.Repeat, State: tuner.State(t.State),
+		Config: t.Config, ConfigID: t.ConfigID, Result: t.Result, Started: t.Started, Ended: t.Ended,
+	}
+}
+
+// studyMetrics reads a study's objective names (throughput, latency).
+func studyMetrics(st store.Study) tuner.Metrics {
+	m := tuner.DefaultMetrics()
+	objs := st.Key.Objectives
+	if len(objs) >= 1 {
+		m.Throughput = objs[0].Name
+	}
+	if len(objs) >= 2 {
+		m.Latency = objs[1].Name
+	}
+	return m
+}
+
+// canonicalModel maps a model name or alias to the catalog's name (the name
+// studies are keyed by); unknown names pass through.
+func canonicalModel(name string) string {
+	if m, err := spaces.DefaultCatalog().Model(name); err == nil {
+		return m.Name
+	}
+	return name
+}
+
+func canonicalGPU(name string) string {
+	if g, err := spaces.DefaultCatalog().GPU(name); err == nil {
+		return g.Name
+	}
+	return name
+}
+
+// matchStudies returns the studies of a model (and GPU, workload, engine
+// when given), newest first.
+func matchStudies(ctx context.Context, s *store.Store, model, gpu, workload, engine string) ([]store.Study, error) {
+	all, err := s.Studies(ctx)
+	if err != nil {
+		return nil, err
+	}
+	model, gpu = canonicalModel(model), canonicalGPU(gpu)
+	var out []store.Study
+	for _, st := range all {
+		k := st.Key
+		if (model != "" && k.Model != model) || (gpu != "" && k.GPU != gpu) ||
+			(workload != "" && k.Workload != workload) || (engine != "" && k.Engine != engine) {
+			continue
+		}
+		out = append(out, st)
+	}
+	slices.SortStableFunc(out, func(a, b store.Study) int { return b.Created.Compare(a.Created) })
+	return out, nil
+}
+
+func trialsCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "trials",
+		Usage:     "list trials (of one study, or of every study)",
+		ArgsUsage: " ",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "study", Usage: "study ID (default: all studies)"},
+			&cli.StringFlag{Name: "state", Usage: "only trials in this state: running, ok, unstable, failed, interrupted"},
+			&cli.BoolFlag{Name: "json", Usage: "machine-readable output (the stored records)"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("trials takes no arguments (use --study ID)")
+			}
+			var f store.TrialFilter
+			if st := c.String("state"); st != "" {
+				if !store.State(st).Valid() {
+					return usagef("--state %q: want running, ok, unstable, failed or interrupted", st)
+				}
+				f.States = []store.State{store.State(st)}
+			}
+			s, err := openReader(c)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			var studies []store.Study
+			if id := c.String("study"); id != "" {
+				st, err := s.Study(c.Context, id)
+				if err != nil {
+					return fmt.Errorf("study %s: %w", id, err)
+				}
+				studies = []store.Study{st}
+			} else if studies, err = s.Studies(c.Context); err != nil {
+				return err
+			}
+			var all []store.Trial
+			for _, st := range studies {
+				ts, err := s.Trials(c.Context, st.ID, f)
+				if err != nil {
+					return err
+				}
+				all = append(all, ts...)
+			}
+			if c.Bool("json") {
+				if all == nil {
+					all = []store.Trial{}
+				}
+				return writeJSON(c.App.Writer, all)
+			}
+			byID := map[string]store.Study{}
+			for _, st := range studies {
+				byID[st.ID] = st
+			}
+			return printTrials(c.App.Writer, all, byID)
+		},
+	}
+}
+
+func printTrials(w io.Writer, trials []store.Trial, studies map[string]store.Study) error {
+	if len(trials) == 0 {
+		fmt.Fprintln(w, "no trials")
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TRIAL\tSTATE\tCONFIG\tREPEAT\tTHROUGHPUT\tLATENCY\tVRAM GiB\tSLO\tDURATION")
+	for _, t := range trials {
+		m := studyMetrics(studies[t.StudyID])
+		lt := loopTrial(t)
+		tp, lat, vram, slo := "-", "-", "-", "-"
+		if v, ok := m.Vector(t.Result); ok {
+			tp, lat, vram = fmt.Sprintf("%.1f", v[0]), fmt.Sprintf("%s=%.1fms", m.Latency, v[1]), fmt.Sprintf("%.1f", v[2])
+			if pm := t.Result.Metrics(); pm != nil {
+				if met, _ := studies[t.StudyID].SLO().Check(pm); met {
+					slo = "met"
+				} else {
+					slo = "missed"
+				}
+			}
+		}
+		dur := "-"
+		if !t.Ended.IsZero() {
+			dur = t.Ended.Sub(t.Started).Round(time.Second).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, lt.Verdict(), t.ConfigID, t.Repeat, tp, lat, vram, slo, dur)
+	}
+	return tw.Flush()
+}
+
+func showCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "show",
+		Usage:     "show one trial: flags, metrics, telemetry, stability, phases, log path",
+		ArgsUsage: "TRIAL",
+		Flags:     []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "machine-readable output (the stored record)"}},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return usagef("show takes one trial ID (see `tuner trials`)")
+			}
+			id := c.Args().First()
+			if _, _, err := store.ParseTrialID(id); err != nil {
+				return usagef("trial ID %q: %v", id, err)
+			}
+			s, err := openReader(c)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			t, err := s.Trial(c.Context, id)
+			if err != nil {
+				return fmt.Errorf("trial %s: %w", id, err)
+			}
+			if c.Bool("json") {
+				return writeJSON(c.App.Writer, t)
+			}
+			st, err := s.Study(c.Context, t.StudyID)
+			if err != nil {
+				return err
+			}
+			return printTrial(c.App.Writer, t, st)
+		},
+	}
+}
+
+func printTrial(w io.Writer, t store.Trial, st store.Study) error {
+	lt := loopTrial(t)
+	fmt.Fprintf(w, "trial %s: %s (study %s: %s on %dx %s, %s, workload %s)\n", t.ID, lt.Verdict(), st.ID, st.Key.Model, st.Key.GPUCount, st.Key.GPU, st.Key.Engine, st.Key.Workload)
+	fmt.Fprintf(w, "config %s, repeat %d, started %s", t.ConfigID, t.Repeat, t.Started.Format(time.RFC3339))
+	if !t.Ended.IsZero() {
+		fmt.Fprintf(w, ", took %s", t.Ended.Sub(t.Started).Round(time.Millisecond))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "flags: %s\n", strings.Join(t.Config.Flags(), " "))
+	r := t.Result
+	if r == nil {
+		fmt.Fprintln(w, "no result yet")
+		return nil
+	}
+	if r.Error != "" {
+		fmt.Fprintf(w, "error: %s\n", r.Error)
+	}
+	for i, lv := range r.Levels {
+		mark := " "
+		if i == r.Primary {
+			mark = "*"
+		}
+		load := fmt.Sprintf("rate %.3g req/s", lv.Rate)
+		if lv.Concurrency > 0 {
+			load = fmt.Sprintf("concurrency %d", lv.Concurrency)
+		}
+		m := lv.Metrics
+		fmt.Fprintf(w, "%s level %d (%s): %d ok, %d failed over %.1fs; %.1f out tok/s, %.2f req/s, goodput %.2f req/s; SLO met: %v %s\n",
+			mark, i, load, m.Completed, m.Failed, m.DurationS, m.OutputThroughput, m.RequestThroughput, m.RequestGoodput, lv.SLOMet, strings.Join(lv.Violations, "; "))
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "    ms\tmean\tmedian\tp90\tp95\tp99\tmax")
+		for _, d := range []struct {
+			name string
+			d    trial.Dist
+		}{{"TTFT", m.TTFT}, {"TPOT", m.TPOT}, {"ITL", m.ITL}, {"E2EL", m.E2EL}} {
+			fmt.Fprintf(tw, "    %s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\n", d.name, d.d.Mean, d.d.Median, d.d.P90, d.d.P95, d.d.P99, d.d.Max)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if r.Capacity > 0 {
+		fmt.Fprintf(w, "SLO capacity: %g\n", r.Capacity)
+	}
+	s := r.Stability
+	fmt.Fprintf(w, "stability: stable=%v %s warm-up %.1fs, %d windows, throughput CV %.3f, min KS p %.3g, CI half-width %.3f, extended %d\n",
+		s.Stable, s.Reason, s.WarmupS, s.Windows, s.ThroughputCV, s.MinKSPValue, s.CIHalfWidth, s.Extended)
+	tl := r.Telemetry
+	fmt.Fprintf(w, "telemetry (%s, %d samples): peak VRAM %.2f GiB (%s) of %.2f, util %.0f%%, power %.0f W, energy %.0f J, KV usage max %.2f, running max %.0f, waiting max %.0f, preemptions %.0f\n",
+		tl.Source, tl.Samples, r.PeakVRAMGiB, r.VRAMSource, tl.TotalMemoryGiB, tl.MeanUtilPct, tl.MeanPowerW, tl.EnergyJ, tl.MaxKVCacheUsage, tl.MaxRunning, tl.MaxWaiting, tl.Preemptions)
+	if r.KVCacheTokens > 0 {
+		fmt.Fprintf(w, "KV cache: %d tokens\n", r.KVCacheTokens)
+	}
+	p := r.Phases
+	fmt.Fprintf(w, "phases: wait-free %.1fs, startup %.1fs, warm-up %.1fs, measure %.1fs, stop %.1fs, total %.1fs\n", p.WaitFreeS, p.StartupS, p.WarmupS, p.MeasureS, p.StopS, p.TotalS)
+	if r.LogPath != "" {
+		fmt.Fprintf(w, "log: %s\n", r.LogPath)
+	}
+	if r.RawPath != "" {
+		fmt.Fprintf(w, "raw: %s\n", r.RawPath)
+	}
+	return nil
+}
+
+func studiesCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "studies",
+		Usage:     "list studies with their trial counts and best SLO-feasible throughput",
+		ArgsUsage: " ",
+		Flags:     []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "machine-readable output"}},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usagef("studies takes no arguments")
+			}
+			s, err := openReader(c)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			studies, err := s.Studies(c.Context)
+			if err != nil {
+				return err
+			}
+			type row struct {
+				store.Study
+				Trials int              `json:"trials"`
+				States map[string]int   `json:"states"`
+				Best   *tuner.Candidate `json:"best,omitempty"`
+			}
+			rows := []row{}
+			for _, st := range studies {
+				ts, err := s.Trials(c.Context, st.ID, store.TrialFilter{})
+				if err != nil {
+					return err
+				}
+				r := row{Study: st, Trials: len(ts), States: map[string]int{}}
+				lts := make([]tuner.Trial, len(ts))
+				for i, t := range ts {
+					r.States[string(t.State)]++
+					lts[i] = loopTrial(t)
+				}
+				cands := tuner.Aggregate(lts, st.SLO(), studyMetrics(st), 1)
+				if best, err := tuner.Recommend(cands, studyMetrics(st), st.SLO(), tuner.PreferThroughput); err == nil {
+					r.Best = best
+				}
+				rows = append(rows, r)
+			}
+			if c.Bool("json") {
+				return writeJSON(c.App.Writer, rows)
+			}
+			if len(rows) == 0 {
+				fmt.Fprintln(c.App.Writer, "no studies")
+				return nil
+			}
+			tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "STUDY\tMODEL\tGPU\tENGINE\tWORKLOAD\tSLO\tTRIALS\tSTATES\tBEST\tCREATED")
+			for _, r := range rows {
+				best := "-"
+				if r.Best != nil {
+					best = fmt.Sprintf("%.1f %s (%s)", r.Best.Throughput.Median, studyMetrics(r.Study).Throughput, r.Best.ConfigID)
+				}
+				var states []string
+				for _, k := range []string{"ok", "unstable", "failed", "interrupted", "running"} {
+					if n := r.States[k]; n > 0 {
+						states = append(states, fmt.Sprintf("%s:%d", k, n))
+					}
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%dx %s\t%s %s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Key.Model, r.Key.GPUCount, r.Key.GPU, r.Key.Engine, r.Key.EngineVersion,
+					r.Key.Workload, orDash(r.Key.SLO), r.Trials, strings.Join(states, " "), best, r.Created.Format(time.RFC3339))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func compareCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "compare",
+		Usage:     "compare two trials: flags that differ and metrics side by side",
+		ArgsUsage: "TRIAL_A TRIAL_B",
+		Flags:     []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "machine-readable output"}},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 2 {
+				return usagef("compare takes two trial IDs")
+			}
+			for _, id := range c.Args().Slice() {
+				if _, _, err := store.ParseTrialID(id); err != nil {
+					return usagef("trial ID %q: %v", id, err)
+				}
+			}
+			s, err := openReader(c)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			var ts [2]store.Trial
+			for i, id := range c.Args().Slice() {
+				if ts[i], err = s.Trial(c.Context, id); err != nil {
+					return fmt.Errorf("trial %s: %w", id, err)
+				}
+			}
+			cmp := compareTrials(ts[0], ts[1])
+			if c.Bool("json") {
+				return writeJSON(c.App.Writer, cmp)
+			}
+			return printComparison(c.App.Writer, cmp)
+		},
+	}
+}
+
+// comparison is the side-by-side view of two trials.
+type comparison struct {
+	A, B    string             `json:"-"`
+	Trials  [2]string          `json:"trials"`
+	States  [2]string          `json:"states"`
+	Flags   []flagDiff         `json:"flags"`
+	Metrics []metricComparison `json:"metrics"`
+}
+
+type flagDiff struct {
+	Param string `json:"param"`
+	A     string `json:"a"`
+	B     string `json:"b"`
+}
+
+type metricComparison struct {
+	Metric string   `json:"metric"`
+	A      *float64 `json:"a"`
+	B      *float64 `json:"b"`
+	// DeltaPct is (B - A) / A in percent.
+	DeltaPct *float64 `json:"delta_pct,omitempty"`
+}
+
+var compareMetrics = []string{"output_throughput", "request_throughput", "request_goodput", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "itl_p99", "e2el_p99", "error_rate", "peak_vram_gib"}
+
+func compareTrials(a, b store.Trial) comparison {
+	c := comparison{Trials: [2]string{a.ID, b.ID}, States: [2]string{loopTrial(a).Verdict(), loopTrial(b).Verdict()}}
+	names := map[string]bool{}
+	for _, n := range append(a.Config.Names(), b.Config.Names()...) {
+		names[n] = true
+	}
+	keys := make([]string, 0, len(names))
+	for n := range names {
+		keys = append(keys, n)
+	}
+	slices.Sort(keys)
+	for _, n := range keys {
+		va, oka := a.Config.Get(n)
+		vb, okb := b.Config.Get(n)
+		if oka && okb && va.Equal(vb) {
+			continue
+		}
+		d := flagDiff{Param: n, A: "-", B: "-"}
+		if oka {
+			d.A = va.String()
+		}
+		if okb {
+			d.B = vb.String()
+		}
+		c.Flags = append(c.Flags, d)
+	}
+	val := func(t store.Trial, m string) *float64 {
+		if t.Result == nil {
+			return nil
+		}
+		if v, ok := t.Result.Objective(m); ok {
+			return &v
+		}
+		return nil
+	}
+	for _, m := range compareMetrics {
+		mc := metricComparison{Metric: m, A: val(a, m), B: val(b, m)}
+		if mc.A != nil && mc.B != nil && *mc.A != 0 {
+			d := (*mc.B - *mc.A) / *mc.A * 100
+			mc.DeltaPct = &d
+		}
+		c.Metrics = append(c.Metrics, mc)
+	}
+	return c
+}
+
+func printComparison(w io.Writer, c comparison) error {
+	fmt.Fprintf(w, "A = %s (%s), B = %s (%s)\n", c.Trials[0], c.States[0], c.Trials[1], c.States[1])
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if len(c.Flags) == 0 {
+		fmt.Fprintln(tw, "same flags")
+	} else {
+		fmt.Fprintln(tw, "FLAG\tA\tB")
+		for _, d := range c.Flags {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", spaces.FlagName(d.Param), d.A, d.B)
+		}
+	}
+	fmt.Fprintln(tw, "\t\t")
+	fmt.Fprintln(tw, "METRIC\tA\tB\tB vs A")
+	f := func(p *float64) string {
+		if p == nil {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f", *p)
+	}
+	for _, m := range c.Metrics {
+		d := "-"
+		if m.DeltaPct != nil {
+			d = fmt.Sprintf("%+.1f%%", *m.DeltaPct)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", m.Metric, f(m.A), f(m.B), d)
+	}
+	return tw.Flush()
+}
