@@ -71,6 +71,12 @@ func ResolveArgs(t spaces.Target, cfg spaces.Config) (EngineArgs, error) {
 	if err != nil {
 		return EngineArgs{}, err
 	}
+	return resolveArgs(base, nil, t, cfg)
+}
+
+// resolveArgs is ResolveArgs with the default space already parsed and,
+// optionally, already resolved for t (rs may be nil).
+func resolveArgs(base, rs *spaces.Space, t spaces.Target, cfg spaces.Config) (EngineArgs, error) {
 	version := t.EngineVersion
 	if version == "" {
 		version = spaces.DefaultEngineVersion
@@ -96,11 +102,11 @@ func ResolveArgs(t spaces.Target, cfg spaces.Config) (EngineArgs, error) {
 	if mml <= 0 {
 		mml = t.Model.MaxPositionEmbeddings
 	}
-	rt := t
-	rt.MaxModelLen = 0 // resolve with the model's length; checked below
-	rs, err := base.Resolve(rt)
-	if err != nil {
-		return EngineArgs{}, &StartupError{Kind: ErrInvalidArgument, Lines: []string{"ValueError: " + err.Error()}}
+	if rs == nil {
+		var err error
+		if rs, err = resolveFor(base, t); err != nil {
+			return EngineArgs{}, err
+		}
 	}
 	get := func(name string) spaces.Value {
 		if v, ok := cfg.Get(name); ok {
@@ -210,4 +216,18 @@ func (a EngineArgs) kvElemBytes(m spaces.Model) float64 {
 		return 1
 	}
 	return m.DtypeBytes
+}
+
+// resolveFor resolves the space for t with the model's own max length (the
+// config's max_model_len is applied and checked separately).
+func resolveFor(base *spaces.Space, t spaces.Target) (*spaces.Space, error) {
+	if t.GPUCount <= 0 {
+		t.GPUCount = 1
+	}
+	t.MaxModelLen = 0
+	rs, err := base.Resolve(t)
+	if err != nil {
+		return nil, &StartupError{Kind: ErrInvalidArgument, Lines: []string{"ValueError: " + err.Error()}}
+	}
+	return rs, nil
 }

@@ -23,7 +23,7 @@ func newBlockPool(n int, caching bool) *blockPool {
 		head: -1, tail: -1, caching: caching,
 	}
 	if caching {
-		p.cache = make(map[uint64]int32)
+		p.cache = make(map[uint64]int32, n)
 	}
 	for i := 0; i < n; i++ {
 		p.pushTail(int32(i))

@@ -40,8 +40,10 @@ func DefaultConfig() Config {
 // through package trial's vLLM-bench metrics. It implements the trial
 // runner contract used by the tuner's --engine sim-virtual.
 type Runner struct {
-	cfg   Config
-	calib Calib
+	cfg      Config
+	calib    Calib
+	base     *spaces.Space // the default space, parsed once
+	resolved *spaces.Space // resolved for the target (defaults)
 }
 
 // ErrBadInput is wrapped by errors about the runner's own input (not
@@ -66,9 +68,16 @@ func NewRunner(c Config) (*Runner, error) {
 	if c.MaxClosedRequests <= 0 {
 		c.MaxClosedRequests = DefaultConfig().MaxClosedRequests
 	}
-	r := &Runner{cfg: c, calib: CalibFor(t.GPU)}
+	base, err := spaces.Default()
+	if err != nil {
+		return nil, err
+	}
+	r := &Runner{cfg: c, calib: CalibFor(t.GPU), base: base}
 	if c.Calib != nil {
 		r.calib = *c.Calib
+	}
+	if rs, err := resolveFor(base, c.Target); err == nil {
+		r.resolved = rs // else every Run reports the resolution error
 	}
 	return r, nil
 }
@@ -76,7 +85,7 @@ func NewRunner(c Config) (*Runner, error) {
 // Start resolves the engine arguments of cfg and does the startup memory
 // accounting, as the engine would at launch.
 func (r *Runner) Start(cfg spaces.Config) (EngineArgs, MemoryPlan, *StartupError) {
-	a, err := ResolveArgs(r.cfg.Target, cfg)
+	a, err := resolveArgs(r.base, r.resolved, r.cfg.Target, cfg)
 	if err != nil {
 		var se *StartupError
 		if errors.As(err, &se) {

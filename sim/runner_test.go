@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-		"testing"
+	"testing"
 	"time"
 
 	"github.com/vllm-tuner/tuner/spaces"
