@@ -40,6 +40,10 @@ type Feature struct {
 type Schema struct {
 	Version  int       `json:"version"`
 	Features []Feature `json:"features"`
+	// Targets, in a schema file written with exported data, describe the
+	// label columns (y.NAME) so an imported model's output can be mapped
+	// back to its metric. Models do not use it.
+	Targets []Objective `json:"targets,omitempty"`
 }
 
 // contextSources are the non-parameter sources, in schema order.
@@ -183,6 +187,21 @@ func (s *Schema) Equal(o *Schema) bool {
 	return s.Version == o.Version && slices.Equal(s.Features, o.Features)
 }
 
+// Target returns the named target of a schema file.
+func (s *Schema) Target(name string) (Objective, bool) {
+	for _, t := range s.Targets {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return Objective{}, false
+}
+
+// withoutTargets returns a copy of the schema with only its features.
+func (s *Schema) withoutTargets() *Schema {
+	return &Schema{Version: s.Version, Features: s.Features}
+}
+
 // Validate checks version, names (unique, LightGBM-safe), kinds and sources.
 func (s *Schema) Validate() error {
 	if s.Version != SchemaVersion {
@@ -232,6 +251,19 @@ func (s *Schema) Validate() error {
 		if f.Kind != kind {
 			return fmt.Errorf("%w: %s: source %s has kind %s, not %q", ErrInvalidSchema, where, f.Source, kind, clip(f.Kind))
 		}
+		if f.Choice != "" || f.Default != 0 {
+			return fmt.Errorf("%w: %s: choice and default are for param sources only", ErrInvalidSchema, where)
+		}
+	}
+	names := map[string]bool{}
+	for i, t := range s.Targets {
+		if err := t.check(s); err != nil {
+			return fmt.Errorf("%w: targets[%d]: %v", ErrInvalidSchema, i, err)
+		}
+		if names[t.Name] {
+			return fmt.Errorf("%w: targets[%d]: name %q listed twice", ErrInvalidSchema, i, t.Name)
+		}
+		names[t.Name] = true
 	}
 	return nil
 }

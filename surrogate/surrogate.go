@@ -220,6 +220,8 @@ type Surrogate struct {
 // TrainMetrics describe a training run; the out-of-bag figures are an
 // honest estimate of held-out accuracy.
 type TrainMetrics struct {
+	// Origin is "trained" or "imported:<format>" (lightgbm, xgboost-json).
+	Origin     string             `json:"origin"`
 	Samples    int                `json:"samples"`
 	Feasible   int                `json:"feasible"`
 	Infeasible int                `json:"infeasible"`
@@ -258,8 +260,8 @@ func TrainMatrix(m *Matrix, opts Options) (*Surrogate, error) {
 	if len(m.X) == 0 {
 		return nil, ErrNoData
 	}
-	s := &Surrogate{Schema: m.Schema, Objectives: m.Objectives, threads: opts.Threads}
-	s.Metrics = TrainMetrics{Samples: len(m.X), Members: opts.Members}
+	s := &Surrogate{Schema: m.Schema.withoutTargets(), Objectives: m.Objectives, threads: opts.Threads}
+	s.Metrics = TrainMetrics{Origin: "trained", Samples: len(m.X), Members: opts.Members}
 	for _, f := range m.Feasible {
 		switch f {
 		case 1:

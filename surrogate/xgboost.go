@@ -138,7 +138,7 @@ func convertXGBoost(data []byte, lim Limits) (*lgbModel, error) {
 	}
 	var f xgbFile
 	if err := json.Unmarshal(data, &f); err != nil {
-		return nil, bad(-1, "", "%v", err)
+		return nil, bad(-1, "", "%v (UBJSON and binary models are not read; save the model as .json)", err)
 	}
 	l := f.Learner
 	if l == nil || l.GradientBooster == nil || l.LearnerModelParm == nil || l.Objective == nil {
