@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/tuner"
+)
+
+func TestRecommendFormats(t *testing.T) {
+	db := virtualFixture(t)
+	code, out, errb := runTuner(t, "--db", db, "recommend", "--model", testModel, "--format", "json")
+	if code != 0 {
+		t.Fatalf("recommend json: %d %s", code, errb)
+	}
+	var rec struct {
+		Candidate tuner.Candidate `json:"candidate"`
+		Flags     []string        `json:"flags"`
+		Command   string          `json:"command"`
+		YAML      string          `json:"yaml"`
+		SLO       string          `json:"slo"`
+	}
+	if err := json.Unmarshal([]byte(out), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if !rec.Candidate.Feasible || rec.Candidate.Throughput.N < 2 || rec.SLO != testSLO {
+		t.Fatalf("recommendation %+v", rec)
+	}
+	// The recommendation is the best re-measured config by median - MAD.
+	s := openTestStore(t, db)
+	studies, _ := s.Studies(context.Background())
+	ts, _ := s.Trials(context.Background(), studies[0].ID, store.TrialFilter{})
+	var lts []tuner.Trial
+	for _, tr := range ts {
+		lts = append(lts, loopTrial(tr))
+	}
+	slo := studies[0].SLO()
+	for _, c := range tuner.Aggregate(lts, slo, studyMetrics(studies[0]), 1) {
+		if c.Feasible && c.Throughput.N >= 2 && c.Score > rec.Candidate.Score {
+			t.Fatalf("config %s scores %.1f > recommended %.1f", c.ConfigID, c.Score, rec.Candidate.Score)
+		}
+	}
+
+	sp, _ := spaces.Default()
+	code, out, _ = runTuner(t, "--db", db, "recommend", "--model", testModel)
+	if code != 0 || strings.TrimSpace(out) != shellJoin(rec.Flags) {
+		t.Fatalf("flags format (exit %d): %q, want %q", code, out, shellJoin(rec.Flags))
+	}
+	cfg, err := sp.ParseFlags(strings.Fields(out))
+	if err != nil || cfg.ID() != rec.Candidate.ConfigID {
+		t.Fatalf("printed flags do not parse back to the config: %v (%s vs %s)", err, cfg.ID(), rec.Candidate.ConfigID)
+	}
+	code, out, _ = runTuner(t, "--db", db, "recommend", "--model", testModel, "-f", "command")
+	if code != 0 || !strings.HasPrefix(out, "vllm serve "+testModel+" --") {
+		t.Fatalf("command format: %q", out)
+	}
+	code, out, _ = runTuner(t, "--db", db, "recommend", "--model", testModel, "-f", "yaml")
+	if code != 0 || !strings.Contains(out, "max-num-seqs: ") || !strings.Contains(out, "--config") {
+		t.Fatalf("yaml format: %q", out)
+	}
+	for _, p := range []string{"latency", "vram", "knee"} {
+		if code, _, errb := runTuner(t, "--db", db, "recommend", "--model", testModel, "--prefer", p); code != 0 {
+			t.Errorf("--prefer %s: exit %d %s", p, code, errb)
+		}
+	}
+}
+
+func TestRecommendErrors(t *testing.T) {
+	db := virtualFixture(t)
+	code, _, errb := runTuner(t, "--db", db, "recommend", "--model", testModel, "--slo", "tpot_p99<=1ms")
+	if code != exitFailure || !strings.Contains(errb, "no config meets the SLOs tpot_p99<=1ms: closest is config") || !strings.Contains(errb, "(want <= 1)") {
+		t.Fatalf("infeasible: exit %d, %q", code, errb)
+	}
+	tests := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"recommend"}, exitUsage, "--model"},
+		{[]string{"recommend", "--model", testModel, "--format", "toml"}, exitUsage, "--format"},
+		{[]string{"recommend", "--model", testModel, "--prefer", "cheap"}, exitUsage, "--prefer"},
+		{[]string{"recommend", "--model", "Qwen2-72B"}, exitFailure, "no study of Qwen2-72B"},
+		{[]string{"recommend", "--model", testModel, "--gpu", "A100-80GB"}, exitFailure, "on A100-80GB"},
+	}
+	for _, tt := range tests {
+		code, _, errb := runTuner(t, append([]string{"--db", db}, tt.args...)...)
+		if code != tt.code || !strings.Contains(errb, tt.want) {
+			t.Errorf("%v: exit %d %q; want %d %q", tt.args, code, errb, tt.code, tt.want)
+		}
+	}
+}

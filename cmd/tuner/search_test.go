@@ -1,0 +1,183 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/tuner"
+)
+
+const (
+	testModel = "meta-llama/Llama-3.1-8B-Instruct"
+	testGPU   = "H100-80GB"
+	testSLO   = "tpot_p99<=30ms"
+)
+
+// virtualArgs are the arguments of a short in-process search on the
+// virtual-clock simulator.
+func virtualArgs(db string, extra ...string) []string {
+	return append([]string{"--db", db, "search", "--model", testModel, "--gpu", testGPU, "--engine", "sim-virtual",
+		"--workload", "testdata/tiny-chat.yaml", "--slo", testSLO, "--trials", "10", "--budget", "0",
+		"--finalists", "2", "--repeats", "3"}, extra...)
+}
+
+var (
+	fixtureOnce sync.Once
+	fixtureDB   string
+	fixtureErr  string
+)
+
+// virtualFixture is a database with one finished sim-virtual study, shared
+// by the reading-command tests (which never write to it).
+func virtualFixture(t *testing.T) string {
+	t.Helper()
+	fixtureOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "tuner-fixture-")
+		if err != nil {
+			fixtureErr = err.Error()
+			return
+		}
+		fixtureDB = filepath.Join(dir, "tuner.db")
+		code, out, errb := runTuner(t, virtualArgs(fixtureDB)...)
+		if code != 0 {
+			fixtureErr = "fixture search failed: " + out + errb
+		}
+	})
+	if fixtureErr != "" {
+		t.Fatal(fixtureErr)
+	}
+	return fixtureDB
+}
+
+func TestMain(m *testing.M) {
+	code := runE2EMain(m)
+	if fixtureDB != "" {
+		os.RemoveAll(filepath.Dir(fixtureDB))
+	}
+	os.Exit(code)
+}
+
+func openTestStore(t *testing.T, db string) *store.Store {
+	t.Helper()
+	s, err := store.Open(context.Background(), db, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestSearchVirtualAndResume(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "t.db")
+	code, out, errb := runTuner(t, virtualArgs(db, "--trials", "6", "--repeats", "1")...)
+	if code != 0 {
+		t.Fatalf("search: exit %d\n%s\n%s", code, out, errb)
+	}
+	for _, want := range []string{"study ", "6 search trials", "recommended: config", "over vLLM's default config", "vllm serve " + testModel} {
+		if !strings.Contains(out, want) {
+			t.Errorf("search output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(errb, "trial #1 [search]") {
+		t.Errorf("progress (stderr) lacks per-trial lines:\n%s", errb)
+	}
+	// Same study again without --resume: refused with a usage error.
+	code, _, errb = runTuner(t, virtualArgs(db, "--trials", "6", "--repeats", "1")...)
+	if code != exitUsage || !strings.Contains(errb, "--resume") {
+		t.Fatalf("second search without --resume: exit %d, %s", code, errb)
+	}
+	// --resume with a larger budget continues: 4 more trials, none repeated.
+	code, out, errb = runTuner(t, virtualArgs(db, "--trials", "10", "--repeats", "1", "--resume", "--json")...)
+	if code != 0 {
+		t.Fatalf("resume: exit %d\n%s\n%s", code, out, errb)
+	}
+	var rep tuner.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("--json report: %v\n%s", err, out)
+	}
+	if rep.SearchTrials != 10 || rep.RanThisRun != 4 {
+		t.Fatalf("resumed report: %d search trials, %d this run; want 10 and 4", rep.SearchTrials, rep.RanThisRun)
+	}
+	s := openTestStore(t, db)
+	studies, _ := s.Studies(context.Background())
+	if len(studies) != 1 {
+		t.Fatalf("%d studies, want 1", len(studies))
+	}
+	ts, _ := s.Trials(context.Background(), studies[0].ID, store.TrialFilter{})
+	seen := map[string]bool{}
+	for _, tr := range ts {
+		if seen[tr.ConfigID] {
+			t.Fatalf("config %s ran twice in the search", tr.ConfigID)
+		}
+		seen[tr.ConfigID] = true
+	}
+	if len(ts) != 10 {
+		t.Fatalf("%d stored trials, want 10", len(ts))
+	}
+}
+
+func TestSearchUsageErrors(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "t.db")
+	base := func(extra ...string) []string {
+		return append([]string{"--db", db, "search", "--model", testModel, "--gpu", testGPU, "--engine", "sim-virtual", "--workload", "testdata/tiny-chat.yaml"}, extra...)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"engine", base("--engine", "tgi"), "--engine"},
+		{"no model", []string{"--db", db, "search", "--engine", "sim-virtual"}, "--model and --gpu"},
+		{"slo", base("--slo", "ttft_p99<=fast"), "--slo"},
+		{"latency", base("--latency", "ttft_p50"), "--latency"},
+		{"sampler", base("--sampler", "grid"), "--sampler"},
+		{"env", base("--engine-env", "LD_PRELOAD=/x.so"), "allowlist"},
+		{"env form", base("--engine-env", "VLLM_X"), "NAME=VALUE"},
+		{"workload", base("--workload", "nope.yaml"), "nope.yaml"},
+		{"unbounded", base("--trials", "0", "--budget", "0", "--patience", "0"), "unbounded"},
+		{"argument", base("extra"), "no arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, errb := runTuner(t, tt.args...)
+			if code != exitUsage || !strings.Contains(errb, tt.want) {
+				t.Fatalf("exit %d (want 2), stderr %q (want %q)", code, errb, tt.want)
+			}
+		})
+	}
+}
+
+func TestSearchDryRun(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "t.db")
+	code, out, errb := runTuner(t, "--db", db, "search", "--model", testModel, "--gpu", testGPU, "--engine", "vllm",
+		"--workload", "testdata/tiny-chat.yaml", "--dry-run", "--proposals", "3",
+		"--engine-arg", "--served-model-name=x y", "--engine-env", "VLLM_LOGGING_LEVEL=DEBUG")
+	if code != 0 {
+		t.Fatalf("dry run: exit %d\n%s", code, errb)
+	}
+	for _, want := range []string{"resolved for Llama-3.1-8B", "max_num_seqs", "pruning: none", "first 3 proposals",
+		"1. config ", "vllm serve " + testModel + " ", "'--served-model-name=x y'", "VLLM_LOGGING_LEVEL=DEBUG"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("dry run output lacks %q:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, "vllm serve "); n != 3 {
+		t.Errorf("%d command lines, want 3", n)
+	}
+	if _, err := os.Stat(db); !os.IsNotExist(err) {
+		t.Errorf("dry run created the database (%v)", err)
+	}
+}
+
+func TestShellJoin(t *testing.T) {
+	got := shellJoin([]string{"vllm", "serve", "m", "--x", "a b", "it's", ""})
+	if want := `vllm serve m --x 'a b' 'it'\''s' ''`; got != want {
+		t.Fatalf("shellJoin = %s, want %s", got, want)
+	}
+}
