@@ -1,0 +1,179 @@
+package trial
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// EngineError is a classified engine failure. Kind is one of the sentinel
+// errors of this package (ErrOOM, ErrKVTooSmall, ...) so callers use
+// errors.Is; Line is the log line that decided the class and Tail the end of
+// the log, to explain the failure to a person.
+type EngineError struct {
+	Kind     error
+	ExitCode int // -1: killed by a signal or still running
+	Line     string
+	Tail     []string
+}
+
+func (e *EngineError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Kind.Error())
+	if e.ExitCode >= 0 {
+		fmt.Fprintf(&b, " (exit %d)", e.ExitCode)
+	}
+	if e.Line != "" {
+		fmt.Fprintf(&b, ": %s", e.Line)
+	}
+	return b.String()
+}
+
+func (e *EngineError) Unwrap() error { return e.Kind }
+
+// The classification regexes of reference §2.6. Order matters: the KV
+// check is more specific than the generic memory one, and both beat the
+// argument checks (an engine that got far enough to run out of memory
+// accepted its arguments).
+var (
+	reKVTooSmall = regexp.MustCompile(`larger than the available KV cache memory|is larger than the maximum number of tokens that can be stored in KV cache`)
+	reOOM        = regexp.MustCompile(`CUDA out of memory|OutOfMemoryError|No available memory for the cache blocks|Free memory on device .* is less than desired`)
+	reInvalid    = regexp.MustCompile(`must be divisible by tensor parallel size|must be greater than or equal to max_num_seqs|is smaller than max_model_len|unrecognized arguments|invalid choice|error: argument --|: error: `)
+	reEngineDead = regexp.MustCompile(`EngineDeadError|Engine core initialization failed|Traceback \(most recent call last\)`)
+
+	reVersion     = regexp.MustCompile(`vLLM API server version (\S+)`)
+	reAvailKV     = regexp.MustCompile(`Available KV cache memory: (-?[\d.]+) GiB`)
+	reKVTokens    = regexp.MustCompile(`GPU KV cache size: ([\d,]+) tokens`)
+	reMaxConc     = regexp.MustCompile(`Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x`)
+	reWeights     = regexp.MustCompile(`Model loading took ([\d.]+) ?GiB`)
+	reGraph       = regexp.MustCompile(`Graph capturing finished in \d+ secs, took ([\d.]+) GiB`)
+	reInitEngine  = regexp.MustCompile(`init engine .* took ([\d.]+) seconds`)
+	reSecretValue = regexp.MustCompile(`\bhf_[A-Za-z0-9]{16,}|(?i)((?:token|api[_-]?key|secret|password)["']?\s*[=:]\s*["']?)[^\s"',}]+`)
+)
+
+// tailLines is how many log lines an EngineError keeps.
+const tailLines = 20
+
+// Classify turns an engine's exit (code -1 when it was killed or is still
+// running) and its whole log into an *EngineError. duringLoad says the
+// engine had been healthy: an unexplained exit is then ErrCrashed, while
+// before health it is ErrCrashed too unless the log or exit 2 says more.
+func Classify(log []byte, exitCode int, duringLoad bool) *EngineError {
+	e := &EngineError{Kind: ErrCrashed, ExitCode: exitCode, Tail: Tail(log, tailLines)}
+	switch {
+	case matchLine(log, reKVTooSmall, &e.Line):
+		e.Kind = ErrKVTooSmall
+	case matchLine(log, reOOM, &e.Line):
+		e.Kind = ErrOOM
+	case exitCode == 2 && !duringLoad:
+		e.Kind = ErrInvalidArgument
+		matchLine(log, reInvalid, &e.Line)
+	case matchLine(log, reInvalid, &e.Line) && !duringLoad:
+		e.Kind = ErrInvalidArgument
+	default:
+		matchLine(log, reEngineDead, &e.Line)
+		if e.Line == "" && len(e.Tail) > 0 {
+			e.Line = e.Tail[len(e.Tail)-1]
+		}
+	}
+	return e
+}
+
+// matchLine finds the first line of log matching re and stores it (trimmed,
+// secrets masked) in *line.
+func matchLine(log []byte, re *regexp.Regexp, line *string) bool {
+	loc := re.FindIndex(log)
+	if loc == nil {
+		return false
+	}
+	s := bytes.LastIndexByte(log[:loc[0]], '\n') + 1
+	e := bytes.IndexByte(log[loc[1]:], '\n')
+	if e < 0 {
+		e = len(log)
+	} else {
+		e += loc[1]
+	}
+	*line = Redact(strings.TrimSpace(string(log[s:e])))
+	if len(*line) > 400 {
+		*line = (*line)[:400] + "..."
+	}
+	return true
+}
+
+// Tail returns the last n non-empty lines of log, secrets masked.
+func Tail(log []byte, n int) []string {
+	var out []string
+	for len(log) > 0 && len(out) < n {
+		log = bytes.TrimRight(log, "\r\n")
+		i := bytes.LastIndexByte(log, '\n')
+		line := strings.TrimSpace(string(log[i+1:]))
+		log = log[:max(i, 0)]
+		if line != "" {
+			out = append(out, Redact(line))
+		}
+		if i < 0 {
+			break
+		}
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out
+}
+
+// Redact masks Hugging Face tokens and values of token/key/secret/password
+// assignments in a log line.
+func Redact(s string) string {
+	return reSecretValue.ReplaceAllStringFunc(s, func(m string) string {
+		if strings.HasPrefix(m, "hf_") {
+			return "hf_***"
+		}
+		sub := reSecretValue.FindStringSubmatch(m)
+		return sub[1] + "***"
+	})
+}
+
+// LogFacts are the numbers a vLLM startup log reveals.
+type LogFacts struct {
+	Version        string  `json:"version,omitempty"`
+	AvailableKVGiB float64 `json:"available_kv_gib,omitempty"`
+	KVCacheTokens  int     `json:"kv_cache_tokens,omitempty"`
+	MaxConcurrency float64 `json:"max_concurrency,omitempty"`
+	WeightsGiB     float64 `json:"weights_gib,omitempty"`
+	GraphGiB       float64 `json:"graph_gib,omitempty"`
+	InitEngineS    float64 `json:"init_engine_s,omitempty"`
+}
+
+// ParseLogFacts reads the last occurrence of each known startup line.
+func ParseLogFacts(log []byte) LogFacts {
+	var f LogFacts
+	if m := lastSubmatch(log, reVersion); m != "" {
+		f.Version = strings.TrimRight(m, ".,;")
+	}
+	f.AvailableKVGiB = lastFloat(log, reAvailKV)
+	f.KVCacheTokens = int(lastFloat(log, reKVTokens))
+	f.MaxConcurrency = lastFloat(log, reMaxConc)
+	f.WeightsGiB = lastFloat(log, reWeights)
+	f.GraphGiB = lastFloat(log, reGraph)
+	f.InitEngineS = lastFloat(log, reInitEngine)
+	return f
+}
+
+func lastSubmatch(log []byte, re *regexp.Regexp) string {
+	all := re.FindAllSubmatch(log, -1)
+	if len(all) == 0 {
+		return ""
+	}
+	return string(all[len(all)-1][1])
+}
+
+func lastFloat(log []byte, re *regexp.Regexp) float64 {
+	s := strings.ReplaceAll(lastSubmatch(log, re), ",", "")
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0
+	}
+	return f
+}

@@ -1,0 +1,461 @@
+package trial
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// EngineConfig says how to start one engine process.
+type EngineConfig struct {
+	// Command is the program and its leading arguments, e.g.
+	// {"vllm", "serve", MODEL} or {"/path/vllm-sim", "serve", MODEL, "--gpu", "H100-80GB"}.
+	Command []string
+	// Flags are the candidate's engine flags (spaces.Config.Flags()).
+	Flags []string
+	Host  string // default 127.0.0.1
+	Port  int    // 0: a free port is chosen
+	// LogPath receives the engine's stdout and stderr (required).
+	LogPath string
+	// Env is added to the allowlisted part of the tuner's environment ("K=V").
+	Env []string
+	// StopGrace is how long SIGTERM may take before SIGKILL (default 10 s).
+	StopGrace time.Duration
+	Logger    *slog.Logger
+}
+
+// Engine is a running engine process in its own process group. It is a live
+// handle: never persisted. Stop it exactly once (Stop is idempotent).
+type Engine struct {
+	cfg     EngineConfig
+	cmd     *exec.Cmd
+	pgid    int
+	base    string
+	log     *os.File
+	cancel  context.CancelFunc
+	done    chan struct{}
+	waitErr error
+	healthy bool
+	started time.Time
+	stop    sync.Once
+	stopErr error
+	members []int // processes of the group seen last (for the GPU hygiene check)
+	mu      sync.Mutex
+	hc      *http.Client
+}
+
+// envAllow lists the variables passed to the engine; prefixes end in "_".
+var envAllow = []string{
+	"PATH", "HOME", "USER", "LOGNAME", "LANG", "TZ", "TMPDIR", "LD_LIBRARY_PATH", "PYTHONPATH",
+	"VIRTUAL_ENV", "CONDA_PREFIX", "HF_TOKEN", "HF_HOME",
+	"HF_", "HUGGING_FACE_", "TRANSFORMERS_", "CUDA_", "NVIDIA_", "VLLM_", "NCCL_", "TORCH_",
+	"PYTORCH_", "TRITON_", "XDG_", "LC_", "OMP_", "MKL_", "HIP_", "ROCR_", "ROCM_",
+}
+
+// EngineEnv filters environ to the allowlist and appends extra.
+func EngineEnv(environ, extra []string) []string {
+	var out []string
+	for _, kv := range environ {
+		k, _, ok := strings.Cut(kv, "=")
+		if ok && allowed(k) {
+			out = append(out, kv)
+		}
+	}
+	return append(out, extra...)
+}
+
+func allowed(k string) bool {
+	for _, a := range envAllow {
+		if k == a || strings.HasSuffix(a, "_") && strings.HasPrefix(k, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// secretKey reports whether an environment variable or flag holds a secret.
+func secretKey(k string) bool {
+	k = strings.ToUpper(k)
+	for _, s := range []string{"TOKEN", "KEY", "SECRET", "PASSWORD", "CREDENTIAL"} {
+		if strings.Contains(k, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// redactArgs masks the values of secret flags (e.g. --api-key) for logging.
+func redactArgs(args []string) []string {
+	out := slices.Clone(args)
+	for i := 0; i < len(out); i++ {
+		name, _, hasEq := strings.Cut(out[i], "=")
+		if !strings.HasPrefix(name, "--") || !secretKey(name) {
+			continue
+		}
+		if hasEq {
+			out[i] = name + "=***"
+		} else if i+1 < len(out) {
+			out[i+1] = "***"
+			i++
+		}
+	}
+	return out
+}
+
+// FreePort asks the kernel for a free TCP port on host.
+func FreePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// PortFree reports whether host:port can be listened on now.
+func PortFree(host string, port int) bool {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+// WaitPortFree polls until host:port is free or ctx ends.
+func WaitPortFree(ctx context.Context, host string, port int) error {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for !PortFree(host, port) {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("port %d still in use: %w", port, ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// StartEngine starts the engine process; it returns once the process runs
+// (use WaitHealthy for readiness). The process gets its own process group,
+// is killed if the tuner dies (Pdeathsig on Linux), and is sent SIGTERM to
+// the whole group when ctx is cancelled, SIGKILL after StopGrace.
+func StartEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(cfg.Command) == 0 {
+		return nil, errors.New("start engine: empty command")
+	}
+	if cfg.Host == "" {
+		cfg.Host = "127.0.0.1"
+	}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Port == 0 {
+		p, err := FreePort(cfg.Host)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Port = p
+	}
+	logf, err := os.OpenFile(cfg.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("start engine: log: %w", err)
+	}
+	args := append(slices.Clone(cfg.Command[1:]), cfg.Flags...)
+	args = append(args, "--host", cfg.Host, "--port", strconv.Itoa(cfg.Port))
+	env := EngineEnv(os.Environ(), cfg.Env)
+	keys := make([]string, 0, len(env))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		keys = append(keys, k)
+	}
+	shown := strings.Join(redactArgs(append([]string{cfg.Command[0]}, args...)), " ")
+	fmt.Fprintf(logf, "# tuner: %s\n# tuner: command: %s\n# tuner: env keys: %s\n",
+		time.Now().UTC().Format(time.RFC3339), shown, strings.Join(keys, " "))
+
+	ectx, cancel := context.WithCancel(ctx)
+	cmd := exec.CommandContext(ectx, cfg.Command[0], args...)
+	cmd.Env = env
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	cmd.SysProcAttr = sysProcAttr()
+	cmd.Cancel = func() error {
+		// SIGTERM to the whole group: API server, engine core, workers.
+		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return err
+		}
+		return nil
+	}
+	cmd.WaitDelay = cfg.StopGrace
+	// Pdeathsig fires when the forking OS thread exits: pin it for Start.
+	runtime.LockOSThread()
+	err = cmd.Start()
+	runtime.UnlockOSThread()
+	if err != nil {
+		cancel()
+		logf.Close()
+		return nil, fmt.Errorf("start engine %s: %w", cfg.Command[0], err)
+	}
+	e := &Engine{
+		cfg: cfg, cmd: cmd, pgid: cmd.Process.Pid, log: logf, cancel: cancel,
+		done: make(chan struct{}), started: time.Now(),
+		base: "http://" + net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)),
+		hc:   &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}},
+	}
+	cfg.Logger.Info("engine started", "pid", e.pgid, "port", cfg.Port, "log", cfg.LogPath)
+	go func() {
+		e.waitErr = cmd.Wait()
+		close(e.done)
+	}()
+	return e, nil
+}
+
+// BaseURL is the engine's HTTP root, e.g. http://127.0.0.1:8123.
+func (e *Engine) BaseURL() string { return e.base }
+
+// Port is the engine's TCP port.
+func (e *Engine) Port() int { return e.cfg.Port }
+
+// PID is the process id of the engine (its process group id too).
+func (e *Engine) PID() int { return e.pgid }
+
+// LogPath is the per-trial log file.
+func (e *Engine) LogPath() string { return e.cfg.LogPath }
+
+// Exited is closed when the engine process has exited.
+func (e *Engine) Exited() <-chan struct{} { return e.done }
+
+// ExitCode is the process's exit status, -1 while running or when killed by
+// a signal.
+func (e *Engine) ExitCode() int {
+	select {
+	case <-e.done:
+		if e.cmd.ProcessState != nil {
+			return e.cmd.ProcessState.ExitCode()
+		}
+	default:
+	}
+	return -1
+}
+
+// ReadLog returns the whole log so far (at most the last 64 MiB).
+func (e *Engine) ReadLog() []byte {
+	b, err := readTail(e.cfg.LogPath, 64<<20)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+func readTail(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > n {
+		if _, err := f.Seek(st.Size()-n, io.SeekStart); err != nil {
+			return nil, err
+		}
+	}
+	return io.ReadAll(f)
+}
+
+// Failure classifies the engine's state from its exit status and log;
+// duringLoad says it had been healthy.
+func (e *Engine) Failure(duringLoad bool) *EngineError {
+	return Classify(e.ReadLog(), e.ExitCode(), duringLoad)
+}
+
+// WaitHealthy polls /health until it answers 200. It fails with a
+// classified *EngineError when the process exits first, ErrStartupTimeout
+// when timeout passes (ErrUnhealthy if /health kept answering non-200), or
+// ctx's error.
+func (e *Engine) WaitHealthy(ctx context.Context, timeout time.Duration) error {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	lastStatus := 0
+	for {
+		select {
+		case <-e.done:
+			return e.Failure(false)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			kind := ErrStartupTimeout
+			if lastStatus != 0 {
+				kind = ErrUnhealthy
+			}
+			f := e.Failure(false)
+			f.Kind = kind
+			f.Line = fmt.Sprintf("no /health 200 within %v (last status %d)", timeout, lastStatus)
+			return f
+		case <-tick.C:
+		}
+		st, err := e.health(ctx)
+		if err == nil && st == http.StatusOK {
+			e.mu.Lock()
+			e.healthy = true
+			e.mu.Unlock()
+			return nil
+		}
+		if err == nil {
+			lastStatus = st
+		}
+	}
+}
+
+// Healthy probes /health once.
+func (e *Engine) Healthy(ctx context.Context) bool {
+	st, err := e.health(ctx)
+	return err == nil && st == http.StatusOK
+}
+
+func (e *Engine) health(ctx context.Context) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base+"/health", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := e.hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// getJSON fetches path and decodes it into v.
+func (e *Engine) getJSON(ctx context.Context, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := e.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(v)
+}
+
+// Version is the engine's vLLM version: from /version, else from the
+// "vLLM API server version X" log line, else "".
+func (e *Engine) Version(ctx context.Context) string {
+	var v struct {
+		Version string `json:"version"`
+	}
+	if err := e.getJSON(ctx, "/version", &v); err == nil && v.Version != "" {
+		return v.Version
+	}
+	return ParseLogFacts(e.ReadLog()).Version
+}
+
+// ServedModel is data[0].id of /v1/models (what requests must name).
+func (e *Engine) ServedModel(ctx context.Context) (string, error) {
+	var m struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := e.getJSON(ctx, "/v1/models", &m); err != nil {
+		return "", err
+	}
+	if len(m.Data) == 0 {
+		return "", errors.New("GET /v1/models: no model served")
+	}
+	return m.Data[0].ID, nil
+}
+
+// Members lists the live (non-zombie) processes of the engine's group.
+func (e *Engine) Members() []int {
+	m := GroupMembers(e.pgid)
+	if len(m) > 0 {
+		e.mu.Lock()
+		e.members = m
+		e.mu.Unlock()
+	}
+	return m
+}
+
+// Seen returns every process of the group observed while it ran (for the
+// GPU-memory hygiene check after the engine stops).
+func (e *Engine) Seen() []int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.members)
+}
+
+// Stop ends the engine: SIGTERM to the process group, StopGrace to exit,
+// then SIGKILL to the group; it waits for the process, for every member of
+// the group to be gone and for the port to be free (each bounded). It is
+// idempotent and safe to call after the engine exited by itself.
+func (e *Engine) Stop() error {
+	e.stop.Do(func() {
+		e.Members()
+		t0 := time.Now()
+		e.cancel() // cmd.Cancel: SIGTERM to the group
+		grace := time.NewTimer(e.cfg.StopGrace)
+		select {
+		case <-e.done:
+		case <-grace.C:
+		}
+		grace.Stop()
+		if len(GroupMembers(e.pgid)) > 0 {
+			if err := syscall.Kill(-e.pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+				e.stopErr = fmt.Errorf("stop engine: kill group %d: %w", e.pgid, err)
+			}
+		}
+		select {
+		case <-e.done:
+		case <-time.After(e.cfg.StopGrace + 5*time.Second):
+			e.stopErr = errors.Join(e.stopErr, fmt.Errorf("stop engine: pid %d did not exit", e.pgid))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		for len(GroupMembers(e.pgid)) > 0 {
+			if ctx.Err() != nil {
+				e.stopErr = errors.Join(e.stopErr, fmt.Errorf("stop engine: group %d still has processes %v", e.pgid, GroupMembers(e.pgid)))
+				break
+			}
+			syscall.Kill(-e.pgid, syscall.SIGKILL)
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err := WaitPortFree(ctx, e.cfg.Host, e.cfg.Port); err != nil {
+			e.stopErr = errors.Join(e.stopErr, err)
+		}
+		e.log.Close()
+		e.hc.CloseIdleConnections()
+		e.cfg.Logger.Info("engine stopped", "pid", e.pgid, "exit", e.ExitCode(), "took", time.Since(t0).Round(time.Millisecond))
+	})
+	return e.stopErr
+}

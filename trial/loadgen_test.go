@@ -1,0 +1,262 @@
+package trial
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestClientDo(t *testing.T) {
+	srv := &streamServer{gap: 2 * time.Millisecond, keep: true}
+	base := newStreamServer(t, srv)
+	c := NewClient(base, "my-model", 10*time.Second)
+	defer c.Close()
+	spec := RequestSpec{Index: 7, PromptLen: 33, OutputLen: 5, PrefixLen: 8}
+	start := time.Now()
+	rec := c.Do(context.Background(), spec, start)
+	if rec.Err != "" {
+		t.Fatalf("Err = %q", rec.Err)
+	}
+	if len(rec.Chunks) != 5 || rec.OutputLen != 5 || rec.PromptLen != 33 || rec.Index != 7 {
+		t.Fatalf("record = %+v", rec)
+	}
+	if !slices.IsSorted(rec.Chunks) || rec.End != rec.Chunks[4] || rec.Start < 0 || rec.Chunks[0] <= 0 {
+		t.Errorf("timings not monotone: %+v", rec)
+	}
+	b := srv.bodies[0]
+	if b.Model != "my-model" || len(b.Prompt) != 33 || b.MaxTokens != 5 || !b.IgnoreEOS || !b.Stream || !b.StreamOptions.IncludeUsage {
+		t.Errorf("request body = %+v", b)
+	}
+	// A second request shares the prefix and nothing more.
+	c.Do(context.Background(), RequestSpec{Index: 8, PromptLen: 33, OutputLen: 1, PrefixLen: 8}, start)
+	b2 := srv.bodies[1]
+	if !slices.Equal(b.Prompt[:8], b2.Prompt[:8]) || b.Prompt[8] == b2.Prompt[8] {
+		t.Errorf("prefix not shared exactly: %v vs %v", b.Prompt[:10], b2.Prompt[:10])
+	}
+}
+
+func TestClientErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		hook func(w http.ResponseWriter, r *completionReq) bool
+		want string
+		ok   bool
+	}{
+		{"http 500", func(w http.ResponseWriter, _ *completionReq) bool {
+			http.Error(w, `{"error":{"message":"EngineDeadError"}}`, 500)
+			return true
+		}, "http 500", false},
+		{"malformed", func(w http.ResponseWriter, _ *completionReq) bool {
+			sseWrite(w, `{"choices":[{"text":"a"}]}`, `{"choices":[{"te`, "[DONE]")
+			return true
+		}, "malformed chunk", false},
+		{"error event", func(w http.ResponseWriter, _ *completionReq) bool {
+			sseWrite(w, `{"choices":[{"text":"a"}]}`, `{"error":{"message":"boom","code":500}}`, "[DONE]")
+			return true
+		}, "engine error: boom", false},
+		{"empty stream", func(w http.ResponseWriter, _ *completionReq) bool {
+			sseWrite(w, "[DONE]")
+			return true
+		}, "no content chunk", false},
+		{"timeout", func(w http.ResponseWriter, r *completionReq) bool {
+			sseWrite(w, `{"choices":[{"text":"a"}]}`)
+			w.(http.Flusher).Flush()
+			time.Sleep(300 * time.Millisecond)
+			return true
+		}, "timeout", false},
+		{"no usage, no done", func(w http.ResponseWriter, r *completionReq) bool {
+			sseWrite(w, `{"choices":[{"text":"a"}]}`, `{"choices":[{"text":"b"}]}`)
+			return true
+		}, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			base := newStreamServer(t, &streamServer{hook: tt.hook})
+			c := NewClient(base, "m", 100*time.Millisecond)
+			defer c.Close()
+			rec := c.Do(context.Background(), RequestSpec{PromptLen: 4, OutputLen: 2}, time.Now())
+			if !strings.HasPrefix(rec.Err, tt.want) || rec.OK() != tt.ok {
+				t.Fatalf("Err = %q (ok %v), want prefix %q (ok %v)", rec.Err, rec.OK(), tt.want, tt.ok)
+			}
+			if tt.ok && rec.OutputLen != 2 {
+				t.Errorf("chunks counted = %d, want 2", rec.OutputLen)
+			}
+			if !tt.ok && rec.End <= 0 {
+				t.Errorf("failed request has no end time: %+v", rec)
+			}
+		})
+	}
+	t.Run("connection refused", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		c := NewClient("http://"+addr, "m", time.Second)
+		rec := c.Do(context.Background(), RequestSpec{PromptLen: 4, OutputLen: 2}, time.Now())
+		if rec.Err == "" || rec.OK() {
+			t.Fatalf("record = %+v, want an error", rec)
+		}
+	})
+}
+
+func TestDriveClosedLoop(t *testing.T) {
+	srv := &streamServer{gap: time.Millisecond}
+	base := newStreamServer(t, srv)
+	c := NewClient(base, "m", 10*time.Second)
+	defer c.Close()
+	recs := c.Drive(context.Background(), specsN(40, 16, 4), Load{Concurrency: 5}, nil)
+	if len(recs) != 40 {
+		t.Fatalf("%d records", len(recs))
+	}
+	for i, r := range recs {
+		if r.Index != i || !r.OK() || r.OutputLen != 4 {
+			t.Fatalf("record %d = %+v", i, r)
+		}
+	}
+	if p := srv.peak.Load(); p > 5 || p < 2 {
+		t.Errorf("peak concurrency %d, want 2..5", p)
+	}
+}
+
+// TestDriveOpenLoopNotSlowedByServer: the server holds every response until
+// ten requests are in flight together. A pacer that waited for responses
+// would never get there; the open loop must.
+func TestDriveOpenLoopNotSlowedByServer(t *testing.T) {
+	var mu sync.Mutex
+	arrived := 0
+	release := make(chan struct{})
+	srv := &streamServer{}
+	srv.hook = func(w http.ResponseWriter, r *completionReq) bool {
+		mu.Lock()
+		arrived++
+		if arrived == 10 {
+			close(release)
+		}
+		mu.Unlock()
+		<-release
+		return false
+	}
+	base := newStreamServer(t, srv)
+	c := NewClient(base, "m", 5*time.Second)
+	defer c.Close()
+	specs := specsN(10, 8, 2)
+	for i := range specs {
+		specs[i].At = time.Duration(i) * 2 * time.Millisecond
+	}
+	recs := c.Drive(context.Background(), specs, Load{Rate: 500}, nil)
+	for i, r := range recs {
+		if !r.OK() {
+			t.Fatalf("record %d: %q", i, r.Err)
+		}
+		if r.Start < specs[i].At {
+			t.Errorf("request %d sent at %v, before its arrival %v", i, r.Start, specs[i].At)
+		}
+	}
+	if srv.peak.Load() != 10 {
+		t.Errorf("peak in flight = %d, want 10", srv.peak.Load())
+	}
+}
+
+func TestDriveGateAndCancel(t *testing.T) {
+	base := newStreamServer(t, &streamServer{gap: time.Millisecond})
+	c := NewClient(base, "m", 10*time.Second)
+	defer c.Close()
+	var calls atomic.Int64
+	gate := func(next int, done []Record) bool {
+		calls.Add(1)
+		return next < 12
+	}
+	recs := c.Drive(context.Background(), specsN(30, 8, 2), Load{Concurrency: 3}, gate)
+	if len(recs) != 12 {
+		t.Fatalf("gate: %d records, want 12", len(recs))
+	}
+	recs = c.Drive(context.Background(), specsN(30, 8, 2), Load{}, gate) // open loop, all at t=0
+	if len(recs) != 12 {
+		t.Fatalf("gate open loop: %d records, want 12", len(recs))
+	}
+
+	hang := newStreamServer(t, &streamServer{first: time.Hour})
+	c2 := NewClient(hang, "m", 0)
+	defer c2.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	recs = c2.Drive(ctx, specsN(8, 8, 2), Load{Concurrency: 4}, nil)
+	if len(recs) != 4 {
+		t.Fatalf("cancel: %d records issued, want 4", len(recs))
+	}
+	for _, r := range recs {
+		if r.Err != "cancelled" {
+			t.Errorf("cancelled request Err = %q", r.Err)
+		}
+	}
+}
+
+// BenchmarkDriveStreams drives 2,000 concurrent streams of 50 chunks at a
+// 20 ms token gap against a local SSE server (run with -cpu 2) and reports
+// SSE events per second, streams and the client-side lag: the time from the
+// server writing a chunk to the client timestamping it.
+func BenchmarkDriveStreams(b *testing.B) {
+	const streams, tokens = 2000, 50
+	srv := &streamServer{gap: 20 * time.Millisecond}
+	base := newStreamServer(b, srv)
+	c := NewClient(base, "m", time.Minute)
+	defer c.Close()
+	var events int64
+	var elapsed time.Duration
+	var lags []float64
+	for b.Loop() {
+		specs := specsN(streams, 16, tokens)
+		t0 := time.Now()
+		recs := c.Drive(context.Background(), specs, Load{Concurrency: streams}, nil)
+		elapsed += time.Since(t0)
+		for _, r := range recs {
+			if !r.OK() {
+				b.Fatalf("request failed: %s", r.Err)
+			}
+			events += int64(len(r.Chunks))
+			// The server writes chunk k at first + k*gap after it starts the
+			// response; the lag is the excess of the client's gap over that.
+			for k := 1; k < len(r.Chunks); k++ {
+				lags = append(lags, float64(r.Chunks[k]-r.Chunks[0]-time.Duration(k)*srv.gap)/1e3)
+			}
+		}
+	}
+	slices.Sort(lags)
+	b.ReportMetric(float64(events)/elapsed.Seconds(), "events/s")
+	b.ReportMetric(float64(srv.peak.Load()), "peak-streams")
+	b.ReportMetric(Percentile(lags, 50), "lag-p50-us")
+	b.ReportMetric(Percentile(lags, 99), "lag-p99-us")
+	b.ReportMetric(float64(runtime.GOMAXPROCS(0)), "procs")
+}
+
+// BenchmarkStreamParse is the client's per-event cost: SSE framing plus the
+// chunk walk, on a realistic vLLM completion event.
+func BenchmarkStreamParse(b *testing.B) {
+	ev := "data: {\"id\":\"cmpl-5c2b0a3d\",\"object\":\"text_completion\",\"created\":1730000000,\"model\":\"meta-llama/Llama-3.1-8B-Instruct\",\"choices\":[{\"index\":0,\"text\":\" Hello\",\"logprobs\":null,\"finish_reason\":null,\"stop_reason\":null}],\"usage\":null}\n\n"
+	stream := strings.Repeat(ev, 1000)
+	r := newSSEReader(strings.NewReader(stream))
+	b.SetBytes(int64(len(ev)))
+	b.ReportAllocs()
+	n := 0
+	for b.Loop() {
+		d, err := r.Next()
+		if err != nil {
+			r.reset(strings.NewReader(stream))
+			continue
+		}
+		ch, err := parseChunk(d)
+		if err != nil || !ch.Content {
+			b.Fatal("bad parse")
+		}
+		n++
+	}
+}

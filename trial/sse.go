@@ -1,0 +1,367 @@
+package trial
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+)
+
+// sseReader reads the data payloads of a Server-Sent Events stream. It is
+// the hot path of the load generator, so it reuses one buffer and allocates
+// only for lines longer than the bufio buffer or multi-line events.
+type sseReader struct {
+	br   *bufio.Reader
+	data []byte // payload of the event being assembled
+	long []byte // a line longer than the bufio buffer
+}
+
+func newSSEReader(r io.Reader) *sseReader {
+	return &sseReader{br: bufio.NewReaderSize(r, 16<<10)}
+}
+
+func (s *sseReader) reset(r io.Reader) {
+	s.br.Reset(r)
+	s.data = s.data[:0]
+}
+
+// Next returns the data of the next event (several data lines joined by
+// "\n", as the SSE spec says), or io.EOF at the end of the stream. Comment
+// lines (":...") and other fields (event, id, retry) are skipped; an event
+// without data lines is not returned. The returned slice is valid until
+// the next call. A final event without its blank line is still returned.
+func (s *sseReader) Next() ([]byte, error) {
+	s.data = s.data[:0]
+	have := false
+	for {
+		line, err := s.readLine()
+		if err != nil {
+			if errors.Is(err, io.EOF) && have {
+				return s.data, nil
+			}
+			return nil, err
+		}
+		if len(line) == 0 {
+			if have {
+				return s.data, nil
+			}
+			continue
+		}
+		if line[0] == ':' {
+			continue
+		}
+		field, value := line, []byte(nil)
+		if i := bytes.IndexByte(line, ':'); i >= 0 {
+			field, value = line[:i], line[i+1:]
+			if len(value) > 0 && value[0] == ' ' {
+				value = value[1:]
+			}
+		}
+		if string(field) != "data" {
+			continue
+		}
+		if have {
+			s.data = append(s.data, '\n')
+		}
+		s.data = append(s.data, value...)
+		have = true
+	}
+}
+
+// readLine returns one line without its "\n" or "\r\n" terminator.
+func (s *sseReader) readLine() ([]byte, error) {
+	line, err := s.br.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		s.long = append(s.long[:0], line...)
+		for errors.Is(err, bufio.ErrBufferFull) {
+			line, err = s.br.ReadSlice('\n')
+			s.long = append(s.long, line...)
+		}
+		line = s.long
+	}
+	if err != nil && !(errors.Is(err, io.EOF) && len(line) > 0) {
+		return nil, err
+	}
+	line = bytes.TrimSuffix(line, []byte("\n"))
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	return line, nil
+}
+
+// chunk is what the load generator needs from one streamed completion event.
+type chunk struct {
+	Done             bool // the "[DONE]" sentinel
+	Content          bool // choices is a non-empty array (a token chunk, as vLLM bench counts)
+	Usage            bool // a usage object was present
+	PromptTokens     int
+	CompletionTokens int
+	Error            bool   // an error event ({"error":{...}} or {"object":"error",...})
+	Message          string // the error message, when Error
+}
+
+var errMalformed = errors.New("malformed chunk")
+
+// parseChunk reads an OpenAI completion stream event without decoding it
+// fully: it walks the top-level object, looks into "choices" only to see
+// whether it is empty, and decodes "usage" and errors (rare) in detail.
+func parseChunk(b []byte) (chunk, error) {
+	var c chunk
+	i := skipWS(b, 0)
+	if bytes.Equal(bytes.TrimRight(b[i:], " \t\r\n"), []byte("[DONE]")) {
+		c.Done = true
+		return c, nil
+	}
+	if i >= len(b) || b[i] != '{' {
+		return c, errMalformed
+	}
+	var message []byte
+	flatError := false
+	err := walkObject(b, i, func(key []byte, vs, ve int) error {
+		v := b[vs:ve]
+		switch string(key) {
+		case "choices":
+			c.Content = false
+			if v[0] == '[' {
+				j := skipWS(b, vs+1)
+				c.Content = b[j] != ']'
+			}
+		case "usage":
+			c.Usage, c.PromptTokens, c.CompletionTokens = false, 0, 0
+			if v[0] != '{' {
+				return nil
+			}
+			c.Usage = true
+			return walkObject(b, vs, func(k []byte, s, e int) error {
+				switch string(k) {
+				case "prompt_tokens":
+					c.PromptTokens = jsonInt(b[s:e])
+				case "completion_tokens":
+					c.CompletionTokens = jsonInt(b[s:e])
+				}
+				return nil
+			})
+		case "error":
+			c.Error, c.Message = false, ""
+			if string(v) == "null" {
+				return nil
+			}
+			c.Error = true
+			c.Message = errorMessage(v)
+		case "object":
+			flatError = string(v) == `"error"`
+		case "message":
+			message = v
+		}
+		return nil
+	})
+	if err != nil {
+		return chunk{}, err
+	}
+	if flatError && !c.Error {
+		c.Error = true
+		c.Message = jsonString(message)
+	}
+	return c, nil
+}
+
+// walkObject calls fn for each key of the object starting at b[i] ('{')
+// with the value's byte range, and checks that only whitespace follows
+// when the object is the top level (i == first non-space byte).
+func walkObject(b []byte, i int, fn func(key []byte, vs, ve int) error) error {
+	top := skipWS(b, 0) == i
+	i++
+	first := true
+	for {
+		i = skipWS(b, i)
+		if i >= len(b) {
+			return errMalformed
+		}
+		if b[i] == '}' {
+			if !first {
+				return errMalformed // trailing comma
+			}
+			i++
+			break
+		}
+		if b[i] != '"' {
+			return errMalformed
+		}
+		ks := i
+		ke, err := scanString(b, i)
+		if err != nil {
+			return err
+		}
+		key := b[ks+1 : ke-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			var s string
+			if json.Unmarshal(b[ks:ke], &s) != nil {
+				return errMalformed
+			}
+			key = []byte(s)
+		}
+		i = skipWS(b, ke)
+		if i >= len(b) || b[i] != ':' {
+			return errMalformed
+		}
+		vs := skipWS(b, i+1)
+		ve, err := skipValue(b, vs)
+		if err != nil {
+			return err
+		}
+		if err := fn(key, vs, ve); err != nil {
+			return err
+		}
+		first = false
+		i = skipWS(b, ve)
+		if i >= len(b) {
+			return errMalformed
+		}
+		if b[i] == ',' {
+			i++
+			j := skipWS(b, i)
+			if j < len(b) && b[j] == '}' {
+				return errMalformed
+			}
+			continue
+		}
+		if b[i] != '}' {
+			return errMalformed
+		}
+		i++
+		break
+	}
+	if top && skipWS(b, i) != len(b) {
+		return errMalformed
+	}
+	return nil
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// scanString returns the index just past the string starting at b[i] ('"').
+func scanString(b []byte, i int) (int, error) {
+	for i++; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '\\':
+			i++
+		case c == '"':
+			return i + 1, nil
+		case c < 0x20:
+			return 0, errMalformed
+		}
+	}
+	return 0, errMalformed
+}
+
+// skipValue returns the index just past the JSON value starting at b[i].
+// Containers are matched by depth (strings respected); scalars must be a
+// number or true/false/null.
+func skipValue(b []byte, i int) (int, error) {
+	if i >= len(b) {
+		return 0, errMalformed
+	}
+	switch b[i] {
+	case '"':
+		return scanString(b, i)
+	case '{', '[':
+		var st [64]byte
+		stack := st[:0]
+		for i < len(b) {
+			switch c := b[i]; c {
+			case '"':
+				e, err := scanString(b, i)
+				if err != nil {
+					return 0, err
+				}
+				i = e
+				continue
+			case '{', '[':
+				if len(stack) >= 512 {
+					return 0, errMalformed
+				}
+				stack = append(stack, c)
+			case '}', ']':
+				if len(stack) == 0 || stack[len(stack)-1] != opener(c) {
+					return 0, errMalformed
+				}
+				stack = stack[:len(stack)-1]
+				if len(stack) == 0 {
+					return i + 1, nil
+				}
+			}
+			i++
+		}
+		return 0, errMalformed
+	}
+	j := i
+	for j < len(b) && !isDelim(b[j]) {
+		j++
+	}
+	switch s := b[i:j]; {
+	case string(s) == "true", string(s) == "false", string(s) == "null":
+	case len(s) > 0 && (s[0] == '-' || s[0] >= '0' && s[0] <= '9'):
+		if _, err := strconv.ParseFloat(string(s), 64); err != nil {
+			return 0, errMalformed
+		}
+	default:
+		return 0, errMalformed
+	}
+	return j, nil
+}
+
+func opener(c byte) byte {
+	if c == '}' {
+		return '{'
+	}
+	return '['
+}
+
+func isDelim(c byte) bool {
+	switch c {
+	case ',', '}', ']', ' ', '\t', '\n', '\r', ':':
+		return true
+	}
+	return false
+}
+
+// jsonInt reads an integer-valued JSON number (0 when it is not one).
+func jsonInt(v []byte) int {
+	if n, err := strconv.Atoi(string(v)); err == nil {
+		return n
+	}
+	f, err := strconv.ParseFloat(string(v), 64)
+	if err != nil || f != f || f > 1<<53 || f < -(1<<53) {
+		return 0
+	}
+	return int(f)
+}
+
+func jsonString(v []byte) string {
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		return string(v)
+	}
+	return s
+}
+
+// errorMessage extracts the message of an "error" value: a string, or an
+// object with a "message" field (vLLM >= 0.10.1).
+func errorMessage(v []byte) string {
+	if len(v) > 0 && v[0] == '"' {
+		return jsonString(v)
+	}
+	var e struct {
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(v, &e) == nil && e.Message != "" {
+		return e.Message
+	}
+	return fmt.Sprintf("%.200s", v)
+}

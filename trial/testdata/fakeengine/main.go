@@ -1,0 +1,221 @@
+// Command fakeengine is a tiny stand-in for `vllm serve` used by the trial
+// package's tests: it prints vLLM-like log lines, serves /health, /version,
+// /v1/models, /metrics and streaming /v1/completions, and misbehaves on
+// request (fail at startup, hang, ignore SIGTERM, crash, spawn a child).
+//
+//	fakeengine serve MODEL --host H --port P [--fake-* ...] [any vLLM flag ...]
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+type opts struct {
+	model, host     string
+	port            int
+	startupDelay    time.Duration
+	failLog         string // printed (\n-separated) before exiting with exitCode
+	exitCode        int
+	hang            bool // never listen
+	ignoreTerm      bool
+	crashAfter      int // exit 1 after this many completions requests
+	crashLog        string
+	child           bool // spawn a sleeping child in the same process group
+	gap             time.Duration
+	version         string
+	noVersionRoute  bool
+	memUsed, memTot float64
+	unhealthy       bool // /health answers 503
+}
+
+func parse(args []string) (opts, error) {
+	o := opts{host: "127.0.0.1", exitCode: 1, version: "0.10.2", memUsed: 72e9, memTot: 80e9}
+	if len(args) < 2 || args[0] != "serve" {
+		return o, fmt.Errorf("usage: fakeengine serve MODEL [flags]")
+	}
+	o.model = args[1]
+	for i := 2; i < len(args); i++ {
+		a := args[i]
+		val := func() string {
+			if i+1 < len(args) {
+				i++
+				return args[i]
+			}
+			return ""
+		}
+		var err error
+		switch a {
+		case "--host":
+			o.host = val()
+		case "--port":
+			o.port, err = strconv.Atoi(val())
+		case "--fake-startup-delay":
+			o.startupDelay, err = time.ParseDuration(val())
+		case "--fake-fail-log":
+			o.failLog = val()
+		case "--fake-exit-code":
+			o.exitCode, err = strconv.Atoi(val())
+		case "--fake-hang":
+			o.hang = true
+		case "--fake-ignore-sigterm":
+			o.ignoreTerm = true
+		case "--fake-crash-after":
+			o.crashAfter, err = strconv.Atoi(val())
+		case "--fake-crash-log":
+			o.crashLog = val()
+		case "--fake-child":
+			o.child = true
+		case "--fake-gap":
+			o.gap, err = time.ParseDuration(val())
+		case "--fake-version":
+			o.version = val()
+		case "--fake-no-version-route":
+			o.noVersionRoute = true
+		case "--fake-unhealthy":
+			o.unhealthy = true
+		case "--fake-bad-flag":
+			return o, fmt.Errorf("error: unrecognized arguments: --fake-bad-flag")
+		default:
+			// vLLM flags: take a value unless the next word is a flag.
+			if strings.HasPrefix(a, "--") && !strings.HasPrefix(a, "--no-") && !strings.HasPrefix(a, "--enable-") &&
+				a != "--enforce-eager" && i+1 < len(args) && !strings.HasPrefix(args[i+1], "--") {
+				i++
+			}
+		}
+		if err != nil {
+			return o, fmt.Errorf("argument %s: %v", a, err)
+		}
+	}
+	return o, nil
+}
+
+func main() {
+	o, err := parse(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "vllm: "+err.Error())
+		os.Exit(2)
+	}
+	fmt.Printf("INFO 12-02 10:00:00 [api_server.py:1] vLLM API server version %s\n", o.version)
+	fmt.Printf("INFO 12-02 10:00:00 [utils.py:1] non-default args: {'model': '%s'}\n", o.model)
+	fmt.Printf("INFO secret check: HF_TOKEN set=%v\n", os.Getenv("HF_TOKEN") != "")
+	fmt.Printf("INFO env FAKE_LEAK=%q\n", os.Getenv("FAKE_LEAK"))
+	sigs := make(chan os.Signal, 4)
+	if o.ignoreTerm {
+		signal.Ignore(syscall.SIGTERM)
+	} else {
+		signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	}
+	if o.child {
+		c := exec.Command("sleep", "300")
+		if err := c.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, "child:", err)
+		} else {
+			fmt.Printf("INFO (EngineCore_DP0 pid=%d) started\n", c.Process.Pid)
+		}
+	}
+	time.Sleep(o.startupDelay)
+	if o.failLog != "" {
+		for _, l := range strings.Split(o.failLog, `\n`) {
+			fmt.Fprintln(os.Stderr, l)
+		}
+		fmt.Fprintln(os.Stderr, "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}")
+		os.Exit(o.exitCode)
+	}
+	if o.hang {
+		if o.ignoreTerm {
+			select {}
+		}
+		<-sigs
+		os.Exit(0)
+	}
+	fmt.Println("INFO [kv_cache_utils.py:1] GPU KV cache size: 450,816 tokens")
+	fmt.Println("INFO [kv_cache_utils.py:1] Maximum concurrency for 8,192 tokens per request: 55.03x")
+	l, err := net.Listen("tcp", net.JoinHostPort(o.host, strconv.Itoa(o.port)))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "listen:", err)
+		os.Exit(1)
+	}
+	var served atomic.Int64
+	mux := http.NewServeMux()
+	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {
+		if o.unhealthy {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	if !o.noVersionRoute {
+		mux.HandleFunc("/version", func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, `{"version":%q}`, o.version)
+		})
+	}
+	mux.HandleFunc("/v1/models", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model","root":%q,"max_model_len":8192}]}`, o.model, o.model)
+	})
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{engine=\"0\",model_name=%q} 0.25\n", o.model)
+		fmt.Fprintf(w, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\",model_name=%q} 3\n", o.model)
+		fmt.Fprintf(w, "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{engine=\"0\",model_name=%q} 1\n", o.model)
+		fmt.Fprintf(w, "# TYPE vllm:num_preemptions_total counter\nvllm:num_preemptions_total{engine=\"0\",model_name=%q} %d\n", o.model, served.Load())
+		fmt.Fprintf(w, "# TYPE vllm_sim:gpu_memory_used_bytes gauge\nvllm_sim:gpu_memory_used_bytes{gpu=\"0\"} %g\n", o.memUsed)
+		fmt.Fprintf(w, "# TYPE vllm_sim:gpu_memory_total_bytes gauge\nvllm_sim:gpu_memory_total_bytes{gpu=\"0\"} %g\n", o.memTot)
+	})
+	mux.HandleFunc("/v1/completions", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Prompt    []int `json:"prompt"`
+			MaxTokens int   `json:"max_tokens"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		if n := served.Add(1); o.crashAfter > 0 && n > int64(o.crashAfter) {
+			for _, l := range strings.Split(o.crashLog, `\n`) {
+				fmt.Fprintln(os.Stderr, l)
+			}
+			os.Exit(1)
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		fl := w.(http.Flusher)
+		ev := []byte(`data: {"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" t","logprobs":null,"finish_reason":null,"stop_reason":null}],"usage":null}` + "\n\n")
+		var tick *time.Ticker
+		if o.gap > 0 {
+			tick = time.NewTicker(o.gap)
+			defer tick.Stop()
+		}
+		for i := range req.MaxTokens {
+			if i > 0 && tick != nil {
+				select {
+				case <-r.Context().Done():
+					return
+				case <-tick.C:
+				}
+			}
+			w.Write(ev)
+			fl.Flush()
+		}
+		fmt.Fprintf(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}}\n\ndata: [DONE]\n\n",
+			len(req.Prompt), req.MaxTokens, len(req.Prompt)+req.MaxTokens)
+	})
+	srv := &http.Server{Handler: mux}
+	go func() {
+		<-sigs
+		fmt.Println("INFO Shutting down")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		os.Exit(0)
+	}()
+	fmt.Println("INFO Application startup complete.")
+	srv.Serve(l)
+}
