@@ -119,3 +119,22 @@ func TestFrontChartEmpty(t *testing.T) {
 		t.Fatal("empty chart accepted")
 	}
 }
+
+func TestFrontHTML(t *testing.T) {
+	front := []ChartPoint{{Label: "s-1", Throughput: 1200.5, Latency: 12.25, VRAM: 40}, {Label: "s-2", Throughput: 2500, Latency: 25, VRAM: 72}}
+	var buf bytes.Buffer
+	err := WriteFrontHTML(&buf, front, ChartOptions{Title: "t", Throughput: "output_throughput", Latency: "tpot_p99", LatencyLimit: 50,
+		Default: &ChartPoint{Label: "default", Throughput: 2000, Latency: 30, VRAM: 72}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := buf.String()
+	for _, want := range []string{"<html", "echarts", `"Pareto front"`, `"vLLM default"`, `[12.25,1200.5,40]`, `[25,2500,72]`, `"s-1"`, `"xAxis":50`, "SLO tpot_p99 <= 50 ms"} {
+		if !strings.Contains(html, want) {
+			t.Errorf("HTML lacks %s", want)
+		}
+	}
+	if err := WriteFrontHTML(io.Discard, nil, ChartOptions{}); err == nil {
+		t.Error("empty chart accepted")
+	}
+}

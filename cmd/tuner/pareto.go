@@ -44,6 +44,7 @@ func paretoCommand() *cli.Command {
 			&cli.StringFlag{Name: "slo", Usage: "extra SLO bounds the front members must meet"},
 			&cli.StringFlag{Name: "svg", Usage: "write the plot as SVG to this file"},
 			&cli.StringFlag{Name: "png", Usage: "write the plot as PNG to this file"},
+			&cli.StringFlag{Name: "html", Usage: "write an interactive plot (go-echarts) to this HTML file"},
 			&cli.BoolFlag{Name: "json", Usage: "machine-readable output"},
 		),
 		Action: func(c *cli.Context) error {
@@ -70,7 +71,7 @@ func paretoCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			for _, out := range []struct{ path, format string }{{c.String("svg"), "svg"}, {c.String("png"), "png"}} {
+			for _, out := range []struct{ path, format string }{{c.String("svg"), "svg"}, {c.String("png"), "png"}, {c.String("html"), "html"}} {
 				if out.path == "" {
 					continue
 				}
@@ -187,6 +188,10 @@ func chartPoints(f store.Front) []tuner.ChartPoint {
 
 // newChart builds the plot of a front view.
 func newChart(v frontView, sel selection) (*tuner.Chart, error) {
+	return tuner.NewFrontChart(chartPoints(v.Front), chartOptions(v, sel))
+}
+
+func chartOptions(v frontView, sel selection) tuner.ChartOptions {
 	k := sel.Newest.Key
 	o := tuner.ChartOptions{
 		Title:      fmt.Sprintf("%s on %dx %s, %s, workload %s", k.Model, k.GPUCount, k.GPU, k.Engine, k.Workload),
@@ -202,21 +207,25 @@ func newChart(v frontView, sel selection) (*tuner.Chart, error) {
 			o.ThroughputLimit = b.Limit
 		}
 	}
-	return tuner.NewFrontChart(chartPoints(v.Front), o)
+	return o
 }
 
 // writeChart writes the plot atomically (temp file, then rename).
 func writeChart(path, format string, v frontView, sel selection) error {
-	ch, err := newChart(v, sel)
-	if err != nil {
-		return err
+	render := func(w io.Writer) error { return tuner.WriteFrontHTML(w, chartPoints(v.Front), chartOptions(v, sel)) }
+	if format != "html" {
+		ch, err := newChart(v, sel)
+		if err != nil {
+			return err
+		}
+		render = func(w io.Writer) error { return ch.Write(w, format) }
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if err := ch.Write(tmp, format); err != nil {
+	if err := render(tmp); err != nil {
 		tmp.Close()
 		return err
 	}

@@ -214,7 +214,7 @@ func (ss *searchSetup) engineCommand(cfg spaces.Config) []string {
 // history reads the finished trials of the same model and GPU from other
 // studies (for pruning and warm start) and the study's own.
 func history(ctx context.Context, st *store.Store, ss *searchSetup, studyID string) (own, other []search.Observation, err error) {
-	trials, err := st.History(ctx, store.HistoryQuery{Model: ss.key.Model, GPU: ss.key.GPU, GPUCount: ss.key.GPUCount})
+	trials, err := st.HistoryTrials(ctx, store.HistoryQuery{Model: ss.key.Model, GPU: ss.key.GPU, GPUCount: ss.key.GPUCount})
 	if err != nil {
 		return nil, nil, fmt.Errorf("read history: %w", err)
 	}

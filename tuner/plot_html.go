@@ -1,0 +1,76 @@
+package tuner
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/go-echarts/go-echarts/v2/charts"
+	"github.com/go-echarts/go-echarts/v2/opts"
+)
+
+// WriteFrontHTML writes the front chart as an interactive HTML page made
+// with go-echarts: the same series as NewFrontChart (front, other trials,
+// vLLM's default, SLO lines), colour mapped to peak VRAM, a tooltip per
+// point with its trial and values, zoom by dragging. The page loads ECharts
+// from go-echarts' asset host.
+func WriteFrontHTML(w io.Writer, front []ChartPoint, o ChartOptions) error {
+	if len(front) == 0 && o.Default == nil && len(o.Others) == 0 {
+		return errors.New("front chart: nothing to plot")
+	}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	all := append(append([]ChartPoint{}, front...), o.Others...)
+	if o.Default != nil {
+		all = append(all, *o.Default)
+	}
+	for _, q := range all {
+		lo, hi = min(lo, q.VRAM), max(hi, q.VRAM)
+	}
+	if hi <= lo {
+		lo, hi = lo-1, hi+1
+	}
+	sc := charts.NewScatter()
+	sc.SetGlobalOptions(
+		charts.WithInitializationOpts(opts.Initialization{PageTitle: "tuner: Pareto front", Width: "1100px", Height: "650px"}),
+		charts.WithTitleOpts(opts.Title{Title: o.Title, Subtitle: fmt.Sprintf("Pareto front: %d configs; colour = peak VRAM (GiB)", len(front))}),
+		charts.WithXAxisOpts(opts.XAxis{Name: o.Latency + " (ms)", Type: "value", Scale: opts.Bool(true)}),
+		charts.WithYAxisOpts(opts.YAxis{Name: o.Throughput, Type: "value", Scale: opts.Bool(true)}),
+		charts.WithVisualMapOpts(opts.VisualMap{
+			Calculable: opts.Bool(true), Min: float32(lo), Max: float32(hi), Dimension: "2",
+			Text: []string{"VRAM GiB high", "low"}, Right: "10", Top: "middle",
+			InRange: &opts.VisualMapInRange{Color: []string{"#3b4cc0", "#dddddd", "#b40426"}},
+		}),
+		charts.WithTooltipOpts(opts.Tooltip{Show: opts.Bool(true), Trigger: "item", Formatter: opts.FuncOpts(
+			`function (p) { return p.seriesName + '<br/>' + p.name + '<br/>` + o.Latency + ` ' + p.value[0].toFixed(2) + ' ms<br/>` +
+				o.Throughput + ` ' + p.value[1].toFixed(1) + '<br/>VRAM ' + p.value[2].toFixed(1) + ' GiB'; }`)}),
+		charts.WithLegendOpts(opts.Legend{Show: opts.Bool(true), Bottom: "0"}),
+		charts.WithDataZoomOpts(opts.DataZoom{Type: "inside", XAxisIndex: []int{0}}, opts.DataZoom{Type: "inside", YAxisIndex: []int{0}}),
+	)
+	data := func(pts []ChartPoint, symbol string, size int) []opts.ScatterData {
+		out := make([]opts.ScatterData, len(pts))
+		for i, q := range pts {
+			out[i] = opts.ScatterData{Name: q.Label, Value: []float64{q.Latency, q.Throughput, q.VRAM}, Symbol: symbol, SymbolSize: size}
+		}
+		return out
+	}
+	var lines []charts.SeriesOpts
+	if o.LatencyLimit > 0 {
+		lines = append(lines, charts.WithMarkLineNameXAxisItemOpts(opts.MarkLineNameXAxisItem{Name: fmt.Sprintf("SLO %s <= %g ms", o.Latency, o.LatencyLimit), XAxis: o.LatencyLimit}))
+	}
+	if o.ThroughputLimit > 0 {
+		lines = append(lines, charts.WithMarkLineNameYAxisItemOpts(opts.MarkLineNameYAxisItem{Name: fmt.Sprintf("SLO %s >= %g", o.Throughput, o.ThroughputLimit), YAxis: o.ThroughputLimit}))
+	}
+	if len(lines) > 0 {
+		lines = append(lines, charts.WithMarkLineStyleOpts(opts.MarkLineStyle{Symbol: []string{"none", "none"},
+			Label: &opts.Label{Show: opts.Bool(true), Formatter: "{b}"}}))
+	}
+	sc.AddSeries("Pareto front", data(front, "circle", 14), lines...)
+	if len(o.Others) > 0 {
+		sc.AddSeries("other trials", data(o.Others, "triangle", 7))
+	}
+	if o.Default != nil {
+		sc.AddSeries("vLLM default", data([]ChartPoint{*o.Default}, "rect", 16))
+	}
+	return sc.Render(w)
+}
