@@ -143,6 +143,14 @@ func (s *Store) checkRecords(ctx context.Context, tx *bolt.Tx, rep *CheckReport,
 				problem("trial %s: sequence beyond the bucket's %d", t.ID, tb.Sequence())
 			}
 			last = seq
+			want, _ := encode(summarize(&t))
+			var have []byte
+			if sb := tx.Bucket(bucketSummaries).Bucket(sid); sb != nil {
+				have = sb.Get(k)
+			}
+			if !bytes.Equal(want, have) {
+				problem("trial %s: summary missing or stale", t.ID)
+			}
 			if (t.State == StateRunning) != running[t.ID] {
 				problem("trial %s: state %s but running index says %v", t.ID, t.State, running[t.ID])
 			}
@@ -154,6 +162,20 @@ func (s *Store) checkRecords(ctx context.Context, tx *bolt.Tx, rep *CheckReport,
 	for id := range running {
 		problem("running index names missing trial %s", id)
 	}
+	_ = tx.Bucket(bucketSummaries).ForEach(func(sid, v []byte) error {
+		tb := tx.Bucket(bucketTrials).Bucket(sid)
+		sb := tx.Bucket(bucketSummaries).Bucket(sid)
+		if v != nil || sb == nil {
+			problem("summaries: stray key %q", sid)
+			return nil
+		}
+		return sb.ForEach(func(k, _ []byte) error {
+			if tb == nil || tb.Get(k) == nil {
+				problem("summary %x of study %s has no trial", k, sid)
+			}
+			return nil
+		})
+	})
 
 	want, err := rebuiltFronts(tx)
 	if err != nil {

@@ -8,6 +8,8 @@
 //	studies     study ID (12 hex digits, a hash of the StudyKey) -> Study JSON
 //	trials      one nested bucket per study ID;
 //	            inside: 8-byte big-endian sequence (bucket NextSequence) -> Trial JSON
+//	summaries   the same nesting and keys -> Summary JSON (the compact form
+//	            history queries read; written with its trial)
 //	running     study ID + 8-byte big-endian sequence -> writer session ID
 //	            (an index of the trials in state running)
 //	fronts      "study/<study ID>" -> Front JSON (the study's maintained front)

@@ -3,7 +3,9 @@ package store
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
@@ -64,21 +66,37 @@ func (q FrontQuery) maintained() bool { return len(q.SLO) == 0 && !q.IncludeUnst
 // eligible returns the front point of t under st's objectives and SLO and
 // the query's extra conditions.
 func eligible(st Study, slo trial.SLO, t *Trial, q FrontQuery) (Point, bool) {
-	switch {
-	case t.State == StateOK:
-	case t.State == StateUnstable && q.IncludeUnstable:
-	default:
-		return Point{}, false
-	}
 	if t.Result == nil {
 		return Point{}, false
 	}
-	vals, ok := objectiveValues(t.Result, st.Key.Objectives)
-	if !ok {
+	return eligibleOf(st, slo, q, t.State, t.Result.Objective, t.Result.Metrics,
+		Point{TrialID: t.ID, StudyID: t.StudyID, Seq: t.Seq, ConfigID: t.ConfigID, Config: t.Config})
+}
+
+// eligibleSummary is eligible for a trial summary; the two agree on every
+// trial (Check verifies summaries against trials).
+func eligibleSummary(st Study, slo trial.SLO, sm *Summary, q FrontQuery) (Point, bool) {
+	return eligibleOf(st, slo, q, sm.State, sm.Objective, sm.Metrics,
+		Point{TrialID: sm.ID(), StudyID: sm.StudyID, Seq: sm.Seq, ConfigID: sm.ConfigID, Config: sm.Config})
+}
+
+func eligibleOf(st Study, slo trial.SLO, q FrontQuery, state State, objective func(string) (float64, bool), metrics func() *trial.Metrics, p Point) (Point, bool) {
+	switch {
+	case state == StateOK:
+	case state == StateUnstable && q.IncludeUnstable:
+	default:
 		return Point{}, false
 	}
+	vals := make([]float64, len(st.Key.Objectives))
+	for i, o := range st.Key.Objectives {
+		x, ok := objective(o.Name)
+		if !ok || math.IsNaN(x) || math.IsInf(x, 0) {
+			return Point{}, false
+		}
+		vals[i] = x
+	}
 	if len(slo) > 0 || len(q.SLO) > 0 {
-		m := t.Result.Metrics()
+		m := metrics()
 		if m == nil {
 			return Point{}, false
 		}
@@ -89,7 +107,8 @@ func eligible(st Study, slo trial.SLO, t *Trial, q FrontQuery) (Point, bool) {
 			return Point{}, false
 		}
 	}
-	return Point{TrialID: t.ID, StudyID: t.StudyID, Seq: t.Seq, ConfigID: t.ConfigID, Config: t.Config, Values: vals}, true
+	p.Values = vals
+	return p, true
 }
 
 // frontOf computes the front of candidate points with the pareto package.
@@ -110,7 +129,25 @@ func frontOf(key string, objs pareto.Objectives, cands []Point) Front {
 func insertPoint(tx *bolt.Tx, key []byte, name string, objs pareto.Objectives, p Point) error {
 	b := tx.Bucket(bucketFronts)
 	f := Front{V: RecordVersion, Key: name, Objectives: objs, Points: []Point{}}
-	if raw := b.Get(key); raw != nil {
+	raw := b.Get(key)
+	if raw != nil {
+		// Most trials do not enter the front: decide on the vectors alone.
+		var vecs struct {
+			Points []struct {
+				Values []float64 `json:"values"`
+			} `json:"points"`
+		}
+		if err := json.Unmarshal(raw, &vecs); err != nil {
+			return corrupt(tx, fmt.Errorf("front %s: %w", name, err))
+		}
+		dirs := objs.Directions()
+		for _, q := range vecs.Points {
+			if len(q.Values) == len(p.Values) && pareto.Dominates(q.Values, p.Values, dirs) {
+				return nil
+			}
+		}
+	}
+	if raw != nil {
 		var err error
 		if f, err = DecodeFront(raw); err != nil {
 			return corrupt(tx, err)
@@ -288,14 +325,14 @@ func (s *Store) readFront(ctx context.Context, key []byte, objs func(*bolt.Tx) (
 	return f, err
 }
 
-// computeFront scans the studies' trials (chunked reads) and computes the
-// front of the eligible ones.
+// computeFront scans the studies' trial summaries (chunked reads) and
+// computes the front of the eligible ones.
 func (s *Store) computeFront(ctx context.Context, name string, objs pareto.Objectives, studies []Study, q FrontQuery) (Front, error) {
 	var cands []Point
 	for _, st := range studies {
 		slo := st.SLO()
-		err := s.scanStudy(ctx, st.ID, func(t Trial) error {
-			if p, ok := eligible(st, slo, &t, q); ok {
+		err := s.scanSummaries(ctx, st.ID, func(sm *Summary) error {
+			if p, ok := eligibleSummary(st, slo, sm, q); ok {
 				cands = append(cands, p)
 			}
 			return nil
@@ -307,8 +344,9 @@ func (s *Store) computeFront(ctx context.Context, name string, objs pareto.Objec
 	return frontOf(name, objs, cands), nil
 }
 
-// RebuildFront computes a study's front from its trials, ignoring the
-// maintained record; it always equals Front(ctx, id, FrontQuery{}).
+// RebuildFront computes a study's front from its trials' summaries,
+// ignoring the maintained record; it always equals Front(ctx, id,
+// FrontQuery{}). (Check rebuilds from the full trial records.)
 func (s *Store) RebuildFront(ctx context.Context, studyID string) (Front, error) {
 	st, err := s.Study(ctx, studyID)
 	if err != nil {

@@ -26,12 +26,13 @@ var (
 	bucketFronts    = []byte("fronts")
 	bucketModels    = []byte("models")
 	bucketModelMeta = []byte("model_meta")
+	bucketSummaries = []byte("summaries")
 
 	keySchema  = []byte("schema")
 	keyCreated = []byte("created")
 )
 
-var allBuckets = [][]byte{bucketMeta, bucketStudies, bucketTrials, bucketRunning, bucketFronts, bucketModels, bucketModelMeta}
+var allBuckets = [][]byte{bucketMeta, bucketStudies, bucketTrials, bucketSummaries, bucketRunning, bucketFronts, bucketModels, bucketModelMeta}
 
 // initSchema lays out an empty current-schema database.
 func initSchema(tx *bolt.Tx, now time.Time) error {
@@ -151,7 +152,7 @@ func migrate0to1(tx *bolt.Tx, now time.Time) error {
 		}
 		var last uint64
 		for _, t := range ts {
-			if err := putJSON(tb, seqKey(t.Seq), t); err != nil {
+			if err := putTrial(tx, &t); err != nil {
 				return err
 			}
 			last = max(last, t.Seq)

@@ -27,7 +27,11 @@ func TestMain(m *testing.M) {
 	case "reader":
 		os.Exit(childMain(childReader))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	for _, d := range benchDirs {
+		os.RemoveAll(d)
+	}
+	os.Exit(code)
 }
 
 func childMain(fn func(ctx context.Context) error) int {

@@ -1,13 +1,11 @@
 package store
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -230,17 +228,9 @@ func runningKey(studyID string, seq uint64) []byte {
 
 func encode(v any) ([]byte, error) { return json.Marshal(v) }
 
-// decodeStrict unmarshals one JSON object into v and rejects trailing data.
-func decodeStrict(b []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return fmt.Errorf("trailing data after record")
-	}
-	return nil
-}
+// decodeStrict unmarshals one JSON value into v; json.Unmarshal already
+// rejects trailing data.
+func decodeStrict(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 // trialV0 is the schema-0 trial record: no "v", "status" instead of
 // "state" and "config_hash" instead of "config_id".
@@ -333,23 +323,6 @@ func DecodeFront(b []byte) (Front, error) {
 		}
 	}
 	return f, nil
-}
-
-// objectiveValues reads a trial's objective vector; ok is false unless
-// every objective is readable and finite.
-func objectiveValues(r *trial.Result, objs pareto.Objectives) ([]float64, bool) {
-	if r == nil {
-		return nil, false
-	}
-	v := make([]float64, len(objs))
-	for i, o := range objs {
-		x, ok := r.Objective(o.Name)
-		if !ok || math.IsNaN(x) || math.IsInf(x, 0) {
-			return nil, false
-		}
-		v[i] = x
-	}
-	return v, true
 }
 
 func beUint64(b []byte) uint64 { return binary.BigEndian.Uint64(b) }

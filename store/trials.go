@@ -57,7 +57,7 @@ func beginTrialTx(tx *bolt.Tx, t *Trial) error {
 		return err
 	}
 	t.Seq, t.ID = seq, TrialID(t.StudyID, seq)
-	if err := putJSON(tb, seqKey(seq), t); err != nil {
+	if err := putTrial(tx, t); err != nil {
 		return err
 	}
 	return tx.Bucket(bucketRunning).Put(runningKey(t.StudyID, seq), []byte(t.Session))
@@ -101,7 +101,7 @@ func finishTrialTx(tx *bolt.Tx, studyID string, seq uint64, res *trial.Result, n
 	t.State = StateOf(res)
 	t.Result = res
 	t.Ended = now
-	if err := putJSON(tx.Bucket(bucketTrials).Bucket([]byte(studyID)), seqKey(seq), t); err != nil {
+	if err := putTrial(tx, &t); err != nil {
 		return Trial{}, err
 	}
 	if err := tx.Bucket(bucketRunning).Delete(runningKey(studyID, seq)); err != nil {
@@ -122,8 +122,24 @@ func (s *Store) SetNotes(ctx context.Context, id, notes string) error {
 			return err
 		}
 		t.Notes = notes
-		return putJSON(tx.Bucket(bucketTrials).Bucket([]byte(studyID)), seqKey(seq), t)
+		return putTrial(tx, &t)
 	})
+}
+
+// putTrial writes a trial and its summary.
+func putTrial(tx *bolt.Tx, t *Trial) error {
+	tb, err := tx.Bucket(bucketTrials).CreateBucketIfNotExists([]byte(t.StudyID))
+	if err != nil {
+		return err
+	}
+	if err := putJSON(tb, seqKey(t.Seq), t); err != nil {
+		return fmt.Errorf("trial %s: %w", t.ID, err)
+	}
+	sb, err := tx.Bucket(bucketSummaries).CreateBucketIfNotExists([]byte(t.StudyID))
+	if err != nil {
+		return err
+	}
+	return putJSON(sb, seqKey(t.Seq), summarize(t))
 }
 
 func getTrial(tx *bolt.Tx, studyID string, seq uint64) (Trial, error) {
@@ -195,10 +211,10 @@ func (s *Store) Trials(ctx context.Context, studyID string, f TrialFilter) ([]Tr
 // long scan never holds the file lock for long.
 const scanChunk = 4096
 
-// scanStudy calls fn for each trial of a study in sequence order. Records
-// are copied out chunk by chunk, each chunk in its own short transaction,
-// and decoded outside it; fn runs outside any transaction.
-func (s *Store) scanStudy(ctx context.Context, studyID string, fn func(Trial) error) error {
+// scanRaw calls fn with the raw records of one study's bucket (trials or
+// summaries) in sequence order. Records are copied out chunk by chunk, each
+// chunk in its own short transaction; fn runs outside any transaction.
+func (s *Store) scanRaw(ctx context.Context, studyID string, bucket []byte, fn func(key, val []byte) error) error {
 	exists := false
 	var next uint64 = 1
 	for {
@@ -211,11 +227,11 @@ func (s *Store) scanStudy(ctx context.Context, studyID string, fn func(Trial) er
 				}
 				exists = true
 			}
-			tb := tx.Bucket(bucketTrials).Bucket([]byte(studyID))
-			if tb == nil {
+			b := tx.Bucket(bucket).Bucket([]byte(studyID))
+			if b == nil {
 				return nil
 			}
-			c := tb.Cursor()
+			c := b.Cursor()
 			for k, v := c.Seek(seqKey(next)); k != nil; k, v = c.Next() {
 				if len(keys) == scanChunk {
 					done = false
@@ -230,22 +246,46 @@ func (s *Store) scanStudy(ctx context.Context, studyID string, fn func(Trial) er
 			return err
 		}
 		for i := range keys {
-			t, err := DecodeTrial(vals[i])
-			if err == nil && (t.StudyID != studyID || !bytes.Equal(keys[i], seqKey(t.Seq))) {
-				err = fmt.Errorf("trial %s stored under study %s key %x", t.ID, studyID, keys[i])
+			if len(keys[i]) != 8 {
+				return &CorruptError{Path: s.path, Err: fmt.Errorf("study %s: bad key %x in %s", studyID, keys[i], bucket)}
 			}
-			if err != nil {
-				return &CorruptError{Path: s.path, Err: err}
-			}
-			if err := fn(t); err != nil {
+			if err := fn(keys[i], vals[i]); err != nil {
 				return err
 			}
-			next = t.Seq + 1
+			next = beUint64(keys[i]) + 1
 		}
 		if done {
 			return nil
 		}
 	}
+}
+
+// scanStudy calls fn for each trial of a study in sequence order (see scanRaw).
+func (s *Store) scanStudy(ctx context.Context, studyID string, fn func(Trial) error) error {
+	return s.scanRaw(ctx, studyID, bucketTrials, func(k, v []byte) error {
+		t, err := DecodeTrial(v)
+		if err == nil && (t.StudyID != studyID || !bytes.Equal(k, seqKey(t.Seq))) {
+			err = fmt.Errorf("trial %s stored under study %s key %x", t.ID, studyID, k)
+		}
+		if err != nil {
+			return &CorruptError{Path: s.path, Err: err}
+		}
+		return fn(t)
+	})
+}
+
+// scanSummaries calls fn for each trial summary of a study in sequence order.
+func (s *Store) scanSummaries(ctx context.Context, studyID string, fn func(*Summary) error) error {
+	return s.scanRaw(ctx, studyID, bucketSummaries, func(k, v []byte) error {
+		sm, err := DecodeSummary(v)
+		if err == nil && (sm.StudyID != studyID || !bytes.Equal(k, seqKey(sm.Seq))) {
+			err = fmt.Errorf("summary %s stored under study %s key %x", sm.ID(), studyID, k)
+		}
+		if err != nil {
+			return &CorruptError{Path: s.path, Err: err}
+		}
+		return fn(&sm)
+	})
 }
 
 // recoverInterrupted marks as interrupted the running trials whose writer
@@ -299,7 +339,7 @@ func (s *Store) recoverInterrupted(tx *bolt.Tx) (locks []*fileLock, paths []stri
 			t.Notes += "; "
 		}
 		t.Notes += "interrupted: the writing process died"
-		if err := putJSON(tx.Bucket(bucketTrials).Bucket([]byte(e.studyID)), seqKey(e.seq), t); err != nil {
+		if err := putTrial(tx, &t); err != nil {
 			return locks, paths, 0, err
 		}
 		if err := tx.Bucket(bucketRunning).Delete(runningKey(e.studyID, e.seq)); err != nil {
