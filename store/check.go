@@ -143,7 +143,8 @@ func (s *Store) checkRecords(ctx context.Context, tx *bolt.Tx, rep *CheckReport,
 				problem("trial %s: sequence beyond the bucket's %d", t.ID, tb.Sequence())
 			}
 			last = seq
-			want, _ := encode(summarize(&t))
+			sm := summarize(&t)
+			want := encodeSummary(&sm)
 			var have []byte
 			if sb := tx.Bucket(bucketSummaries).Bucket(sid); sb != nil {
 				have = sb.Get(k)

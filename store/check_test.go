@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -26,7 +27,7 @@ func TestCheckDetectsTampering(t *testing.T) {
 			return tx.Bucket(bucketFronts).Delete(studyFrontKey(studyID))
 		}, "front study/"},
 		{"summary stale", func(tx *bolt.Tx) error {
-			return tx.Bucket(bucketSummaries).Bucket([]byte(studyID)).Put(seqKey(3), []byte(`{"v":1,"study_id":"`+studyID+`","seq":3,"state":"failed"}`))
+			return tx.Bucket(bucketSummaries).Bucket([]byte(studyID)).Put(seqKey(3), []byte{1, 3, 6, 'f', 'a', 'i', 'l', 'e', 'd'})
 		}, "summary missing or stale"},
 		{"trial under wrong key", func(tx *bolt.Tx) error {
 			b := tx.Bucket(bucketTrials).Bucket([]byte(studyID))
@@ -95,10 +96,13 @@ func TestSummaryAgreesWithResult(t *testing.T) {
 			m.RequestGoodput, m.ErrorRate, m.TotalTokenThroughput = r.Float64(), r.Float64(), r.Float64()
 		}
 		tr := Trial{V: 1, StudyID: "0123456789ab", Seq: 1, ID: "0123456789ab-1", State: StateOf(res), Config: cfg, Result: res}
-		raw, _ := encode(summarize(&tr))
-		sm, err := DecodeSummary(raw)
+		want := summarize(&tr)
+		sm, err := decodeSummary(tr.StudyID, encodeSummary(&want))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(sm, want) {
+			t.Fatalf("binary round trip:\n%+v\n%+v", sm, want)
 		}
 		for _, n := range names {
 			a, aok := res.Objective(n)

@@ -139,7 +139,8 @@ func putTrial(tx *bolt.Tx, t *Trial) error {
 	if err != nil {
 		return err
 	}
-	return putJSON(sb, seqKey(t.Seq), summarize(t))
+	sm := summarize(t)
+	return sb.Put(seqKey(t.Seq), encodeSummary(&sm))
 }
 
 func getTrial(tx *bolt.Tx, studyID string, seq uint64) (Trial, error) {
@@ -277,9 +278,9 @@ func (s *Store) scanStudy(ctx context.Context, studyID string, fn func(Trial) er
 // scanSummaries calls fn for each trial summary of a study in sequence order.
 func (s *Store) scanSummaries(ctx context.Context, studyID string, fn func(*Summary) error) error {
 	return s.scanRaw(ctx, studyID, bucketSummaries, func(k, v []byte) error {
-		sm, err := DecodeSummary(v)
-		if err == nil && (sm.StudyID != studyID || !bytes.Equal(k, seqKey(sm.Seq))) {
-			err = fmt.Errorf("summary %s stored under study %s key %x", sm.ID(), studyID, k)
+		sm, err := decodeSummary(studyID, v)
+		if err == nil && !bytes.Equal(k, seqKey(sm.Seq)) {
+			err = fmt.Errorf("summary %s stored under key %x", sm.ID(), k)
 		}
 		if err != nil {
 			return &CorruptError{Path: s.path, Err: err}
