@@ -101,7 +101,7 @@ func (d LengthDist) MaxValue() int {
 
 // Arrival is the request arrival process.
 type Arrival struct {
-	Kind        string  `yaml:"kind" json:"kind"` // poisson | gamma | constant | closed
+	Kind        string  `yaml:"kind" json:"kind"`                                   // poisson | gamma | constant | closed
 	Rate        float64 `yaml:"rate,omitempty" json:"rate,omitempty"`               // req/s (open loop)
 	Burstiness  float64 `yaml:"burstiness,omitempty" json:"burstiness,omitempty"`   // gamma shape; 1 = Poisson
 	Concurrency int     `yaml:"concurrency,omitempty" json:"concurrency,omitempty"` // closed loop
