@@ -1,0 +1,242 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildBinary compiles vllm-sim into a temp dir once per test binary run.
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := tempDir()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "vllm-sim")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// lockedBuf collects a child's output.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
+func (l *lockedBuf) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+func TestServeStreamAndSIGTERM(t *testing.T) {
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	cmd := exec.Command(binary(t), "serve", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-80GB",
+		"--host", "127.0.0.1", "--port", fmt.Sprint(port), "--startup-scale", "0.02", "--max-model-len", "8k", "--seed", "1")
+	var out lockedBuf
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+
+	// The port refuses connections until "Application startup complete."
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if time.Now().After(deadline) {
+			t.Fatalf("not healthy in time:\n%s", out.String())
+		}
+		complete := strings.Contains(out.String(), "Application startup complete.")
+		resp, err := http.Get(base + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if !complete {
+				// The log reaches us through a copying goroutine: give it a moment.
+				time.Sleep(200 * time.Millisecond)
+				if !strings.Contains(out.String(), "Application startup complete.") {
+					t.Fatalf("/health answered before startup completed:\n%s", out.String())
+				}
+			}
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	log := out.String()
+	for _, want := range []string{"Model loading took 14.96 GiB", "Available KV cache memory:", "GPU KV cache size:", "Maximum concurrency for 8,000 tokens per request:"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("startup log lacks %q", want)
+		}
+	}
+
+	ids := make([]string, 512)
+	for i := range ids {
+		ids[i] = fmt.Sprint(i + 1)
+	}
+	body := `{"model":"meta-llama/Llama-3.1-8B-Instruct","prompt":[` + strings.Join(ids, ",") +
+		`],"max_tokens":32,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}`
+	start := time.Now()
+	resp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var times []time.Duration
+	var datas []string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" {
+			continue
+		}
+		if !strings.HasPrefix(line, "data: ") {
+			t.Fatalf("not an SSE data line: %q", line)
+		}
+		times = append(times, time.Since(start))
+		datas = append(datas, strings.TrimPrefix(line, "data: "))
+	}
+	resp.Body.Close()
+	if len(datas) != 34 || datas[33] != "[DONE]" {
+		t.Fatalf("%d events (want 32 tokens + usage + [DONE]): last %q", len(datas), datas[len(datas)-1])
+	}
+	var usage struct {
+		Choices []any `json:"choices"`
+		Usage   struct {
+			Prompt     int `json:"prompt_tokens"`
+			Completion int `json:"completion_tokens"`
+			Total      int `json:"total_tokens"`
+		} `json:"usage"`
+	}
+	if err := json.Unmarshal([]byte(datas[32]), &usage); err != nil || usage.Choices == nil || len(usage.Choices) != 0 ||
+		usage.Usage.Prompt != 512 || usage.Usage.Completion != 32 || usage.Usage.Total != 544 {
+		t.Errorf("usage chunk %s (%v)", datas[32], err)
+	}
+	ttft := times[0]
+	tpot := (times[31] - times[0]) / 31
+	t.Logf("TTFT %v, TPOT %v over HTTP (simulated: ~20 ms and ~6.5 ms)", ttft, tpot)
+	if ttft < 10*time.Millisecond || ttft > 200*time.Millisecond || tpot < 4*time.Millisecond || tpot > 30*time.Millisecond {
+		t.Errorf("timing off: TTFT %v, TPOT %v", ttft, tpot)
+	}
+
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v (want 0)\n%s", err, out.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit after SIGTERM")
+	}
+}
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+func TestExitCodes(t *testing.T) {
+	cases := []struct {
+		name   string
+		args   []string
+		code   int
+		stream string // "out" or "err"
+		has    string
+	}{
+		{"version", []string{"--version"}, 0, "out", "0.11.0"},
+		{"unknown flag", []string{"serve", "tiny", "--max-num-seqz", "4"}, 2, "err", "vllm serve: error: unrecognized arguments: --max-num-seqz 4"},
+		{"bad value", []string{"serve", "tiny", "--block-size", "x"}, 2, "err", "invalid human_readable_int value: 'x'"},
+		{"removed flag", []string{"serve", "tiny", "--sim-version", "0.18.0", "--swap-space", "4"}, 2, "err", "unrecognized arguments: --swap-space"},
+		{"bad subcommand", []string{"serv"}, 2, "err", "invalid choice: 'serv'"},
+		{"70B on one GPU", []string{"serve", "meta-llama/Llama-3.1-70B-Instruct", "--startup-scale", "0"}, 1, "out", "RuntimeError: Engine core initialization failed. See root cause above."},
+		{"tp does not divide heads", []string{"serve", "tiny", "-tp", "3", "--gpu-count", "4", "--startup-scale", "0"}, 1, "out", "must be divisible by tensor parallel size (3)"},
+		{"kv too small", []string{"serve", "Llama-3.1-8B", "--gpu", "A100-40GB", "--gpu-memory-utilization", "0.6", "--startup-scale", "0"}, 1, "out", "To serve at least one request with the models's max seq len (131072)"},
+		{"injected startup failure", []string{"serve", "tiny", "--startup-scale", "0", "--fault-startup-fail"}, 1, "out", "Engine core initialization failed"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			cmd := exec.Command(binary(t), c.args...)
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			got := stdout.String()
+			if c.stream == "err" {
+				got = stderr.String()
+			}
+			if exitCode(err) != c.code || !strings.Contains(got, c.has) {
+				t.Errorf("exit %d (want %d); std%s:\n%s", exitCode(err), c.code, c.stream, got)
+			}
+		})
+	}
+}
+
+func TestIgnoreSIGTERM(t *testing.T) {
+	port := freePort(t)
+	cmd := exec.Command(binary(t), "serve", "tiny", "--host", "127.0.0.1", "--port", fmt.Sprint(port), "--startup-scale", "0", "--fault-ignore-sigterm")
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for i := 0; i < 200; i++ {
+		if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/health", port)); err == nil {
+			resp.Body.Close()
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		t.Fatalf("exited on SIGTERM (%v) despite --fault-ignore-sigterm", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	cmd.Process.Kill()
+	<-done
+}
