@@ -1,0 +1,147 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/vllm-tuner/tuner/store"
+)
+
+func init() { register(dbCommand()) }
+
+func dbCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "db",
+		Usage: "check, back up or export the database",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "check",
+				Usage:     "verify the database file (bbolt's page check plus tuner's invariants)",
+				ArgsUsage: " ",
+				Flags:     []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"}},
+				Action:    dbCheck,
+			},
+			{
+				Name:      "backup",
+				Usage:     "write a consistent copy of the database to PATH (atomically replaced)",
+				ArgsUsage: "PATH",
+				Action:    dbBackup,
+			},
+			{
+				Name:      "export",
+				Usage:     "export trials as CSV or JSON lines",
+				ArgsUsage: " ",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "format", Value: "csv", Usage: "csv or jsonl"},
+					&cli.StringFlag{Name: "study", Usage: "only this study ID"},
+					&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "file to write (default stdout)"},
+				},
+				Action: dbExport,
+			},
+		},
+	}
+}
+
+// openDB opens the database read-only for a db subcommand.
+func openDB(c *cli.Context) (*store.Store, error) {
+	path, err := studyDBPath(c)
+	if err != nil {
+		return nil, err
+	}
+	s, err := store.Open(c.Context, path, store.Options{ReadOnly: true})
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("no database at %s: %w", path, err)
+	}
+	return s, err
+}
+
+func dbCheck(c *cli.Context) error {
+	if c.NArg() != 0 {
+		return usagef("db check takes no arguments (the file comes from --db or TUNER_DB)")
+	}
+	s, err := openDB(c)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	rep, err := s.Check(c.Context)
+	w := c.App.Writer
+	if c.Bool("json") {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if jerr := enc.Encode(rep); jerr != nil {
+			return jerr
+		}
+	} else {
+		for _, p := range rep.Problems {
+			fmt.Fprintf(w, "problem: %s\n", p)
+		}
+	}
+	if err != nil {
+		return err // a *store.CorruptError names the file
+	}
+	if !c.Bool("json") {
+		fmt.Fprintf(w, "ok: %s: schema %d, %d studies, %d trials (%d running), %d fronts, %d models\n",
+			rep.Path, rep.Schema, rep.Studies, rep.Trials, rep.Running, rep.Fronts, rep.Models)
+	}
+	return nil
+}
+
+func dbBackup(c *cli.Context) error {
+	if c.NArg() != 1 || c.Args().First() == "" {
+		return usagef("db backup needs exactly one argument: the destination PATH")
+	}
+	s, err := openDB(c)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	dst := c.Args().First()
+	if err := s.Backup(c.Context, dst); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "backed up %s to %s\n", s.Path(), dst)
+	return nil
+}
+
+func dbExport(c *cli.Context) error {
+	if c.NArg() != 0 {
+		return usagef("db export takes no arguments")
+	}
+	format := c.String("format")
+	if format != "csv" && format != "jsonl" {
+		return usagef("--format %q: want csv or jsonl", format)
+	}
+	s, err := openDB(c)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	var w io.Writer = c.App.Writer
+	if out := c.String("output"); out != "" {
+		f, err := os.Create(out)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w = f
+	}
+	q := store.ExportQuery{StudyID: c.String("study")}
+	if format == "csv" {
+		err = s.ExportCSV(c.Context, w, q)
+	} else {
+		err = s.ExportJSONL(c.Context, w, q)
+	}
+	if err != nil {
+		return err
+	}
+	if f, ok := w.(*os.File); ok && f != os.Stdout {
+		return f.Sync()
+	}
+	return nil
+}
