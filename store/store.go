@@ -111,7 +111,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("open store %s: %w", abs, err)
+			return nil, wrapOpen(abs, err)
 		}
 		return s, nil
 	}
@@ -119,7 +119,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	if err := s.createIfMissing(ctx); err != nil {
-		return nil, fmt.Errorf("open store %s: %w", abs, err)
+		return nil, wrapOpen(abs, err)
 	}
 	if err := s.acquireSession(ctx); err != nil {
 		return nil, fmt.Errorf("open store %s: session lock: %w", abs, err)
@@ -149,10 +149,19 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	if err != nil {
 		s.Close()
-		return nil, fmt.Errorf("open store %s: %w", abs, err)
+		return nil, wrapOpen(abs, err)
 	}
 	s.cleanSessions()
 	return s, nil
+}
+
+// wrapOpen names the file in an Open error unless the error already does.
+func wrapOpen(path string, err error) error {
+	var ce *CorruptError
+	if errors.As(err, &ce) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrBusy) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	return fmt.Errorf("open store %s: %w", path, err)
 }
 
 // Path returns the database file's absolute path.
@@ -362,7 +371,7 @@ func (s *Store) withDB(deadline time.Time, readOnly bool, fn func(db *bolt.DB) e
 	}()
 	st, err := os.Stat(s.path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("database %s: %w", s.path, ErrNotFound)
+		return fmt.Errorf("no database file at %s: %w", s.path, ErrNotFound)
 	}
 	if err != nil {
 		return err
@@ -387,7 +396,7 @@ func (s *Store) withDB(deadline time.Time, readOnly bool, fn func(db *bolt.DB) e
 		case errors.Is(err, bolt.ErrTimeout):
 			return fmt.Errorf("database %s: locked by another process for %v: %w", s.path, s.opts.Timeout, ErrBusy)
 		case errors.Is(err, fs.ErrNotExist):
-			return fmt.Errorf("database %s: %w", s.path, ErrNotFound)
+			return fmt.Errorf("no database file at %s: %w", s.path, ErrNotFound)
 		case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
 			return err
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -53,11 +52,7 @@ func openDB(c *cli.Context) (*store.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := store.Open(c.Context, path, store.Options{ReadOnly: true})
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("no database at %s: %w", path, err)
-	}
-	return s, err
+	return store.Open(c.Context, path, store.Options{ReadOnly: true})
 }
 
 func dbCheck(c *cli.Context) error {

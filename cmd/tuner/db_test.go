@@ -64,7 +64,7 @@ func TestDBCommands(t *testing.T) {
 		{"check json", []string{"--db", good, "db", "check", "--json"}, 0, `"trials": 5`},
 		{"check corrupt", []string{"--db", corrupt, "db", "check"}, 1, corrupt},
 		{"check empty", []string{"--db", empty, "db", "check"}, 1, empty},
-		{"check missing", []string{"--db", filepath.Join(t.TempDir(), "none.db"), "db", "check"}, 1, "no database"},
+		{"check missing", []string{"--db", filepath.Join(t.TempDir(), "none.db"), "db", "check"}, 1, "no database file at"},
 		{"check extra arg", []string{"--db", good, "db", "check", "x"}, 2, "no arguments"},
 		{"backup no path", []string{"--db", good, "db", "backup"}, 2, "PATH"},
 		{"backup", []string{"--db", good, "db", "backup", backup}, 0, "backed up"},
