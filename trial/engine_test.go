@@ -13,7 +13,7 @@ import (
 func startFake(t *testing.T, ctx context.Context, flags ...string) *Engine {
 	t.Helper()
 	e, err := StartEngine(ctx, EngineConfig{
-		Command:   []string{fakeEngine, "serve", "fake/model"},
+		Command:   []string{fakeEngineBin(t), "serve", "fake/model"},
 		Flags:     flags,
 		LogPath:   filepath.Join(t.TempDir(), "engine.log"),
 		StopGrace: 500 * time.Millisecond,
@@ -183,7 +183,7 @@ func TestEngineContextCancelStops(t *testing.T) {
 	if e.ExitCode() != 0 {
 		t.Errorf("exit code %d, want 0 (graceful SIGTERM)", e.ExitCode())
 	}
-	if _, err := StartEngine(ctx, EngineConfig{Command: []string{fakeEngine}}); !errors.Is(err, context.Canceled) {
+	if _, err := StartEngine(ctx, EngineConfig{Command: []string{fakeEngineBin(t)}}); !errors.Is(err, context.Canceled) {
 		t.Errorf("StartEngine after cancel: %v", err)
 	}
 }

@@ -5,34 +5,74 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
-// Binaries built once for the package's tests.
+// Binaries are built on first use (not in TestMain, so fuzz workers do not
+// pay for them) into one temporary directory.
 var (
-	fakeEngine string // testdata/fakeengine
-	simBinary  string // cmd/vllm-sim, "" when it does not build (yet)
+	binDir   string
+	binOnce  sync.Map // name -> *binary
+	binMutex sync.Mutex
 )
 
+type binary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+func buildBinary(t testing.TB, name, pkg string) string {
+	t.Helper()
+	binMutex.Lock()
+	if binDir == "" {
+		d, err := os.MkdirTemp("", "trial-test-")
+		if err != nil {
+			binMutex.Unlock()
+			t.Fatal(err)
+		}
+		binDir = d
+	}
+	binMutex.Unlock()
+	v, _ := binOnce.LoadOrStore(name, &binary{})
+	b := v.(*binary)
+	b.once.Do(func() {
+		p := filepath.Join(binDir, name)
+		out, err := exec.Command("go", "build", "-o", p, pkg).CombinedOutput()
+		if err != nil {
+			b.err = fmt.Errorf("build %s: %v\n%s", pkg, err, out)
+			return
+		}
+		b.path = p
+	})
+	if b.err != nil {
+		return ""
+	}
+	return b.path
+}
+
+// fakeEngineBin is testdata/fakeengine, built once.
+func fakeEngineBin(t testing.TB) string {
+	p := buildBinary(t, "fakeengine", "./testdata/fakeengine")
+	if p == "" {
+		t.Fatal("fakeengine does not build")
+	}
+	return p
+}
+
+// simBin is cmd/vllm-sim; the test skips when it does not build.
+func simBin(t testing.TB) string {
+	p := buildBinary(t, "vllm-sim", "../cmd/vllm-sim")
+	if p == "" {
+		t.Skip("cmd/vllm-sim does not build")
+	}
+	return p
+}
+
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "trial-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fakeEngine = filepath.Join(dir, "fakeengine")
-	if out, err := exec.Command("go", "build", "-o", fakeEngine, "./testdata/fakeengine").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build fakeengine: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	sim := filepath.Join(dir, "vllm-sim")
-	if out, err := exec.Command("go", "build", "-o", sim, "../cmd/vllm-sim").CombinedOutput(); err == nil {
-		simBinary = sim
-	} else if testing.Verbose() {
-		fmt.Fprintf(os.Stderr, "vllm-sim does not build, its tests skip: %v\n%s", err, out)
-	}
 	code := m.Run()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
@@ -40,6 +80,8 @@ func TestMain(m *testing.M) {
 			code = 1
 		}
 	}
-	os.RemoveAll(dir)
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
 	os.Exit(code)
 }

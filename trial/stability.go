@@ -1,0 +1,279 @@
+package trial
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"gonum.org/v1/gonum/stat"
+	"gonum.org/v1/gonum/stat/distuv"
+)
+
+// StabilityConfig tunes the steady-state checks of a load level.
+type StabilityConfig struct {
+	MaxWindows   int     // steady-state windows compared (default 8)
+	MinWindows   int     // fewer windows than this: not enough data (default 3)
+	MinPerWindow int     // requests per window at least (default 10)
+	Alpha        float64 // family-wise KS significance, Bonferroni over pairs (default 0.01)
+	MinEffect    float64 // a KS rejection counts only if window medians differ this much, relative (default 0.05)
+	MaxCV        float64 // per-window throughput CV allowed on top of sampling noise (default 0.10)
+	CITarget     float64 // early stop when the relative 95% CI half-width of throughput is below (default 0.02)
+	WarmupMax    float64 // at most this fraction of the measured requests is cut as warm-up (default 0.25)
+	// MaxExtensions and ExtendFraction: an unstable level is extended by
+	// ExtendFraction x NumRequests, at most MaxExtensions times (defaults 2, 0.5).
+	MaxExtensions  int
+	ExtendFraction float64
+	// EarlyStopMin is the fraction of NumRequests that must complete before
+	// an early stop (default 0.5).
+	EarlyStopMin float64
+}
+
+// DefaultStabilityConfig returns the defaults documented on StabilityConfig.
+func DefaultStabilityConfig() StabilityConfig {
+	return StabilityConfig{MaxWindows: 8, MinWindows: 3, MinPerWindow: 10, Alpha: 0.01, MinEffect: 0.05,
+		MaxCV: 0.10, CITarget: 0.02, WarmupMax: 0.25, MaxExtensions: 2, ExtendFraction: 0.5, EarlyStopMin: 0.5}
+}
+
+// Analysis is the outcome of Analyze.
+type Analysis struct {
+	Stability
+	// Cut is the number of measured requests (in start order) that the
+	// warm-up detection moved into the warm-up.
+	Cut int
+	// CutIndex holds the Record.Index of the cut requests.
+	CutIndex []int
+	// WindowThroughput is the output token rate of each window (tok/s).
+	WindowThroughput []float64
+}
+
+// Analyze checks whether the measured records of one level show a steady
+// state. Warm-up: MSER-5 (the truncation that minimises the standard error
+// of the mean of 5-request batch means of E2EL, in start order), capped at
+// WarmupMax. The steady span from the first kept send to the last send is
+// cut into equal windows; per window it takes the output token rate (every
+// content chunk that arrived in it, all requests) and the E2EL of the kept
+// requests sent in it. Windows are compared pairwise with a two-sample
+// Kolmogorov-Smirnov test (Bonferroni over pairs, and a minimum effect on
+// the medians); the coefficient of variation of the window rates must stay
+// within MaxCV or twice the sampling noise 1/sqrt(requests per window),
+// whichever is larger. CIHalfWidth is the relative 95% Student-t half-width
+// of the mean window rate.
+func Analyze(recs []Record, c StabilityConfig) Analysis {
+	var a Analysis
+	var kept []*Record
+	for i := range recs {
+		if !recs[i].Warmup && recs[i].OK() {
+			kept = append(kept, &recs[i])
+		}
+	}
+	slices.SortStableFunc(kept, func(x, y *Record) int { return cmpDur(x.Start, y.Start) })
+	if len(kept) == 0 {
+		a.Reason = "no successful requests"
+		return a
+	}
+	e2el := make([]float64, len(kept))
+	for i, r := range kept {
+		e2el[i] = ms(r.Latency())
+	}
+	cut := mserCut(e2el, 5, c.WarmupMax)
+	a.Cut = cut
+	for _, r := range kept[:cut] {
+		a.CutIndex = append(a.CutIndex, r.Index)
+	}
+	a.WarmupS = (kept[cut].Start - kept[0].Start).Seconds()
+	kept = kept[cut:]
+	e2el = e2el[cut:]
+
+	t0, t1 := kept[0].Start, kept[len(kept)-1].Start
+	k := min(c.MaxWindows, len(kept)/max(1, c.MinPerWindow))
+	if k < c.MinWindows || t1 <= t0 {
+		a.Reason = fmt.Sprintf("too few requests for %d windows (%d kept)", c.MinWindows, len(kept))
+		return a
+	}
+	a.Windows = k
+	width := (t1 - t0) / time.Duration(k)
+	if width <= 0 {
+		a.Reason = "steady span too short"
+		return a
+	}
+	win := func(t time.Duration) int {
+		if t < t0 || t >= t0+width*time.Duration(k) {
+			return -1
+		}
+		return min(k-1, int((t-t0)/width))
+	}
+	// Output rate windows start when the first kept request completes (the
+	// pipeline is full by then) and end with the last send.
+	r0 := t1
+	for _, r := range kept {
+		r0 = min(r0, r.Start+r.Latency())
+	}
+	if r0 >= t1 {
+		r0 = t0
+	}
+	rwidth := (t1 - r0) / time.Duration(k)
+	rwin := func(t time.Duration) int {
+		if t < r0 || t >= r0+rwidth*time.Duration(k) || rwidth <= 0 {
+			return -1
+		}
+		return min(k-1, int((t-r0)/rwidth))
+	}
+	tokens := make([]float64, k)
+	for i := range recs {
+		r := &recs[i]
+		if len(r.Chunks) == 0 {
+			continue
+		}
+		per := float64(r.Tokens()) / float64(len(r.Chunks))
+		for _, ch := range r.Chunks {
+			if w := rwin(r.Start + ch); w >= 0 {
+				tokens[w] += per
+			}
+		}
+	}
+	a.WindowThroughput = make([]float64, k)
+	for w := range tokens {
+		if rwidth > 0 {
+			a.WindowThroughput[w] = tokens[w] / rwidth.Seconds()
+		}
+	}
+	samples := make([][]float64, k)
+	for i, r := range kept {
+		if w := win(r.Start); w >= 0 {
+			samples[w] = append(samples[w], e2el[i])
+		}
+	}
+
+	mean, sd := stat.MeanStdDev(a.WindowThroughput, nil)
+	if mean > 0 {
+		a.ThroughputCV = sd / mean
+		tq := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(k - 1)}.Quantile(0.975)
+		a.CIHalfWidth = tq * sd / math.Sqrt(float64(k)) / mean
+	}
+	a.MinKSPValue = 1
+	for i := range samples {
+		slices.Sort(samples[i])
+	}
+	type pair struct {
+		i, j      int
+		p, effect float64
+	}
+	var ps []pair
+	for i := range k {
+		for j := i + 1; j < k; j++ {
+			if len(samples[i]) < 2 || len(samples[j]) < 2 {
+				continue
+			}
+			p := KSTest(samples[i], samples[j])
+			a.MinKSPValue = math.Min(a.MinKSPValue, p)
+			mi, mj := Percentile(samples[i], 50), Percentile(samples[j], 50)
+			ps = append(ps, pair{i, j, p, math.Abs(mi-mj) / math.Max(math.Max(mi, mj), 1e-9)})
+		}
+	}
+	var bad, differ []string
+	for _, q := range ps {
+		// Bonferroni over the pairs, and a difference that matters.
+		if q.p < c.Alpha/float64(len(ps)) && q.effect > c.MinEffect {
+			differ = append(differ, fmt.Sprintf("%d~%d", q.i, q.j))
+		}
+	}
+	if len(differ) > 0 {
+		bad = append(bad, fmt.Sprintf("latency distribution shifts between windows %s (KS)", strings.Join(differ, ",")))
+	}
+	perWindow := float64(len(kept)) / float64(k)
+	cvMax := math.Max(c.MaxCV, 2/math.Sqrt(perWindow))
+	if a.ThroughputCV > cvMax {
+		bad = append(bad, fmt.Sprintf("throughput CV %.3f > %.3f", a.ThroughputCV, cvMax))
+	}
+	a.Stable = len(bad) == 0
+	a.Reason = strings.Join(bad, "; ")
+	return a
+}
+
+func cmpDur(a, b time.Duration) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// mserCut is MSER-b: over batch means of size b, the truncation d (in
+// batches, at most maxFrac of them) minimising sum((z - mean)^2)/(n-d)^2;
+// it returns the number of raw observations to drop.
+func mserCut(xs []float64, b int, maxFrac float64) int {
+	nb := len(xs) / b
+	if nb < 4 {
+		return 0
+	}
+	z := make([]float64, nb)
+	for i := range z {
+		var s float64
+		for _, x := range xs[i*b : (i+1)*b] {
+			s += x
+		}
+		z[i] = s / float64(b)
+	}
+	best, bestD := math.Inf(1), 0
+	for d := 0; d <= int(maxFrac*float64(nb)); d++ {
+		rest := z[d:]
+		m := stat.Mean(rest, nil)
+		var ss float64
+		for _, v := range rest {
+			ss += (v - m) * (v - m)
+		}
+		n := float64(len(rest))
+		if v := ss / (n * n); d == 0 || v < best-1e-12*best {
+			best, bestD = v, d
+		}
+	}
+	return bestD * b
+}
+
+// KSTest is the two-sample Kolmogorov-Smirnov test on sorted samples: the
+// p-value of the statistic D (gonum) under the asymptotic Kolmogorov
+// distribution with the effective size n1*n2/(n1+n2) and Stephens'
+// small-sample correction. It returns 1 when a sample is empty.
+func KSTest(x, y []float64) float64 {
+	if len(x) == 0 || len(y) == 0 {
+		return 1
+	}
+	d := stat.KolmogorovSmirnov(x, nil, y, nil)
+	ne := float64(len(x)) * float64(len(y)) / float64(len(x)+len(y))
+	sq := math.Sqrt(ne)
+	return KolmogorovQ((sq + 0.12 + 0.11/sq) * d)
+}
+
+// KolmogorovQ is the survival function of the Kolmogorov distribution,
+// P(K > lambda) = 2 sum_{k>=1} (-1)^(k-1) exp(-2 k^2 lambda^2), with the
+// Jacobi-theta form for small lambda where that series converges slowly.
+func KolmogorovQ(lambda float64) float64 {
+	switch {
+	case math.IsNaN(lambda):
+		return math.NaN()
+	case lambda <= 0:
+		return 1
+	case lambda < 1.18:
+		// P(K <= l) = sqrt(2 pi)/l * sum exp(-(2k-1)^2 pi^2 / (8 l^2))
+		var s float64
+		for k := 1; k <= 20; k++ {
+			s += math.Exp(-float64((2*k-1)*(2*k-1)) * math.Pi * math.Pi / (8 * lambda * lambda))
+		}
+		return math.Max(0, math.Min(1, 1-math.Sqrt(2*math.Pi)/lambda*s))
+	}
+	var s float64
+	sign := 1.0
+	for k := 1; k <= 100; k++ {
+		term := math.Exp(-2 * float64(k*k) * lambda * lambda)
+		s += sign * term
+		if term < 1e-16 {
+			break
+		}
+		sign = -sign
+	}
+	return math.Max(0, math.Min(1, 2*s))
+}

@@ -1,0 +1,171 @@
+package trial
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestKolmogorovQ(t *testing.T) {
+	tests := []struct{ l, want, tol float64 }{
+		{0, 1, 0},
+		{0.2, 1, 1e-6},
+		{0.5, 0.9639452436, 1e-8},
+		{1.0, 0.2699996716, 1e-8},
+		{1.17, 0.1295, 1e-3},
+		{1.19, 0.1178, 1e-3},
+		{1.2238, 0.10, 1e-4},
+		{1.3581, 0.05, 1e-4},
+		{1.6276, 0.01, 1e-4},
+		{3, 3.0462e-8, 1e-11},
+	}
+	for _, tt := range tests {
+		if got := KolmogorovQ(tt.l); math.Abs(got-tt.want) > tt.tol {
+			t.Errorf("Q(%v) = %.10g, want %.10g", tt.l, got, tt.want)
+		}
+	}
+	// The two series agree where they switch.
+	if d := math.Abs(KolmogorovQ(1.18-1e-9) - KolmogorovQ(1.18+1e-9)); d > 1e-8 {
+		t.Errorf("discontinuity %g at 1.18", d)
+	}
+	// Monotone decreasing.
+	prev := 1.0
+	for l := 0.01; l < 4; l += 0.01 {
+		q := KolmogorovQ(l)
+		if q > prev+1e-12 {
+			t.Fatalf("Q not monotone at %v", l)
+		}
+		prev = q
+	}
+}
+
+func TestKSTest(t *testing.T) {
+	x := []float64{1, 2, 3, 4, 5}
+	y := []float64{6, 7, 8, 9, 10}
+	// D = 1, n_e = 2.5, lambda = (sqrt(2.5)+0.12+0.11/sqrt(2.5)) = 1.77068.
+	if p := KSTest(x, y); math.Abs(p-0.0037838) > 1e-5 {
+		t.Errorf("p(disjoint) = %.7f, want 0.0037838", p)
+	}
+	if p := KSTest(x, x); p != 1 {
+		t.Errorf("p(identical) = %v, want 1", p)
+	}
+	if p := KSTest(nil, x); p != 1 {
+		t.Errorf("p(empty) = %v", p)
+	}
+	// Same distribution, large samples: p is not small (seeded).
+	r := rand.New(rand.NewPCG(1, 2))
+	a, b := make([]float64, 400), make([]float64, 400)
+	for i := range a {
+		a[i], b[i] = r.NormFloat64(), r.NormFloat64()
+	}
+	sortF(a)
+	sortF(b)
+	if p := KSTest(a, b); p < 0.05 {
+		t.Errorf("p(same dist) = %v", p)
+	}
+	for i := range b {
+		b[i] += 0.5
+	}
+	if p := KSTest(a, b); p > 1e-6 {
+		t.Errorf("p(shifted by 0.5 sd) = %v", p)
+	}
+}
+
+func sortF(x []float64) {
+	for i := 1; i < len(x); i++ {
+		for j := i; j > 0 && x[j] < x[j-1]; j-- {
+			x[j], x[j-1] = x[j-1], x[j]
+		}
+	}
+}
+
+// synth makes n closed-loop-like records: one send every gap, E2EL from
+// lat(i) with 5% noise, out tokens in evenly spaced chunks.
+func synth(n int, gap time.Duration, out int, lat func(i int) float64, seed uint64) []Record {
+	r := rand.New(rand.NewPCG(seed, 9))
+	recs := make([]Record, n)
+	for i := range recs {
+		e := msd(lat(i) * (1 + 0.05*r.NormFloat64()))
+		cs := make([]time.Duration, out)
+		for k := range cs {
+			cs[k] = e * time.Duration(k+1) / time.Duration(out)
+		}
+		recs[i] = Record{Index: i, PromptLen: 100, OutputLen: out, Start: time.Duration(i) * gap, Chunks: cs, End: e}
+	}
+	return recs
+}
+
+func TestAnalyzeSteady(t *testing.T) {
+	recs := synth(300, 10*time.Millisecond, 20, func(int) float64 { return 200 }, 1)
+	a := Analyze(recs, DefaultStabilityConfig())
+	if !a.Stable || a.Windows != 8 || a.Cut > 15 {
+		t.Fatalf("analysis = %+v", a)
+	}
+	if a.ThroughputCV > 0.05 || a.CIHalfWidth > 0.05 || a.MinKSPValue <= 0 {
+		t.Errorf("steady run: cv %.3f ci %.3f p %.3g", a.ThroughputCV, a.CIHalfWidth, a.MinKSPValue)
+	}
+	// Output rate is one request per 10 ms x 20 tokens = 2000 tok/s.
+	for w, x := range a.WindowThroughput {
+		if math.Abs(x-2000)/2000 > 0.05 {
+			t.Errorf("window %d throughput %.0f, want ~2000", w, x)
+		}
+	}
+}
+
+func TestAnalyzeWarmupCut(t *testing.T) {
+	recs := synth(300, 10*time.Millisecond, 20, func(i int) float64 {
+		if i < 40 {
+			return 1000
+		}
+		return 200
+	}, 2)
+	a := Analyze(recs, DefaultStabilityConfig())
+	if a.Cut < 40 || a.Cut > 45 || len(a.CutIndex) != a.Cut || a.CutIndex[0] != 0 {
+		t.Fatalf("cut %d (%v), want 40..45", a.Cut, a.CutIndex)
+	}
+	if math.Abs(a.WarmupS-float64(a.Cut)*0.01) > 1e-9 {
+		t.Errorf("warm-up %.3fs for cut %d", a.WarmupS, a.Cut)
+	}
+	if !a.Stable {
+		t.Errorf("unstable after the cut: %s", a.Reason)
+	}
+}
+
+func TestAnalyzeDrift(t *testing.T) {
+	// Latency doubles and the request rate halves in the second half: the
+	// windows' latency distributions and throughputs differ.
+	recs := synth(300, 10*time.Millisecond, 20, func(i int) float64 { return 200 + 2*float64(i) }, 3)
+	for i := 150; i < 300; i++ {
+		recs[i].Start = recs[150].Start + time.Duration(i-150)*20*time.Millisecond
+	}
+	a := Analyze(recs, DefaultStabilityConfig())
+	if a.Stable || !strings.Contains(a.Reason, "KS") {
+		t.Fatalf("drift judged stable: %+v", a)
+	}
+	if a.MinKSPValue > 1e-6 {
+		t.Errorf("min p = %v", a.MinKSPValue)
+	}
+}
+
+func TestAnalyzeTooFew(t *testing.T) {
+	a := Analyze(synth(12, 10*time.Millisecond, 5, func(int) float64 { return 50 }, 4), DefaultStabilityConfig())
+	if a.Stable || !strings.Contains(a.Reason, "too few") {
+		t.Errorf("analysis = %+v", a)
+	}
+	if a := Analyze(nil, DefaultStabilityConfig()); a.Stable || a.Reason == "" {
+		t.Errorf("empty: %+v", a)
+	}
+}
+
+func TestMSERNoCutOnStationary(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 5))
+	xs := make([]float64, 500)
+	for i := range xs {
+		xs[i] = 100 + r.NormFloat64()
+	}
+	if c := mserCut(xs, 5, 0.25); c > 50 {
+		t.Errorf("stationary series cut %d", c)
+	}
+}
