@@ -210,3 +210,27 @@ func TestRecommendMeasuredPrefersRepeats(t *testing.T) {
 		t.Fatalf("without repeats: %+v, %v; want config 2", got, err)
 	}
 }
+
+// FuzzRobust: the median lies within the data, the MAD is >= 0 and at most
+// the range, and the conservative bounds bracket the median.
+func FuzzRobust(f *testing.F) {
+	f.Add(1.0, 2.0, 3.0, 1.5)
+	f.Add(-5.0, 100.0, 100.0, 0.0)
+	f.Fuzz(func(t *testing.T, a, b, c, k float64) {
+		xs := []float64{a, b, c}
+		for _, x := range append(xs, k) {
+			if math.IsNaN(x) || math.IsInf(x, 0) || math.Abs(x) > 1e150 {
+				t.Skip()
+			}
+		}
+		k = math.Abs(k)
+		s := Robust(xs)
+		lo, hi := min(a, b, c), max(a, b, c)
+		if s.Median < lo || s.Median > hi || s.MAD < 0 || s.MAD > hi-lo {
+			t.Fatalf("Robust(%v) = %+v", xs, s)
+		}
+		if s.Low(k) > s.Median || s.High(k) < s.Median {
+			t.Fatalf("bounds %g %g around %g", s.Low(k), s.High(k), s.Median)
+		}
+	})
+}

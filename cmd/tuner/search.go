@@ -47,6 +47,8 @@ func searchCommand() *cli.Command {
 		Flags: append(targetFlags(),
 			&cli.StringFlag{Name: "engine", Value: engineVLLM, Usage: "vllm (vllm serve), sim (the bundled vllm-sim, same process path) or sim-virtual (in-process, virtual clock)"},
 			&cli.StringFlag{Name: "workload", Aliases: []string{"w"}, Value: "chat", Usage: "workload preset (chat, short-high-concurrency, long-prefill) or YAML file"},
+			&cli.IntFlag{Name: "requests", Usage: "measured requests per trial (overrides the workload's num_requests)"},
+			&cli.DurationFlag{Name: "duration", Usage: "measurement duration per trial (overrides the workload's duration)"},
 			&cli.StringFlag{Name: "space", Usage: "user space file (YAML) applied on top of the default space"},
 			&cli.StringFlag{Name: "slo", Usage: "SLO bounds, e.g. 'ttft_p99<=500ms,tpot_p99<=50ms' (default: the workload's)"},
 			&cli.StringFlag{Name: "latency", Value: "tpot_p99", Usage: "latency objective: ttft_p99, tpot_p99, itl_p99 or e2el_p99"},
@@ -144,6 +146,18 @@ func resolveSearch(c *cli.Context) (*searchSetup, error) {
 	}
 	if ss.workload, err = loadWorkloadArg(c.String("workload")); err != nil {
 		return nil, err
+	}
+	if c.IsSet("requests") {
+		if c.Int("requests") < 1 {
+			return nil, usagef("--requests must be >= 1")
+		}
+		ss.workload.NumRequests = c.Int("requests")
+	}
+	if c.IsSet("duration") {
+		if c.Duration("duration") <= 0 {
+			return nil, usagef("--duration must be > 0")
+		}
+		ss.workload.Duration = c.Duration("duration")
 	}
 	ss.slo = ss.workload.SLO
 	if v := c.String("slo"); v != "" {

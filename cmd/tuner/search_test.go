@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -180,4 +181,26 @@ func TestShellJoin(t *testing.T) {
 	if want := `vllm serve m --x 'a b' 'it'\''s' ''`; got != want {
 		t.Fatalf("shellJoin = %s, want %s", got, want)
 	}
+}
+
+func FuzzParseEngineEnv(f *testing.F) {
+	for _, s := range []string{"VLLM_X=1", "CUDA_VISIBLE_DEVICES=0,1", "LD_PRELOAD=x", "=x", "NCCL_DEBUG", "HF_TOKEN=a=b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, kv string) {
+		out, err := parseEngineEnv([]string{kv})
+		if err != nil {
+			return
+		}
+		if len(out) != 1 || out[0] != kv {
+			t.Fatalf("accepted %q as %v", kv, out)
+		}
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			t.Fatalf("accepted %q without NAME=", kv)
+		}
+		if !strings.HasPrefix(k, "VLLM_") && !strings.HasPrefix(k, "NCCL_") && !slices.Contains(engineEnvAllow, k) {
+			t.Fatalf("accepted %q: %s is not allowlisted", kv, k)
+		}
+	})
 }
