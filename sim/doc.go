@@ -1,4 +1,32 @@
-// Package sim is the simulated vLLM: GPU and model performance profiles, a
-// discrete-event V1-like scheduler on a virtual or real clock, the HTTP server
-// behind cmd/vllm-sim, and a trial runner on the virtual clock.
+// Package sim is the simulated vLLM: it owns the performance model (per-GPU
+// efficiency constants in Calib; the hardware and model facts come from
+// package spaces' catalog), the startup memory accounting (PlanMemory), one
+// discrete-event engine core per data-parallel rank (Engine: a V1-like
+// continuous-batching scheduler over a KV block pool with prefix caching and
+// recompute preemption, and a roofline step-time model), and two drivers
+// for it:
+//
+//   - the virtual clock: Runner.Run(ctx, cfg, workload) evaluates a config
+//     on a trial.Workload in milliseconds of CPU, deterministic for a seed
+//     (noise off: the exact ground truth), and returns a trial.Result whose
+//     metrics come from trial.Summarize (vLLM bench's definitions);
+//   - the real clock: Serve runs an OpenAI-compatible HTTP server with
+//     vLLM's endpoints, log lines, failure behaviour, /metrics names and
+//     fault injection; cmd/vllm-sim is its command line (ParseServeArgs
+//     emulates vLLM's argparse).
+//
+// Model of one engine step (reference/vllm.md §5.2): GEMM time
+// max(weights/TP / (HBM x MemEff), 2 x params/TP x tokens / (FLOPS x MFU x
+// N/(N+32))) plus attention time max(KV bytes read / bandwidth, attention
+// FLOPs / FLOPS), a fixed cost, two all-reduces per layer with TP > 1,
+// kernel-launch cost per layer without CUDA graphs, and CPU scheduling
+// time that async scheduling overlaps; optional seeded log-normal noise
+// (~2%) and rare jitter.
+//
+// Text prompts sent to the server are counted as about four bytes per
+// token (textTokens); chat messages add four template tokens each. Token-id
+// prompts are counted exactly, and their block hashes drive prefix caching.
+// Generated text cycles through a small word list, one word per token.
+// Without ignore_eos the output length is drawn (seeded) from a geometric
+// distribution with mean 256, bounded by min_tokens and max_tokens.
 package sim

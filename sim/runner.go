@@ -38,7 +38,8 @@ func DefaultConfig() Config {
 // simulated engine starts (memory accounting, failures), serves the
 // workload's requests at each load level and the measured records go
 // through package trial's vLLM-bench metrics. It implements the trial
-// runner contract used by the tuner's --engine sim-virtual.
+// runner contract used by the tuner's --engine sim-virtual. A Runner is
+// safe for concurrent use.
 type Runner struct {
 	cfg      Config
 	calib    Calib
@@ -80,6 +81,14 @@ func NewRunner(c Config) (*Runner, error) {
 		r.resolved = rs // else every Run reports the resolution error
 	}
 	return r, nil
+}
+
+// WithSeed returns a copy of the runner with another noise seed; it shares
+// the parsed space, so it is much cheaper than NewRunner.
+func (r *Runner) WithSeed(seed uint64) *Runner {
+	c := *r
+	c.cfg.Seed = seed
+	return &c
 }
 
 // Start resolves the engine arguments of cfg and does the startup memory

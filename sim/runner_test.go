@@ -264,3 +264,32 @@ func TestEveryFlagMatters(t *testing.T) {
 	}
 	t.Logf("%-30s %+v", "default", base)
 }
+
+// One Runner serves concurrent trials (the tuner runs several at once).
+func TestRunnerConcurrentUse(t *testing.T) {
+	tg := h100(t, 1)
+	r := noisyRunner(t, tg, 5)
+	cfg := defaults(t, tg)
+	w := closedWorkload(512, 64, 16, 64)
+	want, _ := r.Run(context.Background(), cfg, w)
+	errs := make(chan string, 4)
+	for i := 0; i < 4; i++ {
+		go func() {
+			got, err := r.Run(context.Background(), cfg, w)
+			if err != nil || got.Metrics().OutputThroughput != want.Metrics().OutputThroughput {
+				errs <- "concurrent run differs"
+				return
+			}
+			errs <- ""
+		}()
+	}
+	for i := 0; i < 4; i++ {
+		if e := <-errs; e != "" {
+			t.Error(e)
+		}
+	}
+	other, _ := r.WithSeed(6).Run(context.Background(), cfg, w)
+	if other.Metrics().OutputThroughput == want.Metrics().OutputThroughput {
+		t.Error("WithSeed did not change the noise")
+	}
+}

@@ -38,7 +38,9 @@ func startServer(t *testing.T, args ...string) (string, *syncBuf, func() error) 
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- Serve(ctx, o, log, OnReady(func(a string) { ready <- a }), DrainTimeout(2*time.Second)) }()
+	go func() {
+		done <- Serve(ctx, o, log, OnReady(func(a string) { ready <- a }), DrainTimeout(2*time.Second))
+	}()
 	var once sync.Once
 	var serr error
 	stop := func() error {
