@@ -192,6 +192,16 @@ func (s *Store) checkRecords(ctx context.Context, tx *bolt.Tx, rep *CheckReport,
 			return nil
 		}
 		have[string(k)] = f
+		vecs, err := decodeVectors(tx.Bucket(bucketFrontVecs).Get(k))
+		if err != nil || !reflect.DeepEqual(vecs, f.Vectors()) && len(f.Points) > 0 {
+			problem("front %s: vector cache missing or stale", k)
+		}
+		return nil
+	})
+	_ = tx.Bucket(bucketFrontVecs).ForEach(func(k, _ []byte) error {
+		if tx.Bucket(bucketFronts).Get(k) == nil {
+			problem("front vector cache %s has no front", k)
+		}
 		return nil
 	})
 	names := make([]string, 0, len(want)+len(have))

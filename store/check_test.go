@@ -26,6 +26,9 @@ func TestCheckDetectsTampering(t *testing.T) {
 		{"front deleted", func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketFronts).Delete(studyFrontKey(studyID))
 		}, "front study/"},
+		{"front vectors stale", func(tx *bolt.Tx) error {
+			return tx.Bucket(bucketFrontVecs).Put(studyFrontKey(studyID), encodeVectors([][]float64{{1, 2, 3}}, 3))
+		}, "vector cache"},
 		{"summary stale", func(tx *bolt.Tx) error {
 			return tx.Bucket(bucketSummaries).Bucket([]byte(studyID)).Put(seqKey(3), []byte{1, 3, 6, 'f', 'a', 'i', 'l', 'e', 'd'})
 		}, "summary missing or stale"},

@@ -15,6 +15,10 @@
 //	fronts      "study/<study ID>" -> Front JSON (the study's maintained front)
 //	            "group/<model>|<gpu>|<count>|<objectives>" -> Front JSON
 //	            (the front of that model and GPU setup across studies)
+//	front_vectors  the same keys -> the fronts' objective vectors in binary
+//	            (uvarint n, uvarint d, n·d big-endian float64): a derived
+//	            cache that lets a write decide membership without decoding
+//	            the front's JSON
 //	models      surrogate model name -> model file bytes
 //	model_meta  surrogate model name -> ModelMeta JSON
 //

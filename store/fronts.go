@@ -3,7 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
-	"encoding/json"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
@@ -131,20 +131,14 @@ func insertPoint(tx *bolt.Tx, key []byte, name string, objs pareto.Objectives, p
 	f := Front{V: RecordVersion, Key: name, Objectives: objs, Points: []Point{}}
 	raw := b.Get(key)
 	if raw != nil {
-		// Most trials do not enter the front: decide on the vectors alone.
-		var vecs struct {
-			Points []struct {
-				Values []float64 `json:"values"`
-			} `json:"points"`
+		// Most trials do not enter the front: decide on the cached vectors
+		// alone, without decoding the front's JSON.
+		vecs, err := decodeVectors(tx.Bucket(bucketFrontVecs).Get(key))
+		if err != nil {
+			return corrupt(tx, fmt.Errorf("front %s vectors: %w", name, err))
 		}
-		if err := json.Unmarshal(raw, &vecs); err != nil {
-			return corrupt(tx, fmt.Errorf("front %s: %w", name, err))
-		}
-		dirs := objs.Directions()
-		for _, q := range vecs.Points {
-			if len(q.Values) == len(p.Values) && pareto.Dominates(q.Values, p.Values, dirs) {
-				return nil
-			}
+		if add, _ := pareto.Insert(vecs, p.Values, objs.Directions()); !add {
+			return nil
 		}
 	}
 	if raw != nil {
@@ -165,7 +159,53 @@ func insertPoint(tx *bolt.Tx, key []byte, name string, objs pareto.Objectives, p
 	}
 	f.Points = append(f.Points, p)
 	sortPoints(f.Points)
-	return putJSON(b, key, f)
+	return putFront(tx, key, f)
+}
+
+// putFront writes a front record and its vector cache.
+func putFront(tx *bolt.Tx, key []byte, f Front) error {
+	if err := putJSON(tx.Bucket(bucketFronts), key, f); err != nil {
+		return err
+	}
+	return tx.Bucket(bucketFrontVecs).Put(key, encodeVectors(f.Vectors(), len(f.Objectives)))
+}
+
+// encodeVectors is the binary form of a front's vectors.
+func encodeVectors(vecs [][]float64, d int) []byte {
+	b := binary.AppendUvarint(nil, uint64(len(vecs)))
+	b = binary.AppendUvarint(b, uint64(d))
+	for _, v := range vecs {
+		for _, x := range v {
+			b = binary.BigEndian.AppendUint64(b, math.Float64bits(x))
+		}
+	}
+	return b
+}
+
+func decodeVectors(b []byte) ([][]float64, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 {
+		return nil, fmt.Errorf("missing or bad count")
+	}
+	b = b[k:]
+	d, k := binary.Uvarint(b)
+	if k <= 0 || d == 0 || d > 64 {
+		return nil, fmt.Errorf("bad dimension")
+	}
+	b = b[k:]
+	if n > uint64(len(b)) || uint64(len(b)) != n*d*8 {
+		return nil, fmt.Errorf("%d bytes for %d vectors of %d", len(b), n, d)
+	}
+	out := make([][]float64, n)
+	for i := range out {
+		v := make([]float64, d)
+		for j := range v {
+			v[j] = math.Float64frombits(binary.BigEndian.Uint64(b))
+			b = b[8:]
+		}
+		out[i] = v
+	}
+	return out, nil
 }
 
 // addToFronts adds a finished trial to its study's and group's fronts when
@@ -254,18 +294,19 @@ func rebuildAllFronts(tx *bolt.Tx) error {
 	if err != nil {
 		return err
 	}
-	if err := tx.DeleteBucket(bucketFronts); err != nil {
-		return err
-	}
-	b, err := tx.CreateBucket(bucketFronts)
-	if err != nil {
-		return err
+	for _, name := range [][]byte{bucketFronts, bucketFrontVecs} {
+		if err := tx.DeleteBucket(name); err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucket(name); err != nil {
+			return err
+		}
 	}
 	for name, f := range fronts {
 		if len(f.Points) == 0 {
 			continue // fronts are created by their first point
 		}
-		if err := putJSON(b, []byte(name), f); err != nil {
+		if err := putFront(tx, []byte(name), f); err != nil {
 			return err
 		}
 	}

@@ -25,6 +25,11 @@ func FuzzDecodeTrial(f *testing.F) {
 		_, _ = DecodeStudy(b)
 		_, _ = DecodeFront(b)
 		_, _ = decodeModelMeta(b)
+		if vecs, err := decodeVectors(b); err == nil && len(vecs) > 0 {
+			if again := encodeVectors(vecs, len(vecs[0])); string(again) != string(b) {
+				t.Fatalf("vector cache round trip changed the bytes")
+			}
+		}
 		tr, err := DecodeTrial(b)
 		if err != nil {
 			return

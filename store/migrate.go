@@ -27,12 +27,13 @@ var (
 	bucketModels    = []byte("models")
 	bucketModelMeta = []byte("model_meta")
 	bucketSummaries = []byte("summaries")
+	bucketFrontVecs = []byte("front_vectors")
 
 	keySchema  = []byte("schema")
 	keyCreated = []byte("created")
 )
 
-var allBuckets = [][]byte{bucketMeta, bucketStudies, bucketTrials, bucketSummaries, bucketRunning, bucketFronts, bucketModels, bucketModelMeta}
+var allBuckets = [][]byte{bucketMeta, bucketStudies, bucketTrials, bucketSummaries, bucketRunning, bucketFronts, bucketFrontVecs, bucketModels, bucketModelMeta}
 
 // initSchema lays out an empty current-schema database.
 func initSchema(tx *bolt.Tx, now time.Time) error {
