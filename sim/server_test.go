@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -365,4 +366,79 @@ func TestServerFaults(t *testing.T) {
 			t.Errorf("hang: err %v ready %v", err, ready)
 		}
 	})
+}
+
+// Many concurrent streams, some cancelled by the client mid-stream: every
+// completed stream is well-formed and the engine ends with no running
+// request and no KV block in use.
+func TestServerConcurrentAndAborts(t *testing.T) {
+	url, _, _ := startServer(t, "tiny", "--gpu", "H100-80GB", "-dp", "2", "--max-num-seqs", "8", "--max-num-batched-tokens", "2048", "--time-scale", "2")
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for i := 0; i < 40; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			body := `{"prompt":` + idsJSON(100+i*10) + `,"max_tokens":30,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}`
+			req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/completions", strings.NewReader(body))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer resp.Body.Close()
+			sc := bufio.NewScanner(resp.Body)
+			n := 0
+			for sc.Scan() {
+				if sc.Text() == "" {
+					continue
+				}
+				n++
+				if i%5 == 0 && n == 3 {
+					cancel() // client disconnect
+					return
+				}
+			}
+			if n != 32 {
+				errs <- fmt.Errorf("request %d: %d events, want 32", i, n)
+			}
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	// Let the engines notice the aborts, then read the gauges.
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		resp, err := http.Get(url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := expfmt.NewTextParser(model.LegacyValidation)
+		fams, err := p.TextToMetricFamilies(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		busy := 0.0
+		for _, name := range []string{"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"} {
+			for _, m := range fams[name].Metric {
+				busy += m.GetGauge().GetValue()
+			}
+		}
+		if len(fams["vllm:num_requests_running"].Metric) != 2 {
+			t.Fatalf("want one running gauge per DP engine")
+		}
+		if busy == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("engines still busy after all clients left (sum of gauges %v)", busy)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
