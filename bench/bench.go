@@ -1,0 +1,398 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/vllm-tuner/tuner/search"
+)
+
+// Config configures a benchmark run. DefaultConfig gives the full
+// benchmark; QuickConfig the CI variant.
+type Config struct {
+	Scenarios   []Scenario
+	Strategies  []string // names of DefaultStrategies to run (nil: all)
+	Seeds       int      // seeds 1..Seeds
+	Trials      int      // search trials per run (N)
+	Checkpoints []int    // trial counts the report tabulates (those <= Trials)
+	Plan        SamplePlan
+	// CacheDir holds the ground-truth cache ("" = compute, do not cache).
+	CacheDir string
+	// WriteCache stores recomputed ground truth in CacheDir.
+	WriteCache bool
+	OutDir     string // where the report goes ("" = nowhere)
+	Parallel   int    // concurrent jobs (>= 1)
+	// PruneHistory is the number of the tuner's first trials pruning is
+	// judged from.
+	PruneHistory int
+	Progress     io.Writer // progress lines; nil = none
+	Logger       *slog.Logger
+}
+
+// DefaultConfig is the full benchmark: the four scenarios, 5 seeds, 48
+// trials, the committed cache's plan.
+func DefaultConfig() Config {
+	return Config{
+		Scenarios: DefaultScenarios(), Seeds: 5, Trials: 48, Checkpoints: []int{8, 16, 24, 48},
+		Plan: DefaultSamplePlan(), CacheDir: "bench/testdata", WriteCache: true, Parallel: 1, PruneHistory: 24,
+	}
+}
+
+// QuickConfig is the CI variant: one scenario, one seed, 10 trials, a small
+// ground-truth sample, nothing cached.
+func QuickConfig() Config {
+	c := DefaultConfig()
+	c.Scenarios = DefaultScenarios()[:1]
+	c.Seeds, c.Trials, c.Checkpoints = 1, 10, []int{4, 8, 10}
+	c.Plan = SamplePlan{Random: 120, Refine: 40, Seed: 11}
+	c.CacheDir, c.WriteCache = "", false
+	c.PruneHistory = 8
+	return c
+}
+
+func (c *Config) validate() error {
+	switch {
+	case len(c.Scenarios) == 0:
+		return fmt.Errorf("%w: no scenarios", ErrConfig)
+	case c.Seeds < 1:
+		return fmt.Errorf("%w: seeds %d < 1", ErrConfig, c.Seeds)
+	case c.Trials < 1:
+		return fmt.Errorf("%w: trials %d < 1", ErrConfig, c.Trials)
+	case c.Plan.Random < 1:
+		return fmt.Errorf("%w: ground-truth sample %d < 1", ErrConfig, c.Plan.Random)
+	}
+	if c.Parallel < 1 {
+		c.Parallel = 1
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+	if c.PruneHistory <= 0 || c.PruneHistory > c.Trials {
+		c.PruneHistory = min(24, c.Trials)
+	}
+	var cps []int
+	for _, k := range c.Checkpoints {
+		if k >= 1 && k <= c.Trials {
+			cps = append(cps, k)
+		}
+	}
+	if len(cps) == 0 || cps[len(cps)-1] != c.Trials {
+		cps = append(cps, c.Trials)
+	}
+	sort.Ints(cps)
+	c.Checkpoints = cps
+	for _, n := range c.Strategies {
+		if strategyByName(n) == nil {
+			return fmt.Errorf("%w: unknown strategy %q (known: %v)", ErrConfig, n, StrategyNames())
+		}
+	}
+	return nil
+}
+
+// Strategy names.
+const (
+	StratRandom = "random"
+	StratGrid   = "grid"
+	StratTPE    = "tpe"
+	StratTuner  = "tuner"
+	StratWarm   = "tuner-warm"
+)
+
+// DefaultStrategies are the five strategies of the benchmark, in report order.
+func DefaultStrategies() []Strategy {
+	return []Strategy{
+		ProposerStrategy{Label: StratRandom, Sampler: search.SamplerRandom},
+		GridStrategy{},
+		ProposerStrategy{Label: StratTPE, Sampler: search.SamplerTPE},
+		TunerStrategy{Label: StratTuner},
+		TunerStrategy{Label: StratWarm, Warm: true},
+	}
+}
+
+// StrategyNames lists the strategies' names.
+func StrategyNames() []string {
+	var out []string
+	for _, s := range DefaultStrategies() {
+		out = append(out, s.Name())
+	}
+	return out
+}
+
+func strategyByName(n string) Strategy {
+	for _, s := range DefaultStrategies() {
+		if s.Name() == n {
+			return s
+		}
+	}
+	return nil
+}
+
+// Run is one strategy run on one scenario and seed.
+type Run struct {
+	Scenario string  `json:"scenario"`
+	Strategy string  `json:"strategy"`
+	Seed     uint64  `json:"seed"`
+	Trials   []Trial `json:"trials"`
+	Belief   Belief  `json:"belief"`
+	WallS    float64 `json:"wall_s"`
+}
+
+// scenarioState is what the harness holds per scenario.
+type scenarioState struct {
+	prob   *Problem
+	ev     *Evaluator
+	truth  *GroundTruth
+	cached bool
+	evalMS float64
+}
+
+// Execute runs the benchmark and returns the report (also written to
+// cfg.OutDir when set).
+func Execute(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	var mu sync.Mutex
+	progress := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(cfg.Progress, "[%6.1fs] "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
+	}
+	strategies := DefaultStrategies()
+	if len(cfg.Strategies) > 0 {
+		strategies = nil
+		for _, n := range cfg.Strategies {
+			strategies = append(strategies, strategyByName(n))
+		}
+	}
+
+	// Phase 1: problems and ground truth, one scenario per job.
+	states := make([]*scenarioState, len(cfg.Scenarios))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(cfg.Parallel)
+	for i, sc := range cfg.Scenarios {
+		g.Go(func() error {
+			st, err := groundTruth(gctx, cfg, sc, progress)
+			states[i] = st
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+
+	// Phase 2: every run except warm starts; phase 3: warm starts, whose
+	// history is the source scenario's tuner run of the same seed.
+	type job struct {
+		si    int
+		strat Strategy
+		seed  uint64
+	}
+	var first, warm []job
+	for si := range states {
+		for _, s := range strategies {
+			for seed := uint64(1); seed <= uint64(cfg.Seeds); seed++ {
+				j := job{si, s, seed}
+				if ts, ok := s.(TunerStrategy); ok && ts.Warm {
+					warm = append(warm, j)
+				} else {
+					first = append(first, j)
+				}
+			}
+		}
+	}
+	runs := map[string]*Run{}
+	var runsMu sync.Mutex
+	runKey := func(scen, strat string, seed uint64) string { return fmt.Sprintf("%s|%s|%d", scen, strat, seed) }
+	do := func(ctx context.Context, j job, hist []search.Observation) error {
+		st := states[j.si]
+		r, err := runOne(ctx, cfg, st, j.strat, j.seed, hist)
+		if err != nil {
+			return fmt.Errorf("%s/%s seed %d: %w", st.prob.Scenario.Name, j.strat.Name(), j.seed, err)
+		}
+		c := curve(r.Trials, cfg.Trials, st.prob, st.truth.Ref, st.truth.HV)
+		progress("%-22s %-10s seed %d: %d trials, HV ratio %.3f vs sampled front (%.1fs)", st.prob.Scenario.Name, j.strat.Name(), j.seed, len(r.Trials), c[len(c)-1], r.WallS)
+		runsMu.Lock()
+		runs[runKey(st.prob.Scenario.Name, j.strat.Name(), j.seed)] = r
+		runsMu.Unlock()
+		return nil
+	}
+	g, gctx = errgroup.WithContext(ctx)
+	g.SetLimit(cfg.Parallel)
+	for _, j := range first {
+		g.Go(func() error { return do(gctx, j, nil) })
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	g, gctx = errgroup.WithContext(ctx)
+	g.SetLimit(cfg.Parallel)
+	for _, j := range warm {
+		g.Go(func() error {
+			hist, err := warmHistory(gctx, cfg, states[j.si].prob, j.seed, func(scen string) *Run {
+				runsMu.Lock()
+				defer runsMu.Unlock()
+				return runs[runKey(scen, StratTuner, j.seed)]
+			}, progress)
+			if err != nil {
+				return err
+			}
+			return do(gctx, j, hist)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+
+	rep, err := buildReport(ctx, cfg, states, strategies, runs, runKey)
+	if err != nil {
+		return nil, err
+	}
+	rep.WallS = time.Since(start).Seconds()
+	if cfg.OutDir != "" {
+		if err := rep.Write(cfg.OutDir); err != nil {
+			return rep, err
+		}
+		progress("report written to %s", cfg.OutDir)
+	}
+	return rep, nil
+}
+
+// groundTruth loads the scenario's cached truth or computes (and caches) it.
+func groundTruth(ctx context.Context, cfg Config, sc Scenario, progress func(string, ...any)) (*scenarioState, error) {
+	p, err := sc.Resolve()
+	if err != nil {
+		return nil, err
+	}
+	ev, err := NewEvaluator(p)
+	if err != nil {
+		return nil, err
+	}
+	st := &scenarioState{prob: p, ev: ev}
+	t0 := time.Now()
+	key, err := TruthKey(ctx, p, cfg.Plan)
+	if err != nil {
+		return nil, err
+	}
+	st.evalMS = time.Since(t0).Seconds() * 1000 / fingerprintProbes
+	if cfg.CacheDir != "" {
+		gt, err := LoadTruth(cfg.CacheDir, cacheName(sc.Name, cfg.Plan), key)
+		switch {
+		case err == nil:
+			progress("%-22s ground truth from cache (key %s): %d configs sampled, front %d, HV %.4g", sc.Name, key, gt.Evaluated, len(gt.Front), gt.HV)
+			st.truth, st.cached = gt, true
+			return st, nil
+		case errors.Is(err, ErrStaleCache):
+			progress("%-22s ground-truth cache is stale (%v): recomputing", sc.Name, err)
+		case errors.Is(err, fs.ErrNotExist):
+			progress("%-22s no ground-truth cache: computing", sc.Name)
+		default:
+			return nil, err
+		}
+	}
+	t0 = time.Now()
+	gt, err := ComputeTruth(ctx, p, ev, cfg.Plan, key, func(done, total int) {
+		if done%500 == 0 {
+			progress("%-22s ground truth %d/%d", sc.Name, done, total)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if n := ev.Evals(); n > 0 {
+		st.evalMS = time.Since(t0).Seconds() * 1000 / float64(n)
+	}
+	progress("%-22s ground truth: %d configs (%d feasible), front %d, HV %.4g, %.1f ms/eval", sc.Name, gt.Evaluated, gt.Feasible, len(gt.Front), gt.HV, st.evalMS)
+	st.truth = gt
+	if cfg.CacheDir != "" && cfg.WriteCache {
+		if err := SaveTruth(cfg.CacheDir, gt, cacheName(sc.Name, cfg.Plan)); err != nil {
+			return nil, fmt.Errorf("cache ground truth: %w", err)
+		}
+	}
+	return st, nil
+}
+
+// cacheName names a scenario's cache file: the scenario for the default
+// plan, with the plan's sizes otherwise.
+func cacheName(scenario string, plan SamplePlan) string {
+	if plan == DefaultSamplePlan() {
+		return scenario
+	}
+	return fmt.Sprintf("%s-r%d-f%d-s%d", scenario, plan.Random, plan.Refine, plan.Seed)
+}
+
+// runOne runs a strategy and judges its trials against the truth.
+func runOne(ctx context.Context, cfg Config, st *scenarioState, s Strategy, seed uint64, hist []search.Observation) (*Run, error) {
+	dir, err := os.MkdirTemp("", "tuner-bench-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	t0 := time.Now()
+	trials, belief, err := s.Run(ctx, Env{Problem: st.prob, Seed: seed, Trials: cfg.Trials, History: hist, TempDir: dir, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	wall := time.Since(t0).Seconds()
+	for i := range trials {
+		if trials[i].True, err = st.ev.Truth(ctx, trials[i].Config); err != nil {
+			return nil, err
+		}
+	}
+	return &Run{Scenario: st.prob.Scenario.Name, Strategy: s.Name(), Seed: seed, Trials: trials, Belief: belief, WallS: wall}, nil
+}
+
+// warmHistory is the warm-start history of a problem: the source
+// scenario's tuner trials of the same seed (run here when the benchmark
+// does not include that scenario), weighted WarmWeight, with their context.
+func warmHistory(ctx context.Context, cfg Config, p *Problem, seed uint64, lookup func(string) *Run, progress func(string, ...any)) ([]search.Observation, error) {
+	src := p.Scenario.WarmFrom
+	if src == "" {
+		return nil, nil
+	}
+	scs, err := FindScenarios(DefaultScenarios(), src)
+	if err != nil {
+		return nil, fmt.Errorf("scenario %s: warm start: %w", p.Scenario.Name, err)
+	}
+	sp, err := scs[0].Resolve()
+	if err != nil {
+		return nil, err
+	}
+	r := lookup(src)
+	if r == nil {
+		dir, err := os.MkdirTemp("", "tuner-bench-warm-*")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		trials, _, err := TunerStrategy{Label: StratTuner}.Run(ctx, Env{Problem: sp, Seed: seed, Trials: cfg.Trials, TempDir: dir, Logger: cfg.Logger})
+		if err != nil {
+			return nil, fmt.Errorf("warm-start source %s: %w", src, err)
+		}
+		progress("%-22s warm-start history: ran the tuner on %s (%d trials)", p.Scenario.Name, src, len(trials))
+		r = &Run{Trials: trials}
+	}
+	var hist []search.Observation
+	for _, t := range r.Trials {
+		if t.Phase != PhaseSearch || t.result == nil {
+			continue
+		}
+		tg, w := sp.Target, sp.Workload
+		hist = append(hist, search.Observation{Config: t.Config, Result: t.result, Weight: WarmWeight, Target: &tg, Workload: &w})
+	}
+	return hist, nil
+}

@@ -1,0 +1,20 @@
+// Package bench is the search-quality benchmark harness: it compares the
+// tuner's search (pruning, TPE, surrogate screening, the overnight loop)
+// with the baselines users would otherwise run (random search, a vLLM
+// auto_tune-style grid, plain goptuna TPE) on the simulator's virtual clock,
+// against a ground-truth Pareto front computed from a large noise-free
+// sample of each scenario's space.
+//
+// A Scenario is a model, GPUs, a workload, an SLO and the three objectives
+// (output throughput up, the scenario's latency metric down, peak VRAM
+// down). GroundTruth evaluates the noise-free simulator over thousands of
+// configs (random, the max-num-seqs x max-num-batched-tokens grid, the
+// default, and local refinement around the front) and caches the front
+// under testdata/, keyed by a fingerprint of the simulator's behaviour, the
+// resolved space and the scenario, so a change to any of them recomputes it.
+//
+// Every strategy runs with noise on; what it found is judged by the true
+// (noise-free) objective vectors of the configs it tried that truly meet the
+// SLO, so measurement noise can never inflate a score. Run writes a Markdown
+// report, JSON and one SVG per scenario (hypervolume ratio vs trials).
+package bench

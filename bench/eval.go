@@ -1,0 +1,157 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+
+	"github.com/vllm-tuner/tuner/sim"
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+// Truth is the noise-free outcome of one config.
+type Truth struct {
+	Vec      []float64          `json:"vec,omitempty"` // objective vector (nil when failed)
+	Feasible bool               `json:"feasible"`      // started, served and met the SLO
+	Failure  trial.FailureClass `json:"failure,omitempty"`
+	E2EP99   float64            `json:"e2el_p99,omitempty"` // ms, for the grid's cap
+}
+
+// Evaluator gives the noise-free truth of configs of one problem, memoised
+// by config ID. Safe for concurrent use.
+type Evaluator struct {
+	prob   *Problem
+	runner *sim.Runner
+	mu     sync.Mutex
+	memo   map[string]Truth
+	evals  int
+}
+
+// NewEvaluator builds the noise-free runner of a problem.
+func NewEvaluator(p *Problem) (*Evaluator, error) {
+	c := sim.DefaultConfig()
+	c.Target = p.Target
+	c.Noise = false
+	r, err := sim.NewRunner(c)
+	if err != nil {
+		return nil, fmt.Errorf("ground-truth runner: %w", err)
+	}
+	return &Evaluator{prob: p, runner: r, memo: map[string]Truth{}}, nil
+}
+
+// Evals is the number of simulator runs made (memo misses).
+func (e *Evaluator) Evals() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.evals
+}
+
+// Truth evaluates cfg without noise (once per config ID).
+func (e *Evaluator) Truth(ctx context.Context, cfg spaces.Config) (Truth, error) {
+	id := cfg.ID()
+	e.mu.Lock()
+	t, ok := e.memo[id]
+	e.mu.Unlock()
+	if ok {
+		return t, nil
+	}
+	res, err := e.runner.Run(ctx, cfg, e.prob.Workload)
+	if err != nil {
+		return Truth{}, fmt.Errorf("ground truth of %s: %w", id, err)
+	}
+	t = e.prob.judge(&res)
+	e.mu.Lock()
+	e.memo[id] = t
+	e.evals++
+	e.mu.Unlock()
+	return t, nil
+}
+
+// judge reads a result through the problem's objectives and SLO.
+func (p *Problem) judge(res *trial.Result) Truth {
+	if !res.Usable() || res.Metrics() == nil {
+		f := res.Failure
+		if f == "" {
+			f = trial.FailCrashed
+		}
+		return Truth{Failure: f}
+	}
+	vec := make([]float64, len(p.Objectives))
+	for i, o := range p.Objectives {
+		v, ok := res.Objective(o.Name)
+		if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
+			return Truth{Failure: trial.FailCrashed}
+		}
+		vec[i] = v
+	}
+	met, _ := p.SLO.Check(res.Metrics())
+	return Truth{Vec: vec, Feasible: met, E2EP99: res.Metrics().E2EL.P99}
+}
+
+// sampleConfig draws a config uniformly from the space (log-uniform for log
+// ranges, uniform over levels); ok is false when it violates a constraint.
+func sampleConfig(sp *spaces.Space, r *rand.Rand) (spaces.Config, bool) {
+	m := map[string]spaces.Value{}
+	for _, p := range sp.Tuned() {
+		m[p.Name] = drawParam(p, r)
+	}
+	c, err := sp.Normalize(spaces.NewConfig(m))
+	if err != nil || sp.Validate(c) != nil {
+		return spaces.Config{}, false
+	}
+	return c, true
+}
+
+func drawParam(p *spaces.Param, r *rand.Rand) spaces.Value {
+	if lv := p.Discrete(); len(lv) > 0 && (p.Kind != spaces.Float || p.Step > 0) {
+		return lv[r.IntN(len(lv))]
+	}
+	u := r.Float64()
+	if p.Log && p.Min > 0 {
+		// Integers: widen by half a unit so both ends are as likely as the rest.
+		lo, hi := p.Min, p.Max
+		if p.Kind == spaces.Int {
+			lo, hi = math.Max(p.Min-0.5, p.Min*0.5), p.Max+0.5
+		}
+		return p.FromFloat(math.Exp(math.Log(lo) + u*(math.Log(hi)-math.Log(lo))))
+	}
+	lo, hi := p.Min, p.Max
+	if p.Kind == spaces.Int {
+		lo, hi = p.Min-0.5, p.Max+0.5
+	}
+	return p.FromFloat(lo + u*(hi-lo))
+}
+
+// mutate changes one or two tuned parameters of c: numeric ones by a step
+// of up to a quarter of their (log) range, discrete ones to another level.
+func mutate(sp *spaces.Space, c spaces.Config, r *rand.Rand) (spaces.Config, bool) {
+	tuned := sp.Tuned()
+	if len(tuned) == 0 {
+		return c, false
+	}
+	n := 1 + r.IntN(2)
+	for range n {
+		p := tuned[r.IntN(len(tuned))]
+		v, _ := c.Get(p.Name)
+		if lv := p.Discrete(); len(lv) > 0 && (p.Kind != spaces.Float || p.Step > 0) && len(lv) <= 16 {
+			c = c.With(p.Name, lv[r.IntN(len(lv))])
+			continue
+		}
+		x := v.Float()
+		step := (r.Float64()*2 - 1) * 0.25
+		if p.Log && p.Min > 0 && x > 0 {
+			x = math.Exp(math.Log(x) + step*(math.Log(p.Max)-math.Log(p.Min)))
+		} else {
+			x += step * (p.Max - p.Min)
+		}
+		c = c.With(p.Name, p.FromFloat(x))
+	}
+	c, err := sp.Normalize(c)
+	if err != nil || sp.Validate(c) != nil {
+		return spaces.Config{}, false
+	}
+	return c, true
+}

@@ -1,0 +1,71 @@
+package bench
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/vllm-tuner/tuner/pareto"
+	"github.com/vllm-tuner/tuner/search"
+)
+
+func TestQuantile(t *testing.T) {
+	for _, tc := range []struct {
+		xs          []float64
+		med, q1, q3 float64
+	}{
+		{[]float64{3, 1, 2}, 2, 1.5, 2.5},
+		{[]float64{4, 1, 3, 2}, 2.5, 1.75, 3.25},
+		{[]float64{7}, 7, 7, 7},
+		{[]float64{1, math.NaN(), 3}, 2, 1.5, 2.5},
+	} {
+		q := quantiles(tc.xs)
+		if math.Abs(q.Median-tc.med) > 1e-12 || math.Abs(q.Q1-tc.q1) > 1e-12 || math.Abs(q.Q3-tc.q3) > 1e-12 {
+			t.Errorf("quantiles(%v) = %+v, want %v/%v/%v", tc.xs, q, tc.med, tc.q1, tc.q3)
+		}
+	}
+	if q := quantiles(nil); !math.IsNaN(q.Median) || q.N != 0 {
+		t.Errorf("quantiles(nil) = %+v", q)
+	}
+}
+
+// TestCurveProperties checks on random trial sequences that the HV ratio
+// curve is non-decreasing, inside [0, 1], and reaches 1 exactly when the
+// true front itself is tried.
+func TestCurveProperties(t *testing.T) {
+	p := &Problem{Objectives: search.DefaultObjectives("tpot_p99")}
+	r := rand.New(rand.NewPCG(3, 4))
+	for iter := range 200 {
+		n := 1 + r.IntN(30)
+		var trials []Trial
+		var all [][]float64
+		for k := 1; k <= n; k++ {
+			v := []float64{r.Float64() * 100, r.Float64() * 50, 50 + r.Float64()*30}
+			feas := r.Float64() < 0.7
+			if feas {
+				all = append(all, v)
+			}
+			trials = append(trials, Trial{Number: k, Phase: PhaseSearch, True: Truth{Vec: v, Feasible: feas}})
+		}
+		if len(all) == 0 {
+			continue
+		}
+		ref := []float64{0, 60, 90}
+		trueHV, err := pareto.Hypervolume(all, p.Objectives.Directions(), ref)
+		if err != nil || trueHV <= 0 {
+			t.Fatal(err, trueHV)
+		}
+		c := curve(trials, n, p, ref, trueHV)
+		for i := range c {
+			if c[i] < 0 || c[i] > 1 || (i > 0 && c[i] < c[i-1]-1e-12) {
+				t.Fatalf("iter %d: curve %v not monotone in [0,1]", iter, c)
+			}
+		}
+		if math.Abs(c[n-1]-1) > 1e-9 {
+			t.Fatalf("iter %d: the whole set must reach ratio 1, got %v", iter, c[n-1])
+		}
+		if k := trialsTo(c, 1); k == 0 || k > n {
+			t.Fatalf("iter %d: trialsTo = %d", iter, k)
+		}
+	}
+}

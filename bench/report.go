@@ -1,0 +1,593 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/vllm-tuner/tuner/pareto"
+	"github.com/vllm-tuner/tuner/search"
+	"github.com/vllm-tuner/tuner/spaces"
+)
+
+// Report is the benchmark's outcome.
+type Report struct {
+	Settings  Settings         `json:"settings"`
+	Scenarios []ScenarioReport `json:"scenarios"`
+	Summaries []Summary        `json:"summaries"`
+	Pruning   []PruneQuality   `json:"pruning"`
+	Goals     []Goal           `json:"goals"`
+	WallS     float64          `json:"wall_s"`
+	runs      []*Run
+}
+
+// Settings echo the run's configuration.
+type Settings struct {
+	Seeds       int        `json:"seeds"`
+	Trials      int        `json:"trials"`
+	Checkpoints []int      `json:"checkpoints"`
+	Plan        SamplePlan `json:"plan"`
+	Strategies  []string   `json:"strategies"`
+	Threshold   float64    `json:"threshold"`
+}
+
+// ScenarioReport describes a scenario and its ground truth.
+type ScenarioReport struct {
+	Name         string         `json:"name"`
+	Target       string         `json:"target"`
+	Workload     string         `json:"workload"`
+	SLO          string         `json:"slo"`
+	Objectives   []string       `json:"objectives"`
+	Key          string         `json:"key"`
+	Cached       bool           `json:"cached"`
+	EvalMS       float64        `json:"eval_ms"` // wall ms per noise-free evaluation (machine dependent)
+	Sampled      int            `json:"sampled"`
+	Feasible     int            `json:"feasible"`
+	FailedByCls  map[string]int `json:"failed"`
+	SampledFront int            `json:"sampled_front"`
+	SampledHV    float64        `json:"sampled_hv"`
+	// The reference front is the sampled front joined with every truly
+	// feasible config any run tried; TrueHV is its hypervolume against Ref.
+	Front          int       `json:"front"`
+	FromRuns       int       `json:"front_from_runs"` // members found by runs, not by the sample
+	TrueHV         float64   `json:"true_hv"`
+	Ref            []float64 `json:"ref"`
+	TrueHVStrict   float64   `json:"true_hv_strict"`
+	RefStrict      []float64 `json:"ref_strict"`
+	BestThroughput float64   `json:"best_throughput"`
+	Default        Truth     `json:"default"`
+	DefaultFlags   string    `json:"default_flags"`
+}
+
+// Summary is one strategy on one scenario over the seeds.
+type Summary struct {
+	Scenario string               `json:"scenario"`
+	Strategy string               `json:"strategy"`
+	HV       map[string]Quantiles `json:"hv_ratio"` // by checkpoint
+	// HVStrict is the HV ratio against the strict reference point.
+	HVStrict map[string]Quantiles `json:"hv_ratio_strict"`
+	Curve    []float64            `json:"median_curve"`
+	CurveQ1  []float64            `json:"q1_curve"`
+	CurveQ3  []float64            `json:"q3_curve"`
+	// TrialsToThreshold per seed (Trials+1 when never reached).
+	TrialsToThreshold []int                `json:"trials_to_threshold"`
+	TrialsToMedian    float64              `json:"trials_to_threshold_median"`
+	BestRatio         Quantiles            `json:"best_ratio"`        // best truly feasible throughput / true best
+	BestAt            map[string]Quantiles `json:"best_throughput"`   // by checkpoint, tok/s
+	GainOverDefault   Quantiles            `json:"gain_over_default"` // best / default throughput - 1
+	Failed            Quantiles            `json:"failed_trials"`
+	OOM               Quantiles            `json:"oom_trials"`
+	GPUHours          Quantiles            `json:"gpu_hours"`
+	Repeats           Quantiles            `json:"repeat_trials"`
+	BelievedHV        Quantiles            `json:"believed_hv_ratio"` // measured front's HV / true HV (may exceed 1)
+	// PickTrueRatio is the picked config's true throughput over what the
+	// strategy measured for it; PickFeasible the share of seeds whose pick
+	// truly meets the SLO.
+	PickTrueRatio Quantiles `json:"pick_true_over_measured"`
+	PickFeasible  float64   `json:"pick_truly_feasible"`
+	PickBestRatio Quantiles `json:"pick_true_over_true_best"`
+}
+
+// PruneQuality judges search.Prune on a history.
+type PruneQuality struct {
+	Scenario      string    `json:"scenario"`
+	History       string    `json:"history"`
+	VolumeRemoved Quantiles `json:"volume_removed"`
+	FrontKept     Quantiles `json:"front_kept"` // share of reference-front configs the pruned space admits
+	HVKept        Quantiles `json:"hv_kept"`    // HV of the admitted front members / true HV
+}
+
+// Goal is one target of issue 8, met or not.
+type Goal struct {
+	Goal     string `json:"goal"`
+	Scenario string `json:"scenario"`
+	Value    string `json:"value"`
+	Met      bool   `json:"met"`
+}
+
+// Threshold is the HV ratio the "trials to" figures count to.
+const Threshold = 0.95
+
+func ck(k int) string { return strconv.Itoa(k) }
+
+func buildReport(ctx context.Context, cfg Config, states []*scenarioState, strategies []Strategy, runs map[string]*Run,
+	runKey func(string, string, uint64) string) (*Report, error) {
+	rep := &Report{Settings: Settings{Seeds: cfg.Seeds, Trials: cfg.Trials, Checkpoints: cfg.Checkpoints, Plan: cfg.Plan, Threshold: Threshold}}
+	for _, s := range strategies {
+		rep.Settings.Strategies = append(rep.Settings.Strategies, s.Name())
+	}
+	for _, st := range states {
+		p, gt := st.prob, st.truth
+		var scRuns []*Run
+		for _, s := range strategies {
+			for seed := uint64(1); seed <= uint64(cfg.Seeds); seed++ {
+				if r := runs[runKey(p.Scenario.Name, s.Name(), seed)]; r != nil {
+					scRuns = append(scRuns, r)
+					rep.runs = append(rep.runs, r)
+				}
+			}
+		}
+		// The reference front: the sample's front joined with every truly
+		// feasible config the runs tried.
+		type member struct {
+			cfg     spaces.Config
+			vec     []float64
+			fromRun bool
+		}
+		var all []member
+		seen := map[string]bool{}
+		for _, f := range gt.Front {
+			seen[f.ID] = true
+			all = append(all, member{f.Config, f.Vec, false})
+		}
+		for _, r := range scRuns {
+			for _, t := range r.Trials {
+				if t.True.Feasible && !seen[t.ConfigID] {
+					seen[t.ConfigID] = true
+					all = append(all, member{t.Config, t.True.Vec, true})
+				}
+			}
+		}
+		vecs := make([][]float64, len(all))
+		for i, m := range all {
+			vecs[i] = m.vec
+		}
+		var front []member
+		for _, i := range frontIdx(vecs, p) {
+			front = append(front, all[i])
+		}
+		fvecs := make([][]float64, len(front))
+		sr := ScenarioReport{Name: p.Scenario.Name, Target: p.Target.Describe(), SLO: p.SLO.String(), Key: gt.Key, Cached: st.cached,
+			EvalMS: st.evalMS, Sampled: gt.Evaluated, Feasible: gt.Feasible, FailedByCls: gt.Failed, SampledFront: len(gt.Front),
+			SampledHV: gt.HV, Front: len(front), Ref: gt.Ref, Default: gt.Default,
+			DefaultFlags: strings.Join(p.Space.DefaultConfig().Flags(), " "),
+			Workload: fmt.Sprintf("%s: %d requests + %d warm-up, closed loop at %d, prompt ~%.0f, output ~%.0f tokens",
+				p.Workload.Name, p.Workload.NumRequests, p.Workload.Warmup, p.Workload.Arrival.Concurrency, p.Workload.Prompt.MeanValue(), p.Workload.Output.MeanValue())}
+		for _, o := range p.Objectives {
+			sr.Objectives = append(sr.Objectives, o.String())
+		}
+		for i, m := range front {
+			fvecs[i] = m.vec
+			if m.fromRun {
+				sr.FromRuns++
+			}
+			sr.BestThroughput = math.Max(sr.BestThroughput, m.vec[0])
+		}
+		sr.TrueHV = hvOf(fvecs, p, gt.Ref)
+		sr.RefStrict, sr.TrueHVStrict = gt.RefStrict, hvOf(fvecs, p, gt.RefStrict)
+		rep.Scenarios = append(rep.Scenarios, sr)
+
+		for _, s := range strategies {
+			sum := summarize(cfg, p, sr, s.Name(), scRuns)
+			rep.Summaries = append(rep.Summaries, sum)
+		}
+		// Pruning quality from the tuner's own first trials and from the
+		// warm-start history.
+		cfgs := make([]spaces.Config, len(front))
+		for i, m := range front {
+			cfgs[i] = m.cfg
+		}
+		var own, other []PruneSample
+		for seed := uint64(1); seed <= uint64(cfg.Seeds); seed++ {
+			if r := runs[runKey(p.Scenario.Name, StratTuner, seed)]; r != nil {
+				own = append(own, pruneSample(p, observations(r.Trials, cfg.PruneHistory, 1, nil), cfgs, fvecs, gt.Ref, sr.TrueHV))
+			}
+			if src := p.Scenario.WarmFrom; src != "" {
+				if r := runs[runKey(src, StratTuner, seed)]; r != nil {
+					sp, err := findProblem(states, src)
+					if err == nil {
+						other = append(other, pruneSample(p, observations(r.Trials, cfg.Trials, WarmWeight, sp), cfgs, fvecs, gt.Ref, sr.TrueHV))
+					}
+				}
+			}
+		}
+		if len(own) > 0 {
+			rep.Pruning = append(rep.Pruning, pruneQuality(p.Scenario.Name, fmt.Sprintf("tuner's first %d trials", cfg.PruneHistory), own))
+		}
+		if len(other) > 0 {
+			rep.Pruning = append(rep.Pruning, pruneQuality(p.Scenario.Name, fmt.Sprintf("%s tuner's %d trials (weight %.1f)", p.Scenario.WarmFrom, cfg.Trials, WarmWeight), other))
+		}
+	}
+	rep.Goals = goals(cfg, rep)
+	return rep, ctx.Err()
+}
+
+func findProblem(states []*scenarioState, name string) (*Problem, error) {
+	for _, st := range states {
+		if st.prob.Scenario.Name == name {
+			return st.prob, nil
+		}
+	}
+	return nil, fmt.Errorf("scenario %s not in this run", name)
+}
+
+// frontIdx returns the indexes of the non-dominated vectors.
+func frontIdx(vecs [][]float64, p *Problem) []int {
+	if len(vecs) == 0 {
+		return nil
+	}
+	return pareto.Front(vecs, p.Objectives.Directions())
+}
+
+// observations turns the first n search trials of a run into history.
+func observations(trials []Trial, n int, weight float64, ctxOf *Problem) []search.Observation {
+	var out []search.Observation
+	for _, t := range trials {
+		if t.Phase != PhaseSearch || t.Number > n || t.result == nil {
+			continue
+		}
+		o := search.Observation{Config: t.Config, Result: t.result, Weight: weight}
+		if ctxOf != nil {
+			tg, w := ctxOf.Target, ctxOf.Workload
+			o.Target, o.Workload = &tg, &w
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// PruneSample is the pruning of one history.
+type PruneSample struct{ Removed, Kept, HVKept float64 }
+
+func pruneSample(p *Problem, hist []search.Observation, front []spaces.Config, fvecs [][]float64, ref []float64, trueHV float64) PruneSample {
+	po := search.DefaultPruneOptions()
+	po.Objectives, po.SLO = p.Objectives, p.SLO
+	pruned, pr := search.Prune(p.Space, hist, po)
+	var kept [][]float64
+	for i, c := range front {
+		if pruned.Validate(c) == nil {
+			kept = append(kept, fvecs[i])
+		}
+	}
+	s := PruneSample{Removed: pr.VolumeRemoved}
+	if len(front) > 0 {
+		s.Kept = float64(len(kept)) / float64(len(front))
+	}
+	if trueHV > 0 {
+		s.HVKept = hvOf(kept, p, ref) / trueHV
+	}
+	return s
+}
+
+func pruneQuality(scen, hist string, ss []PruneSample) PruneQuality {
+	var r, k, h []float64
+	for _, s := range ss {
+		r, k, h = append(r, s.Removed), append(k, s.Kept), append(h, s.HVKept)
+	}
+	return PruneQuality{Scenario: scen, History: hist, VolumeRemoved: quantiles(r), FrontKept: quantiles(k), HVKept: quantiles(h)}
+}
+
+func summarize(cfg Config, p *Problem, sr ScenarioReport, strat string, runs []*Run) Summary {
+	s := Summary{Scenario: p.Scenario.Name, Strategy: strat, HV: map[string]Quantiles{}, HVStrict: map[string]Quantiles{}, BestAt: map[string]Quantiles{}}
+	var curves, stricts [][]float64
+	var best, gain, failed, oom, gpuh, reps, believed, pickRatio, pickBest []float64
+	bestAt := map[int][]float64{}
+	pickFeas, picks := 0, 0
+	for _, r := range runs {
+		if r.Strategy != strat {
+			continue
+		}
+		c := curve(r.Trials, cfg.Trials, p, sr.Ref, sr.TrueHV)
+		curves = append(curves, c)
+		stricts = append(stricts, curve(r.Trials, cfg.Trials, p, sr.RefStrict, sr.TrueHVStrict))
+		k := trialsTo(c, Threshold)
+		if k == 0 {
+			k = cfg.Trials + 1
+		}
+		s.TrialsToThreshold = append(s.TrialsToThreshold, k)
+		b := 0.0
+		nf, no, rp := 0, 0, 0
+		var hours float64
+		byID := map[string]Trial{}
+		for _, t := range r.Trials {
+			hours += t.GPUSeconds / 3600
+			byID[t.ConfigID] = t
+			if t.Phase == PhaseRepeat {
+				rp++
+				continue
+			}
+			if t.Status == "failed" {
+				nf++
+				if oomLike(t.Failure) {
+					no++
+				}
+			}
+			if t.True.Feasible {
+				b = math.Max(b, t.True.Vec[0])
+			}
+		}
+		for _, cp := range cfg.Checkpoints {
+			bb := 0.0
+			for _, t := range r.Trials {
+				if t.Phase == PhaseSearch && t.Number <= cp && t.True.Feasible {
+					bb = math.Max(bb, t.True.Vec[0])
+				}
+			}
+			bestAt[cp] = append(bestAt[cp], bb)
+		}
+		best = append(best, b/sr.BestThroughput)
+		if d := sr.Default; d.Vec != nil && d.Vec[0] > 0 {
+			gain = append(gain, b/d.Vec[0]-1)
+		}
+		failed, oom, gpuh, reps = append(failed, float64(nf)), append(oom, float64(no)), append(gpuh, hours), append(reps, float64(rp))
+		believed = append(believed, hvOf(r.Belief.Front, p, sr.Ref)/sr.TrueHV)
+		if t, ok := byID[r.Belief.ConfigID]; ok && r.Belief.Throughput > 0 {
+			picks++
+			if t.True.Feasible {
+				pickFeas++
+			}
+			if t.True.Vec != nil {
+				pickRatio = append(pickRatio, t.True.Vec[0]/r.Belief.Throughput)
+				tb := 0.0
+				if t.True.Feasible {
+					tb = t.True.Vec[0] / sr.BestThroughput
+				}
+				pickBest = append(pickBest, tb)
+			}
+		}
+	}
+	for _, cp := range cfg.Checkpoints {
+		var xs []float64
+		for _, c := range curves {
+			xs = append(xs, c[cp-1])
+		}
+		s.HV[ck(cp)] = quantiles(xs)
+		var ys []float64
+		for _, c := range stricts {
+			ys = append(ys, c[cp-1])
+		}
+		s.HVStrict[ck(cp)] = quantiles(ys)
+		s.BestAt[ck(cp)] = quantiles(bestAt[cp])
+	}
+	for i := range cfg.Trials {
+		var xs []float64
+		for _, c := range curves {
+			xs = append(xs, c[i])
+		}
+		q := quantiles(xs)
+		s.Curve, s.CurveQ1, s.CurveQ3 = append(s.Curve, q.Median), append(s.CurveQ1, q.Q1), append(s.CurveQ3, q.Q3)
+	}
+	var tt []float64
+	for _, k := range s.TrialsToThreshold {
+		tt = append(tt, float64(k))
+	}
+	s.TrialsToMedian = quantiles(tt).Median
+	s.BestRatio, s.GainOverDefault = quantiles(best), quantiles(gain)
+	s.Failed, s.OOM, s.GPUHours, s.Repeats = quantiles(failed), quantiles(oom), quantiles(gpuh), quantiles(reps)
+	s.BelievedHV, s.PickTrueRatio, s.PickBestRatio = quantiles(believed), quantiles(pickRatio), quantiles(pickBest)
+	if picks > 0 {
+		s.PickFeasible = float64(pickFeas) / float64(picks)
+	}
+	return s
+}
+
+func (r *Report) summary(scen, strat string) *Summary {
+	for i := range r.Summaries {
+		if r.Summaries[i].Scenario == scen && r.Summaries[i].Strategy == strat {
+			return &r.Summaries[i]
+		}
+	}
+	return nil
+}
+
+// goals states each target of issue 8 per scenario.
+func goals(cfg Config, r *Report) []Goal {
+	var out []Goal
+	at := min(24, cfg.Trials)
+	at8 := min(8, cfg.Trials)
+	for _, sc := range r.Scenarios {
+		tu, rnd, grid, warm := r.summary(sc.Name, StratTuner), r.summary(sc.Name, StratRandom), r.summary(sc.Name, StratGrid), r.summary(sc.Name, StratWarm)
+		if tu != nil {
+			q := hvAt(tu, at)
+			out = append(out, Goal{Goal: fmt.Sprintf("tuner median HV ratio >= 0.95 within %d trials", at), Scenario: sc.Name,
+				Value: fmt.Sprintf("%.3f", q), Met: q >= Threshold})
+		}
+		if tu != nil && rnd != nil {
+			tt, rt := tu.TrialsToMedian, rnd.TrialsToMedian
+			met := tt <= 0.3*rt && tt <= float64(cfg.Trials)
+			v := fmt.Sprintf("tuner %s vs random %s", fmtTrials(tt, cfg.Trials), fmtTrials(rt, cfg.Trials))
+			if rt > float64(cfg.Trials) && tt <= float64(cfg.Trials) {
+				v += fmt.Sprintf(" (random never reached it: ratio < %.2f)", tt/float64(cfg.Trials+1))
+			}
+			out = append(out, Goal{Goal: "tuner trials to 0.95 <= 0.3x random search's", Scenario: sc.Name, Value: v, Met: met})
+		}
+		if tu != nil && grid != nil {
+			tb, gb := tu.BestAt[ck(cfg.Trials)].Median, grid.BestAt[ck(cfg.Trials)].Median
+			ratio := math.Inf(1)
+			if gb > 0 {
+				ratio = tb / gb
+			}
+			out = append(out, Goal{Goal: fmt.Sprintf("best feasible throughput >= 1.2x grid at %d trials", cfg.Trials), Scenario: sc.Name,
+				Value: fmt.Sprintf("%.0f vs %.0f tok/s (%.2fx)", tb, gb, ratio), Met: ratio >= 1.2})
+		}
+		if warm != nil {
+			q := hvAt(warm, at8)
+			out = append(out, Goal{Goal: fmt.Sprintf("warm start HV ratio >= 0.95 within %d trials", at8), Scenario: sc.Name,
+				Value: fmt.Sprintf("%.3f", q), Met: q >= Threshold})
+		}
+		for _, pq := range r.Pruning {
+			if pq.Scenario == sc.Name && strings.HasPrefix(pq.History, "tuner's") {
+				met := pq.FrontKept.Median >= 0.98 && pq.VolumeRemoved.Median >= 0.60
+				out = append(out, Goal{Goal: "pruning keeps >= 98% of Pareto configs, removes >= 60% volume", Scenario: sc.Name,
+					Value: fmt.Sprintf("kept %.1f%% (HV %.1f%%), removed %.1f%%", 100*pq.FrontKept.Median, 100*pq.HVKept.Median, 100*pq.VolumeRemoved.Median), Met: met})
+			}
+		}
+	}
+	return out
+}
+
+func hvAt(s *Summary, k int) float64 {
+	if k <= 0 || k > len(s.Curve) {
+		return math.NaN()
+	}
+	return s.Curve[k-1]
+}
+
+func fmtTrials(v float64, n int) string {
+	if v > float64(n) {
+		return fmt.Sprintf(">%d", n)
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
+}
+
+// Write puts report.md, report.json, runs.json and hv-<scenario>.svg in dir.
+func (r *Report) Write(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	if b, err = json.Marshal(r.runs); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "runs.json"), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.md"), []byte(r.Markdown()), 0o644); err != nil {
+		return err
+	}
+	for _, sc := range r.Scenarios {
+		f, err := os.Create(filepath.Join(dir, "hv-"+sc.Name+".svg"))
+		if err != nil {
+			return err
+		}
+		werr := r.WriteSVG(f, sc.Name)
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return werr
+		}
+	}
+	return nil
+}
+
+// Markdown renders the report's tables.
+func (r *Report) Markdown() string {
+	var b strings.Builder
+	st := r.Settings
+	fmt.Fprintf(&b, "# Search-quality benchmark\n\n")
+	fmt.Fprintf(&b, "%d seeds x %d search trials per strategy and scenario, noise on; ground truth from %d random + %d refined noise-free configs per scenario (plus default and grid). ",
+		st.Seeds, st.Trials, st.Plan.Random, st.Plan.Refine)
+	fmt.Fprintf(&b, "HV ratio = hypervolume of the true objective vectors of the truly SLO-feasible configs a strategy tried / HV of the reference front (sampled front joined with every truly feasible config any run tried), reference point = a fixed worst point per scenario (0 tok/s, the SLO's limit of the latency objective or 1.1x its worst feasible value, all GPU memory of the target); strict HV uses the sampled front's nadir pushed 10%% of its range outward instead. Median [Q1-Q3] over seeds. Wall time %.0f s.\n\n", r.WallS)
+	fmt.Fprintf(&b, "## Scenarios\n\n| scenario | target | SLO | objectives | sampled (feasible) | front (from runs) | best tok/s | default tok/s (feasible) | ref | strict ref | ms/eval |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, sc := range r.Scenarios {
+		def := "failed"
+		if sc.Default.Vec != nil {
+			def = fmt.Sprintf("%.0f (%v)", sc.Default.Vec[0], sc.Default.Feasible)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d (%d) | %d (%d) | %.0f | %s | %s | %s | %.1f |\n", sc.Name, sc.Target, sc.SLO, strings.Join(sc.Objectives, ", "),
+			sc.Sampled, sc.Feasible, sc.Front, sc.FromRuns, sc.BestThroughput, def, fmtVec(sc.Ref), fmtVec(sc.RefStrict), sc.EvalMS)
+	}
+	for _, sc := range r.Scenarios {
+		fmt.Fprintf(&b, "\n## %s\n\nWorkload %s. Default: `%s`.\n\n", sc.Name, sc.Workload, sc.DefaultFlags)
+		fmt.Fprintf(&b, "| strategy |")
+		for _, cp := range st.Checkpoints {
+			fmt.Fprintf(&b, " HV@%d |", cp)
+		}
+		fmt.Fprintf(&b, " strict HV@%d | trials to %.2f | best feasible / true best | gain vs default | failed (OOM) | repeats | GPU h | believed HV | pick: true/measured, feasible, / true best |\n|---|", st.Trials, Threshold)
+		for range st.Checkpoints {
+			b.WriteString("---|")
+		}
+		b.WriteString("---|---|---|---|---|---|---|---|---|\n")
+		for _, s := range r.Summaries {
+			if s.Scenario != sc.Name {
+				continue
+			}
+			fmt.Fprintf(&b, "| %s |", s.Strategy)
+			for _, cp := range st.Checkpoints {
+				fmt.Fprintf(&b, " %s |", fmtQ(s.HV[ck(cp)], 3))
+			}
+			pick := "-"
+			if s.PickTrueRatio.N > 0 {
+				pick = fmt.Sprintf("%.2f, %.0f%%, %.2f", s.PickTrueRatio.Median, 100*s.PickFeasible, s.PickBestRatio.Median)
+			}
+			fmt.Fprintf(&b, " %s | %s %v | %s | %s | %.0f (%.0f) | %.0f | %.2f | %s | %s |\n",
+				fmtQ(s.HVStrict[ck(st.Trials)], 3), fmtTrials(s.TrialsToMedian, st.Trials), trialsList(s.TrialsToThreshold, st.Trials), fmtQ(s.BestRatio, 3), fmtPct(s.GainOverDefault),
+				s.Failed.Median, s.OOM.Median, s.Repeats.Median, s.GPUHours.Median, fmtQ(s.BelievedHV, 3), pick)
+		}
+	}
+	if len(r.Pruning) > 0 {
+		fmt.Fprintf(&b, "\n## Pruning quality (search.Prune)\n\n| scenario | history | volume removed | reference-front configs kept | front HV kept |\n|---|---|---|---|---|\n")
+		for _, p := range r.Pruning {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", p.Scenario, p.History, fmtQ(p.VolumeRemoved, 3), fmtQ(p.FrontKept, 3), fmtQ(p.HVKept, 3))
+		}
+	}
+	if len(r.Goals) > 0 {
+		fmt.Fprintf(&b, "\n## Goals of issue 8\n\n| goal | scenario | value | met |\n|---|---|---|---|\n")
+		for _, g := range r.Goals {
+			m := "no"
+			if g.Met {
+				m = "yes"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", g.Goal, g.Scenario, g.Value, m)
+		}
+	}
+	return b.String()
+}
+
+func fmtQ(q Quantiles, prec int) string {
+	if q.N == 0 || math.IsNaN(q.Median) {
+		return "-"
+	}
+	if q.N == 1 {
+		return strconv.FormatFloat(q.Median, 'f', prec, 64)
+	}
+	return fmt.Sprintf("%.*f [%.*f-%.*f]", prec, q.Median, prec, q.Q1, prec, q.Q3)
+}
+
+func fmtPct(q Quantiles) string {
+	if q.N == 0 || math.IsNaN(q.Median) {
+		return "-"
+	}
+	return fmt.Sprintf("%+.1f%%", 100*q.Median)
+}
+
+func fmtVec(v []float64) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = strconv.FormatFloat(x, 'g', 4, 64)
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+func trialsList(ks []int, n int) string {
+	s := slices.Clone(ks)
+	slices.Sort(s)
+	parts := make([]string, len(s))
+	for i, k := range s {
+		parts[i] = fmtTrials(float64(k), n)
+	}
+	return "(" + strings.Join(parts, " ") + ")"
+}

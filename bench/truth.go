@@ -1,0 +1,429 @@
+package bench
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+
+	"github.com/vllm-tuner/tuner/pareto"
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+// TruthFormat is the version of the ground-truth file format and of the
+// sampling plan; bump it when either changes.
+const TruthFormat = 1
+
+// SamplePlan says how the ground truth samples a space.
+type SamplePlan struct {
+	Random int    `json:"random"` // uniform random configs
+	Refine int    `json:"refine"` // local mutations around the front
+	Seed   uint64 `json:"seed"`
+}
+
+// DefaultSamplePlan is the plan of the committed cache.
+func DefaultSamplePlan() SamplePlan { return SamplePlan{Random: 2400, Refine: 800, Seed: 20260801} }
+
+// FrontPoint is one member of the true Pareto front.
+type FrontPoint struct {
+	ID     string        `json:"id"`
+	Config spaces.Config `json:"config"`
+	Vec    []float64     `json:"vec"`
+}
+
+// GroundTruth is the true Pareto front of a scenario's SLO-feasible configs,
+// from a large noise-free sample of its space.
+type GroundTruth struct {
+	Format     int               `json:"format"`
+	Key        string            `json:"key"`
+	Scenario   string            `json:"scenario"`
+	Objectives pareto.Objectives `json:"objectives"`
+	SLO        string            `json:"slo"`
+	Plan       SamplePlan        `json:"plan"`
+	Evaluated  int               `json:"evaluated"` // distinct configs run
+	Feasible   int               `json:"feasible"`  // of them, SLO-feasible
+	Failed     map[string]int    `json:"failed"`    // by failure class
+	// Ref is the hypervolume reference point, a fixed worst point: zero
+	// throughput, the SLO's limit of the latency metric (1.1x the worst
+	// feasible value when the SLO does not bound it) and all the GPU memory
+	// of the target. RefStrict is the front's nadir pushed 10% of the front's
+	// range outward (a stricter measure: only the front's own box counts).
+	Ref            []float64    `json:"ref"`
+	HV             float64      `json:"hv"`
+	RefStrict      []float64    `json:"ref_strict"`
+	HVStrict       float64      `json:"hv_strict"`
+	BestThroughput float64      `json:"best_throughput"` // best SLO-feasible output throughput
+	Default        Truth        `json:"default"`         // vLLM's default config
+	Front          []FrontPoint `json:"front"`
+}
+
+// fingerprintProbes is the number of configs Fingerprint runs.
+const fingerprintProbes = 6
+
+// Fingerprint identifies the simulator's behaviour on a problem: the
+// noise-free results of a fixed set of probe configs (the default and
+// seeded samples), rounded to 6 significant digits, hashed. Any change to
+// the simulator's model that moves these results changes the fingerprint.
+func Fingerprint(ctx context.Context, p *Problem) (string, error) {
+	ev, err := NewEvaluator(p)
+	if err != nil {
+		return "", err
+	}
+	cfgs := []spaces.Config{p.Space.DefaultConfig()}
+	r := rand.New(rand.NewPCG(0xf1, 0x9e))
+	for tries := 0; len(cfgs) < fingerprintProbes && tries < 1000; tries++ {
+		if c, ok := sampleConfig(p.Space, r); ok {
+			cfgs = append(cfgs, c)
+		}
+	}
+	h := sha256.New()
+	for _, c := range cfgs {
+		res, err := ev.runner.Run(ctx, c, p.Workload)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s|%s|%s|%s", c.ID(), res.Status, res.Failure, sig6(res.PeakVRAMGiB))
+		if m := res.Metrics(); m != nil {
+			for _, v := range []float64{m.OutputThroughput, m.TTFT.P99, m.TPOT.P99, m.ITL.P99, m.E2EL.P99, m.DurationS, res.Phases.StartupS} {
+				fmt.Fprintf(h, "|%s", sig6(v))
+			}
+		}
+		fmt.Fprintln(h)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8]), nil
+}
+
+func sig6(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
+
+// TruthKey is the cache key of a problem's ground truth: the scenario, the
+// resolved space, the plan, the file format and the simulator fingerprint.
+func TruthKey(ctx context.Context, p *Problem, plan SamplePlan) (string, error) {
+	fp, err := Fingerprint(ctx, p)
+	if err != nil {
+		return "", err
+	}
+	b, _ := json.Marshal(struct {
+		F        int
+		Scenario string
+		Space    string
+		Plan     SamplePlan
+		Sim      string
+	}{TruthFormat, p.Scenario.hash(), p.Space.Hash(), plan, fp})
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:8]), nil
+}
+
+// ComputeTruth evaluates the plan's sample: the default config, the
+// max-num-seqs x max-num-batched-tokens grid at the default of every other
+// flag, Random uniform configs, then Refine mutations of front members.
+// progress (may be nil) is called now and then with the evaluations done.
+func ComputeTruth(ctx context.Context, p *Problem, ev *Evaluator, plan SamplePlan, key string, progress func(done, total int)) (*GroundTruth, error) {
+	r := rand.New(rand.NewPCG(plan.Seed, 0x7275_7468))
+	seen := map[string]bool{}
+	var cfgs []spaces.Config
+	add := func(c spaces.Config) {
+		if id := c.ID(); !seen[id] {
+			seen[id] = true
+			cfgs = append(cfgs, c)
+		}
+	}
+	add(p.Space.DefaultConfig())
+	for _, c := range gridConfigs(p, p.Space.DefaultConfig()) {
+		add(c)
+	}
+	for tries := 0; len(cfgs) < plan.Random+1 && tries < 50*plan.Random+100; tries++ {
+		if c, ok := sampleConfig(p.Space, r); ok {
+			add(c)
+		}
+	}
+	total := len(cfgs) + plan.Refine
+	truths := make([]Truth, 0, total)
+	eval := func(c spaces.Config) error {
+		t, err := ev.Truth(ctx, c)
+		if err != nil {
+			return err
+		}
+		truths = append(truths, t)
+		if progress != nil && len(truths)%100 == 0 {
+			progress(len(truths), total)
+		}
+		return nil
+	}
+	for _, c := range cfgs {
+		if err := eval(c); err != nil {
+			return nil, err
+		}
+	}
+	// Local refinement: mutate random members of the current front.
+	for done := 0; done < plan.Refine; {
+		front := feasibleFrontIdx(truths, p.Objectives)
+		if len(front) == 0 {
+			break
+		}
+		batch := min(100, plan.Refine-done)
+		for range batch {
+			base := cfgs[front[r.IntN(len(front))]]
+			var c spaces.Config
+			ok := false
+			for tries := 0; tries < 50 && !ok; tries++ {
+				c, ok = mutate(p.Space, base, r)
+				ok = ok && !seen[c.ID()]
+			}
+			done++
+			if !ok {
+				continue
+			}
+			seen[c.ID()] = true
+			cfgs = append(cfgs, c)
+			if err := eval(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	gt := &GroundTruth{Format: TruthFormat, Key: key, Scenario: p.Scenario.Name, Objectives: p.Objectives,
+		SLO: p.SLO.String(), Plan: plan, Evaluated: len(truths), Failed: map[string]int{}, Default: truths[0]}
+	for _, t := range truths {
+		switch {
+		case t.Vec == nil:
+			gt.Failed[string(t.Failure)]++
+		case t.Feasible:
+			gt.Feasible++
+		}
+	}
+	idx := feasibleFrontIdx(truths, p.Objectives)
+	if len(idx) == 0 {
+		return nil, fmt.Errorf("scenario %s: no SLO-feasible config in %d samples", p.Scenario.Name, len(truths))
+	}
+	for _, i := range idx {
+		gt.Front = append(gt.Front, FrontPoint{ID: cfgs[i].ID(), Config: cfgs[i], Vec: truths[i].Vec})
+	}
+	sort.Slice(gt.Front, func(a, b int) bool { return gt.Front[a].ID < gt.Front[b].ID })
+	var feas [][]float64
+	for _, t := range truths {
+		if t.Feasible {
+			feas = append(feas, t.Vec)
+		}
+	}
+	gt.Ref = fixedRef(p, feas)
+	gt.RefStrict = refPoint(gt.FrontVecs(), p.Objectives)
+	var err error
+	if gt.HV, err = pareto.Hypervolume(gt.FrontVecs(), p.Objectives.Directions(), gt.Ref); err != nil {
+		return nil, err
+	}
+	if gt.HVStrict, err = pareto.Hypervolume(gt.FrontVecs(), p.Objectives.Directions(), gt.RefStrict); err != nil {
+		return nil, err
+	}
+	for _, f := range gt.Front {
+		gt.BestThroughput = math.Max(gt.BestThroughput, f.Vec[0])
+	}
+	return gt, nil
+}
+
+// FrontVecs returns the front's objective vectors.
+func (g *GroundTruth) FrontVecs() [][]float64 {
+	out := make([][]float64, len(g.Front))
+	for i, f := range g.Front {
+		out[i] = f.Vec
+	}
+	return out
+}
+
+// feasibleFrontIdx returns the indexes of the non-dominated SLO-feasible truths.
+func feasibleFrontIdx(ts []Truth, objs pareto.Objectives) []int {
+	var pts [][]float64
+	var idx []int
+	for i, t := range ts {
+		if t.Feasible {
+			pts = append(pts, t.Vec)
+			idx = append(idx, i)
+		}
+	}
+	if len(pts) == 0 {
+		return nil
+	}
+	var out []int
+	for _, k := range pareto.Front(pts, objs.Directions()) {
+		out = append(out, idx[k])
+	}
+	sort.Ints(out)
+	return out
+}
+
+// fixedRef is the fixed worst point of a problem (see GroundTruth.Ref);
+// feasible are the feasible objective vectors of the sample.
+func fixedRef(p *Problem, feasible [][]float64) []float64 {
+	ref := make([]float64, len(p.Objectives))
+	for j, o := range p.Objectives {
+		switch {
+		case o.Direction == pareto.Maximize:
+			ref[j] = 0
+		case o.Name == "peak_vram_gib":
+			ref[j] = p.Target.GPU.MemoryGiB * float64(max(1, p.Target.GPUCount))
+		default:
+			lim := math.Inf(-1)
+			for _, b := range p.SLO {
+				if b.Metric == o.Name && (b.Op == "<=" || b.Op == "<") {
+					lim = math.Max(lim, b.Limit)
+				}
+			}
+			if math.IsInf(lim, -1) {
+				for _, v := range feasible {
+					lim = math.Max(lim, 1.1*v[j])
+				}
+			}
+			ref[j] = lim
+		}
+	}
+	return ref
+}
+
+// refPoint is the nadir of the front pushed out by 10% of its range (at
+// least 1% of the nadir's magnitude, so a flat objective still has room).
+func refPoint(front [][]float64, objs pareto.Objectives) []float64 {
+	ref := make([]float64, len(objs))
+	for j, o := range objs {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, v := range front {
+			lo, hi = math.Min(lo, v[j]), math.Max(hi, v[j])
+		}
+		span := math.Max(hi-lo, 0.01*math.Max(math.Abs(lo), math.Abs(hi)))
+		if o.Direction == pareto.Maximize {
+			ref[j] = lo - 0.1*span
+		} else {
+			ref[j] = hi + 0.1*span
+		}
+	}
+	return ref
+}
+
+// truthFile is the cache path of a name (".json.gz" when large).
+func truthFile(dir, name string) string { return filepath.Join(dir, "truth-"+name+".json") }
+
+// LoadTruth reads the cached ground truth called name; ErrStaleCache when
+// its key differs from key (unless key is ""), fs.ErrNotExist when there is
+// none.
+func LoadTruth(dir, name, key string) (*GroundTruth, error) {
+	path := truthFile(dir, name)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		path += ".gz"
+		b, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	gt, err := decodeTruth(b)
+	if err != nil {
+		return nil, fmt.Errorf("ground truth %s: %w", path, err)
+	}
+	if key != "" && gt.Key != key {
+		return gt, fmt.Errorf("%w: %s has key %s, want %s", ErrStaleCache, path, gt.Key, key)
+	}
+	return gt, nil
+}
+
+func decodeTruth(b []byte) (*GroundTruth, error) {
+	if len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b {
+		zr, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			return nil, err
+		}
+		if b, err = io.ReadAll(io.LimitReader(zr, 256<<20)); err != nil {
+			return nil, err
+		}
+	}
+	var gt GroundTruth
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&gt); err != nil {
+		return nil, err
+	}
+	if err := gt.validate(); err != nil {
+		return nil, err
+	}
+	return &gt, nil
+}
+
+// validate checks the invariants a cache file must hold.
+func (g *GroundTruth) validate() error {
+	switch {
+	case g.Format != TruthFormat:
+		return fmt.Errorf("format %d, want %d", g.Format, TruthFormat)
+	case g.Objectives.Validate() != nil:
+		return fmt.Errorf("objectives: %w", g.Objectives.Validate())
+	case len(g.Front) == 0:
+		return errors.New("empty front")
+	case len(g.Ref) != len(g.Objectives) || len(g.RefStrict) != len(g.Objectives):
+		return errors.New("reference point does not match the objectives")
+	case !(g.HV > 0) || math.IsInf(g.HV, 0) || !(g.HVStrict > 0) || math.IsInf(g.HVStrict, 0):
+		return fmt.Errorf("hypervolume %v (strict %v)", g.HV, g.HVStrict)
+	}
+	for _, f := range g.Front {
+		if len(f.Vec) != len(g.Objectives) {
+			return fmt.Errorf("front point %s has %d objectives", f.ID, len(f.Vec))
+		}
+		if f.Config.ID() != f.ID {
+			return fmt.Errorf("front point %s: config hashes to %s", f.ID, f.Config.ID())
+		}
+	}
+	return nil
+}
+
+// SaveTruth writes the ground truth as name (gzip when the JSON exceeds
+// 1 MB), atomically, removing the other form.
+func SaveTruth(dir string, g *GroundTruth, name string) error {
+	b, err := json.MarshalIndent(g, "", " ")
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	path := truthFile(dir, name)
+	other := path + ".gz"
+	if len(b) > 1<<20 {
+		var buf bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+		zw.Write(b)
+		if err := zw.Close(); err != nil {
+			return err
+		}
+		b, path, other = buf.Bytes(), other, path
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, ".truth-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	if err := os.Remove(other); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// oomLike reports whether a failure class is a memory failure.
+func oomLike(f trial.FailureClass) bool { return f == trial.FailOOM || f == trial.FailKVTooSmall }

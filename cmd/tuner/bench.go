@@ -1,0 +1,117 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/vllm-tuner/tuner/bench"
+)
+
+func init() { register(benchCommand()) }
+
+func benchCommand() *cli.Command {
+	d := bench.DefaultConfig()
+	return &cli.Command{
+		Name:  "bench",
+		Usage: "benchmarks of the tuner itself",
+		Subcommands: []*cli.Command{{
+			Name:      "search",
+			Usage:     "search quality: the tuner vs random, an auto_tune-style grid and plain TPE, against ground truth",
+			ArgsUsage: " ",
+			Description: "Runs every strategy for --trials trials over --seeds seeds on the simulator's virtual clock (noise on)\n" +
+				"for each scenario, and judges what each found by the true (noise-free) objectives of the SLO-feasible\n" +
+				"configs it tried against a ground-truth Pareto front (cached in --cache, recomputed when the simulator,\n" +
+				"the space or the scenario changes). Writes report.md, report.json, runs.json and hv-<scenario>.svg to --out.",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "scenarios", Usage: "comma-separated scenario names (default: all: " + scenarioNames() + ")"},
+				&cli.StringFlag{Name: "strategies", Usage: "comma-separated strategies (default: all)"},
+				&cli.IntFlag{Name: "seeds", Value: d.Seeds, Usage: "seeds per strategy and scenario"},
+				&cli.IntFlag{Name: "trials", Value: d.Trials, Usage: "search trials per run"},
+				&cli.StringFlag{Name: "out", Value: "bench-out", Usage: "report directory"},
+				&cli.StringFlag{Name: "cache", Value: d.CacheDir, Usage: "ground-truth cache directory (empty: compute, do not cache)"},
+				&cli.BoolFlag{Name: "no-write-cache", Usage: "do not store recomputed ground truth"},
+				&cli.IntFlag{Name: "samples", Value: d.Plan.Random, Usage: "random configs of the ground-truth sample"},
+				&cli.IntFlag{Name: "refine", Value: d.Plan.Refine, Usage: "local refinements of the ground-truth front"},
+				&cli.IntFlag{Name: "parallel", Value: d.Parallel, Usage: "concurrent jobs"},
+				&cli.BoolFlag{Name: "quick", Usage: "the CI variant: one scenario, one seed, 10 trials, a small uncached ground truth"},
+			},
+			Action: runBenchSearch,
+		}},
+	}
+}
+
+func scenarioNames() string {
+	var names []string
+	for _, sc := range bench.DefaultScenarios() {
+		names = append(names, sc.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+func runBenchSearch(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return usagef("bench search takes no arguments, got %q", c.Args().First())
+	}
+	cfg := bench.DefaultConfig()
+	if c.Bool("quick") {
+		cfg = bench.QuickConfig()
+	}
+	if c.IsSet("scenarios") || !c.Bool("quick") {
+		scs, err := bench.FindScenarios(bench.DefaultScenarios(), c.String("scenarios"))
+		if err != nil {
+			return asUsage(err)
+		}
+		cfg.Scenarios = scs
+	}
+	if v := c.String("strategies"); v != "" {
+		cfg.Strategies = splitList(v)
+	}
+	for name, dst := range map[string]*int{"seeds": &cfg.Seeds, "trials": &cfg.Trials, "parallel": &cfg.Parallel} {
+		if c.IsSet(name) || !c.Bool("quick") {
+			*dst = c.Int(name)
+		}
+	}
+	if c.IsSet("trials") {
+		cfg.Checkpoints = append(cfg.Checkpoints, c.Int("trials"))
+	}
+	if c.IsSet("samples") || !c.Bool("quick") {
+		cfg.Plan.Random = c.Int("samples")
+	}
+	if c.IsSet("refine") || !c.Bool("quick") {
+		cfg.Plan.Refine = c.Int("refine")
+	}
+	if c.IsSet("cache") || !c.Bool("quick") {
+		cfg.CacheDir = c.String("cache")
+		cfg.WriteCache = !c.Bool("no-write-cache")
+	}
+	cfg.OutDir = c.String("out")
+	cfg.Progress = c.App.ErrWriter
+	lvl := slog.LevelWarn
+	if c.Bool("verbose") {
+		lvl = slog.LevelDebug
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: lvl}))
+	rep, err := bench.Execute(c.Context, cfg)
+	if errors.Is(err, bench.ErrConfig) {
+		return asUsage(err)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(c.App.Writer, rep.Markdown())
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
