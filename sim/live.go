@@ -9,8 +9,9 @@ import (
 // liveReq is the HTTP server's side of a request: the engine driver sends
 // it one event per streamed chunk.
 type liveReq struct {
-	ch      chan liveEvent
-	arrived time.Time
+	ch        chan liveEvent
+	arrived   time.Time
+	scheduled bool // first scheduled (queue time observed)
 }
 
 type liveEvent struct {
@@ -25,13 +26,13 @@ type liveEvent struct {
 // the step's duration (times the time scale), then delivers the step's
 // outputs. Handlers add and abort requests under mu.
 type liveEngine struct {
-	mu    sync.Mutex
-	e     *Engine
-	wake  chan struct{}
-	scale float64 // seconds of real time per simulated second
-	dead  error   // set when the engine died; requests fail
-	onOut func(o Output, at time.Time)
-	onIt  func(tokens int)
+	mu      sync.Mutex
+	e       *Engine
+	wake    chan struct{}
+	scale   float64 // seconds of real time per simulated second
+	dead    error   // set when the engine died; requests fail
+	onIt    func(tokens int)
+	onQueue func(waited time.Duration)
 }
 
 func newLiveEngine(e *Engine, scale float64) *liveEngine {
@@ -101,6 +102,14 @@ func (le *liveEngine) run(ctx context.Context) {
 		start := time.Now()
 		d, outs := le.e.Step()
 		tokens := le.e.lastTokens
+		for _, r := range le.e.sched {
+			if r.live != nil && !r.live.scheduled {
+				r.live.scheduled = true
+				if le.onQueue != nil {
+					le.onQueue(start.Sub(r.live.arrived))
+				}
+			}
+		}
 		le.mu.Unlock()
 		if le.onIt != nil && d > 0 {
 			le.onIt(tokens)
@@ -123,9 +132,6 @@ func (le *liveEngine) run(ctx context.Context) {
 			for _, o := range outs {
 				if o.Req.live != nil {
 					o.Req.live.ch <- liveEvent{tokens: o.Tokens, first: o.First, finished: o.Finished, at: now}
-				}
-				if le.onOut != nil {
-					le.onOut(o, now)
 				}
 			}
 		}

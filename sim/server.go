@@ -315,6 +315,7 @@ func newServer(o ServeOptions, lg *vlog) (*server, *StartupError) {
 	s.metrics = newServerMetrics(o.Version, s.served, a, plan, gpu, views)
 	for _, le := range s.engines {
 		le.onIt = func(n int) { s.metrics.iterTokens.Observe(float64(n)) }
+		le.onQueue = func(d time.Duration) { s.metrics.queue.Observe(d.Seconds()) }
 	}
 	return s, nil
 }

@@ -267,7 +267,7 @@ func TestServerMetrics(t *testing.T) {
 	for _, name := range []string{"vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
 		"vllm:num_preemptions_total", "vllm:prompt_tokens_total", "vllm:generation_tokens_total",
 		"vllm:time_to_first_token_seconds", "vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds",
-		"vllm:e2e_request_latency_seconds", "vllm:cache_config_info", "vllm:request_success_total",
+		"vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds", "vllm:cache_config_info", "vllm:request_success_total",
 		"vllm_sim:gpu_memory_used_bytes", "vllm_sim:gpu_memory_total_bytes"} {
 		if fams[name] == nil {
 			t.Errorf("metric %s missing", name)
@@ -281,6 +281,9 @@ func TestServerMetrics(t *testing.T) {
 		if hist.GetSampleCount() != 3 || len(hist.Bucket) != len(ttftBuckets)+1 || hist.Bucket[4].GetUpperBound() != 0.04 {
 			t.Errorf("ttft histogram: count %d, %d buckets (+Inf included)", hist.GetSampleCount(), len(hist.Bucket))
 		}
+	}
+	if q := fams["vllm:request_queue_time_seconds"]; q != nil && q.Metric[0].GetHistogram().GetSampleCount() != 3 {
+		t.Errorf("queue time observed %d times, want 3", q.Metric[0].GetHistogram().GetSampleCount())
 	}
 	used := fams["vllm_sim:gpu_memory_used_bytes"].Metric[0].GetGauge().GetValue()
 	total := fams["vllm_sim:gpu_memory_total_bytes"].Metric[0].GetGauge().GetValue()
