@@ -165,26 +165,31 @@ func BenchmarkHistory10k(b *testing.B) {
 }
 
 // BenchmarkTrialWrite is the single-trial write path on the 100,000-trial
-// file, fsync on: BeginTrial and FinishTrial, each its own open, transaction
-// (trial + running index + both fronts) and close.
+// file: BeginTrial and FinishTrial, each its own open, transaction (trial,
+// summary, running index, both fronts) and close; with fsync on commit (the
+// default) and without (what the disk costs).
 func BenchmarkTrialWrite(b *testing.B) {
 	path, ids := benchDB(b)
-	s, err := Open(context.Background(), path, Options{Timeout: time.Minute})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	ctx := context.Background()
-	r := rand.New(rand.NewPCG(62, 63))
-	for b.Loop() {
-		cfg := randConfig(r)
-		t, err := s.BeginTrial(ctx, ids[1], cfg, BeginOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := s.FinishTrial(ctx, t.ID, randResult(r, cfg)); err != nil {
-			b.Fatal(err)
-		}
+	for _, noSync := range []bool{false, true} {
+		b.Run(fmt.Sprintf("nosync=%v", noSync), func(b *testing.B) {
+			s, err := Open(context.Background(), path, Options{Timeout: time.Minute, NoSync: noSync})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			ctx := context.Background()
+			r := rand.New(rand.NewPCG(62, 63))
+			for b.Loop() {
+				cfg := randConfig(r)
+				t, err := s.BeginTrial(ctx, ids[1], cfg, BeginOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.FinishTrial(ctx, t.ID, randResult(r, cfg)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
 
