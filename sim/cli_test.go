@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -166,4 +167,30 @@ func FuzzParseServeArgs(f *testing.F) {
 			}
 		}
 	})
+}
+
+// What the tuner renders (Config.Flags for the command line, Config.YAML
+// for --config) parses back to the same engine config.
+func TestRenderedConfigRoundTrip(t *testing.T) {
+	tg := h100(t, 2)
+	cfg := defaults(t, tg, "enable_prefix_caching", false, "kv_cache_dtype", "fp8", "gpu_memory_utilization", 0.87,
+		"max_num_batched_tokens", 16384, "tensor_parallel_size", 2, "async_scheduling", true)
+	o, err := ParseServeArgs(append([]string{"m"}, cfg.Flags()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.Engine.Equal(cfg) {
+		t.Errorf("flags round trip:\n got %v\nwant %v", o.Engine, cfg)
+	}
+	path := t.TempDir() + "/cand.yaml"
+	if err := os.WriteFile(path, []byte(cfg.YAML()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o, err = ParseServeArgs([]string{"m", "--config", path, "--port", "8123"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.Engine.Equal(cfg) || o.Port != 8123 {
+		t.Errorf("yaml round trip:\n got %v\nwant %v", o.Engine, cfg)
+	}
 }
