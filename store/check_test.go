@@ -88,7 +88,7 @@ func TestCheckDetectsTampering(t *testing.T) {
 // exactly like the full Result it was made from.
 func TestSummaryAgreesWithResult(t *testing.T) {
 	r := rand.New(rand.NewPCG(70, 71))
-	names := append(append([]string{}, SummaryMetrics...), "peak_vram_gib", "vram", "goodput", "ttft_p50", "tpot_p50", "nope", "ttft_std")
+	names := append(append([]string{}, summaryMetrics...), "peak_vram_gib", "vram", "goodput", "ttft_p50", "tpot_p50", "nope", "ttft_std")
 	for range 200 {
 		cfg := randConfig(r)
 		res := randResult(r, cfg)

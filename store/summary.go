@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,9 +12,11 @@ import (
 	"github.com/vllm-tuner/tuner/trial"
 )
 
-// SummaryMetrics are the metrics a Summary carries, in the order of
+// SummaryMetrics returns the metrics a Summary carries, in the order of
 // Summary.Values: every name trial.Metrics.Value knows except aliases.
-var SummaryMetrics = func() []string {
+func SummaryMetrics() []string { return slices.Clone(summaryMetrics) }
+
+var summaryMetrics = func() []string {
 	names := []string{"output_throughput", "request_throughput", "total_token_throughput", "request_goodput", "error_rate"}
 	for _, m := range []string{"ttft", "tpot", "itl", "e2el"} {
 		for _, st := range []string{"mean", "median", "p90", "p95", "p99", "max"} {
@@ -25,8 +28,8 @@ var SummaryMetrics = func() []string {
 
 // summaryIndex maps a metric name (aliases included) to its position.
 var summaryIndex = func() map[string]int {
-	idx := make(map[string]int, len(SummaryMetrics)+5)
-	for i, n := range SummaryMetrics {
+	idx := make(map[string]int, len(summaryMetrics)+5)
+	for i, n := range summaryMetrics {
 		idx[n] = i
 		if strings.HasSuffix(n, "_median") {
 			idx[strings.TrimSuffix(n, "median")+"p50"] = i
@@ -51,7 +54,7 @@ type Summary struct {
 	Status   trial.Status       `json:"status,omitempty"`
 	Failure  trial.FailureClass `json:"failure,omitempty"`
 	Started  time.Time          `json:"started"`
-	// Values holds SummaryMetrics in order; empty when the result has no
+	// Values holds SummaryMetrics() in order; empty when the result has no
 	// primary level.
 	Values      []float64 `json:"values,omitempty"`
 	PeakVRAMGiB float64   `json:"peak_vram_gib,omitempty"`
@@ -70,7 +73,7 @@ func (s *Summary) Objective(name string) (float64, bool) {
 		return s.PeakVRAMGiB, true
 	}
 	i, ok := summaryIndex[name]
-	if !ok || len(s.Values) != len(SummaryMetrics) {
+	if !ok || len(s.Values) != len(summaryMetrics) {
 		return 0, false
 	}
 	return s.Values[i], true
@@ -78,7 +81,7 @@ func (s *Summary) Objective(name string) (float64, bool) {
 
 // Metrics rebuilds the primary level's aggregates (for SLO checks), or nil.
 func (s *Summary) Metrics() *trial.Metrics {
-	if len(s.Values) != len(SummaryMetrics) {
+	if len(s.Values) != len(summaryMetrics) {
 		return nil
 	}
 	v := s.Values
@@ -97,8 +100,8 @@ func summarize(t *Trial) Summary {
 	if r := t.Result; r != nil {
 		s.Status, s.Failure, s.PeakVRAMGiB = r.Status, r.Failure, r.PeakVRAMGiB
 		if m := r.Metrics(); m != nil {
-			s.Values = make([]float64, len(SummaryMetrics))
-			for i, n := range SummaryMetrics {
+			s.Values = make([]float64, len(summaryMetrics))
+			for i, n := range summaryMetrics {
 				s.Values[i], _ = m.Value(n)
 			}
 		}
@@ -117,7 +120,7 @@ func summarize(t *Trial) Summary {
 //	string   status, failure
 //	varint   started: Unix seconds; uvarint: nanoseconds
 //	8 bytes  peak VRAM GiB (IEEE 754 bits, big-endian)
-//	uvarint  number of values (0 or len(SummaryMetrics)), then 8 bytes each
+//	uvarint  number of values (0 or len(summaryMetrics)), then 8 bytes each
 //	uvarint  number of config params, then for each:
 //	         string name, byte kind (i, f, b, c), value
 //	         (i: varint; f: 8 bytes; b: 1 byte; c: string)
@@ -257,7 +260,7 @@ func decodeSummary(studyID string, b []byte) (Summary, error) {
 	nsec := r.uvarint("start time")
 	s.PeakVRAMGiB = r.f64("peak vram")
 	nv := r.uvarint("values")
-	if r.err == nil && nv != 0 && nv != uint64(len(SummaryMetrics)) {
+	if r.err == nil && nv != 0 && nv != uint64(len(summaryMetrics)) {
 		r.fail("value count")
 	}
 	if nv > 0 && r.err == nil {
