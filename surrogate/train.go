@@ -232,128 +232,169 @@ func TrainGBDT(train Dataset, valid *Dataset, cfg GBDTConfig) (*Booster, error) 
 	if nf == 0 {
 		return nil, errors.New("gbdt: rows have no features")
 	}
-	check := func(d Dataset, what string) error {
-		for i, r := range d.X {
-			if len(r) != nf {
-				return fmt.Errorf("gbdt: %s row %d has %d features, want %d", what, i, len(r), nf)
-			}
-			for j, v := range r {
-				if math.IsNaN(v) || math.IsInf(v, 0) {
-					return fmt.Errorf("gbdt: %s row %d feature %d is not finite", what, i, j)
-				}
-			}
-			y := d.Y[i]
-			if math.IsNaN(y) || math.IsInf(y, 0) || cfg.Loss == LossLogistic && y != 0 && y != 1 {
-				return fmt.Errorf("gbdt: %s label %d (%v) invalid for %s loss", what, i, y, cfg.Loss)
-			}
-		}
-		return nil
-	}
-	if err := check(train, "train"); err != nil {
+	if err := checkData(train, nf, cfg.Loss, "train"); err != nil {
 		return nil, err
 	}
-	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6762_6474))
-	if valid == nil && cfg.EarlyStoppingRounds > 0 && cfg.ValidationFraction > 0 && len(train.X) >= 10 {
-		perm := rng.Perm(len(train.X))
-		nv := int(math.Round(cfg.ValidationFraction * float64(len(train.X))))
-		var tr, va Dataset
-		for k, i := range perm {
-			if k < nv {
-				va.X, va.Y = append(va.X, train.X[i]), append(va.Y, train.Y[i])
-			} else {
-				tr.X, tr.Y = append(tr.X, train.X[i]), append(tr.Y, train.Y[i])
-			}
-		}
-		train, valid = tr, &va
+	x := append([][]float64(nil), train.X...)
+	y := append([]float64(nil), train.Y...)
+	tr := make([]int, len(x))
+	for i := range tr {
+		tr[i] = i
 	}
-	if valid != nil {
+	var va []int
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6762_6474))
+	switch {
+	case valid != nil:
 		if len(valid.X) != len(valid.Y) {
 			return nil, fmt.Errorf("gbdt: validation has %d rows, %d labels", len(valid.X), len(valid.Y))
 		}
-		if err := check(*valid, "validation"); err != nil {
+		if err := checkData(*valid, nf, cfg.Loss, "validation"); err != nil {
 			return nil, err
 		}
-		if len(valid.X) == 0 {
-			valid = nil
+		for i := range valid.X {
+			va = append(va, len(x))
+			x, y = append(x, valid.X[i]), append(y, valid.Y[i])
+		}
+	case cfg.EarlyStoppingRounds > 0 && cfg.ValidationFraction > 0 && len(x) >= 10:
+		perm := rng.Perm(len(x))
+		nv := int(math.Round(cfg.ValidationFraction * float64(len(x))))
+		va = append([]int(nil), perm[:nv]...)
+		tr = append([]int(nil), perm[nv:]...)
+		sort.Ints(va)
+		sort.Ints(tr)
+	}
+	bd := newBinnedData(x, tr, nf, cfg.MaxBins)
+	return trainBinned(bd, y, tr, va, cfg, rng), nil
+}
+
+func checkData(d Dataset, nf int, loss Loss, what string) error {
+	for i, r := range d.X {
+		if len(r) != nf {
+			return fmt.Errorf("gbdt: %s row %d has %d features, want %d", what, i, len(r), nf)
+		}
+		for j, v := range r {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("gbdt: %s row %d feature %d is not finite", what, i, j)
+			}
+		}
+		y := d.Y[i]
+		if math.IsNaN(y) || math.IsInf(y, 0) || loss == LossLogistic && y != 0 && y != 1 {
+			return fmt.Errorf("gbdt: %s label %d (%v) invalid for %s loss", what, i, y, loss)
 		}
 	}
-	n := len(train.X)
-	all := make([]int, n)
-	for i := range all {
-		all[i] = i
-	}
-	bm := newBinMapper(train.X, all, nf, cfg.MaxBins)
-	binned := bm.binRows(train.X, nf)
-	var vbinned []uint8
-	if valid != nil {
-		vbinned = bm.binRows(valid.X, nf)
-	}
+	return nil
+}
+
+// binnedData is a matrix binned once, shared by the members of a bag.
+type binnedData struct {
+	x      [][]float64
+	nf     int
+	bm     *binMapper
+	binned []uint8 // row-major
+}
+
+// newBinnedData bins every row of x with cuts computed from the rows in fit.
+func newBinnedData(x [][]float64, fit []int, nf, maxBins int) *binnedData {
+	bm := newBinMapper(x, fit, nf, maxBins)
+	return &binnedData{x: x, nf: nf, bm: bm, binned: bm.binRows(x, nf)}
+}
+
+// trainBinned boosts on the rows tr (duplicates allowed, as a bootstrap
+// draws them) and stops early on the rows va. Inputs are checked.
+func trainBinned(bd *binnedData, y []float64, tr, va []int, cfg GBDTConfig, rng *rand.Rand) *Booster {
+	nf := bd.nf
+	n := len(tr)
 	offsets := make([]int, nf+1)
 	for j := 0; j < nf; j++ {
-		offsets[j+1] = offsets[j] + len(bm.upper[j])
+		offsets[j+1] = offsets[j] + len(bd.bm.upper[j])
 	}
-	var usable []int // features with at least two bins
+	// Features with at least two distinct values among the training rows.
+	var usable []int
 	for j := 0; j < nf; j++ {
-		if len(bm.upper[j]) > 1 {
-			usable = append(usable, j)
+		first := bd.binned[tr[0]*nf+j]
+		for _, r := range tr[1:] {
+			if bd.binned[r*nf+j] != first {
+				usable = append(usable, j)
+				break
+			}
 		}
 	}
-
-	// Initial score.
 	var sum float64
-	for _, y := range train.Y {
-		sum += y
+	for _, r := range tr {
+		sum += y[r]
 	}
 	init := sum / float64(n)
 	if cfg.Loss == LossLogistic {
 		p := math.Min(math.Max(init, 1e-6), 1-1e-6)
 		init = math.Log(p / (1 - p))
 	}
+	// F holds the margin of each training position (0 before the first
+	// tree, which carries init in its leaves, as leaves will sum it).
 	F := make([]float64, n)
-	for i := range F {
-		F[i] = init
-	}
-	var vF []float64
-	if valid != nil {
-		vF = make([]float64, len(valid.X))
-		for i := range vF {
-			vF[i] = init
-		}
-	}
+	vF := make([]float64, len(va))
 	g := make([]float64, n)
 	h := make([]float64, n)
+	rowBins := make([]uint8, n*nf) // training positions' bins, contiguous
+	for i, r := range tr {
+		copy(rowBins[i*nf:(i+1)*nf], bd.binned[r*nf:(r+1)*nf])
+	}
 	b := &Booster{Loss: cfg.Loss, Init: init, NumFeatures: nf}
-	b.infos = featureInfos(train.X, nf)
-	var btrees []binTree
+	b.infos = featureInfosRows(bd.x, tr, nf)
 	bestLoss := math.Inf(1)
 	bestIter := 0
-	bestF := append([]float64(nil), F...)
-	tg := &treeGrower{cfg: cfg, nf: nf, binned: binned, offsets: offsets, bm: bm, nbins: offsets[nf]}
-
+	bestF := make([]float64, n)
+	validating := len(va) > 0 && cfg.EarlyStoppingRounds > 0
+	tg := &treeGrower{cfg: cfg, nf: nf, binned: rowBins, offsets: offsets, bm: bd.bm, nbins: offsets[nf]}
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	rows := make([]int, 0, n)
+	cols := make([]int, 0, len(usable))
+	perm := make([]int, len(usable))
 	for it := 0; it < cfg.NumTrees; it++ {
+		base := 0.0
+		if it == 0 {
+			base = init
+		}
 		for i := range F {
+			f := F[i] + base
 			switch cfg.Loss {
 			case LossLogistic:
-				p := sigmoid(F[i])
-				g[i], h[i] = p-train.Y[i], math.Max(p*(1-p), 1e-16)
+				p := sigmoid(f)
+				g[i], h[i] = p-y[tr[i]], math.Max(p*(1-p), 1e-16)
 			default:
-				g[i], h[i] = F[i]-train.Y[i], 1
+				g[i], h[i] = f-y[tr[i]], 1
 			}
 		}
-		rows := all
+		rows = rows[:0]
 		if cfg.RowSample < 1 {
-			k := max(1, int(math.Round(cfg.RowSample*float64(n))))
-			rows = append([]int(nil), rng.Perm(n)[:k]...)
-			sort.Ints(rows)
+			for i := 0; i < n; i++ {
+				if rng.Float64() < cfg.RowSample {
+					rows = append(rows, i)
+				}
+			}
+			if len(rows) == 0 {
+				rows = append(rows, rng.IntN(n))
+			}
+		} else {
+			rows = append(rows, all...)
 		}
-		cols := usable
+		cols = append(cols[:0], usable...)
 		if cfg.ColSample < 1 && len(usable) > 1 {
 			k := max(1, int(math.Ceil(cfg.ColSample*float64(len(usable)))))
-			perm := rng.Perm(len(usable))[:k]
-			sort.Ints(perm)
-			cols = make([]int, k)
-			for i, p := range perm {
-				cols[i] = usable[p]
+			for i := range perm {
+				perm[i] = i
+			}
+			for i := 0; i < k; i++ { // partial Fisher-Yates
+				j := i + rng.IntN(len(perm)-i)
+				perm[i], perm[j] = perm[j], perm[i]
+			}
+			sel := perm[:k]
+			sort.Ints(sel)
+			cols = cols[:0]
+			for _, p := range sel {
+				cols = append(cols, usable[p])
 			}
 		}
 		lt, bt := tg.grow(rows, cols, g, h)
@@ -362,25 +403,18 @@ func TrainGBDT(train Dataset, valid *Dataset, cfg GBDTConfig) (*Booster, error) 
 				lt.LeafValue[l] += init
 				bt.value[l] += init
 			}
-			for i := range F { // F already holds init; the tree adds it again
-				F[i] -= init
-			}
-			for i := range vF {
-				vF[i] -= init
-			}
 		}
 		for i := 0; i < n; i++ {
-			F[i] += bt.value[bt.leaf(binned[i*nf:(i+1)*nf])]
+			F[i] += bt.value[bt.leaf(rowBins[i*nf:(i+1)*nf])]
 		}
 		b.Trees = append(b.Trees, lt)
-		btrees = append(btrees, bt)
-		if valid == nil || cfg.EarlyStoppingRounds <= 0 {
+		if !validating {
 			continue
 		}
-		for i := range vF {
-			vF[i] += bt.value[bt.leaf(vbinned[i*nf:(i+1)*nf])]
+		for i, r := range va {
+			vF[i] += bt.value[bt.leaf(bd.binned[r*nf:(r+1)*nf])]
 		}
-		loss := lossOf(cfg.Loss, vF, valid.Y)
+		loss := lossOfRows(cfg.Loss, vF, y, va)
 		b.ValidLoss = append(b.ValidLoss, loss)
 		if bestIter == 0 || loss < bestLoss-cfg.EarlyStoppingTolerance*math.Abs(bestLoss) {
 			bestLoss, bestIter = loss, it+1
@@ -389,37 +423,37 @@ func TrainGBDT(train Dataset, valid *Dataset, cfg GBDTConfig) (*Booster, error) 
 			break
 		}
 	}
-	if valid != nil && cfg.EarlyStoppingRounds > 0 && bestIter > 0 {
+	if validating && bestIter > 0 {
 		b.Trees = b.Trees[:bestIter]
 		F = bestF
 	}
 	b.BestIter = len(b.Trees)
 	b.TrainMargin = F
-	return b, nil
+	return b
 }
 
 func sigmoid(x float64) float64 { return 1 / (1 + math.Exp(-x)) }
 
-func lossOf(l Loss, f, y []float64) float64 {
+func lossOfRows(l Loss, f, y []float64, rows []int) float64 {
 	var s float64
-	for i := range f {
+	for i, r := range rows {
 		if l == LossLogistic {
 			p := math.Min(math.Max(sigmoid(f[i]), 1e-15), 1-1e-15)
-			s -= y[i]*math.Log(p) + (1-y[i])*math.Log(1-p)
+			s -= y[r]*math.Log(p) + (1-y[r])*math.Log(1-p)
 		} else {
-			d := f[i] - y[i]
+			d := f[i] - y[r]
 			s += d * d
 		}
 	}
 	return s / float64(len(f))
 }
 
-func featureInfos(x [][]float64, nf int) []string {
+func featureInfosRows(x [][]float64, rows []int, nf int) []string {
 	out := make([]string, nf)
 	for j := 0; j < nf; j++ {
 		lo, hi := math.Inf(1), math.Inf(-1)
-		for _, r := range x {
-			lo, hi = math.Min(lo, r[j]), math.Max(hi, r[j])
+		for _, r := range rows {
+			lo, hi = math.Min(lo, x[r][j]), math.Max(hi, x[r][j])
 		}
 		if lo == hi {
 			out[j] = "none" // LightGBM's mark for an unused (constant) feature
@@ -437,6 +471,25 @@ type treeGrower struct {
 	offsets []int
 	bm      *binMapper
 	nbins   int
+	pool    [][]histEntry // free histograms
+	aux     []int         // partition buffer
+	rowBuf  []int         // the current tree's rows, partitioned in place
+}
+
+func (tg *treeGrower) getHist() []histEntry {
+	if n := len(tg.pool); n > 0 {
+		h := tg.pool[n-1]
+		tg.pool = tg.pool[:n-1]
+		clear(h)
+		return h
+	}
+	return make([]histEntry, tg.nbins)
+}
+
+func (tg *treeGrower) putHist(h []histEntry) {
+	if h != nil {
+		tg.pool = append(tg.pool, h)
+	}
 }
 
 func (tg *treeGrower) leafOutput(g, h float64) float64 {
@@ -446,11 +499,7 @@ func (tg *treeGrower) leafOutput(g, h float64) float64 {
 func (tg *treeGrower) score(g, h float64) float64 { return g * g / (h + tg.cfg.Lambda) }
 
 func (tg *treeGrower) buildHist(ls *leafState, g, h []float64, cols []int) {
-	if ls.hist == nil {
-		ls.hist = make([]histEntry, tg.nbins)
-	} else {
-		clear(ls.hist)
-	}
+	ls.hist = tg.getHist()
 	nf := tg.nf
 	for _, r := range ls.rows {
 		row := tg.binned[r*nf : (r+1)*nf]
@@ -514,7 +563,8 @@ func (tg *treeGrower) findSplit(ls *leafState, cols []int) {
 // new leaf, and the new internal node takes the next node index.
 func (tg *treeGrower) grow(rows, cols []int, g, h []float64) (lgbTree, binTree) {
 	cfg := tg.cfg
-	root := &leafState{rows: append([]int(nil), rows...)}
+	tg.rowBuf = append(tg.rowBuf[:0], rows...)
+	root := &leafState{rows: tg.rowBuf}
 	for _, r := range rows {
 		root.g += g[r]
 		root.h += h[r]
@@ -561,16 +611,20 @@ func (tg *treeGrower) grow(rows, cols []int, g, h []float64) (lgbTree, binTree) 
 				t.RightChild[p], bt.right[p] = node, node
 			}
 		}
-		// Partition rows (stable).
-		var lr, rr []int
+		// Partition the leaf's rows in place (stable).
 		nf := tg.nf
+		nl := 0
+		tg.aux = tg.aux[:0]
 		for _, r := range ls.rows {
 			if tg.binned[r*nf+j] <= uint8(b) {
-				lr = append(lr, r)
+				ls.rows[nl] = r
+				nl++
 			} else {
-				rr = append(rr, r)
+				tg.aux = append(tg.aux, r)
 			}
 		}
+		copy(ls.rows[nl:], tg.aux)
+		lr, rr := ls.rows[:nl:nl], ls.rows[nl:]
 		left := &leafState{rows: lr, g: ls.lg, h: ls.lh, depth: ls.depth + 1}
 		right := &leafState{rows: rr, g: ls.g - ls.lg, h: ls.h - ls.lh, depth: ls.depth + 1}
 		// Histogram of the smaller child, the other by subtraction.
@@ -598,6 +652,8 @@ func (tg *treeGrower) grow(rows, cols []int, g, h []float64) (lgbTree, binTree) 
 	t.LeafWeight = make([]float64, len(leaves))
 	t.LeafCount = make([]int, len(leaves))
 	for l, ls := range leaves {
+		tg.putHist(ls.hist)
+		ls.hist = nil
 		t.LeafValue[l] = tg.leafOutput(ls.g, ls.h) * cfg.LearningRate
 		t.LeafWeight[l] = ls.h
 		t.LeafCount[l] = len(ls.rows)
