@@ -97,10 +97,11 @@ type Engine struct {
 	plan  MemoryPlan
 	pool  *blockPool
 
-	running []*Request
-	waiting []*Request
-	sched   []*Request
-	outs    []Output
+	running  []*Request
+	waiting  []*Request
+	incoming []*Request // added while a step was in flight (async scheduling)
+	sched    []*Request
+	outs     []Output
 
 	noise      bool
 	rng        *rand.Rand
@@ -174,8 +175,17 @@ func (e *Engine) Add(r *Request) {
 	r.uid = e.nextUID
 	r.seq = e.nextUID
 	r.state = stateWaiting
-	e.enqueue(r, false)
-	e.Stats.MaxWaiting = max(e.Stats.MaxWaiting, len(e.waiting))
+	e.incoming = append(e.incoming, r)
+	e.Stats.MaxWaiting = max(e.Stats.MaxWaiting, len(e.waiting)+len(e.incoming))
+}
+
+// admitIncoming moves newly added requests into WAITING.
+func (e *Engine) admitIncoming() {
+	for i, r := range e.incoming {
+		e.enqueue(r, false)
+		e.incoming[i] = nil
+	}
+	e.incoming = e.incoming[:0]
 }
 
 // enqueue puts r into WAITING: FCFS appends new requests and puts preempted
@@ -212,6 +222,7 @@ func (e *Engine) Abort(r *Request) {
 		e.freeBlocks(r)
 	case stateWaiting:
 		e.waiting = removeReq(e.waiting, r)
+		e.incoming = removeReq(e.incoming, r)
 		e.freeBlocks(r)
 	}
 	r.state = stateDone
@@ -229,11 +240,11 @@ func removeReq(list []*Request, r *Request) []*Request {
 }
 
 // HasWork reports whether any request is running or waiting.
-func (e *Engine) HasWork() bool { return len(e.running)+len(e.waiting) > 0 }
+func (e *Engine) HasWork() bool { return len(e.running)+len(e.waiting)+len(e.incoming) > 0 }
 
 // Running and Waiting are the sizes of the two queues.
 func (e *Engine) Running() int { return len(e.running) }
-func (e *Engine) Waiting() int { return len(e.waiting) }
+func (e *Engine) Waiting() int { return len(e.waiting) + len(e.incoming) }
 
 // KVUsage is the fraction of KV blocks in use.
 func (e *Engine) KVUsage() float64 { return e.pool.used() }
@@ -330,6 +341,18 @@ func (e *Engine) Step() (float64, []Output) {
 	e.outs = e.outs[:0]
 	e.sched = e.sched[:0]
 	a := &e.args
+	// Requests added since the last step join WAITING now; with async
+	// scheduling the next step was already scheduled while the previous one
+	// ran, so they wait one step more (unless the engine was idle).
+	async := a.AsyncScheduling && len(e.running)+len(e.waiting) > 0
+	if !async {
+		e.admitIncoming()
+	}
+	defer func() {
+		if async {
+			e.admitIncoming()
+		}
+	}()
 	bs := a.BlockSize
 	budget := a.MaxNumBatchedTokens
 	preempted := false
@@ -479,7 +502,7 @@ func (e *Engine) Step() (float64, []Output) {
 	e.Stats.Steps++
 	e.Stats.BusyS += dur
 	e.Stats.MaxRunning = max(e.Stats.MaxRunning, len(e.running)+finished)
-	e.Stats.MaxWaiting = max(e.Stats.MaxWaiting, len(e.waiting))
+	e.Stats.MaxWaiting = max(e.Stats.MaxWaiting, len(e.waiting)+len(e.incoming))
 	if u := e.pool.used(); u > e.Stats.MaxKVUsage {
 		e.Stats.MaxKVUsage = u
 	}

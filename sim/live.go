@@ -71,14 +71,14 @@ func (le *liveEngine) kill(err error) {
 	le.mu.Lock()
 	defer le.mu.Unlock()
 	le.dead = err
-	for _, list := range [][]*Request{le.e.running, le.e.waiting} {
+	for _, list := range [][]*Request{le.e.running, le.e.waiting, le.e.incoming} {
 		for _, r := range list {
 			if r.live != nil {
 				r.live.ch <- liveEvent{err: err, at: time.Now()}
 			}
 		}
 	}
-	for _, r := range append(append([]*Request(nil), le.e.running...), le.e.waiting...) {
+	for _, r := range append(append(append([]*Request(nil), le.e.running...), le.e.waiting...), le.e.incoming...) {
 		le.e.Abort(r)
 	}
 }
