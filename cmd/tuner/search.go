@@ -14,7 +14,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/goccy/go-yaml"
 	"github.com/urfave/cli/v2"
 
 	"github.com/vllm-tuner/tuner/search"
@@ -552,19 +551,12 @@ func writerIsTerminal(w io.Writer) bool {
 
 var execLookPath = exec.LookPath
 
-// loadWorkloadArg reads --workload: a YAML file. (Presets by name come with
-// the trial package's loader.)
+// loadWorkloadArg reads --workload: a built-in name or a YAML file. Bad
+// files are usage errors naming the line and field.
 func loadWorkloadArg(arg string) (trial.Workload, error) {
-	b, err := os.ReadFile(arg)
+	w, err := trial.LoadWorkload(arg)
 	if err != nil {
-		return trial.Workload{}, usagef("--workload %q: %v", arg, err)
-	}
-	var w trial.Workload
-	if err := yaml.UnmarshalWithOptions(b, &w, yaml.Strict()); err != nil {
-		return trial.Workload{}, usagef("--workload %s: %v", arg, err)
-	}
-	if w.Name == "" {
-		w.Name = strings.TrimSuffix(filepath.Base(arg), filepath.Ext(arg))
+		return trial.Workload{}, usagef("--workload: %w", err)
 	}
 	return w, nil
 }
