@@ -38,6 +38,7 @@ type opts struct {
 	noVersionRoute  bool
 	memUsed, memTot float64
 	unhealthy       bool // /health answers 503
+	http500         bool // every completion fails
 }
 
 func parse(args []string) (opts, error) {
@@ -83,6 +84,8 @@ func parse(args []string) (opts, error) {
 			o.version = val()
 		case "--fake-no-version-route":
 			o.noVersionRoute = true
+		case "--fake-http500":
+			o.http500 = true
 		case "--fake-unhealthy":
 			o.unhealthy = true
 		case "--fake-bad-flag":
@@ -177,6 +180,10 @@ func main() {
 		}
 		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 			http.Error(w, err.Error(), 400)
+			return
+		}
+		if o.http500 {
+			http.Error(w, `{"error":{"message":"EngineDeadError","code":500}}`, 500)
 			return
 		}
 		if n := served.Add(1); o.crashAfter > 0 && n > int64(o.crashAfter) {

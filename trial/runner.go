@@ -1,0 +1,686 @@
+package trial
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vllm-tuner/tuner/spaces"
+)
+
+// Config holds the deployment knobs of a Runner.
+type Config struct {
+	// Command starts the engine without the candidate's flags, e.g.
+	// {"vllm", "serve", MODEL} or {"vllm-sim", "serve", MODEL, "--gpu", "H100-80GB"}.
+	Command []string
+	// ExtraArgs follow the candidate's flags (e.g. --startup-scale for the sim).
+	ExtraArgs []string
+	// Model is the model name requests carry ("": data[0].id of /v1/models).
+	Model string
+	Host  string // default 127.0.0.1
+	Port  int    // 0: a fresh free port per trial
+	Env   []string
+	// StartupTimeout bounds process start to /health 200.
+	StartupTimeout time.Duration
+	// RequestTimeout bounds one request (a timeout is a failed request).
+	RequestTimeout time.Duration
+	// StopGrace is the SIGTERM-to-SIGKILL grace period.
+	StopGrace time.Duration
+	// FreeTimeout bounds the wait for the previous engine's port and GPU memory.
+	FreeTimeout time.Duration
+	// LogDir receives <trial>.log and <trial>.raw.jsonl.gz (required).
+	LogDir string
+	// Telemetry: "auto" (NVML when available, else the engine's metrics),
+	// "nvml" (fail when NVML is unavailable), "engine" or "none".
+	Telemetry string
+	// GPU overrides the NVML source Telemetry would open (tests, fakes).
+	GPU GPUSource
+	// GPUIdentity is reported when no GPU source names the hardware.
+	GPUIdentity GPUIdentity
+	SampleEvery time.Duration // GPU sampling period (default 100 ms, ~10 Hz)
+	ScrapeEvery time.Duration // engine /metrics period (default 1 s)
+	Stability   StabilityConfig
+	// Capacity mode: bracketing cap, level budget and relative resolution.
+	MaxConcurrency    int
+	MaxRate           float64
+	CapacityLevels    int
+	CapacityTolerance float64
+	// MaxRequests caps a duration-bound closed loop.
+	MaxRequests int
+	// UnhealthyErrorRate: a level failing more requests than this fails the
+	// trial as unhealthy.
+	UnhealthyErrorRate float64
+	Logger             *slog.Logger
+	// Progress, when set, is called at each phase (from Run's goroutine).
+	Progress func(Event)
+}
+
+// Event is a progress report of a running trial.
+type Event struct {
+	Phase   string // wait-free, startup, level, stop, done
+	Level   int    // index of the level (phase level)
+	Load    float64
+	Closed  bool
+	Message string
+}
+
+// DefaultConfig returns production defaults; set Command and LogDir.
+func DefaultConfig() Config {
+	return Config{
+		Host: "127.0.0.1", StartupTimeout: 15 * time.Minute, RequestTimeout: 5 * time.Minute,
+		StopGrace: 10 * time.Second, FreeTimeout: 2 * time.Minute, Telemetry: "auto",
+		SampleEvery: 100 * time.Millisecond, ScrapeEvery: time.Second, Stability: DefaultStabilityConfig(),
+		MaxConcurrency: 1024, MaxRate: 10000, CapacityLevels: 8, CapacityTolerance: 0.1,
+		MaxRequests: 20000, UnhealthyErrorRate: 0.5,
+	}
+}
+
+// Runner runs trials against a real engine process, one at a time.
+type Runner struct {
+	cfg  Config
+	gpu  GPUSource
+	log  *slog.Logger
+	mu   sync.Mutex // one trial at a time
+	prev []int      // processes of the previous engine (GPU hygiene)
+}
+
+// NewRunner checks cfg and opens the telemetry source.
+func NewRunner(cfg Config) (*Runner, error) {
+	d := DefaultConfig()
+	if len(cfg.Command) == 0 {
+		return nil, errors.New("trial runner: no engine command")
+	}
+	if cfg.LogDir == "" {
+		return nil, errors.New("trial runner: no log dir")
+	}
+	if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
+		return nil, fmt.Errorf("trial runner: %w", err)
+	}
+	setDefault(&cfg.Host, d.Host)
+	setDefault(&cfg.StartupTimeout, d.StartupTimeout)
+	setDefault(&cfg.RequestTimeout, d.RequestTimeout)
+	setDefault(&cfg.StopGrace, d.StopGrace)
+	setDefault(&cfg.FreeTimeout, d.FreeTimeout)
+	setDefault(&cfg.Telemetry, d.Telemetry)
+	setDefault(&cfg.SampleEvery, d.SampleEvery)
+	setDefault(&cfg.ScrapeEvery, d.ScrapeEvery)
+	setDefault(&cfg.MaxConcurrency, d.MaxConcurrency)
+	setDefault(&cfg.MaxRate, d.MaxRate)
+	setDefault(&cfg.CapacityLevels, d.CapacityLevels)
+	setDefault(&cfg.CapacityTolerance, d.CapacityTolerance)
+	setDefault(&cfg.MaxRequests, d.MaxRequests)
+	setDefault(&cfg.UnhealthyErrorRate, d.UnhealthyErrorRate)
+	if cfg.Stability == (StabilityConfig{}) {
+		cfg.Stability = d.Stability
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Runner{cfg: cfg, log: cfg.Logger, gpu: cfg.GPU}
+	if r.gpu == nil {
+		switch cfg.Telemetry {
+		case "auto", "nvml":
+			src, err := OpenNVML()
+			if err != nil {
+				if cfg.Telemetry == "nvml" {
+					return nil, fmt.Errorf("trial runner: %w", err)
+				}
+				r.log.Info("GPU telemetry from the engine's metrics", "reason", err)
+			} else {
+				r.gpu = src
+			}
+		case "engine", "none":
+		default:
+			return nil, fmt.Errorf("trial runner: telemetry %q: want auto, nvml, engine or none", cfg.Telemetry)
+		}
+	}
+	return r, nil
+}
+
+func setDefault[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
+}
+
+// Close releases the telemetry source.
+func (r *Runner) Close() error {
+	if r.gpu != nil && r.cfg.GPU == nil {
+		return r.gpu.Close()
+	}
+	return nil
+}
+
+func (r *Runner) progress(e Event) {
+	if r.cfg.Progress != nil {
+		r.cfg.Progress(e)
+	}
+}
+
+// Run runs one trial: wait until the previous engine's port and GPU memory
+// are free, start the engine with cfg's flags, wait for health, drive every
+// load level of w (or search the SLO capacity), stop the engine, write the
+// raw data and return the Result. Engine failures are Results with Status
+// failed; the error is only for infrastructure problems and cancellation
+// (then the engine is stopped first and the Result says FailInterrupted).
+func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Result, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t0 := time.Now()
+	res = Result{SchemaVersion: ResultVersion, Config: cfg, ConfigID: cfg.ID(), Workload: w.Name,
+		GPU: r.cfg.GPUIdentity, VRAMSource: "none"}
+	defer func() { res.Phases.TotalS = time.Since(t0).Seconds() }()
+	interrupted := func(cause error) (Result, error) {
+		res.Status, res.Failure, res.Error = StatusFailed, FailInterrupted, cause.Error()
+		return res, cause
+	}
+	if err := ctx.Err(); err != nil {
+		return interrupted(err)
+	}
+	if err := checkWorkload(w); err != nil {
+		return res, err
+	}
+	if r.gpu != nil {
+		if id, err := r.gpu.Identity(); err == nil {
+			res.GPU = id
+		}
+	}
+	name := fmt.Sprintf("trial-%s-%s", time.Now().UTC().Format("20060102T150405.000"), shortID(res.ConfigID))
+	res.LogPath = filepath.Join(r.cfg.LogDir, name+".log")
+	rawPath := filepath.Join(r.cfg.LogDir, name+".raw.jsonl.gz")
+
+	// Hygiene: the previous engine's port and GPU memory are released.
+	r.progress(Event{Phase: "wait-free"})
+	tf := time.Now()
+	fctx, fcancel := context.WithTimeout(ctx, r.cfg.FreeTimeout)
+	err = WaitGPUReleased(fctx, r.gpu, r.prev)
+	if err == nil && r.cfg.Port != 0 {
+		err = WaitPortFree(fctx, r.cfg.Host, r.cfg.Port)
+	}
+	fcancel()
+	res.Phases.WaitFreeS = time.Since(tf).Seconds()
+	if err != nil {
+		if ctx.Err() != nil {
+			return interrupted(ctx.Err())
+		}
+		return res, fmt.Errorf("before trial: %w", err)
+	}
+
+	// Start and wait for health.
+	r.progress(Event{Phase: "startup"})
+	ts := time.Now()
+	eng, err := StartEngine(ctx, EngineConfig{
+		Command: r.cfg.Command, Flags: append(cfg.Flags(), r.cfg.ExtraArgs...), Host: r.cfg.Host, Port: r.cfg.Port,
+		LogPath: res.LogPath, Env: r.cfg.Env, StopGrace: r.cfg.StopGrace, Logger: r.log,
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return interrupted(ctx.Err())
+		}
+		return res, err
+	}
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		r.progress(Event{Phase: "stop"})
+		tq := time.Now()
+		r.prev = append(eng.Members(), eng.Seen()...)
+		serr := eng.Stop()
+		res.Phases.StopS = time.Since(tq).Seconds()
+		return serr
+	}
+	defer func() {
+		if serr := stop(); serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}()
+	fail := func(e error) (Result, error) {
+		res.Status, res.Failure, res.Error = StatusFailed, ClassOf(e), e.Error()
+		var ee *EngineError
+		if errors.As(e, &ee) && len(ee.Tail) > 0 {
+			res.Error += "\n" + strings.Join(ee.Tail, "\n")
+		}
+		facts := ParseLogFacts(eng.ReadLog())
+		res.EngineVersion = facts.Version
+		res.KVCacheTokens = facts.KVCacheTokens
+		r.log.Info("trial failed", "config", shortID(res.ConfigID), "class", res.Failure, "error", e)
+		return res, nil
+	}
+	err = eng.WaitHealthy(ctx, r.cfg.StartupTimeout)
+	res.Phases.StartupS = time.Since(ts).Seconds()
+	if err != nil {
+		if ctx.Err() != nil {
+			return interrupted(ctx.Err())
+		}
+		return fail(err)
+	}
+	eng.Members()
+	res.EngineVersion = eng.Version(ctx)
+	res.KVCacheTokens = ParseLogFacts(eng.ReadLog()).KVCacheTokens
+	model := r.cfg.Model
+	if m, err := eng.ServedModel(ctx); err == nil && model == "" {
+		model = m
+	}
+	if model == "" && len(r.cfg.Command) > 2 {
+		model = r.cfg.Command[2]
+	}
+
+	// Telemetry during the load.
+	rec := &recorder{}
+	tctx, tcancel := context.WithCancel(ctx)
+	var twg sync.WaitGroup
+	var gpu GPUSource
+	if r.cfg.Telemetry != "none" && r.cfg.Telemetry != "engine" || r.cfg.GPU != nil {
+		gpu = r.gpu
+	}
+	scrape := eng.BaseURL()
+	if r.cfg.Telemetry == "none" {
+		scrape = ""
+	}
+	twg.Go(func() { rec.sample(tctx, gpu, r.cfg.SampleEvery, eng.hc, scrape, r.cfg.ScrapeEvery) })
+	stopTelemetry := func() {
+		tcancel()
+		twg.Wait()
+	}
+	defer stopTelemetry()
+
+	client := NewClient(eng.BaseURL(), model, r.cfg.RequestTimeout)
+	defer client.Close()
+	lr := &levelRunner{r: r, eng: eng, client: client, w: w}
+	tm := time.Now()
+	if w.Capacity {
+		err = lr.capacity(ctx, &res)
+	} else {
+		for i, v := range loadValues(w) {
+			if err = lr.measure(ctx, i, v); err != nil {
+				break
+			}
+		}
+	}
+	res.Phases.MeasureS = time.Since(tm).Seconds()
+	res.Levels = lr.levels
+	for _, l := range lr.levels {
+		res.Phases.WarmupS += l.Stability.WarmupS
+	}
+	stopTelemetry()
+	res.Telemetry, res.PeakVRAMGiB, res.VRAMSource, _ = rec.summary()
+	_, _, _, throttled := rec.summary()
+	if len(lr.raw) > 0 {
+		if werr := WriteRaw(rawPath, RawHeader{ConfigID: res.ConfigID, Workload: w.Name, Levels: lr.raw}); werr != nil {
+			r.log.Warn("raw data not written", "error", werr)
+		} else {
+			res.RawPath = rawPath
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return interrupted(ctx.Err())
+		}
+		return fail(err)
+	}
+	if len(res.Levels) == 0 {
+		return fail(fmt.Errorf("%w: no load level measured", ErrUnhealthy))
+	}
+	if !w.Capacity {
+		res.Primary = 0
+	}
+	res.Stability = res.Levels[res.Primary].Stability
+	if throttled {
+		res.Stability.Throttled = true
+		res.Stability.Stable = false
+		res.Stability.Reason = strings.TrimPrefix(res.Stability.Reason+"; GPU throttled ("+strings.Join(res.Telemetry.ThrottleReasons, ",")+")", "; ")
+		for i := range res.Levels {
+			res.Levels[i].Stability.Throttled = true
+		}
+	}
+	res.Status = StatusOK
+	if !res.Stability.Stable {
+		res.Status = StatusUnstable
+	}
+	if serr := stop(); serr != nil {
+		return res, serr
+	}
+	r.progress(Event{Phase: "done", Message: res.String()})
+	return res, nil
+}
+
+func shortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// checkWorkload rejects workloads the runner cannot drive (bad input, an
+// error, not a failed trial).
+func checkWorkload(w Workload) error {
+	if w.NumRequests <= 0 && w.Duration <= 0 {
+		return fmt.Errorf("workload %q: neither num_requests nor duration", w.Name)
+	}
+	if w.Capacity && len(w.SLO) == 0 {
+		return fmt.Errorf("workload %q: capacity mode needs an SLO", w.Name)
+	}
+	if w.Capacity {
+		return nil // the search starts at the workload's level, at least 1
+	}
+	for _, v := range loadValues(w) {
+		switch {
+		case w.Arrival.Closed() && !(v >= 1):
+			return fmt.Errorf("workload %q: concurrency %v must be >= 1", w.Name, v)
+		case !w.Arrival.Closed() && !(v >= 0):
+			return fmt.Errorf("workload %q: request rate %v must be >= 0 (0: all at once)", w.Name, v)
+		}
+	}
+	return nil
+}
+
+// loadValues are the fixed levels of w: Levels, or the arrival's own.
+func loadValues(w Workload) []float64 {
+	if len(w.Levels) > 0 {
+		return w.Levels
+	}
+	if w.Arrival.Closed() {
+		return []float64{float64(w.Arrival.Concurrency)}
+	}
+	return []float64{w.Arrival.Rate}
+}
+
+// levelRunner measures load levels on one running engine.
+type levelRunner struct {
+	r      *Runner
+	eng    *Engine
+	client *Client
+	w      Workload
+	levels []Level
+	raw    []RawLevel
+}
+
+// atLoad returns w set to one load level (closed: concurrency, open: rate).
+func atLoad(w Workload, v float64) Workload {
+	lw := w
+	lw.Levels = nil
+	if w.Arrival.Closed() {
+		lw.Arrival.Concurrency = max(1, int(math.Round(v)))
+	} else {
+		lw.Arrival.Rate = v
+	}
+	return lw
+}
+
+// measure runs one load level and appends it. It returns an engine error
+// (*EngineError) when the engine dies, ErrUnhealthy when requests fail en
+// masse, or ctx's error.
+func (lr *levelRunner) measure(ctx context.Context, idx int, v float64) error {
+	cfg := lr.r.cfg
+	sc := cfg.Stability
+	lw := atLoad(lr.w, v)
+	closed := lw.Arrival.Closed()
+	lr.r.progress(Event{Phase: "level", Level: idx, Load: v, Closed: closed})
+	select {
+	case <-lr.eng.Exited():
+		return lr.eng.Failure(true)
+	default:
+	}
+	durationBound := lw.NumRequests <= 0
+	if durationBound {
+		if closed {
+			lw.NumRequests = cfg.MaxRequests
+		} else {
+			lw.NumRequests = max(1, int(math.Ceil(lw.Arrival.Rate*lw.Duration.Seconds())))
+		}
+	}
+	ext := int(math.Ceil(sc.ExtendFraction * float64(lw.NumRequests)))
+	if durationBound {
+		ext = 0
+	}
+	limit := lw.Warmup + lw.NumRequests
+	gen := lw
+	gen.NumRequests += sc.MaxExtensions * ext
+	specs := gen.Requests()
+
+	var extended int
+	var early bool
+	every := max(10, lw.NumRequests/10)
+	start := time.Now()
+	gate := func(next int, done []Record) bool {
+		if durationBound && time.Since(start) >= lw.Duration {
+			return false
+		}
+		if next < limit {
+			if next > lw.Warmup && next%every == 0 && measuredOK(done) >= int(sc.EarlyStopMin*float64(lw.NumRequests)) {
+				if a := Analyze(done, sc); a.Stable && a.CIHalfWidth <= sc.CITarget {
+					early = true
+					return false
+				}
+			}
+			return true
+		}
+		if next == limit && extended < sc.MaxExtensions && ext > 0 {
+			if a := Analyze(done, sc); !a.Stable {
+				extended++
+				limit += ext
+				return true
+			}
+		}
+		return false
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	died := make(chan struct{})
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		select {
+		case <-lr.eng.Exited():
+			close(died)
+			cancel()
+		case <-lctx.Done():
+		}
+	}()
+	recs := lr.client.Drive(lctx, specs, Load{Concurrency: lw.Arrival.Concurrency, Rate: lw.Arrival.Rate}, gate)
+	cancel()
+	<-watchDone
+	select {
+	case <-died:
+		return lr.eng.Failure(true)
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	a := Analyze(recs, sc)
+	cut := make(map[int]bool, len(a.CutIndex))
+	for _, i := range a.CutIndex {
+		cut[i] = true
+	}
+	for i := range recs {
+		if cut[recs[i].Index] {
+			recs[i].Warmup = true
+		}
+	}
+	m := Summarize(recs, lr.w.SLO)
+	met, viol := lr.w.SLO.Check(&m)
+	st := a.Stability
+	st.Extended, st.EarlyStopped = extended, early
+	if early {
+		st.Reason = fmt.Sprintf("early stop: throughput CI half-width %.1f%%", 100*a.CIHalfWidth)
+	}
+	l := Level{Metrics: m, SLOMet: met, Violations: viol, Stability: st}
+	rl := RawLevel{Records: recs}
+	if closed {
+		l.Concurrency, rl.Concurrency = lw.Arrival.Concurrency, lw.Arrival.Concurrency
+	} else {
+		l.Rate, rl.Rate = lw.Arrival.Rate, lw.Arrival.Rate
+	}
+	lr.levels = append(lr.levels, l)
+	lr.raw = append(lr.raw, rl)
+	lr.r.log.Info("level measured", "load", v, "closed", closed, "requests", len(recs), "completed", m.Completed,
+		"failed", m.Failed, "out_tok_s", math.Round(m.OutputThroughput), "slo_met", met, "stable", st.Stable)
+	if m.Completed+m.Failed > 0 && m.ErrorRate > cfg.UnhealthyErrorRate {
+		healthy := lr.eng.Healthy(ctx)
+		return &EngineError{Kind: ErrUnhealthy, ExitCode: -1,
+			Line: fmt.Sprintf("%.0f%% of requests failed (health %v): %s", 100*m.ErrorRate, healthy, firstErr(recs))}
+	}
+	return nil
+}
+
+func measuredOK(done []Record) int {
+	n := 0
+	for i := range done {
+		if !done[i].Warmup && done[i].OK() {
+			n++
+		}
+	}
+	return n
+}
+
+func firstErr(recs []Record) string {
+	for _, r := range recs {
+		if r.Err != "" {
+			return r.Err
+		}
+	}
+	return ""
+}
+
+// capacity finds the SLO capacity on the running engine (see
+// SearchCapacity); Result.Capacity is the best passing load (0 when none
+// passes) and Primary its level (else the lowest level measured).
+func (lr *levelRunner) capacity(ctx context.Context, res *Result) error {
+	cfg := lr.r.cfg
+	closed := lr.w.Arrival.Closed()
+	ceil := cfg.MaxRate
+	if closed {
+		ceil = float64(cfg.MaxConcurrency)
+	}
+	best := -1
+	_, err := SearchCapacity(loadValues(lr.w)[0], ceil, closed, cfg.CapacityLevels, cfg.CapacityTolerance, func(v float64) (bool, error) {
+		if err := lr.measure(ctx, len(lr.levels), v); err != nil {
+			return false, err
+		}
+		i := len(lr.levels) - 1
+		ok := lr.levels[i].SLOMet
+		if ok && (best < 0 || v > loadOf(lr.levels[best])) {
+			best = i
+		}
+		return ok, nil
+	})
+	if best >= 0 {
+		res.Primary, res.Capacity = best, loadOf(lr.levels[best])
+	} else if len(lr.levels) > 0 {
+		res.Primary, res.Capacity = lowest(lr.levels), 0
+	}
+	return err
+}
+
+// SearchCapacity finds the highest load at which pass holds, assuming it
+// holds below some threshold: from start (at least 1: rates below 1 req/s
+// and concurrency 0 are never tried) it doubles until a level fails, or
+// halves until one passes, then bisects the bracket until it is within
+// tol relative (one for integer concurrency) or maxLevels levels were
+// tried. It returns the best passing load, 0 when none passed.
+func SearchCapacity(start, ceil float64, integer bool, maxLevels int, tol float64, pass func(v float64) (bool, error)) (float64, error) {
+	const floor = 1.0
+	round := func(v float64) float64 {
+		if integer {
+			return math.Round(v)
+		}
+		return math.Round(v*1000) / 1000
+	}
+	start = round(math.Min(math.Max(start, floor), ceil))
+	if !(start >= floor) {
+		start = floor
+	}
+	tried := 0
+	try := func(v float64) (bool, error) {
+		tried++
+		return pass(v)
+	}
+	lo, hi := 0.0, 0.0 // best passing, lowest failing (0: unknown)
+	ok, err := try(start)
+	if err != nil {
+		return 0, err
+	}
+	if ok {
+		lo = start
+		for tried < maxLevels {
+			next := round(math.Min(2*lo, ceil))
+			if next <= lo {
+				break // at the cap
+			}
+			if ok, err = try(next); err != nil {
+				return lo, err
+			}
+			if !ok {
+				hi = next
+				break
+			}
+			lo = next
+		}
+	} else {
+		hi = start
+		for tried < maxLevels {
+			next := round(math.Max(hi/2, floor))
+			if next >= hi {
+				break // at the floor: nothing passes
+			}
+			if ok, err = try(next); err != nil {
+				return 0, err
+			}
+			if ok {
+				lo = next
+				break
+			}
+			hi = next
+		}
+	}
+	for lo > 0 && hi > 0 && tried < maxLevels {
+		step := lo * tol
+		if integer {
+			step = math.Max(1, math.Ceil(step))
+		}
+		if hi-lo <= step {
+			break
+		}
+		mid := round((lo + hi) / 2)
+		if mid <= lo || mid >= hi {
+			break
+		}
+		if ok, err = try(mid); err != nil {
+			return lo, err
+		}
+		if ok {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo, nil
+}
+
+func loadOf(l Level) float64 {
+	if l.Concurrency > 0 {
+		return float64(l.Concurrency)
+	}
+	return l.Rate
+}
+
+func lowest(ls []Level) int {
+	best := 0
+	for i, l := range ls {
+		if loadOf(l) < loadOf(ls[best]) {
+			best = i
+		}
+	}
+	return best
+}

@@ -1,0 +1,254 @@
+package trial
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vllm-tuner/tuner/spaces"
+)
+
+func fakeRunner(t *testing.T, extra ...string) (*Runner, *[]Event) {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Command = []string{fakeEngineBin(t), "serve", "fake/model"}
+	cfg.ExtraArgs = extra
+	cfg.LogDir = t.TempDir()
+	cfg.Telemetry = "engine"
+	cfg.ScrapeEvery = 50 * time.Millisecond
+	cfg.StartupTimeout = 2 * time.Second
+	cfg.RequestTimeout = 10 * time.Second
+	cfg.StopGrace = time.Second
+	var mu sync.Mutex
+	events := &[]Event{}
+	cfg.Progress = func(e Event) {
+		mu.Lock()
+		*events = append(*events, e)
+		mu.Unlock()
+	}
+	r, err := NewRunner(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r, events
+}
+
+func smallWorkload(closed bool) Workload {
+	w := Workload{Name: "small", Prompt: LengthDist{Kind: "fixed", Value: 32}, Output: LengthDist{Kind: "uniform", Min: 4, Max: 12},
+		NumRequests: 80, Warmup: 4, Seed: 7}
+	if closed {
+		w.Arrival = Arrival{Kind: "closed", Concurrency: 4}
+	} else {
+		w.Arrival = Arrival{Kind: "poisson", Rate: 400}
+	}
+	return w
+}
+
+func testConfig() spaces.Config {
+	return spaces.NewConfig(map[string]spaces.Value{"max_num_seqs": spaces.IntValue(64), "enable_prefix_caching": spaces.BoolValue(true)})
+}
+
+// noLeftovers checks that the trial's engine is gone: no process whose
+// command line names the trial's log dir flag... the fake engine is found
+// by its binary path in /proc.
+func noLeftovers(t *testing.T) {
+	t.Helper()
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		if strings.Contains(string(b), fakeEngineBin(t)) || strings.Contains(string(b), binDir+"/vllm-sim") {
+			st, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
+			if !strings.Contains(string(st), ") Z ") {
+				t.Errorf("process %s of a trial left: %q", e.Name(), strings.ReplaceAll(string(b), "\x00", " "))
+			}
+		}
+	}
+}
+
+func TestRunnerFullTrial(t *testing.T) {
+	for _, closed := range []bool{true, false} {
+		name := map[bool]string{true: "closed", false: "open"}[closed]
+		t.Run(name, func(t *testing.T) {
+			r, events := fakeRunner(t, "--fake-gap", "2ms")
+			w := smallWorkload(closed)
+			res, err := r.Run(context.Background(), testConfig(), w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			noLeftovers(t)
+			if !res.Usable() || len(res.Levels) != 1 || res.Error != "" {
+				t.Fatalf("result = %+v", res)
+			}
+			m := res.Metrics()
+			if m.Completed+m.Failed < w.NumRequests/2 || m.Failed != 0 {
+				t.Errorf("completed %d failed %d", m.Completed, m.Failed)
+			}
+			if res.EngineVersion != "0.10.2" || res.KVCacheTokens != 450816 || res.ConfigID != testConfig().ID() {
+				t.Errorf("version %q kv %d id %q", res.EngineVersion, res.KVCacheTokens, res.ConfigID)
+			}
+			if res.VRAMSource != "engine-metrics" || math.Abs(res.PeakVRAMGiB-72e9/gib) > 1e-9 || res.Telemetry.MaxKVCacheUsage != 0.25 {
+				t.Errorf("vram %v (%s), telemetry %+v", res.PeakVRAMGiB, res.VRAMSource, res.Telemetry)
+			}
+			if res.Phases.StartupS <= 0 || res.Phases.MeasureS <= 0 || res.Phases.TotalS < res.Phases.StartupS+res.Phases.MeasureS {
+				t.Errorf("phases = %+v", res.Phases)
+			}
+			// TTFT and TPOT of the fake: chunks every 2 ms.
+			if m.TPOT.Median < 1.5 || m.TPOT.Median > 20 {
+				t.Errorf("tpot median %.2f ms, want about 2", m.TPOT.Median)
+			}
+			// The raw file recomputes the same metrics.
+			raw, err := ReadRaw(res.RawPath)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again := Summarize(raw.Levels[0].Records, w.SLO); !reflect.DeepEqual(again, *m) {
+				t.Errorf("metrics from raw data differ:\n%+v\n%+v", again, *m)
+			}
+			log, err := os.ReadFile(res.LogPath)
+			if err != nil || !strings.Contains(string(log), "--enable-prefix-caching --max-num-seqs 64 --fake-gap 2ms --host 127.0.0.1 --port") {
+				t.Errorf("log: %v\n%s", err, log)
+			}
+			var phases []string
+			for _, e := range *events {
+				phases = append(phases, e.Phase)
+			}
+			if got := strings.Join(phases, ","); got != "wait-free,startup,level,stop,done" {
+				t.Errorf("progress phases %s", got)
+			}
+		})
+	}
+}
+
+func TestRunnerFailures(t *testing.T) {
+	tests := []struct {
+		name  string
+		extra []string
+		want  FailureClass
+	}{
+		{"oom at startup", []string{"--fake-fail-log", "torch.OutOfMemoryError: CUDA out of memory."}, FailOOM},
+		{"bad flag", []string{"--fake-bad-flag"}, FailInvalidArgument},
+		{"hang", []string{"--fake-hang"}, FailStartupTimeout},
+		{"crash during load", []string{"--fake-crash-after", "10", "--fake-crash-log", "Fatal Python error"}, FailCrashed},
+		{"runtime oom", []string{"--fake-crash-after", "10", "--fake-crash-log", "torch.OutOfMemoryError: CUDA out of memory."}, FailOOM},
+		{"all requests fail", []string{"--fake-http500"}, FailUnhealthy},
+		{"sigterm ignored", []string{"--fake-ignore-sigterm", "--fake-hang", "--fake-child"}, FailStartupTimeout},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, _ := fakeRunner(t, tt.extra...)
+			res, err := r.Run(context.Background(), testConfig(), smallWorkload(true))
+			if err != nil {
+				t.Fatalf("error %v (infrastructure), want a failed result", err)
+			}
+			noLeftovers(t)
+			if res.Status != StatusFailed || res.Failure != tt.want || res.Error == "" {
+				t.Errorf("result %s (%s), want failed:%s", res.String(), res.Error, tt.want)
+			}
+			if res.String() != "failed:"+string(tt.want) {
+				t.Errorf("String() = %q", res.String())
+			}
+		})
+	}
+}
+
+func TestRunnerInterrupted(t *testing.T) {
+	r, events := fakeRunner(t, "--fake-gap", "20ms")
+	ctx, cancel := context.WithCancel(context.Background())
+	var once sync.Once
+	r.cfg.Progress = func(e Event) {
+		*events = append(*events, e)
+		if e.Phase == "level" {
+			once.Do(func() { time.AfterFunc(100*time.Millisecond, cancel) })
+		}
+	}
+	res, err := r.Run(ctx, testConfig(), smallWorkload(true))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if res.Status != StatusFailed || res.Failure != FailInterrupted {
+		t.Errorf("result %s", res.String())
+	}
+	noLeftovers(t)
+	// A cancelled context never starts an engine.
+	res, err = r.Run(ctx, testConfig(), smallWorkload(true))
+	if !errors.Is(err, context.Canceled) || res.Failure != FailInterrupted || res.LogPath != "" {
+		t.Errorf("after cancel: %v %+v", err, res)
+	}
+}
+
+func TestRunnerLevels(t *testing.T) {
+	r, _ := fakeRunner(t, "--fake-gap", "1ms")
+	w := smallWorkload(true)
+	w.NumRequests = 40
+	w.Levels = []float64{2, 6}
+	res, err := r.Run(context.Background(), testConfig(), w)
+	if err != nil || !res.Usable() {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if len(res.Levels) != 2 || res.Levels[0].Concurrency != 2 || res.Levels[1].Concurrency != 6 || res.Primary != 0 {
+		t.Errorf("levels = %+v", res.Levels)
+	}
+	raw, err := ReadRaw(res.RawPath)
+	if err != nil || len(raw.Levels) != 2 || raw.Levels[1].Concurrency != 6 {
+		t.Errorf("raw = %+v %v", raw.Levels, err)
+	}
+}
+
+func TestSearchCapacity(t *testing.T) {
+	tests := []struct {
+		start, ceil, truth float64
+		integer            bool
+	}{
+		{8, 1024, 37, true},
+		{64, 1024, 37, true},
+		{1, 1024, 1, true},
+		{4, 1024, 0, true},      // nothing passes
+		{16, 1024, 5000, true},  // everything up to the cap
+		{10, 1000, 23.7, false}, // rates
+		{0.2, 1000, 0.5, false}, // guard: never below 1 req/s
+	}
+	for _, tt := range tests {
+		var tried []float64
+		got, err := SearchCapacity(tt.start, tt.ceil, tt.integer, 10, 0.1, func(v float64) (bool, error) {
+			tried = append(tried, v)
+			return v <= tt.truth, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := math.Min(tt.truth, tt.ceil)
+		if tt.truth < 1 {
+			want = 0
+		}
+		// Within one bisection step: below the truth by at most 10% (or 1).
+		step := math.Max(1, math.Ceil(want*0.1))
+		if !tt.integer {
+			step = want * 0.1
+		}
+		if got > want || want-got > step+1e-9 {
+			t.Errorf("start %v truth %v: capacity %v (tried %v)", tt.start, tt.truth, got, tried)
+		}
+		for _, v := range tried {
+			if v < 1 {
+				t.Errorf("tried load %v below 1", v)
+			}
+		}
+		if len(tried) > 10 {
+			t.Errorf("%d levels", len(tried))
+		}
+	}
+	boom := errors.New("boom")
+	if _, err := SearchCapacity(4, 100, true, 8, 0.1, func(float64) (bool, error) { return false, boom }); !errors.Is(err, boom) {
+		t.Errorf("error not passed on: %v", err)
+	}
+}
