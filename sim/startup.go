@@ -27,8 +27,8 @@ const (
 	apiServerS       = 1.0
 )
 
-// StartupPhases returns the phases up to "Application startup complete."
-// (or up to the failure point when plan failed at stage failAt).
+// StartupPhases returns the phases of a successful start, up to
+// "Application startup complete."; each lasts Seconds at --startup-scale 1.
 func StartupPhases(t spaces.Target, a EngineArgs, plan MemoryPlan) []Phase {
 	ph := []Phase{{"init", processInitS}}
 	if a.TensorParallelSize > 1 || a.DataParallelSize > 1 {
