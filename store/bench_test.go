@@ -204,3 +204,13 @@ func BenchmarkOpenClose(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCheck verifies the whole 100,000-trial file.
+func BenchmarkCheck(b *testing.B) {
+	s, _ := benchStore(b, true)
+	for b.Loop() {
+		if _, err := s.Check(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -32,15 +32,33 @@ type CheckReport struct {
 const maxProblems = 100
 
 // Check verifies the file: every record decodes; trials sit under their own
-// study and sequence key, within the bucket's sequence; the running index
-// matches the running trials; every maintained front equals the front
-// rebuilt from the trials; model files match their checksums; and finally
-// bbolt's own page-level check (run last, after this package's walk has read
-// every page under panic protection). Problems come back in the report and,
-// when there are any, as a *CorruptError.
+// study and sequence key, within the bucket's sequence; summaries and the
+// running index match the trials; every maintained front (and its vector
+// cache) equals the front rebuilt from the trial records; model files match
+// their checksums; and finally bbolt's own page-level check (run last, after
+// this package's walk has read every page under panic protection).
+//
+// A search may be writing meanwhile: Check first copies the file (one read
+// transaction, so the lock is held only as long as the copy takes) beside
+// it and verifies the copy; when the copy cannot be made (e.g. no space) it
+// checks in place, holding the shared lock throughout. Problems come back in
+// the report and, when there are any, as a *CorruptError naming the file.
 func (s *Store) Check(ctx context.Context) (CheckReport, error) {
 	rep := CheckReport{Path: s.path}
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+	target := s
+	snap := filepath.Join(filepath.Dir(s.path), "."+filepath.Base(s.path)+".check-"+randomID())
+	defer os.Remove(snap)
+	if err := s.copyTo(ctx, snap, false); err == nil {
+		target = &Store{path: snap, opts: s.opts, log: s.log, noGate: true}
+		target.opts.ReadOnly = true
+	} else if ctx.Err() != nil {
+		return rep, ctx.Err()
+	} else if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrBusy) || errors.Is(err, ErrNotFound) {
+		return rep, err
+	} else {
+		s.log.Warn("checking in place: cannot copy the database", "path", s.path, "err", err)
+	}
+	err := target.view(ctx, func(tx *bolt.Tx) error {
 		problem := func(format string, args ...any) {
 			if len(rep.Problems) < maxProblems {
 				rep.Problems = append(rep.Problems, fmt.Sprintf(format, args...))
@@ -63,7 +81,7 @@ func (s *Store) Check(ctx context.Context) (CheckReport, error) {
 		if len(rep.Problems) > 0 {
 			return nil
 		}
-		s.checkRecords(ctx, tx, &rep, problem)
+		checkRecords(ctx, tx, &rep, problem)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -72,6 +90,10 @@ func (s *Store) Check(ctx context.Context) (CheckReport, error) {
 		}
 		return nil
 	})
+	var ce *CorruptError
+	if errors.As(err, &ce) {
+		ce.Path = s.path // the copy's damage is the original's
+	}
 	if err != nil {
 		return rep, err
 	}
@@ -81,7 +103,7 @@ func (s *Store) Check(ctx context.Context) (CheckReport, error) {
 	return rep, nil
 }
 
-func (s *Store) checkRecords(ctx context.Context, tx *bolt.Tx, rep *CheckReport, problem func(string, ...any)) {
+func checkRecords(ctx context.Context, tx *bolt.Tx, rep *CheckReport, problem func(string, ...any)) {
 	studies := map[string]Study{}
 	_ = tx.Bucket(bucketStudies).ForEach(func(k, v []byte) error {
 		st, err := DecodeStudy(v)
@@ -109,6 +131,7 @@ func (s *Store) checkRecords(ctx context.Context, tx *bolt.Tx, rep *CheckReport,
 		return nil
 	})
 	rep.Running = len(running)
+	cands := map[string][]Point{}
 
 	_ = tx.Bucket(bucketTrials).ForEach(func(sid, v []byte) error {
 		if v != nil {
@@ -143,6 +166,11 @@ func (s *Store) checkRecords(ctx context.Context, tx *bolt.Tx, rep *CheckReport,
 				problem("trial %s: sequence beyond the bucket's %d", t.ID, tb.Sequence())
 			}
 			last = seq
+			if st, ok := studies[t.StudyID]; ok && t.StudyID == string(sid) && t.Seq == seq {
+				if p, ok := eligible(st, st.SLO(), &t, FrontQuery{}); ok {
+					cands[st.ID] = append(cands[st.ID], p)
+				}
+			}
 			sm := summarize(&t)
 			want := encodeSummary(&sm)
 			var have []byte
@@ -178,11 +206,11 @@ func (s *Store) checkRecords(ctx context.Context, tx *bolt.Tx, rep *CheckReport,
 		})
 	})
 
-	want, err := rebuiltFronts(tx)
-	if err != nil {
-		problem("rebuilding fronts: %v", err)
-		return
+	list := make([]Study, 0, len(studies))
+	for _, st := range studies {
+		list = append(list, st)
 	}
+	want := frontsFrom(list, cands)
 	have := map[string]Front{}
 	_ = tx.Bucket(bucketFronts).ForEach(func(k, v []byte) error {
 		rep.Fronts++
@@ -273,21 +301,7 @@ func (s *Store) Backup(ctx context.Context, dst string) error {
 	}
 	tmp := abs + ".tmp-" + randomID()
 	defer os.Remove(tmp)
-	err = s.view(ctx, func(tx *bolt.Tx) error {
-		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return err
-		}
-		_, err = tx.WriteTo(f)
-		if err == nil {
-			err = f.Sync()
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		return err
-	})
-	if err != nil {
+	if err := s.copyTo(ctx, tmp, true); err != nil {
 		return fmt.Errorf("backup to %s: %w", abs, err)
 	}
 	// Verify the copy opens and carries the schema before it replaces dst.
@@ -311,4 +325,23 @@ func (s *Store) Backup(ctx context.Context, dst string) error {
 	}
 	syncDir(filepath.Dir(abs))
 	return nil
+}
+
+// copyTo writes a consistent copy of the database to path (which must not
+// exist) in one read transaction, with an fsync when durable.
+func (s *Store) copyTo(ctx context.Context, path string, durable bool) error {
+	return s.view(ctx, func(tx *bolt.Tx) error {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return err
+		}
+		_, err = tx.WriteTo(f)
+		if err == nil && durable {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
 }

@@ -267,14 +267,25 @@ func rebuiltFronts(tx *bolt.Tx) (map[string]Front, error) {
 	if err != nil {
 		return nil, err
 	}
+	cands := map[string][]Point{}
+	for _, st := range studies {
+		c, err := candidatesTx(tx, []Study{st}, FrontQuery{})
+		if err != nil {
+			return nil, err
+		}
+		cands[st.ID] = c
+	}
+	return frontsFrom(studies, cands), nil
+}
+
+// frontsFrom builds every study and group front from each study's eligible
+// points.
+func frontsFrom(studies []Study, candsByStudy map[string][]Point) map[string]Front {
 	out := map[string]Front{}
 	byGroup := map[string][]Point{}
 	groupObjs := map[string]pareto.Objectives{}
 	for _, st := range studies {
-		cands, err := candidatesTx(tx, []Study{st}, FrontQuery{})
-		if err != nil {
-			return nil, err
-		}
+		cands := candsByStudy[st.ID]
 		name := "study/" + st.ID
 		out[name] = frontOf(name, st.Key.Objectives, cands)
 		g := st.Key.GroupKey()
@@ -285,7 +296,7 @@ func rebuiltFronts(tx *bolt.Tx) (map[string]Front, error) {
 		name := "group/" + g
 		out[name] = frontOf(name, groupObjs[g], ps)
 	}
-	return out, nil
+	return out
 }
 
 // rebuildAllFronts replaces the fronts bucket with fronts rebuilt from trials.

@@ -72,6 +72,7 @@ type Store struct {
 
 	mu      sync.Mutex
 	closed  bool
+	noGate  bool      // a private file (Check's copy): no gate file
 	session string    // writer session ID ("" when read-only)
 	slock   *fileLock // held for the Store's lifetime when writable
 }
@@ -297,14 +298,16 @@ func (s *Store) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 		return err
 	}
 	// Pass the gate: wait while a writer is queued, then let it go at once.
-	g, err := lockFile(ctx, s.gatePath(), false, deadline)
-	switch {
-	case err == nil:
-		_ = g.unlock()
-	case errors.Is(err, ErrBusy) || ctx.Err() != nil:
-		return err
-	default:
-		// No gate (e.g. a read-only directory): read without it.
+	if !s.noGate {
+		g, err := lockFile(ctx, s.gatePath(), false, deadline)
+		switch {
+		case err == nil:
+			_ = g.unlock()
+		case errors.Is(err, ErrBusy) || ctx.Err() != nil:
+			return err
+		default:
+			// No gate (e.g. a read-only directory): read without it.
+		}
 	}
 	return s.withDB(deadline, true, func(db *bolt.DB) error { return db.View(s.guard(db, fn)) })
 }

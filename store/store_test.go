@@ -466,6 +466,12 @@ func TestBackup(t *testing.T) {
 	if _, err := b.Check(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := s.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, ".*.check-*")); len(m) != 0 {
+		t.Errorf("check copies left: %v", m)
+	}
 	matches, _ := filepath.Glob(filepath.Join(dir, "backup.db.tmp-*"))
 	if len(matches) != 0 {
 		t.Errorf("temporary files left: %v", matches)
