@@ -1,0 +1,247 @@
+package surrogate
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+func TestNewSchemaEncodesEveryActiveParam(t *testing.T) {
+	tg := mustTarget(t, "Llama-3.1-8B", "H100", 1)
+	space := resolved(t, tg)
+	s := NewSchema(space)
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range space.Params {
+		if !p.Active() {
+			if s.Index(p.Name) >= 0 {
+				t.Errorf("inactive %s encoded", p.Name)
+			}
+			continue
+		}
+		switch p.Kind {
+		case spaces.Categorical:
+			for _, c := range p.Choices {
+				i := s.Index(p.Name + "." + c)
+				if i < 0 || s.Features[i].Kind != KindOneHot || s.Features[i].Choice != c {
+					t.Errorf("%s=%s: no one-hot column", p.Name, c)
+				}
+			}
+		default:
+			i := s.Index(p.Name)
+			if i < 0 {
+				t.Errorf("%s not encoded", p.Name)
+				continue
+			}
+			want := KindNum
+			switch {
+			case p.Kind == spaces.Bool:
+				want = KindBool
+			case p.Log:
+				want = KindLog
+			}
+			if s.Features[i].Kind != want {
+				t.Errorf("%s: kind %s, want %s", p.Name, s.Features[i].Kind, want)
+			}
+		}
+	}
+	for _, c := range contextSources {
+		if s.Index(strings.ReplaceAll(c.source, ":", ".")) < 0 {
+			t.Errorf("context %s missing", c.source)
+		}
+	}
+}
+
+func TestEncodeValues(t *testing.T) {
+	tg := mustTarget(t, "Llama-3.1-8B", "H100", 1)
+	space := resolved(t, tg)
+	w := chatWorkload(100)
+	cfg, err := space.Normalize(spaces.NewConfig(map[string]spaces.Value{
+		"max_num_seqs":           spaces.IntValue(128),
+		"gpu_memory_utilization": spaces.FloatValue(0.8),
+		"kv_cache_dtype":         spaces.StringValue("fp8"),
+		"enforce_eager":          spaces.BoolValue(true),
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSchema(space)
+	x := Encode(space, tg, w, cfg)
+	get := func(name string) float64 {
+		t.Helper()
+		i := s.Index(name)
+		if i < 0 {
+			t.Fatalf("no feature %s", name)
+		}
+		return x[i]
+	}
+	kvFP8 := 2.0 * 32 * 8 * 128 * 1 // layers x kv_heads x head_dim x 1 byte, K and V
+	budget := 0.8 * 79.19
+	weights := 8.03e9 * 2 / gib
+	cases := map[string]float64{
+		"max_num_seqs":                   math.Log(128),
+		"gpu_memory_utilization":         0.8,
+		"kv_cache_dtype.fp8":             1,
+		"kv_cache_dtype.auto":            0,
+		"enforce_eager":                  1,
+		"tensor_parallel_size":           1,
+		"model.params_b":                 math.Log(8.03),
+		"model.layers":                   32,
+		"model.kv_bytes_per_token":       math.Log(2 * 32 * 8 * 128 * 2),
+		"gpu.memory_gib":                 79.19,
+		"gpu.bandwidth_gbs":              3350,
+		"gpu.bf16_tflops":                989.5,
+		"target.gpu_count":               1,
+		"target.max_model_len":           math.Log(131072),
+		"workload.concurrency":           64,
+		"workload.rate":                  0,
+		"derived.budget_gib":             budget,
+		"derived.weights_per_gpu_gib":    weights,
+		"derived.headroom_gib":           budget - weights,
+		"derived.kv_bytes_per_token_gpu": math.Log(kvFP8),
+		"derived.est_kv_tokens":          math.Log((budget - weights) * gib / kvFP8),
+		"derived.est_vram_gib":           budget,
+	}
+	for name, want := range cases {
+		if got := get(name); math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want)) {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	// Workload statistics from the request stream: plausible for the chat mix.
+	if pm := math.Exp(get("workload.prompt_mean")); pm < 550 || pm > 650 {
+		t.Errorf("prompt mean %v", pm)
+	}
+	if math.Exp(get("workload.prompt_p90")) <= math.Exp(get("workload.prompt_mean")) {
+		t.Error("p90 <= mean")
+	}
+	for i, v := range x {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			t.Errorf("%s not finite", s.Features[i].Name)
+		}
+	}
+	// A missing parameter takes the schema default.
+	y := s.Encoder(tg, w).Encode(cfg.Without("max_num_seqs"))
+	if got, want := y[s.Index("max_num_seqs")], math.Log(1024); math.Abs(got-want) > 1e-12 {
+		t.Errorf("default max_num_seqs encoded %v, want log(1024)", got)
+	}
+}
+
+// Larger TP lowers the weights per GPU and raises the KV capacity estimate;
+// more concurrency raises the estimated batch: the physics features move the
+// way the engine does.
+func TestDerivedFeaturesMonotone(t *testing.T) {
+	tg := mustTarget(t, "Llama-3.1-70B", "H100", 4)
+	space := resolved(t, tg)
+	s := NewSchema(space)
+	enc := s.Encoder(tg, chatWorkload(100))
+	c1, _ := space.Normalize(spaces.NewConfig(map[string]spaces.Value{"tensor_parallel_size": spaces.IntValue(2)}))
+	c2, _ := space.Normalize(spaces.NewConfig(map[string]spaces.Value{"tensor_parallel_size": spaces.IntValue(4)}))
+	a, b := enc.Encode(c1), enc.Encode(c2)
+	if a[s.Index("derived.weights_per_gpu_gib")] <= b[s.Index("derived.weights_per_gpu_gib")] {
+		t.Error("weights per GPU did not fall with TP")
+	}
+	if a[s.Index("derived.est_kv_tokens")] >= b[s.Index("derived.est_kv_tokens")] {
+		t.Error("KV tokens did not grow with TP")
+	}
+	w := chatWorkload(100)
+	w.Arrival.Concurrency = 4
+	lo := s.Encoder(tg, w).Encode(c2)
+	if lo[s.Index("derived.est_batch")] >= b[s.Index("derived.est_batch")] {
+		t.Error("batch estimate did not grow with concurrency")
+	}
+	open := chatWorkload(100)
+	open.Arrival = trial.Arrival{Kind: "poisson", Rate: 2}
+	o := s.Encoder(tg, open).Encode(c2)
+	if o[s.Index("workload.rate")] != 2 || o[s.Index("workload.concurrency")] != 0 {
+		t.Error("open-loop load not encoded")
+	}
+	if tps := math.Exp(o[s.Index("derived.est_output_tps")]); tps > 2*220*1.05 {
+		t.Errorf("estimated throughput %v exceeds the offered %v tok/s", tps, 2*220.0)
+	}
+}
+
+func TestSchemaFileRoundTrip(t *testing.T) {
+	tg := mustTarget(t, "Llama-3.1-8B", "H100", 1)
+	s := NewSchema(resolved(t, tg))
+	s.Targets = DefaultObjectives()
+	b, err := s.MarshalIndent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseSchema(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Equal(s) || len(got.Targets) != 3 {
+		t.Error("schema changed in the round trip")
+	}
+}
+
+func TestParseSchemaRejects(t *testing.T) {
+	good := `{"version":1,"features":[{"name":"max_num_seqs","kind":"log","source":"param:max_num_seqs","default":5.5},{"name":"gpu.memory_gib","kind":"num","source":"gpu:memory_gib"}]}`
+	if _, err := ParseSchema([]byte(good)); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]string{
+		"not json":       `hello`,
+		"version":        strings.Replace(good, `"version":1`, `"version":2`, 1),
+		"unknown field":  strings.Replace(good, `"version":1`, `"version":1,"extra":3`, 1),
+		"no features":    `{"version":1,"features":[]}`,
+		"bad name":       strings.Replace(good, `"name":"max_num_seqs"`, `"name":"max num=seqs"`, 1),
+		"duplicate":      strings.Replace(good, `"name":"gpu.memory_gib"`, `"name":"max_num_seqs"`, 1),
+		"unknown source": strings.Replace(good, `gpu:memory_gib`, `gpu:colour`, 1),
+		"wrong kind":     strings.Replace(good, `"kind":"num","source":"gpu`, `"kind":"log","source":"gpu`, 1),
+		"param kind":     strings.Replace(good, `"kind":"log"`, `"kind":"sqrt"`, 1),
+		"onehot choice":  strings.Replace(good, `"kind":"log"`, `"kind":"onehot"`, 1),
+		"empty param":    strings.Replace(good, `param:max_num_seqs`, `param:`, 1),
+		"trailing":       good + `{}`,
+		"bad target":     strings.Replace(good, `]}`, `],"targets":[{"name":"t","metric":"m","transform":"log","baseline":"nope"}]}`, 1),
+	}
+	for name, in := range cases {
+		if _, err := ParseSchema([]byte(in)); err == nil {
+			t.Errorf("%s: accepted", name)
+		} else if !errors.Is(err, ErrInvalidSchema) {
+			t.Errorf("%s: %v does not wrap ErrInvalidSchema", name, err)
+		}
+	}
+}
+
+func FuzzSchema(f *testing.F) {
+	tg := spaces.Target{Model: spaces.DefaultCatalog().Models[0], GPU: spaces.DefaultCatalog().GPUs[0], GPUCount: 1}
+	sp, err := spaces.Default()
+	if err != nil {
+		f.Fatal(err)
+	}
+	r, err := sp.Resolve(tg)
+	if err != nil {
+		f.Fatal(err)
+	}
+	s := NewSchema(r)
+	s.Targets = DefaultObjectives()
+	b, _ := json.Marshal(s)
+	f.Add(b)
+	f.Add([]byte(`{"version":1,"features":[{"name":"a","kind":"onehot","source":"param:x","choice":"y"}]}`))
+	cfg := r.DefaultConfig()
+	w := chatWorkload(20)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := ParseSchema(data)
+		if err != nil {
+			if !errors.Is(err, ErrInvalidSchema) {
+				t.Fatalf("error does not wrap ErrInvalidSchema: %v", err)
+			}
+			return
+		}
+		// Any valid schema encodes any config to finite values.
+		for i, v := range s.Encoder(tg, w).Encode(cfg) {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				t.Fatalf("feature %d not finite", i)
+			}
+		}
+	})
+}
