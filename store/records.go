@@ -326,3 +326,19 @@ func DecodeFront(b []byte) (Front, error) {
 }
 
 func beUint64(b []byte) uint64 { return binary.BigEndian.Uint64(b) }
+
+// Hypervolume is the front's hypervolume against ref (in the objectives'
+// units, worse than every interesting point; see pareto.Hypervolume).
+func (f *Front) Hypervolume(ref []float64) (float64, error) {
+	return pareto.Hypervolume(f.Vectors(), f.Objectives.Directions(), ref)
+}
+
+// Knee returns the front's compromise point (see pareto.Knee); false when
+// the front is empty.
+func (f *Front) Knee() (Point, bool) {
+	i := pareto.Knee(f.Vectors(), f.Objectives.Directions(), nil)
+	if i < 0 {
+		return Point{}, false
+	}
+	return f.Points[i], true
+}

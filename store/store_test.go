@@ -499,3 +499,25 @@ func TestTimeoutWhenLocked(t *testing.T) {
 		t.Fatalf("read while a writer holds the file: %v, want ErrBusy", err)
 	}
 }
+
+func TestFrontHelpers(t *testing.T) {
+	f := Front{Objectives: DefaultObjectives(""), Points: []Point{
+		{TrialID: "a", Values: []float64{100, 10, 70}},
+		{TrialID: "b", Values: []float64{190, 12, 70}},
+		{TrialID: "c", Values: []float64{200, 50, 70}},
+	}}
+	hv, err := f.Hypervolume([]float64{0, 100, 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Slab VRAM 70..80 (10) × 2-D area: 100·90 + 90·88 + 10·50 = 17420.
+	if want := 10 * (100*90 + 90*88 + 10*50.0); hv != want {
+		t.Errorf("hypervolume %v, want %v", hv, want)
+	}
+	if k, ok := f.Knee(); !ok || k.TrialID != "b" {
+		t.Errorf("knee %v %v, want b", k.TrialID, ok)
+	}
+	if _, ok := (&Front{Objectives: f.Objectives}).Knee(); ok {
+		t.Error("knee of an empty front")
+	}
+}
