@@ -18,6 +18,11 @@ type Observation struct {
 	// the same model, GPU, engine version and workload, less for similar
 	// contexts. The zero value counts as 1.
 	Weight float64 `json:"weight,omitempty"`
+	// Target and Workload name the trial's context when it differs from
+	// the study's (nil: the study's own); the surrogate's context features
+	// use them to transfer across models, GPUs and workloads.
+	Target   *spaces.Target  `json:"target,omitempty"`
+	Workload *trial.Workload `json:"workload,omitempty"`
 }
 
 func (o Observation) weight() float64 {

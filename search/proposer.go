@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
+	"sort"
 	"sync"
 
 	"github.com/c-bata/goptuna"
@@ -60,15 +62,26 @@ type ProposerConfig struct {
 	SamplerMinWeight float64 // default 1: only the study's own context
 	// Scorer screens candidates (nil: the sampler's own choice).
 	Scorer           Scorer
-	Candidates       int     // pool size when screening (default 128)
-	MinScreenHistory int     // usable observations before screening (default 6)
-	RefitEvery       int     // tells between Fit calls (default 1)
-	RandomFraction   float64 // share of the pool drawn uniformly (default 0.25)
+	Candidates       int // pool size when screening (default 256)
+	MinScreenHistory int // usable observations before screening (default 6)
+	RefitEvery       int // tells between Fit calls (default 1)
+	// RandomFraction is the share of the pool drawn uniformly (default 0.1;
+	// negative: none).
+	RandomFraction float64
+	// MutationFraction is the share of the pool made by mutating the
+	// current feasible front (other contexts' fronts while this one has
+	// none): local search the surrogate can exploit (default 0.6; negative:
+	// none).
+	MutationFraction float64
 	Optimism         float64 // k in mean + k*std (default 1)
-	StartupTrials    int     // TPE: random trials before modelling (default 8)
-	EICandidates     int     // TPE: candidates per suggestion (default 24; 8 for screening pools)
-	MaxAttempts      int     // draws per returned candidate before ErrExhausted (default 64)
-	Logger           *slog.Logger
+	// RefineRounds is the number of rounds in which the best screened
+	// candidates are mutated and the mutants scored (default 2; negative:
+	// none).
+	RefineRounds  int
+	StartupTrials int // TPE: random trials before modelling (default 8)
+	EICandidates  int // TPE: candidates per suggestion (default 24; 8 for screening pools)
+	MaxAttempts   int // draws per returned candidate before ErrExhausted (default 64)
+	Logger        *slog.Logger
 }
 
 // DefaultProposerConfig returns the defaults (Space still to be set).
@@ -77,11 +90,13 @@ func DefaultProposerConfig() ProposerConfig {
 		Sampler:          SamplerTPE,
 		Objectives:       DefaultObjectives(""),
 		SamplerMinWeight: 1,
-		Candidates:       128,
+		Candidates:       256,
 		MinScreenHistory: 6,
 		RefitEvery:       1,
-		RandomFraction:   0.25,
+		RandomFraction:   0.1,
+		MutationFraction: 0.6,
 		Optimism:         1,
+		RefineRounds:     2,
 		StartupTrials:    8,
 		EICandidates:     24,
 		MaxAttempts:      64,
@@ -117,12 +132,24 @@ func (c *ProposerConfig) fill() error {
 	if c.RefitEvery <= 0 {
 		c.RefitEvery = d.RefitEvery
 	}
-	if c.RandomFraction < 0 || c.RandomFraction > 1 {
-		return fmt.Errorf("%w: random fraction %v outside [0, 1]", ErrConfig, c.RandomFraction)
+	// Zero means the default; a negative value means none.
+	if c.RandomFraction == 0 {
+		c.RandomFraction = d.RandomFraction
+	}
+	if c.MutationFraction == 0 {
+		c.MutationFraction = d.MutationFraction
+	}
+	c.RandomFraction, c.MutationFraction = max(0, c.RandomFraction), max(0, c.MutationFraction)
+	if c.RandomFraction+c.MutationFraction > 1 {
+		return fmt.Errorf("%w: random fraction %v + mutation fraction %v outside [0, 1]", ErrConfig, c.RandomFraction, c.MutationFraction)
 	}
 	if c.Optimism < 0 {
 		return fmt.Errorf("%w: optimism %v < 0", ErrConfig, c.Optimism)
 	}
+	if c.RefineRounds == 0 {
+		c.RefineRounds = d.RefineRounds
+	}
+	c.RefineRounds = max(0, c.RefineRounds)
 	if c.StartupTrials <= 0 {
 		c.StartupTrials = d.StartupTrials
 	}
@@ -236,14 +263,13 @@ func (p *Proposer) Ask(ctx context.Context) (spaces.Config, error) {
 	if err != nil {
 		return spaces.Config{}, err
 	}
-	pick := 0
+	c := pool[0]
 	if screen && len(pool) > 1 {
-		pick = p.screen(ctx, pool, sc)
+		c = p.screen(ctx, pool, sc)
 		if err := ctx.Err(); err != nil {
 			return spaces.Config{}, err
 		}
 	}
-	c := pool[pick]
 	p.pending[c.ID()] = c
 	return c, nil
 }
@@ -298,13 +324,15 @@ func (p *Proposer) accept(m map[string]spaces.Value, seen map[string]bool) (spac
 }
 
 // pool draws up to n distinct, valid, untried candidates: sampler draws and,
-// when screening, a RandomFraction share of uniform draws.
+// when screening, a MutationFraction share of mutated front members and a
+// RandomFraction share of uniform draws.
 func (p *Proposer) pool(sc scalariser, n int, screen bool) ([]spaces.Config, error) {
 	seen := map[string]bool{}
 	var out []spaces.Config
-	nRandom := 0
+	nRandom, nMut := 0, 0
 	if screen {
 		nRandom = int(float64(n) * p.cfg.RandomFraction)
+		nMut = int(float64(n) * p.cfg.MutationFraction)
 	}
 	var draw func() (map[string]spaces.Value, error)
 	switch p.cfg.Sampler {
@@ -318,28 +346,97 @@ func (p *Proposer) pool(sc scalariser, n int, screen bool) ([]spaces.Config, err
 		}
 	}
 	budget := p.cfg.MaxAttempts * n
-	for attempts := 0; len(out) < n-nRandom && attempts < budget; attempts++ {
-		m, err := draw()
-		if err != nil {
-			return nil, err
+	fill := func(want int, draw func() (map[string]spaces.Value, error)) error {
+		for attempts := 0; len(out) < want && attempts < budget; attempts++ {
+			m, err := draw()
+			if err != nil {
+				return err
+			}
+			if c, ok := p.accept(m, seen); ok {
+				out = append(out, c)
+			}
 		}
-		if c, ok := p.accept(m, seen); ok {
-			out = append(out, c)
-		}
+		return nil
 	}
-	for attempts := 0; len(out) < n && attempts < budget; attempts++ {
+	if err := fill(n-nRandom-nMut, draw); err != nil {
+		return nil, err
+	}
+	if parents := p.parents(); len(parents) > 0 {
+		_ = fill(n-nRandom, func() (map[string]spaces.Value, error) {
+			return p.mutate(parents[p.rng.IntN(len(parents))]), nil
+		})
+	}
+	_ = fill(n, func() (map[string]spaces.Value, error) {
 		m := map[string]spaces.Value{}
 		for _, d := range p.dims {
 			m[d.p.Name] = d.fromUnit(p.rng.Float64())
 		}
-		if c, ok := p.accept(m, seen); ok {
-			out = append(out, c)
-		}
-	}
+		return m, nil
+	})
 	if len(out) == 0 {
 		return nil, ErrExhausted
 	}
 	return out, nil
+}
+
+// parents are the unit vectors of the feasible front of this context, or of
+// the other contexts' fronts (each by its own objectives) while this one has
+// fewer than two members.
+func (p *Proposer) parents() [][]float64 {
+	front := func(obs []Observation) [][]float64 {
+		var pts [][]float64
+		var cfgs []spaces.Config
+		for _, o := range obs {
+			if e := evaluate(o, p.cfg.Objectives, p.cfg.SLO); e.feasible {
+				pts = append(pts, e.vals)
+				cfgs = append(cfgs, o.Config)
+			}
+		}
+		var out [][]float64
+		if len(pts) == 0 {
+			return nil
+		}
+		for _, i := range pareto.Front(pts, p.cfg.Objectives.Directions()) {
+			out = append(out, p.unitVector(cfgs[i]))
+		}
+		return out
+	}
+	own := front(p.samplerObs())
+	if len(own) >= 2 {
+		return own
+	}
+	var other []Observation
+	for _, o := range p.history {
+		if o.weight() < p.cfg.SamplerMinWeight {
+			other = append(other, o)
+		}
+	}
+	return append(own, front(other)...)
+}
+
+// mutate perturbs a unit vector: each coordinate with probability 2/d (at
+// least one), numeric ones by a normal step of 0.1, levels to a random level.
+func (p *Proposer) mutate(x []float64) map[string]spaces.Value {
+	y := append([]float64(nil), x...)
+	rate := 2 / float64(max(2, len(p.dims)))
+	changed := false
+	for !changed {
+		for i, d := range p.dims {
+			if p.rng.Float64() >= rate {
+				continue
+			}
+			changed = true
+			if d.levels != nil {
+				y[i] = p.rng.Float64()
+			} else {
+				y[i] = math.Max(0, math.Min(1, y[i]+0.1*p.rng.NormFloat64()))
+			}
+		}
+		if len(p.dims) == 0 {
+			break
+		}
+	}
+	return p.fromUnitVector(y)
 }
 
 // studyDrawer builds a fresh in-memory goptuna study, tells it the sampler
@@ -431,30 +528,75 @@ func (p *Proposer) frozen(o Observation, sc scalariser) (goptuna.FrozenTrial, bo
 	return ft, true
 }
 
-// screen fits the scorer when due, scores the pool and returns the index to
-// run; on a scorer error it logs and keeps the sampler's first choice.
-func (p *Proposer) screen(ctx context.Context, pool []spaces.Config, sc scalariser) int {
+// screen fits the scorer when due, scores the pool, refines the best
+// candidates by mutating them and scoring the mutants (RefineRounds times),
+// and returns the config to run; on a scorer error it logs and returns the
+// sampler's first choice.
+func (p *Proposer) screen(ctx context.Context, pool []spaces.Config, sc scalariser) spaces.Config {
 	if f, ok := p.cfg.Scorer.(Fitter); ok && (!p.fitted || p.told >= p.cfg.RefitEvery) {
 		if err := f.Fit(ctx, append([]Observation(nil), p.history...)); err != nil {
 			p.cfg.Logger.Warn("surrogate fit failed; using the sampler's choice", "err", err)
-			return 0
+			return pool[0]
 		}
 		p.fitted, p.told = true, 0
-	}
-	preds, err := p.cfg.Scorer.Score(ctx, pool)
-	if err != nil || len(preds) != len(pool) {
-		p.cfg.Logger.Warn("surrogate scoring failed; using the sampler's choice", "err", err, "predictions", len(preds), "candidates", len(pool))
-		return 0
 	}
 	var outs []outcome
 	for _, o := range p.samplerObs() {
 		outs = append(outs, evaluate(o, p.cfg.Objectives, p.cfg.SLO))
 	}
-	i := acquisition(preds, feasibleFront(outs, sc.norm), sc, p.cfg.Optimism)
-	if i < 0 {
-		return 0
+	front := feasibleFront(outs, sc.norm)
+	score := func(cands []spaces.Config) ([]acqScore, bool) {
+		preds, err := p.cfg.Scorer.Score(ctx, cands)
+		if err != nil || len(preds) != len(cands) {
+			p.cfg.Logger.Warn("surrogate scoring failed; using the sampler's choice", "err", err, "predictions", len(preds), "candidates", len(cands))
+			return nil, false
+		}
+		return acquisition(preds, front, sc, p.cfg.Optimism), true
 	}
-	return i
+	scores, ok := score(pool)
+	if !ok {
+		return pool[0]
+	}
+	seen := map[string]bool{}
+	for _, c := range pool {
+		seen[c.ID()] = true
+	}
+	for range p.cfg.RefineRounds {
+		// Mutate the top few; keep everything scored so far.
+		order := make([]int, len(pool))
+		for i := range order {
+			order[i] = i
+		}
+		sort.SliceStable(order, func(a, b int) bool { return scores[order[a]].better(scores[order[b]]) })
+		top := order[:min(len(order), refineParents)]
+		var mutants []spaces.Config
+		per := max(1, len(pool)/(refineParents*(p.cfg.RefineRounds+1)))
+		for _, i := range top {
+			x := p.unitVector(pool[i])
+			for got, attempts := 0, 0; got < per && attempts < 4*per; attempts++ {
+				if c, ok := p.accept(p.mutate(x), seen); ok {
+					mutants = append(mutants, c)
+					got++
+				}
+			}
+		}
+		if len(mutants) == 0 {
+			break
+		}
+		ms, ok := score(mutants)
+		if !ok {
+			break
+		}
+		pool, scores = append(pool, mutants...), append(scores, ms...)
+	}
+	if i := best(scores); i >= 0 {
+		return pool[i]
+	}
+	return pool[0]
 }
+
+// refineParents is how many of the best candidates each refinement round
+// mutates.
+const refineParents = 8
 
 func (p *Proposer) isPending(id string) bool { _, ok := p.pending[id]; return ok }

@@ -44,13 +44,20 @@ var _ Scorer = ScorerFunc(nil)
 // worst point of the history is 1 in every coordinate).
 const hvRef = 1.1
 
-// acquisition ranks predictions: feasibility probability x hypervolume
+// acqScore is a candidate's acquisition value: hvi first, tie second.
+type acqScore struct{ hvi, tie float64 }
+
+func (a acqScore) better(b acqScore) bool {
+	return a.hvi > b.hvi || (a.hvi == b.hvi && a.tie > b.tie)
+}
+
+// acquisition scores predictions: feasibility probability x hypervolume
 // improvement of the optimistic prediction (mean + k std in the improving
 // direction) over the current feasible front, in normalised space. When no
 // candidate improves the front, the augmented Chebyshev value of the
 // optimistic prediction under the ask's weights, scaled by the feasibility
-// probability, breaks the tie. It returns the index of the best candidate.
-func acquisition(preds []Prediction, front [][]float64, sc scalariser, k float64) int {
+// probability, breaks the tie. Predictions of the wrong length score worst.
+func acquisition(preds []Prediction, front [][]float64, sc scalariser, k float64) []acqScore {
 	d := len(sc.weights)
 	dirs := minDirs(d)
 	ref := make([]float64, d)
@@ -58,8 +65,9 @@ func acquisition(preds []Prediction, front [][]float64, sc scalariser, k float64
 		ref[j] = hvRef
 	}
 	base, _ := pareto.Hypervolume(front, dirs, ref)
-	best, bestHVI, bestTie := -1, 0.0, math.Inf(-1)
+	out := make([]acqScore, len(preds))
 	for i, p := range preds {
+		out[i] = acqScore{hvi: -1, tie: math.Inf(-1)}
 		if len(p.Mean) != d {
 			continue
 		}
@@ -80,10 +88,18 @@ func acquisition(preds []Prediction, front [][]float64, sc scalariser, k float64
 			cheb = math.Max(cheb, sc.weights[j]*x)
 			sum += sc.weights[j] * x
 		}
-		tie := pf * (failScore - (cheb + parEGORho*sum))
-		if hvi > bestHVI || (hvi == bestHVI && tie > bestTie) {
-			best, bestHVI, bestTie = i, hvi, tie
+		out[i] = acqScore{hvi: hvi, tie: pf * (failScore - (cheb + parEGORho*sum))}
+	}
+	return out
+}
+
+// best returns the index of the best score (-1 for none).
+func best(scores []acqScore) int {
+	b := -1
+	for i, s := range scores {
+		if b < 0 || s.better(scores[b]) {
+			b = i
 		}
 	}
-	return best
+	return b
 }
