@@ -1,0 +1,49 @@
+package search
+
+import (
+	"context"
+	"testing"
+
+	"github.com/vllm-tuner/tuner/surrogate"
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+// BenchmarkAsk measures one Ask with screening of 256 candidates (plus two
+// refinement rounds) after 24 trials of history: with the oracle (the cost
+// of the proposer itself) and with the real surrogate (refit every ask).
+func BenchmarkAsk(b *testing.B) {
+	slo := trial.SLO{{Metric: "tpot_p99", Op: "<=", Limit: 40}}
+	objs := DefaultObjectives("")
+	for _, tc := range []struct {
+		name   string
+		scorer func(b *testing.B) Scorer
+	}{
+		{"oracle-256", func(*testing.B) Scorer { return oracle{objs: objs} }},
+		{"surrogate-256", func(b *testing.B) Scorer {
+			sc, err := NewSurrogateScorer(h100(b), smokeWorkload(), objs, slo, surrogate.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return sc
+		}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			s := h100(b)
+			hist := randomHistory(b, s, 23, 1, synth)
+			def := s.DefaultConfig()
+			hist = append(hist, Observation{Config: def, Result: synth(def)})
+			p := newProposer(b, ProposerConfig{Space: s, Seed: 1, SLO: slo, Scorer: tc.scorer(b), Candidates: 256, History: hist})
+			b.ResetTimer()
+			for range b.N {
+				c, err := p.Ask(context.Background())
+				if err != nil {
+					b.Fatal(err)
+				}
+				p.mu.Lock()
+				delete(p.pending, c.ID()) // keep the history fixed
+				p.told = 1               // refit every ask
+				p.mu.Unlock()
+			}
+		})
+	}
+}
