@@ -147,3 +147,5 @@ func waitGone(timeout time.Duration, cond func() []procInfo) []procInfo {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func fmtSscan(s string, p *int) (int, error) { return fmt.Sscan(s, p) }
