@@ -21,6 +21,10 @@ var (
 	ErrNeedsMigration = errors.New("database needs migration (open it for writing once)")
 	// ErrState reports a trial that is not in the state an operation needs.
 	ErrState = errors.New("wrong trial state")
+	// ErrInvalidResult reports a trial result that cannot be stored (e.g. a
+	// NaN or infinite metric, which JSON cannot carry); the trial stays
+	// running, so the caller can finish it again with a repaired result.
+	ErrInvalidResult = errors.New("invalid trial result")
 	// ErrClosed reports use of a closed Store.
 	ErrClosed = errors.New("store closed")
 )

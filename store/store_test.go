@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -127,6 +128,19 @@ func TestTrialLifecycle(t *testing.T) {
 	if _, err := s.FinishTrial(ctx, tr.ID, res); !errors.Is(err, ErrState) {
 		t.Errorf("second finish: %v, want ErrState", err)
 	}
+	nan, _ := s.BeginTrial(ctx, st.ID, cfg, BeginOptions{Repeat: 2})
+	bad := randResult(r, cfg)
+	bad.PeakVRAMGiB = math.NaN()
+	if _, err := s.FinishTrial(ctx, nan.ID, bad); !errors.Is(err, ErrInvalidResult) {
+		t.Errorf("NaN result: %v, want ErrInvalidResult", err)
+	}
+	if _, err := s.FinishTrial(ctx, nan.ID, nil); !errors.Is(err, ErrInvalidResult) {
+		t.Errorf("nil result: %v, want ErrInvalidResult", err)
+	}
+	bad.PeakVRAMGiB, bad.Status, bad.Failure = 70, trial.StatusUnstable, ""
+	if d, err := s.FinishTrial(ctx, nan.ID, bad); err != nil || d.State != StateUnstable {
+		t.Fatalf("finish after repair: %v %v", d.State, err)
+	}
 	again, _ := s.BeginTrial(ctx, st.ID, cfg, BeginOptions{Repeat: 1})
 	other, _ := s.BeginTrial(ctx, st.ID, randConfig(r), BeginOptions{})
 	intr := &trial.Result{Status: trial.StatusFailed, Failure: trial.FailInterrupted}
@@ -141,10 +155,10 @@ func TestTrialLifecycle(t *testing.T) {
 		f    TrialFilter
 		want []uint64
 	}{
-		{"all", TrialFilter{}, []uint64{1, 2, 3}},
-		{"running", TrialFilter{States: []State{StateRunning}}, []uint64{2}},
-		{"config", TrialFilter{ConfigID: cfg.ID()}, []uint64{1, 2}},
-		{"ok or interrupted", TrialFilter{States: []State{StateOK, StateInterrupted}}, []uint64{1, 3}},
+		{"all", TrialFilter{}, []uint64{1, 2, 3, 4}},
+		{"running", TrialFilter{States: []State{StateRunning}}, []uint64{3}},
+		{"config", TrialFilter{ConfigID: cfg.ID()}, []uint64{1, 2, 3}},
+		{"ok or interrupted", TrialFilter{States: []State{StateOK, StateInterrupted}}, []uint64{1, 4}},
 		{"none", TrialFilter{ConfigID: "nope"}, nil},
 	}
 	for _, tc := range tests {

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -68,7 +69,10 @@ func beginTrialTx(tx *bolt.Tx, t *Trial) error {
 // in one transaction. It fails with ErrState unless the trial is running.
 func (s *Store) FinishTrial(ctx context.Context, id string, res *trial.Result) (Trial, error) {
 	if res == nil {
-		return Trial{}, fmt.Errorf("finish trial %s: nil result", id)
+		return Trial{}, fmt.Errorf("finish trial %s: nil result: %w", id, ErrInvalidResult)
+	}
+	if _, err := json.Marshal(res); err != nil { // outside the transaction
+		return Trial{}, fmt.Errorf("finish trial %s: %w: %v", id, ErrInvalidResult, err)
 	}
 	studyID, seq, err := ParseTrialID(id)
 	if err != nil {
