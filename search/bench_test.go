@@ -41,7 +41,7 @@ func BenchmarkAsk(b *testing.B) {
 				}
 				p.mu.Lock()
 				delete(p.pending, c.ID()) // keep the history fixed
-				p.told = 1               // refit every ask
+				p.told = 1                // refit every ask
 				p.mu.Unlock()
 			}
 		})
