@@ -527,8 +527,21 @@ func (lr *levelRunner) measure(ctx context.Context, idx int, v float64) error {
 	lr.r.log.Info("level measured", "load", v, "closed", closed, "requests", len(recs), "completed", m.Completed,
 		"failed", m.Failed, "out_tok_s", math.Round(m.OutputThroughput), "slo_met", met, "stable", st.Stable)
 	if m.Completed+m.Failed > 0 && m.ErrorRate > cfg.UnhealthyErrorRate {
+		// A dying engine (runtime OOM: 500s, /health 503, exit soon after)
+		// is classified from its log; a live one is unhealthy.
 		healthy := lr.eng.Healthy(ctx)
-		return &EngineError{Kind: ErrUnhealthy, ExitCode: -1,
+		if !healthy {
+			select {
+			case <-lr.eng.Exited():
+			case <-time.After(3 * time.Second):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if f := lr.eng.Failure(true); errors.Is(f, ErrOOM) || errors.Is(f, ErrKVTooSmall) || lr.eng.ExitCode() >= 0 {
+			return f
+		}
+		return &EngineError{Kind: ErrUnhealthy, ExitCode: -1, Tail: Tail(lr.eng.ReadLog(), tailLines),
 			Line: fmt.Sprintf("%.0f%% of requests failed (health %v): %s", 100*m.ErrorRate, healthy, firstErr(recs))}
 	}
 	return nil

@@ -1,0 +1,298 @@
+package trial_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/vllm-tuner/tuner/sim"
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+// These tests drive the real vllm-sim binary through trial.Runner and
+// compare with the simulator's noise-free virtual-clock evaluation of the
+// same config and workload (sim.Runner).
+
+const (
+	simModel = "Llama-3.1-8B"
+	simGPU   = "H100-80GB"
+	// timeScale slows the live simulator's clock (every step takes this
+	// many times its simulated duration) so that timer overshoot on a
+	// loaded CI machine (~1-2 ms a step) stays a small fraction of a step;
+	// live latencies are divided by it and throughputs multiplied before
+	// the comparison with the virtual clock.
+	timeScale = 3.0
+)
+
+func simTarget(t *testing.T) spaces.Target {
+	t.Helper()
+	cat := spaces.DefaultCatalog()
+	m, err := cat.Model(simModel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := cat.GPU(simGPU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spaces.Target{Model: m, GPU: g, GPUCount: 1, MaxModelLen: 8192}
+}
+
+func simConfig(t *testing.T, tg spaces.Target, kv map[string]spaces.Value) spaces.Config {
+	t.Helper()
+	s, err := spaces.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.Resolve(tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rs.DefaultConfig()
+	for k, v := range kv {
+		c = c.With(k, v)
+	}
+	return c
+}
+
+func simRunner(t *testing.T, faults ...string) *trial.Runner {
+	return simRunnerScaled(t, timeScale, faults...)
+}
+
+func simRunnerScaled(t *testing.T, scale float64, faults ...string) *trial.Runner {
+	t.Helper()
+	cfg := trial.DefaultConfig()
+	cfg.Command = []string{trial.SimBinForTest(t), "serve", simModel, "--gpu", simGPU}
+	cfg.ExtraArgs = append([]string{"--startup-scale", "0.01", "--time-scale", fmt.Sprint(scale)}, faults...)
+	cfg.LogDir = t.TempDir()
+	cfg.Telemetry = "engine"
+	cfg.ScrapeEvery = 200 * time.Millisecond
+	cfg.StartupTimeout = 20 * time.Second
+	cfg.RequestTimeout = 30 * time.Second
+	cfg.StopGrace = 2 * time.Second
+	r, err := trial.NewRunner(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func virtual(t *testing.T, tg spaces.Target, cfg spaces.Config, w trial.Workload) trial.Result {
+	t.Helper()
+	c := sim.DefaultConfig()
+	c.Target = tg
+	c.StartupScale = 0.01
+	vr, err := sim.NewRunner(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := vr.Run(context.Background(), cfg, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func simWorkload() trial.Workload {
+	return trial.Workload{Name: "sim-small", Prompt: trial.LengthDist{Kind: "uniform", Min: 256, Max: 768},
+		Output: trial.LengthDist{Kind: "uniform", Min: 32, Max: 96}, Arrival: trial.Arrival{Kind: "closed", Concurrency: 16},
+		NumRequests: 80, Warmup: 16, Seed: 11}
+}
+
+// TestSimFullTrialMatchesVirtual runs an open-loop trial (Poisson
+// arrivals, so requests land at random points of engine steps in both
+// clocks; a closed loop's next request arrives exactly at a step boundary
+// on the virtual clock but a little after it live, and waits one more
+// decode step for admission).
+func TestSimFullTrialMatchesVirtual(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-time simulator run")
+	}
+	tg := simTarget(t)
+	cfg := simConfig(t, tg, nil)
+	w := simWorkload()
+	w.Arrival = trial.Arrival{Kind: "poisson", Rate: 16}
+	w.NumRequests, w.Warmup = 64, 8
+	want := virtual(t, tg, cfg, w)
+	if !want.Usable() {
+		t.Fatalf("virtual %s: %s", want.String(), want.Error)
+	}
+	live := w
+	live.Arrival.Rate = w.Arrival.Rate / timeScale // the same arrivals in slowed time
+	res, err := simRunner(t).Run(context.Background(), cfg, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trial.NoLeftoversForTest(t)
+	if !res.Usable() {
+		t.Fatalf("trial %s: %s", res.String(), res.Error)
+	}
+	got, exp := res.Metrics(), want.Metrics()
+	const k = timeScale
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"output_throughput", got.OutputThroughput * k, exp.OutputThroughput},
+		{"request_throughput", got.RequestThroughput * k, exp.RequestThroughput},
+		{"ttft_mean", got.TTFT.Mean / k, exp.TTFT.Mean},
+		{"tpot_median", got.TPOT.Median / k, exp.TPOT.Median},
+		{"itl_median", got.ITL.Median / k, exp.ITL.Median},
+		{"e2el_median", got.E2EL.Median / k, exp.E2EL.Median},
+	} {
+		dev := math.Abs(c.got-c.want) / c.want
+		t.Logf("%-18s live %10.2f  virtual %10.2f  (%+.1f%%)", c.name, c.got, c.want, 100*(c.got-c.want)/c.want)
+		if dev > 0.10 {
+			t.Errorf("%s: live %.2f vs virtual %.2f (%.1f%% > 10%%)", c.name, c.got, c.want, 100*dev)
+		}
+	}
+	if res.VRAMSource != "engine-metrics" || math.Abs(res.PeakVRAMGiB-want.PeakVRAMGiB)/want.PeakVRAMGiB > 0.05 {
+		t.Errorf("peak VRAM %.2f GiB (%s), virtual %.2f", res.PeakVRAMGiB, res.VRAMSource, want.PeakVRAMGiB)
+	}
+	if res.KVCacheTokens != want.KVCacheTokens || res.EngineVersion == "" {
+		t.Errorf("kv tokens %d vs %d, version %q", res.KVCacheTokens, want.KVCacheTokens, res.EngineVersion)
+	}
+	t.Logf("status %s, stability %+v, phases %+v", res.String(), res.Stability, res.Phases)
+}
+
+func TestSimFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-time simulator runs")
+	}
+	tg := simTarget(t)
+	cfg := simConfig(t, tg, nil)
+	w := simWorkload()
+	w.NumRequests, w.Warmup = 32, 0
+	tests := []struct {
+		name   string
+		faults []string
+		cfg    spaces.Config
+		want   trial.FailureClass
+	}{
+		{"startup fail", []string{"--fault-startup-fail"}, cfg, trial.FailCrashed},
+		{"hang before healthy", []string{"--fault-hang-before-healthy"}, cfg, trial.FailStartupTimeout},
+		{"crash after", []string{"--fault-crash-after", "10"}, cfg, trial.FailCrashed},
+		{"runtime oom", []string{"--fault-runtime-oom-after", "10"}, cfg, trial.FailOOM},
+		{"http 500", []string{"--fault-http500", "0.9"}, cfg, trial.FailUnhealthy},
+		{"oom config", nil, cfg.With("gpu_memory_utilization", spaces.FloatValue(0.2)), trial.FailOOM},
+		{"kv too small", nil, cfg.With("gpu_memory_utilization", spaces.FloatValue(0.25)).With("max_model_len", spaces.IntValue(131072)), trial.FailKVTooSmall},
+		{"invalid tp", nil, cfg.With("tensor_parallel_size", spaces.IntValue(3)), trial.FailInvalidArgument},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := simRunnerScaled(t, 1, tt.faults...)
+			if tt.name == "hang before healthy" {
+				r = simRunnerTimeout(t, 1500*time.Millisecond, tt.faults...)
+			}
+			res, err := r.Run(context.Background(), tt.cfg, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			trial.NoLeftoversForTest(t)
+			if res.String() != "failed:"+string(tt.want) {
+				t.Errorf("result %s, want failed:%s\n%s", res.String(), tt.want, res.Error)
+			}
+		})
+	}
+	// Faults that are data, not failures: malformed chunks are counted,
+	// SIGTERM ignored still ends in a clean stop.
+	t.Run("malformed sse", func(t *testing.T) {
+		res, err := simRunnerScaled(t, 1, "--fault-malformed-sse", "0.2").Run(context.Background(), cfg, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		trial.NoLeftoversForTest(t)
+		m := res.Metrics()
+		if !res.Usable() || m == nil || m.Failed == 0 || m.ErrorRate > 0.5 {
+			t.Errorf("result %s metrics %+v", res.String(), m)
+		}
+	})
+	t.Run("ignore sigterm", func(t *testing.T) {
+		res, err := simRunnerScaled(t, 1, "--fault-ignore-sigterm").Run(context.Background(), cfg, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		trial.NoLeftoversForTest(t)
+		if !res.Usable() || res.Phases.StopS < 1.5 {
+			t.Errorf("result %s, stop took %.2fs (SIGKILL after the 2 s grace expected)", res.String(), res.Phases.StopS)
+		}
+	})
+}
+
+func simRunnerTimeout(t *testing.T, startup time.Duration, faults ...string) *trial.Runner {
+	t.Helper()
+	cfg := trial.DefaultConfig()
+	cfg.Command = []string{trial.SimBinForTest(t), "serve", simModel, "--gpu", simGPU}
+	cfg.ExtraArgs = append([]string{"--startup-scale", "0.01"}, faults...)
+	cfg.LogDir = t.TempDir()
+	cfg.Telemetry = "engine"
+	cfg.StartupTimeout = startup
+	cfg.StopGrace = time.Second
+	r, err := trial.NewRunner(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func TestSimCapacity(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-time simulator runs")
+	}
+	tg := simTarget(t)
+	cfg := simConfig(t, tg, nil)
+	w := simWorkload()
+	w.NumRequests, w.Warmup = 60, 8
+	w.Prompt = trial.LengthDist{Kind: "fixed", Value: 512}
+	w.Output = trial.LengthDist{Kind: "fixed", Value: 48}
+	// TPOT grows with the batch; find the concurrency where its median
+	// crosses the bound. Exact answer from the virtual clock on every
+	// concurrency 1..64.
+	w.SLO = trial.SLO{{Metric: "tpot_median", Op: "<=", Limit: 0}}
+	grid := w
+	grid.Levels = nil
+	for c := 1; c <= 64; c++ {
+		grid.Levels = append(grid.Levels, float64(c))
+	}
+	exact := virtual(t, tg, cfg, grid)
+	// Put the bound between the TPOTs at concurrency 20 and 21 of the
+	// exact evaluation, so the answer is 20 on the virtual clock.
+	tp := func(c int) float64 { return exact.Levels[c-1].Metrics.TPOT.Median }
+	w.SLO[0].Limit = (tp(20) + tp(21)) / 2
+	truth := 0
+	for c := 1; c <= 64; c++ {
+		if tp(c) <= w.SLO[0].Limit {
+			truth = c
+		}
+	}
+	t.Logf("tpot median at 1/10/20/21/40: %.2f %.2f %.2f %.2f %.2f ms; bound %.3f; exact capacity %d",
+		tp(1), tp(10), tp(20), tp(21), tp(40), w.SLO[0].Limit, truth)
+	w.Capacity = true
+	w.Arrival.Concurrency = 8
+	res, err := simRunner(t).Run(context.Background(), cfg, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trial.NoLeftoversForTest(t)
+	if !res.Usable() {
+		t.Fatalf("%s: %s", res.String(), res.Error)
+	}
+	var tried []float64
+	for _, l := range res.Levels {
+		tried = append(tried, float64(l.Concurrency))
+	}
+	// One bisection step at the end is max(1, 10% of the capacity).
+	step := math.Max(1, math.Ceil(0.1*float64(truth)))
+	t.Logf("capacity %v (levels %v), exact %d", res.Capacity, tried, truth)
+	if math.Abs(res.Capacity-float64(truth)) > step {
+		t.Errorf("capacity %v, exact %d (step %v)", res.Capacity, truth, step)
+	}
+	if res.Levels[res.Primary].Concurrency != int(res.Capacity) || !res.Levels[res.Primary].SLOMet {
+		t.Errorf("primary level %+v", res.Levels[res.Primary])
+	}
+}
