@@ -153,7 +153,24 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, wrapOpen(abs, err)
 	}
 	s.cleanSessions()
+	s.cleanTemporaries(time.Hour)
 	return s, nil
+}
+
+// cleanTemporaries removes files that crashed processes left beside the
+// database (half-built new files, Check's copies) once they are older than
+// age, so that a live process's file is never taken away.
+func (s *Store) cleanTemporaries(age time.Duration) {
+	dir, base := filepath.Dir(s.path), filepath.Base(s.path)
+	for _, pattern := range []string{base + ".new-*", "." + base + ".check-*"} {
+		matches, _ := filepath.Glob(filepath.Join(dir, pattern))
+		for _, m := range matches {
+			if st, err := os.Stat(m); err == nil && time.Since(st.ModTime()) > age {
+				s.log.Info("removing a stale temporary file", "path", m)
+				_ = os.Remove(m)
+			}
+		}
+	}
 }
 
 // wrapOpen names the file in an Open error unless the error already does.

@@ -535,3 +535,31 @@ func TestFrontHelpers(t *testing.T) {
 		t.Error("knee of an empty front")
 	}
 }
+
+func TestStaleTemporariesRemoved(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tuner.db")
+	openTest(t, path, false).Close()
+	old := time.Now().Add(-2 * time.Hour)
+	stale := []string{path + ".new-0123", filepath.Join(dir, ".tuner.db.check-0123")}
+	fresh := path + ".new-4567"
+	for _, p := range append(stale, fresh) {
+		if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, p := range stale {
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	openTest(t, path, false)
+	for _, p := range stale {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("stale %s not removed", p)
+		}
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("fresh temporary removed: %v", err)
+	}
+}
