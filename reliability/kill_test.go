@@ -147,7 +147,7 @@ func TestKillResume(t *testing.T) {
 		if msg, ok := simEngineWired(t, wl); !ok {
 			t.Skipf("--engine sim not available: %s", msg)
 		}
-		killResume(t, killRun{engine: "sim", trials: 8, minDelay: 200 * time.Millisecond, maxDelay: 4 * time.Second,
+		killResume(t, killRun{engine: "sim", trials: 10, minDelay: 100 * time.Millisecond, maxDelay: 1500 * time.Millisecond,
 			args: []string{"--workload", wl, "--finalists", "1", "--repeats", "2", "--engine-arg=--startup-scale=0.01"}})
 	})
 }
@@ -258,7 +258,7 @@ func killResume(t *testing.T, r killRun) {
 	rng := rand.New(rand.NewPCG(20261202, uint64(len(r.engine))))
 	var prev snapshot
 	var prevRunning []string
-	lost, killed, interrupted := 0, 0, 0
+	lost, killed, interrupted, withEngine := 0, 0, 0, 0
 	lastOut := ""
 	for i := 0; i <= kills; i++ {
 		a := args
@@ -284,6 +284,9 @@ func killResume(t *testing.T, r killRun) {
 					t.Fatalf("run %d ended before its kill: %v\n%s", i, err, errb.String())
 				}
 			case <-time.After(delay):
+				if len(procsOf(sim)) > 0 {
+					withEngine++
+				}
 				cmd.Process.Signal(syscall.SIGKILL)
 				<-done
 				killed++
@@ -366,8 +369,8 @@ func killResume(t *testing.T, r killRun) {
 		t.Errorf("tuner db check: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
 	checkFronts(t, db)
-	t.Logf("kill test (%s): %d kills survived, %d trials in the store (%d finished search trials), %d marked interrupted, %d lost, 0 orphans",
-		r.engine, killed, len(prev), finished, interrupted, lost)
+	t.Logf("kill test (%s): %d kills survived (%d with an engine running), %d trials in the store (%d finished search trials), %d marked interrupted, %d lost, 0 orphans",
+		r.engine, killed, withEngine, len(prev), finished, interrupted, lost)
 }
 
 // sameTrial compares two stored versions of a finished trial.
