@@ -511,7 +511,9 @@ type Prediction struct {
 	PFeasible float64
 }
 
-// Predict scores encoded rows (from s.Schema's Encoder).
+// Predict scores encoded rows (from s.Schema's Encoder). Every row must have
+// len(s.Schema.Features) values; a shorter or longer row is a programming
+// error and panics. Safe for concurrent use.
 func (s *Surrogate) Predict(x [][]float64) []Prediction {
 	n := len(x)
 	nf := len(s.Schema.Features)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -294,5 +295,33 @@ func FuzzUnmarshal(f *testing.F) {
 			return
 		}
 		s.Predict([][]float64{make([]float64, len(s.Schema.Features))})
+	})
+}
+
+// FuzzImport feeds arbitrary model files (LightGBM text or XGBoost JSON) to
+// Import with a small schema: an error or a working model, never a crash.
+func FuzzImport(f *testing.F) {
+	schema := &Schema{Version: SchemaVersion, Features: []Feature{
+		{Name: "a", Kind: KindNum, Source: "param:a"}, {Name: "b", Kind: KindNum, Source: "param:b"},
+		{Name: "c", Kind: KindNum, Source: "param:c"}},
+		Targets: []Objective{{Name: "t", Metric: "output_throughput", Transform: "none"}}}
+	for _, p := range []string{"testdata/hand_v3.txt", "testdata/xgb_hand.json"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, false)
+	}
+	f.Add([]byte("binf\x00"), true)
+	f.Fuzz(func(t *testing.T, model []byte, classifier bool) {
+		target := "t"
+		if classifier {
+			target = FeasibilityName
+		}
+		s, err := Import(model, schema, target, DefaultLimits())
+		if err != nil {
+			return
+		}
+		s.Predict([][]float64{{0, math.NaN(), 1}})
 	})
 }
