@@ -93,6 +93,7 @@ type Candidate struct {
 	Trials     []int           `json:"trials"`              // numbers of the usable trials
 	TrialIDs   []string        `json:"trial_ids,omitempty"` // their store IDs
 	Failed     int             `json:"failed"`              // failed trials of this config
+	Unstable   int             `json:"unstable,omitempty"`  // usable runs that did not reach steady state
 	Throughput Stat            `json:"throughput"`
 	Latency    Stat            `json:"latency"`
 	VRAM       Stat            `json:"vram_gib"`
@@ -149,6 +150,9 @@ func Aggregate(trials []Trial, slo trial.SLO, m Metrics, k float64) []Candidate 
 			continue
 		}
 		a.c.Trials = append(a.c.Trials, t.Number)
+		if t.State == StateUnstable {
+			a.c.Unstable++
+		}
 		if t.ID != "" {
 			a.c.TrialIDs = append(a.c.TrialIDs, t.ID)
 		}

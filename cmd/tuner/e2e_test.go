@@ -1,9 +1,295 @@
 package main
 
-import "testing"
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+// The end-to-end tests run the real binaries: tuner search --engine sim
+// starts a real vllm-sim process per trial through the trial package's
+// process path.
+
+var (
+	binOnce sync.Once
+	binDir  string
+	binErr  error
+)
 
 // runE2EMain runs the package's tests and removes the binaries the
 // end-to-end tests built.
 func runE2EMain(m *testing.M) int {
-	return m.Run()
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	return code
+}
+
+// binaries builds ./cmd/tuner and ./cmd/vllm-sim once per test binary.
+func binaries(t *testing.T) (tunerBin, simBin string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end test with real processes (-short)")
+	}
+	binOnce.Do(func() {
+		if binDir, binErr = os.MkdirTemp("", "tuner-e2e-bin-"); binErr != nil {
+			return
+		}
+		for _, pkg := range []string{".", "../vllm-sim"} {
+			name := filepath.Base(pkg)
+			if pkg == "." {
+				name = "tuner"
+			}
+			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, name), pkg).CombinedOutput()
+			if err != nil {
+				binErr = &buildError{pkg: pkg, out: string(out), err: err}
+				return
+			}
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return filepath.Join(binDir, "tuner"), filepath.Join(binDir, "vllm-sim")
+}
+
+type buildError struct {
+	pkg, out string
+	err      error
+}
+
+func (e *buildError) Error() string { return "go build " + e.pkg + ": " + e.err.Error() + "\n" + e.out }
+
+const (
+	e2eModel = "tiny-llama"
+	e2eSLO   = "tpot_p99<=40ms,ttft_p99<=2s"
+)
+
+// simSearchArgs is a short real-process search on the bundled simulator.
+func simSearchArgs(db, simBin string, extra ...string) []string {
+	return append([]string{"--db", db, "search", "--model", e2eModel, "--gpu", testGPU, "--engine", "sim", "--vllm-sim", simBin,
+		"--workload", "short-high-concurrency", "--requests", "48", "--slo", e2eSLO, "--budget", "0",
+		"--trial-timeout", "60s", "--engine-arg=--startup-scale=0.01", "--seed", "3"}, extra...)
+}
+
+func runBin(t *testing.T, bin string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, out.String(), errb.String()
+}
+
+// noSimProcesses fails when a vllm-sim process started from simBin is alive.
+func noSimProcesses(t *testing.T, simBin string) {
+	t.Helper()
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.HasPrefix(string(b), simBin+"\x00") {
+			t.Errorf("vllm-sim process %s still running: %q", e.Name(), strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+}
+
+func TestE2ESearchSimRecommendRemeasure(t *testing.T) {
+	tunerBin, simBin := binaries(t)
+	db := filepath.Join(t.TempDir(), "e2e.db")
+	code, out, errb := runBin(t, tunerBin, simSearchArgs(db, simBin, "--trials", "4", "--finalists", "1", "--repeats", "2")...)
+	if code != 0 {
+		t.Fatalf("search --engine sim: exit %d\n%s\n%s", code, out, errb)
+	}
+	noSimProcesses(t, simBin)
+	s := openTestStore(t, db)
+	studies, _ := s.Studies(context.Background())
+	if len(studies) != 1 || studies[0].Key.Engine != "sim" {
+		t.Fatalf("studies %+v", studies)
+	}
+	ts, _ := s.Trials(context.Background(), studies[0].ID, store.TrialFilter{})
+	if len(ts) != 5 {
+		t.Fatalf("%d trials stored, want 4 search + 1 repeat:\n%s", len(ts), errb)
+	}
+	for _, tr := range ts {
+		if !tr.State.Finished() || tr.State == store.StateInterrupted || tr.Result == nil {
+			t.Fatalf("trial %s: state %s", tr.ID, tr.State)
+		}
+		if tr.Result.LogPath == "" {
+			t.Errorf("trial %s has no engine log path", tr.ID)
+		} else if _, err := os.Stat(tr.Result.LogPath); err != nil {
+			t.Errorf("trial %s log: %v", tr.ID, err)
+		}
+	}
+
+	code, flags, errb := runBin(t, tunerBin, "--db", db, "recommend", "--model", e2eModel, "--format", "flags")
+	if code != 0 {
+		t.Fatalf("recommend: exit %d %s", code, errb)
+	}
+	sp, _ := spaces.Default()
+	if _, err := sp.ParseFlags(strings.Fields(flags)); err != nil {
+		t.Fatalf("recommended flags %q do not parse as vLLM flags: %v", flags, err)
+	}
+
+	// Start vllm-sim with exactly those flags and measure again, outside
+	// the tuner: it must start and meet the SLOs.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	eng, err := trial.StartEngine(ctx, trial.EngineConfig{
+		Command: []string{simBin, "serve", e2eModel, "--gpu", testGPU, "--startup-scale", "0.01"},
+		Flags:   strings.Fields(flags), LogPath: filepath.Join(t.TempDir(), "remeasure.log"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := eng.Stop(); err != nil {
+			t.Error(err)
+		}
+		noSimProcesses(t, simBin)
+	}()
+	if err := eng.WaitHealthy(ctx, 30*time.Second); err != nil {
+		t.Fatalf("vllm-sim with the recommended flags did not start: %v\n%s", err, eng.ReadLog())
+	}
+	w, err := trial.LoadWorkload("short-high-concurrency")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.NumRequests = 48
+	slo, _ := trial.ParseSLO(e2eSLO)
+	cl := trial.NewClient(eng.BaseURL(), e2eModel, 30*time.Second)
+	defer cl.Close()
+	recs := cl.Drive(ctx, w.Requests(), trial.Load{Concurrency: w.Arrival.Concurrency}, nil)
+	m := trial.Summarize(recs, slo)
+	if m.Completed < w.NumRequests || m.Failed > 0 {
+		t.Fatalf("re-measurement: %d completed, %d failed", m.Completed, m.Failed)
+	}
+	if ok, bad := slo.Check(&m); !ok {
+		t.Fatalf("recommended config misses the SLOs when re-measured: %v", bad)
+	}
+}
+
+// waitRunning polls the store (read-only, as a second process would) until
+// the study has a trial in state running with at least minSeq.
+func waitRunning(t *testing.T, db string, minSeq uint64, done <-chan struct{}) store.Trial {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-done:
+			t.Fatal("search ended before the trial to interrupt started")
+		default:
+		}
+		if s, err := store.Open(context.Background(), db, store.Options{ReadOnly: true, Timeout: time.Second}); err == nil {
+			studies, _ := s.Studies(context.Background())
+			for _, st := range studies {
+				ts, _ := s.Trials(context.Background(), st.ID, store.TrialFilter{States: []store.State{store.StateRunning}})
+				for _, tr := range ts {
+					if tr.Seq >= minSeq {
+						s.Close()
+						return tr
+					}
+				}
+			}
+			s.Close()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatal("no running trial within 60 s")
+	return store.Trial{}
+}
+
+func TestE2EInterruptAndResume(t *testing.T) {
+	tunerBin, simBin := binaries(t)
+	db := filepath.Join(t.TempDir(), "resume.db")
+	args := simSearchArgs(db, simBin, "--trials", "4", "--repeats", "1")
+	cmd := exec.Command(tunerBin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	running := waitRunning(t, db, 2, done)
+	time.Sleep(300 * time.Millisecond) // let the engine start
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(40 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("tuner did not exit within 40 s of SIGINT")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+		t.Fatalf("exit %d after SIGINT, want 130\n%s\n%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(errb.String(), "--resume") {
+		t.Errorf("interrupted search does not say how to resume:\n%s", errb.String())
+	}
+	noSimProcesses(t, simBin)
+	s := openTestStore(t, db)
+	tr, err := s.Trial(context.Background(), running.ID)
+	if err != nil || tr.State != store.StateInterrupted {
+		t.Fatalf("interrupted trial %s: state %s, %v", running.ID, tr.State, err)
+	}
+
+	code, stdout, stderr := runBin(t, tunerBin, append(args, "--resume", "--json")...)
+	if code != 0 {
+		t.Fatalf("resume: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var rep struct {
+		SearchTrials int `json:"search_trials"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || rep.SearchTrials != 4 {
+		t.Fatalf("resume report: %v %s", err, stdout)
+	}
+	noSimProcesses(t, simBin)
+	ts, _ := s.Trials(context.Background(), tr.StudyID, store.TrialFilter{})
+	finished := map[string]int{}
+	interrupted := 0
+	for _, x := range ts {
+		switch {
+		case x.State == store.StateInterrupted:
+			interrupted++
+		case x.State.Finished():
+			finished[x.ConfigID]++
+		}
+	}
+	total := 0
+	for id, n := range finished {
+		total += n
+		if n != 1 {
+			t.Errorf("config %s finished %d times (repeated)", id, n)
+		}
+	}
+	if total != 4 || interrupted != 1 {
+		t.Fatalf("%d finished trials (want 4), %d interrupted (want 1): %v", total, interrupted, finished)
+	}
+	if finished[running.ConfigID] != 1 {
+		t.Errorf("the interrupted config %s was not re-run (lost)", running.ConfigID)
+	}
 }

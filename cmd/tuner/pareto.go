@@ -29,6 +29,9 @@ type frontView struct {
 	Default  *tuner.ChartPoint  `json:"default,omitempty"`
 	Others   []tuner.ChartPoint `json:"others"`
 	Defaults string             `json:"default_config_id,omitempty"`
+	// IncludeUnstable says whether trials in state unstable could enter the
+	// front (--include-unstable, or no stable trial was on it).
+	IncludeUnstable bool `json:"include_unstable"`
 }
 
 func paretoCommand() *cli.Command {
@@ -42,6 +45,7 @@ func paretoCommand() *cli.Command {
 		Flags: append(studyFilterFlags(),
 			&cli.BoolFlag{Name: "group", Usage: "the front across every study of the model and GPU setup (any workload)"},
 			&cli.StringFlag{Name: "slo", Usage: "extra SLO bounds the front members must meet"},
+			&cli.BoolFlag{Name: "include-unstable", Usage: "admit trials whose measurement did not reach steady state (used anyway when no stable trial is on the front)"},
 			&cli.StringFlag{Name: "svg", Usage: "write the plot as SVG to this file"},
 			&cli.StringFlag{Name: "png", Usage: "write the plot as PNG to this file"},
 			&cli.StringFlag{Name: "html", Usage: "write an interactive plot (go-echarts) to this HTML file"},
@@ -67,9 +71,15 @@ func paretoCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			v, err := buildFrontView(c.Context, s, sel, extra, c.Bool("group"))
+			v, err := buildFrontView(c.Context, s, sel, extra, c.Bool("group"), c.Bool("include-unstable"))
 			if err != nil {
 				return err
+			}
+			if len(v.Front.Points) == 0 && !v.IncludeUnstable {
+				if u, err := buildFrontView(c.Context, s, sel, extra, c.Bool("group"), true); err == nil && len(u.Front.Points) > 0 {
+					v = u
+					fmt.Fprintln(c.App.ErrWriter, "no stable trial is on the front: showing unstable measurements too (longer trials, e.g. --requests, make them stable)")
+				}
 			}
 			for _, out := range []struct{ path, format string }{{c.String("svg"), "svg"}, {c.String("png"), "png"}, {c.String("html"), "html"}} {
 				if out.path == "" {
@@ -90,10 +100,10 @@ func paretoCommand() *cli.Command {
 	}
 }
 
-func buildFrontView(ctx context.Context, s *store.Store, sel selection, extra trial.SLO, group bool) (frontView, error) {
+func buildFrontView(ctx context.Context, s *store.Store, sel selection, extra trial.SLO, group, unstable bool) (frontView, error) {
 	st := sel.Newest
-	v := frontView{Metrics: sel.Metrics, Others: []tuner.ChartPoint{}}
-	q := store.FrontQuery{SLO: extra}
+	v := frontView{Metrics: sel.Metrics, Others: []tuner.ChartPoint{}, IncludeUnstable: unstable}
+	q := store.FrontQuery{SLO: extra, IncludeUnstable: unstable}
 	slo := append(append(trial.SLO{}, st.SLO()...), extra...)
 	v.SLO = slo.String()
 	var err error

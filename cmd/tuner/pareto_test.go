@@ -81,7 +81,7 @@ func checkSVGFront(t *testing.T, db, svgPath string, jsonOut string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored, err := s.Front(context.Background(), st.ID, store.FrontQuery{})
+	stored, err := s.Front(context.Background(), st.ID, store.FrontQuery{IncludeUnstable: v.IncludeUnstable})
 	if err != nil {
 		t.Fatal(err)
 	}

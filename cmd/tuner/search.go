@@ -67,7 +67,9 @@ func searchCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "engine-env", Usage: "K=V environment for the engine (allowlisted names: " + strings.Join(engineEnvAllow, ", ") + ", VLLM_*, NCCL_*)"},
 			&cli.StringFlag{Name: "vllm", Value: "vllm", Usage: "vllm executable (--engine vllm)"},
 			&cli.StringFlag{Name: "vllm-sim", Usage: "vllm-sim executable (--engine sim; default: next to tuner, then on PATH)"},
-			&cli.StringFlag{Name: "log-dir", Usage: "per-trial engine logs (default: beside the database)"},
+			&cli.StringFlag{Name: "log-dir", Usage: "per-trial engine logs and raw data (default: beside the database)"},
+			&cli.IntFlag{Name: "extend", Value: trial.DefaultStabilityConfig().MaxExtensions, Usage: "times an unsteady measurement is extended before the trial is marked unstable"},
+			&cli.DurationFlag{Name: "startup-timeout", Value: trial.DefaultConfig().StartupTimeout, Usage: "limit from engine start to /health 200"},
 			&cli.BoolFlag{Name: "json", Usage: "print the final report as JSON"},
 		),
 		Action: runSearch,
@@ -210,17 +212,19 @@ func findVLLMSim(flag string) (string, error) {
 	return "", usagef("--engine sim: vllm-sim not found next to tuner or on PATH (build it with `make build` or pass --vllm-sim PATH)")
 }
 
-// engineCommand is the engine's command line for cfg, without the host and
-// port the runner adds.
-func (ss *searchSetup) engineCommand(cfg spaces.Config) []string {
-	var args []string
-	switch ss.engine {
-	case engineSim:
-		args = []string{ss.enginePath, "serve", ss.modelArg, "--gpu", ss.target.GPU.Name, "--gpu-count", fmt.Sprint(ss.target.GPUCount)}
-	default:
-		args = []string{ss.enginePath, "serve", ss.modelArg}
+// baseCommand starts the engine without a candidate's flags.
+func (ss *searchSetup) baseCommand() []string {
+	if ss.engine == engineSim {
+		return []string{ss.enginePath, "serve", ss.modelArg, "--gpu", ss.target.GPU.Name, "--gpu-count", fmt.Sprint(ss.target.GPUCount)}
 	}
-	args = append(args, cfg.Flags()...)
+	return []string{ss.enginePath, "serve", ss.modelArg}
+}
+
+// engineCommand is the engine's command line for cfg, without the host and
+// port the runner adds: the base command, the candidate's flags, then
+// --engine-arg values unchanged.
+func (ss *searchSetup) engineCommand(cfg spaces.Config) []string {
+	args := append(ss.baseCommand(), cfg.Flags()...)
 	return append(args, ss.engineArg...)
 }
 
@@ -561,8 +565,27 @@ func loadWorkloadArg(arg string) (trial.Workload, error) {
 	return w, nil
 }
 
+// newProcessRunner runs trials as real engine processes (vllm or vllm-sim)
+// through package trial.
 func newProcessRunner(c *cli.Context, ss *searchSetup, log *slog.Logger) (tuner.Runner, func(), error) {
-	return nil, nil, usagef("--engine %s: the process runner is not wired yet", ss.engine)
+	rc := trial.DefaultConfig()
+	rc.Command = ss.baseCommand()
+	rc.ExtraArgs = ss.engineArg
+	rc.Env = ss.engineEnv
+	rc.LogDir = ss.logDir
+	rc.Logger = log
+	rc.GPUIdentity = trial.GPUIdentity{Name: ss.target.GPU.Name, Count: ss.target.GPUCount, MemoryGiB: ss.target.GPU.MemoryGiB}
+	if n := c.Int("extend"); n >= 0 {
+		rc.Stability.MaxExtensions = n
+	}
+	if d := c.Duration("startup-timeout"); d > 0 {
+		rc.StartupTimeout = d
+	}
+	r, err := trial.NewRunner(rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, func() { r.Close() }, nil
 }
 
 // virtualRunner runs the simulator in-process on its virtual clock. Each
