@@ -479,7 +479,12 @@ func removeLevels(p *spaces.Param, drop []spaces.Value) {
 
 // --- good envelope
 
-// envelope shrinks numeric ranges to the span of good trials plus Margin.
+// envelopeEvidence is the weighted number of usable trials that must lie
+// beyond the good envelope (plus margin) before that side is cut.
+const envelopeEvidence = 2
+
+// envelope shrinks numeric ranges to the span of good trials plus Margin, on
+// each side where enough usable trials lie beyond it.
 func (pr *pruner) envelope() {
 	usable, nGood := 0.0, 0
 	for i, o := range pr.obs {
@@ -505,7 +510,28 @@ func (pr *pruner) envelope() {
 				lo, hi = math.Min(lo, u), math.Max(hi, u)
 			}
 		}
+		goodLo, goodHi := lo, hi
 		lo, hi = math.Max(0, lo-pr.opts.Margin), math.Min(1, hi+pr.opts.Margin)
+		// Cut a side only where usable trials went and were not good: no
+		// evidence about a region is no reason to remove it.
+		below, above := 0.0, 0.0
+		for i, o := range pr.obs {
+			if pr.outs[i].failed {
+				continue
+			}
+			switch u := d.unit(value(o, p)); {
+			case u < lo:
+				below += o.weight()
+			case u > hi:
+				above += o.weight()
+			}
+		}
+		if below < envelopeEvidence {
+			lo = 0
+		}
+		if above < envelopeEvidence {
+			hi = 1
+		}
 		if lo <= 0 && hi >= 1 {
 			continue
 		}
@@ -518,8 +544,8 @@ func (pr *pruner) envelope() {
 		}
 		if newMin > p.Min || newMax < p.Max {
 			pr.note(p.Name, "good envelope: %d trials of Pareto rank <= %d span %s..%s (margin %.0f%%)",
-				nGood, pr.opts.GoodRank, spaces.FloatValue(roundSig(d.fromUnitRaw(lo+pr.opts.Margin))),
-				spaces.FloatValue(roundSig(d.fromUnitRaw(hi-pr.opts.Margin))), 100*pr.opts.Margin)
+				nGood, pr.opts.GoodRank, spaces.FloatValue(roundSig(d.fromUnitRaw(goodLo))),
+				spaces.FloatValue(roundSig(d.fromUnitRaw(goodHi))), 100*pr.opts.Margin)
 			p.Min, p.Max = math.Max(p.Min, newMin), math.Min(p.Max, newMax)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vllm-tuner/tuner/pareto"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/trial"
 )
@@ -290,4 +291,39 @@ func levelKept(p *spaces.Param, v spaces.Value) bool {
 		return p.Fixed.Equal(v)
 	}
 	return p.Contains(v)
+}
+
+// Hand-made envelope: only max_num_seqs in [64, 256] gives good results
+// (a trade-off front among them); everything else is dominated in a chain,
+// so with GoodRank 1 the good envelope is exactly [64, 256] and the pruned
+// range is that plus 15% of the log range on each side.
+func TestPruneEnvelopeHandMade(t *testing.T) {
+	s := testSpace(t, "Llama-3.1-8B", "A100-80GB", 1) // default max_num_seqs 256
+	def := s.DefaultConfig()
+	var hist []Observation
+	for i, seqs := range []int{64, 96, 128, 192, 256} {
+		c := def.With("max_num_seqs", spaces.IntValue(seqs))
+		hist = append(hist, Observation{Config: c, Result: measured(c, 1000+100*float64(i), 10+float64(i), 70)})
+	}
+	for i, seqs := range []int{8, 12, 20, 600, 1000, 1500, 2048, 16, 800, 1200} {
+		c := def.With("max_num_seqs", spaces.IntValue(seqs))
+		hist = append(hist, Observation{Config: c, Result: measured(c, 500-10*float64(i), 50+float64(i), 70)})
+	}
+	opts := DefaultPruneOptions()
+	opts.Objectives = pareto.Objectives{{Name: "output_throughput", Direction: pareto.Maximize}, {Name: "tpot_p99", Direction: pareto.Minimize}}
+	opts.GoodRank, opts.MinHistory, opts.MinGood = 1, 10, 4
+	out, rep := Prune(s, hist, opts)
+	lo, hi := math.Log(7.5), math.Log(2048.5)
+	u := func(x float64) float64 { return (math.Log(x) - lo) / (hi - lo) }
+	x := func(u float64) float64 { return math.Exp(lo + u*(hi-lo)) }
+	wantMin, wantMax := math.Floor(x(u(64)-0.15)), math.Ceil(x(u(256)+0.15))
+	mp := param(t, out, "max_num_seqs")
+	if mp.Min != wantMin || mp.Max != wantMax {
+		t.Fatalf("max_num_seqs pruned to [%v, %v], want [%v, %v]; %v", mp.Min, mp.Max, wantMin, wantMax, reportOf(rep, "max_num_seqs").Reasons)
+	}
+	r := reportOf(rep, "max_num_seqs")
+	wantRemoved := 1 - math.Log((wantMax+0.5)/(wantMin-0.5))/math.Log(2048.5/7.5)
+	if math.Abs(r.Removed-wantRemoved) > 1e-9 || math.Abs(rep.VolumeRemoved-wantRemoved) > 1e-9 {
+		t.Fatalf("removed %v (total %v), want %v", r.Removed, rep.VolumeRemoved, wantRemoved)
+	}
 }
