@@ -192,16 +192,27 @@ type tunerResult struct {
 // environment env.
 func runTuner(t *testing.T, timeout time.Duration, env []string, args ...string) tunerResult {
 	t.Helper()
+	return runEnv(t, timeout, env, bin(t, "tuner"), args...)
+}
+
+// runCmd runs a program to completion (or the timeout).
+func runCmd(t *testing.T, timeout time.Duration, prog string, args ...string) tunerResult {
+	t.Helper()
+	return runEnv(t, timeout, nil, prog, args...)
+}
+
+func runEnv(t *testing.T, timeout time.Duration, env []string, prog string, args ...string) tunerResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin(t, "tuner"), args...)
+	cmd := exec.CommandContext(ctx, prog, args...)
 	cmd.Env = append(os.Environ(), env...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
 	err := cmd.Run()
 	r := tunerResult{code: cmd.ProcessState.ExitCode(), stdout: o.String(), stderr: e.String()}
 	if ctx.Err() != nil {
-		t.Fatalf("tuner %v: timed out after %v: %v\n%s", args, timeout, err, r.stderr)
+		t.Fatalf("%s %v: timed out after %v: %v\n%s", prog, args, timeout, err, r.stderr)
 	}
 	return r
 }

@@ -149,3 +149,7 @@ func waitGone(timeout time.Duration, cond func() []procInfo) []procInfo {
 }
 
 func fmtSscan(s string, p *int) (int, error) { return fmt.Sscan(s, p) }
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+func strconvQuote(s string) string { return strconv.Quote(s) }
