@@ -94,7 +94,7 @@ func badInputs() []badInput {
 			gap: "--engine-arg --port/--host are accepted (the runner's own --host/--port come last and win, but the user is not told)"},
 		{name: "vllm-sim missing", args: []string{"search", "--engine", "sim", "--model", "tiny", "--gpu", simGPU, "--workload", tinyWorkload, "--vllm-sim", bad("nonexistent-vllm-sim"), "--trials", "1"},
 			want: []string{"--vllm-sim", "nonexistent-vllm-sim"},
-			gap: "a missing --vllm-sim is found only when trial 1 starts (exit 1, database and a failed trial written)"},
+			gap:  "a missing --vllm-sim is found only when trial 1 starts (exit 1, database and a failed trial written)"},
 		// Reading commands.
 		{name: "recommend prefer", args: []string{"recommend", "--model", "tiny", "--prefer", "nosuch"}, want: []string{"--prefer", `"nosuch"`}},
 		{name: "recommend format", args: []string{"recommend", "--model", "tiny", "--format", "nosuch"}, want: []string{"--format", `"nosuch"`}},
