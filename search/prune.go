@@ -51,7 +51,7 @@ func DefaultPruneOptions() PruneOptions {
 		MinGood:       4,
 		GoodRank:      2,
 		Margin:        0.15,
-		LevelEvidence: 4,
+		LevelEvidence: 8,
 		LevelHVLoss:   0.01,
 	}
 }
