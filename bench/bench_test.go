@@ -118,3 +118,22 @@ func TestQuickHarness(t *testing.T) {
 		t.Error("two runs with the same seeds differ")
 	}
 }
+
+// BenchmarkNoiseFreeEval measures one ground-truth evaluation (the figure
+// the report's ms/eval column states) on the first scenario.
+func BenchmarkNoiseFreeEval(b *testing.B) {
+	p, err := DefaultScenarios()[0].Resolve()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ev, err := NewEvaluator(p)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := p.Space.DefaultConfig()
+	for b.Loop() {
+		if _, err := ev.runner.Run(context.Background(), cfg, p.Workload); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,8 +1,12 @@
 package bench
 
 import (
+	"context"
+	"math"
 	"slices"
 	"testing"
+
+	"github.com/vllm-tuner/tuner/spaces"
 )
 
 func TestCoarseToFine(t *testing.T) {
@@ -23,3 +27,60 @@ func TestCoarseToFine(t *testing.T) {
 		t.Fatalf("coarseToFine(5) = %v", got)
 	}
 }
+
+func TestGridStrategy(t *testing.T) {
+	p := quickProblem(t)
+	env := Env{Problem: p, Seed: 1, Trials: 14, TempDir: t.TempDir()}
+	trials, belief, err := GridStrategy{}.Run(context.Background(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(trials) != env.Trials {
+		t.Fatalf("%d trials, want %d", len(trials), env.Trials)
+	}
+	def := p.Space.DefaultConfig()
+	probing := true
+	var util float64
+	seqs, toks := map[int]bool{}, map[int]bool{}
+	for i, tr := range trials {
+		if tr.Number != i+1 || tr.Phase != PhaseSearch {
+			t.Fatalf("trial %d numbered %d (%s)", i, tr.Number, tr.Phase)
+		}
+		c := tr.Config
+		for _, name := range c.Names() {
+			if name == "max_num_seqs" || name == "max_num_batched_tokens" || name == "gpu_memory_utilization" {
+				continue
+			}
+			if v, _ := c.Get(name); !v.Equal(mustGet(def, name)) {
+				t.Fatalf("trial %d changes %s from the default", i+1, name)
+			}
+		}
+		if probing {
+			if c.Int("max_num_seqs") != gridSeqs[len(gridSeqs)-1] || c.Int("max_num_batched_tokens") != gridTokens[len(gridTokens)-1] {
+				t.Fatalf("probe %d is not the largest grid point: %s", i+1, c)
+			}
+			if want := 0.98 - 0.01*float64(i); math.Abs(c.Float("gpu_memory_utilization")-want) > 1e-9 {
+				t.Fatalf("probe %d at utilisation %v, want %v", i+1, c.Float("gpu_memory_utilization"), want)
+			}
+			if tr.Status != "failed" {
+				probing, util = false, c.Float("gpu_memory_utilization")
+			}
+			continue
+		}
+		if c.Float("gpu_memory_utilization") != util {
+			t.Fatalf("grid trial %d at utilisation %v, probe found %v", i+1, c.Float("gpu_memory_utilization"), util)
+		}
+		seqs[c.Int("max_num_seqs")], toks[c.Int("max_num_batched_tokens")] = true, true
+	}
+	if probing {
+		t.Fatal("no probe started")
+	}
+	if !seqs[gridSeqs[0]] || !toks[gridTokens[0]] {
+		t.Errorf("a grid prefix should reach the low ends: seqs %v tokens %v", seqs, toks)
+	}
+	if belief.ConfigID == "" {
+		t.Error("grid picked nothing")
+	}
+}
+
+func mustGet(c spaces.Config, name string) spaces.Value { v, _ := c.Get(name); return v }

@@ -63,6 +63,7 @@ type ScenarioReport struct {
 	BestThroughput float64   `json:"best_throughput"`
 	Default        Truth     `json:"default"`
 	DefaultFlags   string    `json:"default_flags"`
+	frontVecs      [][]float64
 }
 
 // Summary is one strategy on one scenario over the seeds.
@@ -76,16 +77,20 @@ type Summary struct {
 	CurveQ1  []float64            `json:"q1_curve"`
 	CurveQ3  []float64            `json:"q3_curve"`
 	// TrialsToThreshold per seed (Trials+1 when never reached).
-	TrialsToThreshold []int                `json:"trials_to_threshold"`
-	TrialsToMedian    float64              `json:"trials_to_threshold_median"`
-	BestRatio         Quantiles            `json:"best_ratio"`        // best truly feasible throughput / true best
-	BestAt            map[string]Quantiles `json:"best_throughput"`   // by checkpoint, tok/s
-	GainOverDefault   Quantiles            `json:"gain_over_default"` // best / default throughput - 1
-	Failed            Quantiles            `json:"failed_trials"`
-	OOM               Quantiles            `json:"oom_trials"`
-	GPUHours          Quantiles            `json:"gpu_hours"`
-	Repeats           Quantiles            `json:"repeat_trials"`
-	BelievedHV        Quantiles            `json:"believed_hv_ratio"` // measured front's HV / true HV (may exceed 1)
+	TrialsToThreshold []int     `json:"trials_to_threshold"`
+	TrialsToMedian    float64   `json:"trials_to_threshold_median"`
+	BestRatio         Quantiles `json:"best_ratio"` // best truly feasible throughput / true best
+	// Ideal is, per objective, how close the best truly feasible value found
+	// comes to the reference front's best (1 = reached; found/true for
+	// maximised objectives, true/found for minimised ones).
+	Ideal           []Quantiles          `json:"ideal_coverage"`
+	BestAt          map[string]Quantiles `json:"best_throughput"`   // by checkpoint, tok/s
+	GainOverDefault Quantiles            `json:"gain_over_default"` // best / default throughput - 1
+	Failed          Quantiles            `json:"failed_trials"`
+	OOM             Quantiles            `json:"oom_trials"`
+	GPUHours        Quantiles            `json:"gpu_hours"`
+	Repeats         Quantiles            `json:"repeat_trials"`
+	BelievedHV      Quantiles            `json:"believed_hv_ratio"` // measured front's HV / true HV (may exceed 1)
 	// PickTrueRatio is the picked config's true throughput over what the
 	// strategy measured for it; PickFeasible the share of seeds whose pick
 	// truly meets the SLO.
@@ -179,7 +184,7 @@ func buildReport(ctx context.Context, cfg Config, states []*scenarioState, strat
 			}
 			sr.BestThroughput = math.Max(sr.BestThroughput, m.vec[0])
 		}
-		sr.TrueHV = hvOf(fvecs, p, gt.Ref)
+		sr.TrueHV, sr.frontVecs = hvOf(fvecs, p, gt.Ref), fvecs
 		sr.RefStrict, sr.TrueHVStrict = gt.RefStrict, hvOf(fvecs, p, gt.RefStrict)
 		rep.Scenarios = append(rep.Scenarios, sr)
 
@@ -287,6 +292,16 @@ func summarize(cfg Config, p *Problem, sr ScenarioReport, strat string, runs []*
 	s := Summary{Scenario: p.Scenario.Name, Strategy: strat, HV: map[string]Quantiles{}, HVStrict: map[string]Quantiles{}, BestAt: map[string]Quantiles{}}
 	var curves, stricts [][]float64
 	var best, gain, failed, oom, gpuh, reps, believed, pickRatio, pickBest []float64
+	ideal := make([][]float64, len(p.Objectives))
+	trueIdeal := make([]float64, len(p.Objectives))
+	for j, o := range p.Objectives {
+		trueIdeal[j] = math.NaN()
+		for _, v := range sr.frontVecs {
+			if math.IsNaN(trueIdeal[j]) || o.Direction.Better(v[j], trueIdeal[j]) {
+				trueIdeal[j] = v[j]
+			}
+		}
+	}
 	bestAt := map[int][]float64{}
 	pickFeas, picks := 0, 0
 	for _, r := range runs {
@@ -332,6 +347,23 @@ func summarize(cfg Config, p *Problem, sr ScenarioReport, strat string, runs []*
 			bestAt[cp] = append(bestAt[cp], bb)
 		}
 		best = append(best, b/sr.BestThroughput)
+		for j, o := range p.Objectives {
+			found := math.NaN()
+			for _, t := range r.Trials {
+				if t.Phase == PhaseSearch && t.True.Feasible && (math.IsNaN(found) || o.Direction.Better(t.True.Vec[j], found)) {
+					found = t.True.Vec[j]
+				}
+			}
+			cov := 0.0
+			switch {
+			case math.IsNaN(found):
+			case o.Direction == pareto.Maximize:
+				cov = found / trueIdeal[j]
+			default:
+				cov = trueIdeal[j] / found
+			}
+			ideal[j] = append(ideal[j], cov)
+		}
 		if d := sr.Default; d.Vec != nil && d.Vec[0] > 0 {
 			gain = append(gain, b/d.Vec[0]-1)
 		}
@@ -379,6 +411,9 @@ func summarize(cfg Config, p *Problem, sr ScenarioReport, strat string, runs []*
 	}
 	s.TrialsToMedian = quantiles(tt).Median
 	s.BestRatio, s.GainOverDefault = quantiles(best), quantiles(gain)
+	for j := range ideal {
+		s.Ideal = append(s.Ideal, quantiles(ideal[j]))
+	}
 	s.Failed, s.OOM, s.GPUHours, s.Repeats = quantiles(failed), quantiles(oom), quantiles(gpuh), quantiles(reps)
 	s.BelievedHV, s.PickTrueRatio, s.PickBestRatio = quantiles(believed), quantiles(pickRatio), quantiles(pickBest)
 	if picks > 0 {
@@ -418,13 +453,26 @@ func goals(cfg Config, r *Report) []Goal {
 			out = append(out, Goal{Goal: "tuner trials to 0.95 <= 0.3x random search's", Scenario: sc.Name, Value: v, Met: met})
 		}
 		if tu != nil && grid != nil {
-			tb, gb := tu.BestAt[ck(cfg.Trials)].Median, grid.BestAt[ck(cfg.Trials)].Median
-			ratio := math.Inf(1)
-			if gb > 0 {
-				ratio = tb / gb
+			ratio := func(k int) (float64, float64, float64) {
+				tb, gb := tu.BestAt[ck(k)].Median, grid.BestAt[ck(k)].Median
+				if gb <= 0 {
+					return tb, gb, math.Inf(1)
+				}
+				return tb, gb, tb / gb
+			}
+			tb, gb, rN := ratio(cfg.Trials)
+			v := fmt.Sprintf("%.0f vs %.0f tok/s (%.2fx)", tb, gb, rN)
+			var at []string
+			for _, k := range cfg.Checkpoints {
+				_, _, r := ratio(k)
+				at = append(at, fmt.Sprintf("@%d %.2fx", k, r))
+			}
+			v += "; " + strings.Join(at, ", ")
+			if gb <= 0 {
+				v += " (the grid found no SLO-feasible config)"
 			}
 			out = append(out, Goal{Goal: fmt.Sprintf("best feasible throughput >= 1.2x grid at %d trials", cfg.Trials), Scenario: sc.Name,
-				Value: fmt.Sprintf("%.0f vs %.0f tok/s (%.2fx)", tb, gb, ratio), Met: ratio >= 1.2})
+				Value: v, Met: rN >= 1.2})
 		}
 		if warm != nil {
 			q := hvAt(warm, at8)
@@ -516,11 +564,11 @@ func (r *Report) Markdown() string {
 		for _, cp := range st.Checkpoints {
 			fmt.Fprintf(&b, " HV@%d |", cp)
 		}
-		fmt.Fprintf(&b, " strict HV@%d | trials to %.2f | best feasible / true best | gain vs default | failed (OOM) | repeats | GPU h | believed HV | pick: true/measured, feasible, / true best |\n|---|", st.Trials, Threshold)
+		fmt.Fprintf(&b, " strict HV@%d | trials to %.2f | best feasible / true best | gain vs default | ideal reached (thr, lat, vram) | failed (OOM) | repeats | GPU h | believed HV | pick: true/measured, feasible, / true best |\n|---|", st.Trials, Threshold)
 		for range st.Checkpoints {
 			b.WriteString("---|")
 		}
-		b.WriteString("---|---|---|---|---|---|---|---|---|\n")
+		b.WriteString("---|---|---|---|---|---|---|---|---|---|\n")
 		for _, s := range r.Summaries {
 			if s.Scenario != sc.Name {
 				continue
@@ -533,8 +581,12 @@ func (r *Report) Markdown() string {
 			if s.PickTrueRatio.N > 0 {
 				pick = fmt.Sprintf("%.2f, %.0f%%, %.2f", s.PickTrueRatio.Median, 100*s.PickFeasible, s.PickBestRatio.Median)
 			}
-			fmt.Fprintf(&b, " %s | %s %v | %s | %s | %.0f (%.0f) | %.0f | %.2f | %s | %s |\n",
-				fmtQ(s.HVStrict[ck(st.Trials)], 3), fmtTrials(s.TrialsToMedian, st.Trials), trialsList(s.TrialsToThreshold, st.Trials), fmtQ(s.BestRatio, 3), fmtPct(s.GainOverDefault),
+			var ideal []string
+			for _, q := range s.Ideal {
+				ideal = append(ideal, fmt.Sprintf("%.2f", q.Median))
+			}
+			fmt.Fprintf(&b, " %s | %s %v | %s | %s | %s | %.0f (%.0f) | %.0f | %.2f | %s | %s |\n",
+				fmtQ(s.HVStrict[ck(st.Trials)], 3), fmtTrials(s.TrialsToMedian, st.Trials), trialsList(s.TrialsToThreshold, st.Trials), fmtQ(s.BestRatio, 3), fmtPct(s.GainOverDefault), strings.Join(ideal, ", "),
 				s.Failed.Median, s.OOM.Median, s.Repeats.Median, s.GPUHours.Median, fmtQ(s.BelievedHV, 3), pick)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"path/filepath"
+	"sync"
 
 	"github.com/vllm-tuner/tuner/search"
 	"github.com/vllm-tuner/tuner/sim"
@@ -28,7 +29,7 @@ type Trial struct {
 	Number   int                `json:"n"` // 1-based among the run's search trials (0 for repeats)
 	Phase    string             `json:"phase"`
 	ConfigID string             `json:"config_id"`
-	Config   spaces.Config      `json:"-"`
+	Config   spaces.Config      `json:"config"`
 	Status   trial.Status       `json:"status"`
 	Failure  trial.FailureClass `json:"failure,omitempty"`
 	// Measured is the noisy objective vector the strategy saw (nil when
@@ -71,14 +72,41 @@ type Strategy interface {
 	Run(ctx context.Context, env Env) ([]Trial, Belief, error)
 }
 
-// noisyRunner is the virtual-clock runner with noise on, seeded by the run
-// seed so that every strategy of a seed sees the same noise for a config.
-func noisyRunner(env Env) (*sim.Runner, error) {
+// noisyRunner is the virtual-clock runner with noise on as `tuner search
+// --engine sim-virtual` builds it: every run draws fresh noise (the
+// simulator seeds its noise by config, so the seed moves per run and
+// re-measurements vary as real ones do), deterministic for the run seed.
+func noisyRunner(env Env) (*freshNoise, error) {
 	c := sim.DefaultConfig()
 	c.Target = env.Problem.Target
 	c.Noise = true
 	c.Seed = env.Seed
-	return sim.NewRunner(c)
+	if _, err := sim.NewRunner(c); err != nil {
+		return nil, err
+	}
+	return &freshNoise{cfg: c}, nil
+}
+
+// freshNoise is a sim.Runner whose seed advances with every run.
+type freshNoise struct {
+	cfg sim.Config
+	mu  sync.Mutex
+	n   uint64
+}
+
+var _ tuner.Runner = (*freshNoise)(nil)
+
+func (f *freshNoise) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (trial.Result, error) {
+	f.mu.Lock()
+	c := f.cfg
+	c.Seed += f.n * 0x9e3779b97f4a7c15
+	f.n++
+	f.mu.Unlock()
+	r, err := sim.NewRunner(c)
+	if err != nil {
+		return trial.Result{}, err
+	}
+	return r.Run(ctx, cfg, w)
 }
 
 // record makes a Trial from a result (truth filled in later).

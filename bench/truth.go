@@ -25,7 +25,7 @@ import (
 
 // TruthFormat is the version of the ground-truth file format and of the
 // sampling plan; bump it when either changes.
-const TruthFormat = 1
+const TruthFormat = 2
 
 // SamplePlan says how the ground truth samples a space.
 type SamplePlan struct {
@@ -35,7 +35,7 @@ type SamplePlan struct {
 }
 
 // DefaultSamplePlan is the plan of the committed cache.
-func DefaultSamplePlan() SamplePlan { return SamplePlan{Random: 2400, Refine: 800, Seed: 20260801} }
+func DefaultSamplePlan() SamplePlan { return SamplePlan{Random: 2400, Refine: 1600, Seed: 20260801} }
 
 // FrontPoint is one member of the true Pareto front.
 type FrontPoint struct {
@@ -144,7 +144,7 @@ func ComputeTruth(ctx context.Context, p *Problem, ev *Evaluator, plan SamplePla
 	for _, c := range gridConfigs(p, p.Space.DefaultConfig()) {
 		add(c)
 	}
-	for tries := 0; len(cfgs) < plan.Random+1 && tries < 50*plan.Random+100; tries++ {
+	for want, tries := len(cfgs)+plan.Random, 0; len(cfgs) < want && tries < 50*plan.Random+100; tries++ {
 		if c, ok := sampleConfig(p.Space, r); ok {
 			add(c)
 		}
