@@ -348,7 +348,8 @@ func labelled(y []float64) []int {
 // trainBag fits members on bootstrap samples of rows, each stopping early on
 // its out-of-bag rows, and returns the members, the mean out-of-bag
 // prediction per row (NaN where a row was in every bag; probabilities for
-// the classifier) and the mean tree count.
+// the classifier) and the mean tree count. With fewer than five out-of-bag
+// rows a member cannot stop early and is cut at 10 trees.
 func trainBag(x [][]float64, y []float64, rows []int, cfg GBDTConfig, members int, rng *rand.Rand,
 	names []string, classifier bool) ([]*lgbPredictor, []float64, float64, error) {
 	n := len(rows)
@@ -405,7 +406,9 @@ func trainBag(x [][]float64, y []float64, rows []int, cfg GBDTConfig, members in
 			b = constantBooster(LossLogistic, math.Log(p/(1-p)), nf)
 		default:
 			if len(va) < 5 {
+				// Too few out-of-bag rows to stop on: a short model.
 				va = nil
+				c.NumTrees = min(c.NumTrees, 10)
 			}
 			b = trainBinned(bd, y, tr, va, c, rand.New(rand.NewPCG(c.Seed, 0x6762_6474)))
 		}
