@@ -112,14 +112,18 @@ func NewFrontChart(front []ChartPoint, o ChartOptions) (*Chart, error) {
 		}
 		s.GlyphStyleFunc = func(i int) draw.GlyphStyle {
 			v := front[i].VRAM
-			frac := 0.5
-			if hi > lo {
-				frac = (v - lo) / (hi - lo)
+			if hi <= lo { // one VRAM level: one colour, one size
+				return draw.GlyphStyle{Shape: draw.CircleGlyph{}, Radius: vg.Points(5), Color: color.RGBA{R: 59, G: 76, B: 192, A: 255}}
 			}
+			frac := (v - lo) / (hi - lo)
 			return draw.GlyphStyle{Shape: draw.CircleGlyph{}, Radius: vg.Points(3 + 5*frac), Color: colourAt(cmap, v)}
 		}
 		p.Add(s)
-		p.Title.Text = strings.TrimSpace(fmt.Sprintf("%s\nPareto front: %d configs; colour and size = peak VRAM %.1f (blue) to %.1f GiB (red)", o.Title, len(front), lo, hi))
+		legend := fmt.Sprintf("colour and size = peak VRAM %.1f (blue) to %.1f GiB (red)", lo, hi)
+		if hi <= lo {
+			legend = fmt.Sprintf("peak VRAM %.1f GiB", lo)
+		}
+		p.Title.Text = strings.TrimSpace(fmt.Sprintf("%s\nPareto front: %d configs; %s", o.Title, len(front), legend))
 	}
 	if o.Default != nil {
 		// An open square drawn as a line, so that only front members are
