@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -455,10 +456,18 @@ func dryRun(c *cli.Context, ss *searchSetup, dbPath string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "  %d. config %s: %s\n", i+1, cfg.ID(), shellJoin(ss.engineCommand(cfg)))
+		fmt.Fprintf(w, "  %d. config %s: %s\n", i+1, cfg.ID(), shellJoin(maskSecretArgs(ss.engineCommand(cfg))))
 	}
 	if len(ss.engineEnv) > 0 {
-		fmt.Fprintf(w, "engine environment: %s\n", strings.Join(ss.engineEnv, " "))
+		env := make([]string, len(ss.engineEnv))
+		for i, kv := range ss.engineEnv {
+			k, v, _ := strings.Cut(kv, "=")
+			if secretName(k) {
+				v = "***"
+			}
+			env[i] = k + "=" + v
+		}
+		fmt.Fprintf(w, "engine environment: %s\n", strings.Join(env, " "))
 	}
 	return nil
 }
@@ -478,6 +487,36 @@ func printPrune(w io.Writer, rep search.PruneReport) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%.0f%%\t%s\n", p.Name, p.Original, p.Pruned, p.Removed*100, strings.Join(p.Reasons, "; "))
 	}
 	tw.Flush()
+}
+
+// secretName reports whether a variable or flag name holds a secret
+// (tokens, keys, passwords): its value is never printed.
+func secretName(name string) bool {
+	n := strings.ToUpper(name)
+	for _, s := range []string{"TOKEN", "KEY", "SECRET", "PASSWORD", "CREDENTIAL"} {
+		if strings.Contains(n, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// maskSecretArgs masks the values of secret flags (--api-key X, --hf-token=X).
+func maskSecretArgs(args []string) []string {
+	out := slices.Clone(args)
+	for i := 0; i < len(out); i++ {
+		name, _, hasEq := strings.Cut(out[i], "=")
+		if !strings.HasPrefix(name, "--") || !secretName(name) {
+			continue
+		}
+		if hasEq {
+			out[i] = name + "=***"
+		} else if i+1 < len(out) {
+			out[i+1] = "***"
+			i++
+		}
+	}
+	return out
 }
 
 // shellJoin quotes arguments that need it for a POSIX shell.

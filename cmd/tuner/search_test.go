@@ -158,7 +158,8 @@ func TestSearchDryRun(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "t.db")
 	code, out, errb := runTuner(t, "--db", db, "search", "--model", testModel, "--gpu", testGPU, "--engine", "vllm",
 		"--workload", "testdata/tiny-chat.yaml", "--dry-run", "--proposals", "3",
-		"--engine-arg", "--served-model-name=x y", "--engine-env", "VLLM_LOGGING_LEVEL=DEBUG")
+		"--engine-arg", "--served-model-name=x y", "--engine-env", "VLLM_LOGGING_LEVEL=DEBUG",
+		"--engine-env", "HF_TOKEN=hf_secret123", "--engine-arg", "--api-key", "--engine-arg", "sk-secret456")
 	if code != 0 {
 		t.Fatalf("dry run: exit %d\n%s", code, errb)
 	}
@@ -167,6 +168,9 @@ func TestSearchDryRun(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run output lacks %q:\n%s", want, out)
 		}
+	}
+	if strings.Contains(out, "secret") || !strings.Contains(out, "HF_TOKEN=***") || !strings.Contains(out, "--api-key '***'") {
+		t.Errorf("dry run shows secrets or does not mask them:\n%s", out)
 	}
 	if n := strings.Count(out, "vllm serve "); n != 3 {
 		t.Errorf("%d command lines, want 3", n)
