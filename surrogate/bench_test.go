@@ -95,3 +95,15 @@ func BenchmarkEncodePredict10000(b *testing.B) {
 	}
 	reportCPU(b, c0)
 }
+
+// BenchmarkEncode10000 encodes 10,000 candidate configs.
+func BenchmarkEncode10000(b *testing.B) {
+	benchMatrix(b)
+	enc := NewSchema(resolved(b, benchData.tg)).Encoder(benchData.tg, chatWorkload(100))
+	b.ResetTimer()
+	c0 := cpuTime()
+	for range b.N {
+		enc.EncodeAll(benchData.cands)
+	}
+	reportCPU(b, c0)
+}
