@@ -2,6 +2,7 @@ package search
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/vllm-tuner/tuner/sim"
@@ -126,5 +127,26 @@ func TestSimWarmStart(t *testing.T) {
 	}
 	if warm < 1.3*cold {
 		t.Fatalf("warm start mean HV %.0f not clearly above cold %.0f", warm/float64(seeds), cold/float64(seeds))
+	}
+}
+
+// Screening with the real surrogate is reproducible too.
+func TestSimSurrogateReproducible(t *testing.T) {
+	s := h100(t)
+	objs := DefaultObjectives("tpot_p99")
+	seq := func() []string {
+		sc, err := NewSurrogateScorer(s, smokeWorkload(), objs, nil, surrogate.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := newProposer(t, ProposerConfig{Space: s, Seed: 1, Objectives: objs, Scorer: sc, MinScreenHistory: 4})
+		var ids []string
+		for _, c := range runProposer(t, p, 10, simRun(t, s, 1)) {
+			ids = append(ids, c.ID())
+		}
+		return ids
+	}
+	if a, b := seq(), seq(); fmt.Sprint(a) != fmt.Sprint(b) {
+		t.Fatalf("same seed, different sequences:\n%v\n%v", a, b)
 	}
 }
