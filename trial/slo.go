@@ -57,7 +57,7 @@ func ParseSLO(s string) (SLO, error) {
 			}
 		}
 		f, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
-		if err != nil || f < 0 || f != f || f > 1e12 {
+		if err != nil || f < 0 || f != f || f*mult > 1e12 {
 			return nil, fmt.Errorf("slo term %d %q: bad value %q", i+1, term, val)
 		}
 		out = append(out, Bound{Metric: name, Op: op, Limit: f * mult})
