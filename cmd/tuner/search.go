@@ -21,6 +21,7 @@ import (
 	"github.com/vllm-tuner/tuner/sim"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/surrogate"
 	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
 )
@@ -62,6 +63,7 @@ func searchCommand() *cli.Command {
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of every random choice"},
 			&cli.BoolFlag{Name: "resume", Usage: "continue the study (same model, GPU, engine, workload, objectives, SLO and space)"},
 			&cli.BoolFlag{Name: "no-prune", Usage: "do not narrow the space from history"},
+			&cli.BoolFlag{Name: "no-surrogate", Usage: "do not screen candidates with the GBDT surrogate (run the sampler's choice)"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the effective space, the first proposals and their command lines; start nothing"},
 			&cli.IntFlag{Name: "proposals", Value: 5, Usage: "proposals printed by --dry-run"},
 			&cli.StringSliceFlag{Name: "engine-arg", Usage: "extra engine argument passed through unchanged (repeatable)"},
@@ -391,6 +393,15 @@ func newProposer(c *cli.Context, ss *searchSetup, other []search.Observation, lo
 	pc.SLO = ss.slo
 	pc.History = other
 	pc.Logger = log
+	if !c.Bool("no-surrogate") {
+		so := surrogate.DefaultOptions()
+		so.Seed = c.Uint64("seed")
+		sc, err := search.NewSurrogateScorer(pc.Space, ss.workload, pc.Objectives, ss.slo, so)
+		if err != nil {
+			return proposer{}, err
+		}
+		pc.Scorer = sc
+	}
 	p, err := search.NewProposer(pc)
 	if err != nil {
 		return proposer{}, asUsage(err)
