@@ -119,7 +119,7 @@ func TestQualityTransfer(t *testing.T) {
 }
 
 // Predictions are well-formed: finite means, non-negative spreads,
-// probabilities in [0, 1]; the spread is larger far from the data.
+// probabilities in [0, 1].
 func TestPredictionProperties(t *testing.T) {
 	tg := mustTarget(t, "Llama-3.1-8B", "H100", 1)
 	ss := simSamples(t, tg, chatWorkload(80), 120, 4, nil)

@@ -41,6 +41,27 @@ func DefaultObjectives() []Objective {
 	}
 }
 
+// ObjectiveFor returns the objective that predicts a trial metric, with the
+// roofline baseline that suits it: throughput against
+// derived.est_output_tps, TPOT/ITL against derived.est_tpot_ms, peak VRAM
+// against derived.est_vram_gib; other positive metrics (TTFT, E2EL, request
+// rates) are learnt as plain logs; goodput and error rate, which are often
+// 0, untransformed. The name is the metric with ':' replaced.
+func ObjectiveFor(metric string) Objective {
+	o := Objective{Name: strings.NewReplacer(":", "_", "=", "_", " ", "_").Replace(metric), Metric: metric, Transform: "log"}
+	switch {
+	case metric == "output_throughput":
+		o.Baseline = "derived.est_output_tps"
+	case strings.HasPrefix(metric, "tpot_") || strings.HasPrefix(metric, "itl_"):
+		o.Baseline = "derived.est_tpot_ms"
+	case metric == "peak_vram_gib" || metric == "vram":
+		o.Baseline = "derived.est_vram_gib"
+	case metric == "request_goodput" || metric == "goodput" || metric == "error_rate":
+		o.Transform = "none"
+	}
+	return o
+}
+
 func (o Objective) check(s *Schema) error {
 	if err := checkFeatureName(o.Name); err != nil || o.Name == FeasibilityName {
 		return fmt.Errorf("objective name %q: must be a plain name other than %q", o.Name, FeasibilityName)

@@ -325,3 +325,23 @@ func FuzzImport(f *testing.F) {
 		s.Predict([][]float64{{0, math.NaN(), 1}})
 	})
 }
+
+func TestObjectiveFor(t *testing.T) {
+	for _, o := range DefaultObjectives() {
+		if got := ObjectiveFor(o.Metric); got.Baseline != o.Baseline || got.Transform != o.Transform {
+			t.Errorf("%s: %+v, default objective %+v", o.Metric, got, o)
+		}
+	}
+	if o := ObjectiveFor("ttft_p99"); o.Transform != "log" || o.Baseline != "" || o.Name != "ttft_p99" {
+		t.Errorf("ttft_p99: %+v", o)
+	}
+	if o := ObjectiveFor("request_goodput"); o.Transform != "none" {
+		t.Errorf("goodput: %+v", o)
+	}
+	s := NewSchema(resolved(t, mustTarget(t, "Llama-3.1-8B", "H100", 1)))
+	for _, m := range []string{"output_throughput", "tpot_p99", "itl_mean", "ttft_p90", "e2el_p99", "peak_vram_gib", "request_goodput", "error_rate"} {
+		if err := ObjectiveFor(m).check(s); err != nil {
+			t.Errorf("%s: %v", m, err)
+		}
+	}
+}

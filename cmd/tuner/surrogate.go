@@ -290,8 +290,32 @@ func historyMatrix(c *cli.Context) (*surrogate.Matrix, int, error) {
 	if len(samples) == 0 {
 		return nil, 0, fmt.Errorf("no finished trials of %s in the database: %w", t.Describe(), surrogate.ErrNoData)
 	}
-	m, err := surrogate.BuildMatrix(surrogate.NewSchema(space), surrogate.DefaultObjectives(), samples)
+	m, err := surrogate.BuildMatrix(surrogate.NewSchema(space), historyObjectives(byID), samples)
 	return m, len(byID), err
+}
+
+// historyObjectives are the default three, with the latency metric the
+// studies optimise (their second objective) when they agree on one.
+func historyObjectives(studies map[string]store.Study) []surrogate.Objective {
+	objs := surrogate.DefaultObjectives()
+	latency := ""
+	for _, st := range studies {
+		if len(st.Key.Objectives) < 2 {
+			continue
+		}
+		switch n := st.Key.Objectives[1].Name; {
+		case latency == "":
+			latency = n
+		case latency != n:
+			return objs // mixed: keep the default
+		}
+	}
+	if latency != "" && latency != objs[1].Metric {
+		l := surrogate.ObjectiveFor(latency)
+		l.Name = objs[1].Name
+		objs[1] = l
+	}
+	return objs
 }
 
 func surrogateExport(c *cli.Context) error {
