@@ -362,15 +362,40 @@ func meanP90(v []float64) (float64, float64) {
 type Encoder struct {
 	schema *Schema
 	ctx    Context
+	// static holds the features that do not depend on the config (target
+	// and workload facts), computed once; ops the rest.
+	static []float64
+	ops    []encOp
+}
+
+type encOp struct {
+	col   int
+	param string // param source: the parameter name; else "" (derived)
+}
+
+func newEncoder(s *Schema, c Context) *Encoder {
+	e := &Encoder{schema: s, ctx: c, static: make([]float64, len(s.Features))}
+	for i := range s.Features {
+		f := &s.Features[i]
+		switch name, isParam := strings.CutPrefix(f.Source, "param:"); {
+		case isParam:
+			e.ops = append(e.ops, encOp{col: i, param: name})
+		case strings.HasPrefix(f.Source, "derived:") || f.Source == "target:max_model_len":
+			e.ops = append(e.ops, encOp{col: i})
+		default:
+			e.static[i] = finite(e.contextValue(f, nil))
+		}
+	}
+	return e
 }
 
 // Encoder binds the schema to a target and workload.
 func (s *Schema) Encoder(t spaces.Target, w trial.Workload) *Encoder {
-	return &Encoder{schema: s, ctx: NewContext(t, w)}
+	return newEncoder(s, NewContext(t, w))
 }
 
 // EncoderFor binds the schema to an already computed context.
-func (s *Schema) EncoderFor(c Context) *Encoder { return &Encoder{schema: s, ctx: c} }
+func (s *Schema) EncoderFor(c Context) *Encoder { return newEncoder(s, c) }
 
 // Encode returns the feature row of cfg (len(schema.Features) values, all finite).
 func (e *Encoder) Encode(cfg spaces.Config) []float64 {
@@ -393,17 +418,18 @@ func (e *Encoder) EncodeAll(cfgs []spaces.Config) [][]float64 {
 
 // EncodeInto writes the row of cfg into out (len(schema.Features)).
 func (e *Encoder) EncodeInto(out []float64, cfg spaces.Config) {
+	copy(out, e.static)
 	var d *derived
-	for i := range e.schema.Features {
-		f := &e.schema.Features[i]
-		if name, ok := strings.CutPrefix(f.Source, "param:"); ok {
-			out[i] = encodeParam(f, name, cfg)
+	for _, op := range e.ops {
+		f := &e.schema.Features[op.col]
+		if op.param != "" {
+			out[op.col] = encodeParam(f, op.param, cfg)
 			continue
 		}
-		if d == nil && (strings.HasPrefix(f.Source, "derived:") || f.Source == "target:max_model_len") {
+		if d == nil {
 			d = newDerived(e.ctx, cfg)
 		}
-		out[i] = finite(e.contextValue(f, d))
+		out[op.col] = finite(e.contextValue(f, d))
 	}
 }
 
