@@ -160,7 +160,7 @@ func (l *Loop) status() Status {
 	}
 	planned := s.repeatsLeft + s.repeatDone
 	if planned == 0 && l.cfg.Repeats > 1 {
-		planned = l.cfg.Finalists * (l.cfg.Repeats - 1)
+		planned = l.remeasured() * (l.cfg.Repeats - 1)
 	}
 	if l.cfg.MaxTrials > 0 {
 		st.Total = l.cfg.MaxTrials + planned
@@ -365,7 +365,7 @@ func (l *Loop) shouldStop() (string, bool) {
 		if mean, ok := s.meanDur(); ok {
 			reserve := 0
 			if l.cfg.Repeats > 1 {
-				reserve = l.cfg.Finalists * (l.cfg.Repeats - 1)
+				reserve = l.remeasured() * (l.cfg.Repeats - 1)
 			}
 			if elapsed+time.Duration(1+reserve)*mean > l.cfg.Budget {
 				return StopBudget, true
@@ -497,13 +497,27 @@ func firstLine(s string, n int) string {
 	return s
 }
 
-// remeasure re-runs the best few feasible configs until each has Repeats
-// measurements (resumable: existing repeats count).
+// remeasured is the number of configs the final re-measurement plans for:
+// the finalists and vLLM's default.
+func (l *Loop) remeasured() int {
+	n := l.cfg.Finalists
+	if l.cfg.Default.Len() > 0 {
+		n++
+	}
+	return n
+}
+
+// remeasure re-runs the best few feasible configs, and vLLM's default (so
+// the reported gain compares medians, not one lucky or unlucky run), until
+// each has Repeats measurements (resumable: existing repeats count).
 func (l *Loop) remeasure(ctx context.Context, prog progress) error {
 	if l.cfg.Repeats <= 1 || l.cfg.Finalists == 0 {
 		return nil
 	}
 	fin := l.finalists()
+	if def, ok := l.defaultCandidate(); ok && !slices.ContainsFunc(fin, func(c Candidate) bool { return c.ConfigID == def.ConfigID }) {
+		fin = append(fin, def)
+	}
 	type job struct {
 		cfg        spaces.Config
 		have, need int
@@ -528,6 +542,24 @@ func (l *Loop) remeasure(ctx context.Context, prog progress) error {
 		}
 	}
 	return nil
+}
+
+// defaultCandidate is vLLM's default config aggregated so far, when it has
+// a usable measurement.
+func (l *Loop) defaultCandidate() (Candidate, bool) {
+	if l.cfg.Default.Len() == 0 {
+		return Candidate{}, false
+	}
+	l.mu.Lock()
+	trials := slices.Clone(l.st.trials)
+	l.mu.Unlock()
+	id := l.cfg.Default.ID()
+	for _, c := range Aggregate(trials, l.cfg.SLO, l.cfg.Metrics, l.cfg.MADK) {
+		if c.ConfigID == id && len(c.Trials) > 0 {
+			return c, true
+		}
+	}
+	return Candidate{}, false
 }
 
 // finalists are the best feasible candidates by conservative score, from the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -62,12 +63,13 @@ func TestLoopBudgetRepeatsAndRecommendation(t *testing.T) {
 	if rep.StopReason != StopTrials || rep.SearchTrials != 6 {
 		t.Fatalf("stop %q after %d search trials, want %q after 6", rep.StopReason, rep.SearchTrials, StopTrials)
 	}
-	// Finalists: the two best feasible (200, 192), 2 more runs each.
-	if rep.RepeatTrials != 4 || len(r.calls) != 10 {
-		t.Fatalf("repeats %d, runner calls %v; want 4 repeats, 10 calls", rep.RepeatTrials, r.calls)
+	// Finalists: the two best feasible (200, 192), then vLLM's default
+	// (128), 2 more runs each.
+	if rep.RepeatTrials != 6 || len(r.calls) != 12 {
+		t.Fatalf("repeats %d, runner calls %v; want 6 repeats, 12 calls", rep.RepeatTrials, r.calls)
 	}
-	if got := r.calls[6:]; got[0] != 200 || got[1] != 200 || got[2] != 192 || got[3] != 192 {
-		t.Fatalf("repeat runs %v, want [200 200 192 192]", got)
+	if got := fmt.Sprint(r.calls[6:]); got != "[200 200 192 192 128 128]" {
+		t.Fatalf("repeat runs %v, want [200 200 192 192 128 128]", got)
 	}
 	if rep.Recommended == nil || rep.Recommended.Config.Int("max_num_seqs") != 200 {
 		t.Fatalf("recommended %+v, want max_num_seqs=200", rep.Recommended)
@@ -75,15 +77,15 @@ func TestLoopBudgetRepeatsAndRecommendation(t *testing.T) {
 	if rep.Recommended.Throughput.N != 3 {
 		t.Fatalf("recommended has %d measurements, want 3", rep.Recommended.Throughput.N)
 	}
-	if rep.Default == nil || rep.GainPct == nil {
+	if rep.Default == nil || rep.GainPct == nil || rep.Default.Throughput.N != 3 {
 		t.Fatalf("default %v gain %v: want both", rep.Default, rep.GainPct)
 	}
 	if want := (2000.0/1280 - 1) * 100; abs(*rep.GainPct-want) > 1e-9 {
 		t.Fatalf("gain %.3f%%, want %.3f%%", *rep.GainPct, want)
 	}
 	trials, _ := st.Trials(context.Background())
-	if c := countStates(trials); c[StateOK] != 10 || len(trials) != 10 {
-		t.Fatalf("stored states %v of %d, want 10 ok", c, len(trials))
+	if c := countStates(trials); c[StateOK] != 12 || len(trials) != 12 {
+		t.Fatalf("stored states %v of %d, want 12 ok", c, len(trials))
 	}
 	for i, tr := range trials {
 		if tr.Number != i || tr.Result == nil || tr.Ended.IsZero() {
@@ -103,10 +105,10 @@ func TestLoopBudgetRepeatsAndRecommendation(t *testing.T) {
 		t.Fatalf("front size %d, want 5 (32, 64, 128, 192, 200): %+v", len(rep.Front), rep.Front)
 	}
 	lines := strings.Count(out.String(), "\n")
-	if lines != 20 { // two lines per trial
-		t.Fatalf("progress wrote %d lines, want 20:\n%s", lines, out.String())
+	if lines != 24 { // two lines per trial
+		t.Fatalf("progress wrote %d lines, want 24:\n%s", lines, out.String())
 	}
-	if !strings.Contains(out.String(), "trial 10/10") || !strings.Contains(out.String(), "best 2000.0 output_throughput") {
+	if !strings.Contains(out.String(), "trial 12/12") || !strings.Contains(out.String(), "best 2000.0 output_throughput") {
 		t.Fatalf("progress lacks the final status:\n%s", out.String())
 	}
 }

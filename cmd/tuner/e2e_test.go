@@ -130,8 +130,18 @@ func TestE2ESearchSimRecommendRemeasure(t *testing.T) {
 		t.Fatalf("studies %+v", studies)
 	}
 	ts, _ := s.Trials(context.Background(), studies[0].ID, store.TrialFilter{})
-	if len(ts) != 5 {
-		t.Fatalf("%d trials stored, want 4 search + 1 repeat:\n%s", len(ts), errb)
+	search, repeats := 0, 0
+	for _, tr := range ts {
+		if tr.Repeat == 0 {
+			search++
+		} else {
+			repeats++
+		}
+	}
+	// One finalist and vLLM's default (unless it is the finalist) get a
+	// second run.
+	if search != 4 || repeats < 1 || repeats > 2 {
+		t.Fatalf("%d search trials and %d repeats stored, want 4 and 1-2:\n%s", search, repeats, errb)
 	}
 	for _, tr := range ts {
 		if !tr.State.Finished() || tr.State == store.StateInterrupted || tr.Result == nil {
