@@ -65,7 +65,12 @@ func DefaultLimits() Limits {
 
 // --- writing
 
-func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+func fmtFloat(f float64) string {
+	if f == 0 {
+		return "0" // not "-0"
+	}
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}
 
 func joinFloats(b *bytes.Buffer, key string, v []float64) {
 	b.WriteString(key)
