@@ -9,9 +9,10 @@
 //
 // The loop owns the budget (finished trials and/or wall time), the per-trial
 // timeout, patience (stop when the SLO-feasible Pareto front has not improved
-// for N trials), the final re-measurement of the best few configs (ranked by
-// the conservative score median - k*MAD, so a lucky single run does not go to
-// production), the progress display and the Report. Cancelling the context
+// for N trials), the final re-measurement of the best few configs and of
+// vLLM's default (ranked by the conservative score median - k*MAD, so a lucky
+// single run does not go to production and the gain compares medians), the
+// progress display and the Report. Cancelling the context
 // (SIGINT/SIGTERM in the command) stops the running engine through the
 // runner, marks the trial interrupted and returns ctx.Err(); a later run with
 // Config.Resume continues the study: finished trials are told to the
