@@ -10,3 +10,6 @@ func SimBinForTest(t *testing.T) string { return simBin(t) }
 
 // NoLeftoversForTest fails t if a process of a trial engine is still alive.
 func NoLeftoversForTest(t *testing.T) { noLeftovers(t) }
+
+// SetStabilityForTest edits the runner's stability configuration.
+func (r *Runner) SetStabilityForTest(f func(*StabilityConfig)) { f(&r.cfg.Stability) }

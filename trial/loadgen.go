@@ -50,16 +50,17 @@ func (c *Client) Close() { c.tr.CloseIdleConnections() }
 // prefix is the same for all requests, the rest differs per request so that
 // prefix caching only ever hits the declared prefix. Ids stay in [1000,
 // 31000), valid for every common vocabulary.
-func promptToken(idx, prefix, j int) int {
+func promptToken(idx, prefix, j, salt int) int {
 	if j < prefix {
 		return 1000 + (j*31)%30000
 	}
-	return 1000 + (idx*7919+j*131+17)%30000
+	return 1000 + (idx*7919+j*131+salt*104729+17)%30000
 }
 
 // body renders the request JSON of vLLM bench's completions call with a
-// token-id prompt of exact length.
-func (c *Client) body(spec RequestSpec) []byte {
+// token-id prompt of exact length; salt varies the non-prefix tokens (so
+// the same request index on another load level is a new prompt).
+func (c *Client) body(spec RequestSpec, salt int) []byte {
 	b := make([]byte, 0, 160+6*spec.PromptLen)
 	b = append(b, `{"model":`...)
 	b = strconv.AppendQuote(b, c.model)
@@ -68,7 +69,7 @@ func (c *Client) body(spec RequestSpec) []byte {
 		if j > 0 {
 			b = append(b, ',')
 		}
-		b = strconv.AppendInt(b, int64(promptToken(spec.Index, spec.PrefixLen, j)), 10)
+		b = strconv.AppendInt(b, int64(promptToken(spec.Index, spec.PrefixLen, j, salt)), 10)
 	}
 	b = append(b, `],"max_tokens":`...)
 	b = strconv.AppendInt(b, int64(max(1, spec.OutputLen)), 10)
@@ -79,8 +80,12 @@ func (c *Client) body(spec RequestSpec) []byte {
 // Do sends one request and returns its record; runStart is the origin of
 // Record.Start. Failures are recorded in Record.Err, never returned.
 func (c *Client) Do(ctx context.Context, spec RequestSpec, runStart time.Time) Record {
+	return c.do(ctx, spec, runStart, 0)
+}
+
+func (c *Client) do(ctx context.Context, spec RequestSpec, runStart time.Time, salt int) Record {
 	rec := Record{Index: spec.Index, PromptLen: spec.PromptLen, OutputLen: 0, Warmup: spec.Warmup}
-	body := c.body(spec)
+	body := c.body(spec, salt)
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
@@ -180,6 +185,9 @@ type Gate func(next int, done []Record) bool
 type Load struct {
 	Concurrency int
 	Rate        float64 // informational for open loop; the offsets are in the specs
+	// Salt makes the prompts differ from another level's with the same
+	// request indices (no accidental prefix-cache hits across levels).
+	Salt int
 }
 
 // Drive issues specs at the load, each request in its own goroutine, and
@@ -200,7 +208,7 @@ func (c *Client) Drive(ctx context.Context, specs []RequestSpec, load Load, gate
 					if !ok {
 						return
 					}
-					d.finish(i, c.Do(ctx, specs[i], d.start))
+					d.finish(i, c.do(ctx, specs[i], d.start, load.Salt))
 				}
 			})
 		}
@@ -225,7 +233,7 @@ func (c *Client) Drive(ctx context.Context, specs []RequestSpec, load Load, gate
 			if _, ok := d.next(ctx); !ok {
 				break
 			}
-			wg.Go(func() { d.finish(i, c.Do(ctx, specs[i], d.start)) })
+			wg.Go(func() { d.finish(i, c.do(ctx, specs[i], d.start, load.Salt)) })
 		}
 	}
 	wg.Wait()

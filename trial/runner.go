@@ -52,6 +52,10 @@ type Config struct {
 	MaxRate           float64
 	CapacityLevels    int
 	CapacityTolerance float64
+	// CapacityRounds: in capacity mode a closed-loop level sends at least
+	// this many requests per unit of concurrency (and a warm-up of one
+	// round), so every level reaches a steady state (see CapacityWorkload).
+	CapacityRounds int
 	// MaxRequests caps a duration-bound closed loop.
 	MaxRequests int
 	// UnhealthyErrorRate: a level failing more requests than this fails the
@@ -77,7 +81,7 @@ func DefaultConfig() Config {
 		Host: "127.0.0.1", StartupTimeout: 15 * time.Minute, RequestTimeout: 5 * time.Minute,
 		StopGrace: 10 * time.Second, FreeTimeout: 2 * time.Minute, Telemetry: "auto",
 		SampleEvery: 100 * time.Millisecond, ScrapeEvery: time.Second, Stability: DefaultStabilityConfig(),
-		MaxConcurrency: 1024, MaxRate: 10000, CapacityLevels: 8, CapacityTolerance: 0.1,
+		MaxConcurrency: 1024, MaxRate: 10000, CapacityLevels: 8, CapacityTolerance: 0.1, CapacityRounds: 3,
 		MaxRequests: 20000, UnhealthyErrorRate: 0.5,
 	}
 }
@@ -115,6 +119,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 	setDefault(&cfg.MaxRate, d.MaxRate)
 	setDefault(&cfg.CapacityLevels, d.CapacityLevels)
 	setDefault(&cfg.CapacityTolerance, d.CapacityTolerance)
+	setDefault(&cfg.CapacityRounds, d.CapacityRounds)
 	setDefault(&cfg.MaxRequests, d.MaxRequests)
 	setDefault(&cfg.UnhealthyErrorRate, d.UnhealthyErrorRate)
 	if cfg.Stability == (StabilityConfig{}) {
@@ -418,6 +423,19 @@ func atLoad(w Workload, v float64) Workload {
 	return lw
 }
 
+// CapacityWorkload is w at load v as capacity mode measures it: for a
+// closed loop at least rounds x v requests after a warm-up of at least v
+// (with fewer requests than the concurrency a level never reaches it).
+func CapacityWorkload(w Workload, v float64, rounds int) Workload {
+	lw := atLoad(w, v)
+	if lw.Arrival.Closed() && lw.NumRequests > 0 {
+		c := lw.Arrival.Concurrency
+		lw.NumRequests = max(lw.NumRequests, rounds*c)
+		lw.Warmup = max(lw.Warmup, c)
+	}
+	return lw
+}
+
 // measure runs one load level and appends it. It returns an engine error
 // (*EngineError) when the engine dies, ErrUnhealthy when requests fail en
 // masse, or ctx's error.
@@ -425,6 +443,9 @@ func (lr *levelRunner) measure(ctx context.Context, idx int, v float64) error {
 	cfg := lr.r.cfg
 	sc := cfg.Stability
 	lw := atLoad(lr.w, v)
+	if lr.w.Capacity {
+		lw = CapacityWorkload(lr.w, v, cfg.CapacityRounds)
+	}
 	closed := lw.Arrival.Closed()
 	lr.r.progress(Event{Phase: "level", Level: idx, Load: v, Closed: closed})
 	select {
@@ -487,7 +508,7 @@ func (lr *levelRunner) measure(ctx context.Context, idx int, v float64) error {
 		case <-lctx.Done():
 		}
 	}()
-	recs := lr.client.Drive(lctx, specs, Load{Concurrency: lw.Arrival.Concurrency, Rate: lw.Arrival.Rate}, gate)
+	recs := lr.client.Drive(lctx, specs, Load{Concurrency: lw.Arrival.Concurrency, Rate: lw.Arrival.Rate, Salt: idx}, gate)
 	cancel()
 	<-watchDone
 	select {

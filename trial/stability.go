@@ -21,6 +21,9 @@ type StabilityConfig struct {
 	MaxCV        float64 // per-window throughput CV allowed on top of sampling noise (default 0.10)
 	CITarget     float64 // early stop when the relative 95% CI half-width of throughput is below (default 0.02)
 	WarmupMax    float64 // at most this fraction of the measured requests is cut as warm-up (default 0.25)
+	// NoWarmupCut keeps every measured request in the metrics (as vLLM
+	// bench does); the warm-up is still detected and reported.
+	NoWarmupCut bool
 	// MaxExtensions and ExtendFraction: an unstable level is extended by
 	// ExtendFraction x NumRequests, at most MaxExtensions times (defaults 2, 0.5).
 	MaxExtensions  int
@@ -78,11 +81,14 @@ func Analyze(recs []Record, c StabilityConfig) Analysis {
 		e2el[i] = ms(r.Latency())
 	}
 	cut := mserCut(e2el, 5, c.WarmupMax)
+	a.WarmupS = (kept[cut].Start - kept[0].Start).Seconds()
+	if c.NoWarmupCut {
+		cut = 0
+	}
 	a.Cut = cut
 	for _, r := range kept[:cut] {
 		a.CutIndex = append(a.CutIndex, r.Index)
 	}
-	a.WarmupS = (kept[cut].Start - kept[0].Start).Seconds()
 	kept = kept[cut:]
 	e2el = e2el[cut:]
 
