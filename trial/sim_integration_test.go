@@ -3,9 +3,9 @@ package trial_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"strings"
-	"math"
 	"testing"
 	"time"
 
