@@ -115,7 +115,6 @@ func newLiveProgress(w io.Writer, status func() Status) *liveProgress {
 		bar: progressbar.NewOptions(max,
 			progressbar.OptionSetWriter(w),
 			progressbar.OptionSetWidth(20),
-			progressbar.OptionShowCount(),
 			progressbar.OptionSetElapsedTime(false),
 			progressbar.OptionSetPredictTime(false),
 			progressbar.OptionShowDescriptionAtLineEnd(),
@@ -170,8 +169,8 @@ func (p *liveProgress) finished(s Status, trialLine string) {
 	if s.Total > 0 && s.Total != p.bar.GetMax() {
 		p.bar.ChangeMax(s.Total)
 	}
-	_ = p.bar.Set(s.Done)
 	p.bar.Describe(p.describe(s))
+	_ = p.bar.Set(s.Done)
 }
 
 func (p *liveProgress) close() {
