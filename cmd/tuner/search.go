@@ -189,6 +189,11 @@ func resolveSearch(c *cli.Context) (*searchSetup, error) {
 	switch ss.engine {
 	case engineVLLM:
 		ss.enginePath = c.String("vllm")
+		if !c.Bool("dry-run") {
+			if _, err := execLookPath(ss.enginePath); err != nil {
+				return nil, usagef("--engine vllm: %s not found (install vLLM, pass --vllm PATH, or use --engine sim): %v", ss.enginePath, err)
+			}
+		}
 	case engineSim:
 		if ss.enginePath, err = findVLLMSim(c.String("vllm-sim")); err != nil {
 			return nil, err

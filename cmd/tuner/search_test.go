@@ -143,9 +143,12 @@ func TestSearchUsageErrors(t *testing.T) {
 		{"workload", base("--workload", "nope.yaml"), "nope.yaml"},
 		{"unbounded", base("--trials", "0", "--budget", "0", "--patience", "0"), "unbounded"},
 		{"argument", base("extra"), "no arguments"},
+		{"no vllm", base("--engine", "vllm", "--vllm", "/nonexistent/vllm"), "--engine vllm: /nonexistent/vllm not found"},
+		{"no vllm-sim", base("--engine", "sim"), "vllm-sim not found next to tuner or on PATH"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("PATH", t.TempDir()) // no vllm or vllm-sim on PATH
 			code, _, errb := runTuner(t, tt.args...)
 			if code != exitUsage || !strings.Contains(errb, tt.want) {
 				t.Fatalf("exit %d (want 2), stderr %q (want %q)", code, errb, tt.want)
