@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -259,4 +260,60 @@ func BenchmarkStreamParse(b *testing.B) {
 		}
 		n++
 	}
+}
+
+// BenchmarkDriveStreamsProcess is BenchmarkDriveStreams against the fake
+// engine in its own process, so the client's CPU can be told apart: it
+// reports the client process's CPU time per SSE event (user+sys from
+// getrusage) and the events per second that one core of client CPU
+// sustains at that cost.
+func BenchmarkDriveStreamsProcess(b *testing.B) {
+	const streams, tokens = 2000, 50
+	const gap = 20 * time.Millisecond
+	e, err := StartEngine(context.Background(), EngineConfig{
+		Command: []string{fakeEngineBin(b), "serve", "m"}, Flags: []string{"--fake-gap", gap.String()},
+		LogPath: b.TempDir() + "/engine.log", StopGrace: time.Second,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Stop()
+	if err := e.WaitHealthy(context.Background(), 10*time.Second); err != nil {
+		b.Fatal(err)
+	}
+	c := NewClient(e.BaseURL(), "m", time.Minute)
+	defer c.Close()
+	var events int64
+	var elapsed, cpu time.Duration
+	var lags []float64
+	for b.Loop() {
+		specs := specsN(streams, 16, tokens)
+		r0 := cpuTime()
+		t0 := time.Now()
+		recs := c.Drive(context.Background(), specs, Load{Concurrency: streams}, nil)
+		elapsed += time.Since(t0)
+		cpu += cpuTime() - r0
+		for _, r := range recs {
+			if !r.OK() {
+				b.Fatalf("request failed: %s", r.Err)
+			}
+			events += int64(len(r.Chunks))
+			for k := 1; k < len(r.Chunks); k++ {
+				lags = append(lags, float64(r.Chunks[k]-r.Chunks[0]-time.Duration(k)*gap)/1e3)
+			}
+		}
+	}
+	slices.Sort(lags)
+	perEvent := float64(cpu) / float64(events)
+	b.ReportMetric(float64(events)/elapsed.Seconds(), "events/s")
+	b.ReportMetric(perEvent/1e3, "client-cpu-us/event")
+	b.ReportMetric(1e9/perEvent, "events/s/core")
+	b.ReportMetric(Percentile(lags, 50), "lag-p50-us")
+	b.ReportMetric(Percentile(lags, 99), "lag-p99-us")
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -1,0 +1,100 @@
+package trial
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		name       string
+		log        string
+		exit       int
+		duringLoad bool
+		want       error
+		line       string
+	}{
+		{"oom deep in log", "(EngineCore_DP0 pid=1) ERROR [core.py] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB\n" + strings.Repeat("  File \"x.py\", line 1, in f\n", 60) + "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n", 1, false, ErrOOM, "CUDA out of memory"},
+		{"kv too small beats oom words", "ValueError: To serve at least one request with the models's max seq len (131072), (16.00 GiB KV cache is needed, which is larger than the available KV cache memory (2.31 GiB).\nOutOfMemoryError later\n", 1, false, ErrKVTooSmall, "max seq len"},
+		{"v0 kv message", "The model's max seq len (29000) is larger than the maximum number of tokens that can be stored in KV cache (23648).", 1, false, ErrKVTooSmall, "23648"},
+		{"no cache blocks", "Available KV cache memory: -0.3 GiB\nValueError: No available memory for the cache blocks.", 1, false, ErrOOM, "No available memory"},
+		{"free memory", "ValueError: Free memory on device (5.01/6.0 GiB) on startup is less than desired GPU memory utilization (0.9, 5.4 GiB).", 1, false, ErrOOM, "Free memory"},
+		{"argparse exit 2", "usage: vllm serve [model_tag] [options]\nvllm serve: error: unrecognized arguments: --swap-space 4\n", 2, false, ErrInvalidArgument, "unrecognized arguments"},
+		{"invalid choice", "vllm serve: error: argument --kv-cache-dtype: invalid choice: 'fp4'", 2, false, ErrInvalidArgument, "invalid choice"},
+		{"exit 2 without message", "", 2, false, ErrInvalidArgument, ""},
+		{"tp divisibility", "ValueError: Total number of attention heads (32) must be divisible by tensor parallel size (3).", 1, false, ErrInvalidArgument, "divisible"},
+		{"batched tokens", "ValueError: max_num_batched_tokens (2048) is smaller than max_model_len (8192).", 1, false, ErrInvalidArgument, "smaller than max_model_len"},
+		{"crash during load", "INFO ok\nEngineDeadError: EngineCore encountered an issue\n", 1, true, ErrCrashed, "EngineDeadError"},
+		{"invalid words during load are a crash", "unrecognized arguments in a request log\nSegfault\n", -1, true, ErrCrashed, "unrecognized"},
+		{"unknown", "something\nbad happened\n", 1, false, ErrCrashed, "bad happened"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := Classify([]byte(tt.log), tt.exit, tt.duringLoad)
+			if !errors.Is(e, tt.want) || e.ExitCode != tt.exit {
+				t.Fatalf("Classify = %v, want %v", e, tt.want)
+			}
+			if !strings.Contains(e.Line, tt.line) {
+				t.Errorf("line %q, want it to contain %q", e.Line, tt.line)
+			}
+		})
+	}
+}
+
+func TestTailAndRedact(t *testing.T) {
+	log := []byte("a\n\nb\r\nc token=hf_abcdefghijklmnopqrstu\n\n")
+	got := Tail(log, 2)
+	if len(got) != 2 || got[0] != "b" || got[1] != "c token=***" {
+		t.Errorf("Tail = %q", got)
+	}
+	if got := Tail(log, 10); len(got) != 3 || got[0] != "a" {
+		t.Errorf("Tail all = %q", got)
+	}
+	for in, want := range map[string]string{
+		"HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrSt": "HF_TOKEN=***",
+		"using hf_AbCdEfGhIjKlMnOpQrSt now": "using hf_*** now",
+		`{"api_key": "sk-123"}`:              `{"api_key": "***"}`,
+		"password: hunter2 ok":               "password: *** ok",
+		"no secrets here":                    "no secrets here",
+	} {
+		if got := Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestParseLogFacts(t *testing.T) {
+	log := `INFO vLLM API server version 0.10.2
+INFO Model loading took 14.99 GiB memory and 6.72 seconds
+INFO Available KV cache memory: 55.05 GiB
+INFO GPU KV cache size: 450,816 tokens
+INFO Maximum concurrency for 8,192 tokens per request: 55.03x
+INFO Graph capturing finished in 21 secs, took 0.94 GiB
+INFO init engine (profile, create kv cache, warmup model) took 30.12 seconds
+`
+	f := ParseLogFacts([]byte(log))
+	want := LogFacts{Version: "0.10.2", AvailableKVGiB: 55.05, KVCacheTokens: 450816, MaxConcurrency: 55.03, WeightsGiB: 14.99, GraphGiB: 0.94, InitEngineS: 30.12}
+	if f != want {
+		t.Errorf("facts = %+v\nwant    %+v", f, want)
+	}
+	if f := ParseLogFacts([]byte("Available KV cache memory: -0.3 GiB")); f.AvailableKVGiB != -0.3 {
+		t.Errorf("negative KV memory: %+v", f)
+	}
+}
+
+func FuzzClassify(f *testing.F) {
+	f.Add([]byte("ValueError: No available memory for the cache blocks.\n"), 1, false)
+	f.Add([]byte("vllm serve: error: unrecognized arguments: --x\n"), 2, false)
+	f.Add([]byte("token=hf_abcdefghijklmnopqrstuvwx\nGPU KV cache size: 1,2,3 tokens\n"), -1, true)
+	f.Fuzz(func(t *testing.T, log []byte, exit int, duringLoad bool) {
+		e := Classify(log, exit, duringLoad)
+		if e == nil || ClassOf(e) == FailNone || len(e.Tail) > tailLines || e.Error() == "" {
+			t.Fatalf("Classify = %#v", e)
+		}
+		if strings.Contains(e.Line, "hf_abcdefghijklmnop") {
+			t.Fatalf("secret in line %q", e.Line)
+		}
+		ParseLogFacts(log)
+	})
+}
