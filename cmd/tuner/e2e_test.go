@@ -263,9 +263,10 @@ func TestE2EInterruptAndResume(t *testing.T) {
 	noSimProcesses(t, simBin)
 	s := openTestStore(t, db)
 	tr, err := s.Trial(context.Background(), running.ID)
-	if err != nil || tr.State != store.StateInterrupted {
-		t.Fatalf("interrupted trial %s: state %s, %v", running.ID, tr.State, err)
+	if err != nil || tr.State != store.StateInterrupted || tr.Result == nil || tr.Result.Failure != trial.FailInterrupted {
+		t.Fatalf("interrupted trial %s: state %s, result %+v, %v", running.ID, tr.State, tr.Result, err)
 	}
+	t.Logf("interrupted trial %s after %.2fs of startup, log %s", tr.ID, tr.Result.Phases.StartupS, tr.Result.LogPath)
 
 	code, stdout, stderr := runBin(t, tunerBin, append(args, "--resume", "--json")...)
 	if code != 0 {
