@@ -4,4 +4,45 @@
 // streaming load generator over the OpenAI API, vLLM-bench metrics,
 // steady-state stability checks and GPU telemetry. Its Result is a plain,
 // versioned record.
+//
+// Parts, each usable alone:
+//
+//   - Runner (runner.go): NewRunner(Config) then Run(ctx, spaces.Config,
+//     Workload) (Result, error). Engine problems are failed Results
+//     (failed:oom, kv_too_small, invalid_argument, startup_timeout, crashed,
+//     unhealthy); the error is for infrastructure and cancellation (then the
+//     engine is stopped first and the Result says FailInterrupted). One
+//     engine start serves every load level of the workload; capacity mode
+//     searches the highest load meeting the SLOs (SearchCapacity).
+//   - Engine (engine.go, classify.go): StartEngine, WaitHealthy, Version,
+//     ServedModel, Exited, Failure, Stop. Classify maps an exit status and
+//     the whole log to *EngineError (Kind is one of the Err* sentinels; the
+//     line that decided and the log's tail explain it). The environment is
+//     passed on an allowlist; secrets are masked in what we write.
+//   - Client (loadgen.go, sse.go): streaming /v1/completions with token-id
+//     prompts of exact length, ignore_eos, max_tokens and include_usage; Do
+//     times one request at chunk arrival (monotonic clock); Drive runs an
+//     open loop (a pacer releases requests at RequestSpec.At whatever the
+//     server does) or a closed loop (N workers), one goroutine per request,
+//     with a Gate that can stop or extend issuing. Failed requests are
+//     records with Err, never dropped.
+//   - Metrics (metrics.go): Summarize(records, SLO) computes vLLM bench's
+//     aggregates; Record is the raw data (also written per trial by
+//     WriteRaw, read back by ReadRaw, so any metric can be recomputed).
+//   - Stability (stability.go): Analyze cuts the warm-up (MSER-5 on E2EL),
+//     compares steady windows pairwise by two-sample KS (KSTest, our
+//     asymptotic p-value), checks the window throughput CV and reports the
+//     95% CI half-width used for early stopping.
+//   - Telemetry (telemetry.go, nvml.go): GPUSource (NVML through go-nvml
+//     with cgo on Linux; a stub reporting ErrNVMLUnavailable otherwise) at
+//     ~10 Hz, and ParseEngineMetrics/ScrapeEngine for the engine's /metrics
+//     (vLLM names and vllm-sim's GPU memory gauges). Peak VRAM comes from
+//     NVML, else from the engine's gauges; Result.VRAMSource says which.
+//   - Workloads (workload.go, workload_load.go): LoadWorkload(name or
+//     file), ParseWorkload (strict YAML, errors naming file, line and
+//     field), built-ins chat, short-high-concurrency and long-prefill, and
+//     ShareGPT files (LoadShareGPTFile).
+//
+// Tests build testdata/fakeengine (a scripted stand-in for vllm serve) and,
+// for the integration tests, cmd/vllm-sim.
 package trial
