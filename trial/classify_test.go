@@ -52,11 +52,11 @@ func TestTailAndRedact(t *testing.T) {
 		t.Errorf("Tail all = %q", got)
 	}
 	for in, want := range map[string]string{
-		"HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrSt": "HF_TOKEN=***",
+		"HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrSt":  "HF_TOKEN=***",
 		"using hf_AbCdEfGhIjKlMnOpQrSt now": "using hf_*** now",
-		`{"api_key": "sk-123"}`:              `{"api_key": "***"}`,
-		"password: hunter2 ok":               "password: *** ok",
-		"no secrets here":                    "no secrets here",
+		`{"api_key": "sk-123"}`:             `{"api_key": "***"}`,
+		"password: hunter2 ok":              "password: *** ok",
+		"no secrets here":                   "no secrets here",
 	} {
 		if got := Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
