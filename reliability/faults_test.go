@@ -238,7 +238,9 @@ func TestFaultMatrix(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	survived := 0
-	var base float64 // baseline TPOT median, ms
+	// TPOT medians (ms) of the healthy runs and of the slow-token run; the
+	// faster healthy run is the baseline (less exposed to a loaded machine).
+	var base, slow float64
 	for _, c := range faultMatrix() {
 		ok := t.Run(c.name, func(t *testing.T) {
 			o := runFaultCase(ctx, t, c)
@@ -270,19 +272,20 @@ func TestFaultMatrix(t *testing.T) {
 			if c.check != nil {
 				c.check(t, o)
 			}
-			if strings.HasPrefix(c.name, "healthy baseline") {
+			if strings.HasPrefix(c.name, "healthy") && (base == 0 || o.metrics.TPOT.Median < base) {
 				base = o.metrics.TPOT.Median
 			}
-			if strings.HasPrefix(c.name, "slow tokens") && base > 0 {
-				if o.metrics.TPOT.Median < 2*base {
-					t.Errorf("TPOT median %.2f ms with slow tokens x4, baseline %.2f ms: want at least twice", o.metrics.TPOT.Median, base)
-				}
+			if strings.HasPrefix(c.name, "slow tokens") {
+				slow = o.metrics.TPOT.Median
 			}
 			assertNoEngineLeft(t, sim, o)
 		})
 		if ok {
 			survived++
 		}
+	}
+	if base > 0 && slow < 2*base {
+		t.Errorf("TPOT median %.2f ms with slow tokens x4, healthy %.2f ms: want at least twice", slow, base)
 	}
 	t.Logf("fault matrix: %d/%d cases survived", survived, len(faultMatrix()))
 }
@@ -300,11 +303,19 @@ func assertNoEngineLeft(t *testing.T, sim string, o *outcome) {
 		t.Errorf("vllm-sim processes left: %v", left)
 	}
 	if o.port != 0 {
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(o.port)))
-		if err != nil {
-			t.Errorf("port %d not free after the trial: %v", o.port, err)
-		} else {
-			l.Close()
+		// Sockets of a killed process may linger a moment in closing
+		// states; the port must be bindable again within seconds.
+		var err error
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			var l net.Listener
+			if l, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(o.port))); err == nil {
+				l.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("port %d not free 5 s after the trial: %v", o.port, err)
+				break
+			}
 		}
 	}
 }

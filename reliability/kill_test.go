@@ -126,6 +126,18 @@ func killCount(t *testing.T) int {
 	return 5
 }
 
+// killSeed seeds the kill schedule: RELIABILITY_SEED, default 20261202.
+func killSeed(t *testing.T) uint64 {
+	if s := os.Getenv("RELIABILITY_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("RELIABILITY_SEED=%q: want an unsigned integer", s)
+		}
+		return n
+	}
+	return 20261202
+}
+
 // killRun is one tuner search flavour of the kill test.
 type killRun struct {
 	engine   string
@@ -266,7 +278,7 @@ func killResume(t *testing.T, r killRun) {
 	args := append([]string{"--db", db, "search", "--model", "tiny", "--gpu", simGPU, "--engine", r.engine,
 		"--vllm-sim", sim, "--trials", strconv.Itoa(r.trials), "--patience", "0", "--seed", "11"}, r.args...)
 	kills := killCount(t)
-	rng := rand.New(rand.NewPCG(20261202, uint64(len(r.engine))))
+	rng := rand.New(rand.NewPCG(killSeed(t), uint64(len(r.engine))))
 	var prev snapshot
 	var prevRunning []string
 	lost, killed, interrupted, withEngine := 0, 0, 0, 0
@@ -380,8 +392,8 @@ func killResume(t *testing.T, r killRun) {
 		t.Errorf("tuner db check: exit %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
 	checkFronts(t, db)
-	t.Logf("kill test (%s): %d kills survived (%d with an engine running), %d trials in the store (%d finished search trials), %d marked interrupted, %d lost, 0 orphans",
-		r.engine, killed, withEngine, len(prev), finished, interrupted, lost)
+	t.Logf("kill test (%s, seed %d): %d kills survived (%d with an engine running), %d trials in the store (%d finished search trials), %d marked interrupted, %d lost, 0 orphans",
+		r.engine, killSeed(t), killed, withEngine, len(prev), finished, interrupted, lost)
 }
 
 // sameTrial compares two stored versions of a finished trial.
