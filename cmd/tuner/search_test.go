@@ -1,16 +1,21 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
 )
 
@@ -210,4 +215,45 @@ func FuzzParseEngineEnv(f *testing.F) {
 			t.Fatalf("accepted %q: %s is not allowlisted", kv, k)
 		}
 	})
+}
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+// TestPrintReportGolden pins the search summary's layout.
+func TestPrintReportGolden(t *testing.T) {
+	// A two-parameter space, so the golden file does not follow changes
+	// of the default space.
+	sp := &spaces.Space{Params: []spaces.Param{
+		{Name: "max_num_seqs", Kind: spaces.Int, Min: 1, Max: 2048, Default: spaces.IntValue(1024), Tune: true},
+		{Name: "kv_cache_dtype", Kind: spaces.Categorical, Choices: []string{"auto", "fp8"}, Default: spaces.StringValue("auto"), Tune: true},
+	}}
+	def := sp.DefaultConfig()
+	best := def.With("max_num_seqs", spaces.IntValue(256)).With("kv_cache_dtype", spaces.StringValue("fp8"))
+	slo, _ := trial.ParseSLO(testSLO)
+	gain := 12.5
+	rep := tuner.Report{
+		Study: "0123456789ab", StopReason: tuner.StopTrials, Elapsed: 83 * time.Second,
+		SearchTrials: 10, RepeatTrials: 3, FailedTrials: 1, RanThisRun: 13, SLO: slo, Metrics: tuner.DefaultMetrics(),
+		Front: []tuner.Candidate{{ConfigID: best.ID(), Config: best, Throughput: tuner.Stat{Median: 4500, MAD: 20, N: 3}, Score: 4480,
+			ConservativeLatency: 21.5, Latency: tuner.Stat{Median: 21, MAD: 0.5, N: 3}, VRAM: tuner.Stat{Median: 72.5, N: 3}, Feasible: true}},
+		Default: &tuner.Candidate{ConfigID: def.ID(), Config: def, Throughput: tuner.Stat{Median: 4000, MAD: 10, N: 2},
+			Latency: tuner.Stat{Median: 25, N: 2}, VRAM: tuner.Stat{Median: 72.5, N: 2}, Feasible: true},
+		GainPct: &gain,
+	}
+	rep.Recommended = &rep.Front[0]
+	var buf bytes.Buffer
+	printReport(&buf, rep, &searchSetup{space: sp, modelArg: testModel})
+	golden := filepath.Join("testdata", "report.golden")
+	if *update {
+		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update)", err)
+	}
+	if buf.String() != string(want) {
+		t.Fatalf("report differs from %s (-update to accept):\n%s", golden, buf.String())
+	}
 }

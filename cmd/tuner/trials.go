@@ -333,7 +333,7 @@ func studiesCommand() *cli.Command {
 					lts[i] = loopTrial(t)
 				}
 				cands := tuner.Aggregate(lts, st.SLO(), studyMetrics(st), 1)
-				if best, err := tuner.Recommend(cands, studyMetrics(st), st.SLO(), tuner.PreferThroughput); err == nil {
+				if best, err := tuner.RecommendMeasured(cands, studyMetrics(st), st.SLO(), tuner.PreferThroughput); err == nil {
 					r.Best = best
 				}
 				rows = append(rows, r)
