@@ -620,6 +620,12 @@ func loadWorkloadArg(arg string) (trial.Workload, error) {
 	return w, nil
 }
 
+// The runners of the three engines satisfy the loop's Runner.
+var (
+	_ tuner.Runner = (*trial.Runner)(nil)
+	_ tuner.Runner = (*sim.Runner)(nil)
+)
+
 // newProcessRunner runs trials as real engine processes (vllm or vllm-sim)
 // through package trial.
 func newProcessRunner(c *cli.Context, ss *searchSetup, log *slog.Logger) (tuner.Runner, func(), error) {
