@@ -505,14 +505,18 @@ func printPrune(w io.Writer, rep search.PruneReport) {
 	tw.Flush()
 }
 
-// secretName reports whether a variable or flag name holds a secret
-// (tokens, keys, passwords): its value is never printed.
+// secretName reports whether a variable or flag name holds a secret: its
+// last dash- or underscore-separated word is TOKEN, KEY, SECRET, PASSWORD
+// or CREDENTIAL(S) (HF_TOKEN, --api-key, AWS_SECRET_ACCESS_KEY), so that
+// --max-num-batched-tokens or --long-prefill-token-threshold are not.
 func secretName(name string) bool {
-	n := strings.ToUpper(name)
-	for _, s := range []string{"TOKEN", "KEY", "SECRET", "PASSWORD", "CREDENTIAL"} {
-		if strings.Contains(n, s) {
-			return true
-		}
+	words := strings.FieldsFunc(strings.ToUpper(name), func(r rune) bool { return r == '-' || r == '_' })
+	if len(words) == 0 {
+		return false
+	}
+	switch words[len(words)-1] {
+	case "TOKEN", "KEY", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS":
+		return true
 	}
 	return false
 }

@@ -177,7 +177,8 @@ func TestSearchDryRun(t *testing.T) {
 			t.Errorf("dry run output lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Contains(out, "secret") || !strings.Contains(out, "HF_TOKEN=***") || !strings.Contains(out, "--api-key '***'") {
+	if strings.Contains(out, "secret") || !strings.Contains(out, "HF_TOKEN=***") || !strings.Contains(out, "--api-key '***'") ||
+		!strings.Contains(out, "--max-num-batched-tokens 8192") {
 		t.Errorf("dry run shows secrets or does not mask them:\n%s", out)
 	}
 	if n := strings.Count(out, "vllm serve "); n != 3 {
@@ -185,6 +186,18 @@ func TestSearchDryRun(t *testing.T) {
 	}
 	if _, err := os.Stat(db); !os.IsNotExist(err) {
 		t.Errorf("dry run created the database (%v)", err)
+	}
+}
+
+func TestSecretName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"HF_TOKEN": true, "--api-key": true, "AWS_SECRET_ACCESS_KEY": true, "--hf-token": true, "DB_PASSWORD": true,
+		"--max-num-batched-tokens": false, "--long-prefill-token-threshold": false, "VLLM_LOGGING_LEVEL": false,
+		"--kv-cache-dtype": false, "": false, "--": false,
+	} {
+		if got := secretName(name); got != want {
+			t.Errorf("secretName(%q) = %v, want %v", name, got, want)
+		}
 	}
 }
 
