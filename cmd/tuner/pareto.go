@@ -242,6 +242,9 @@ func writeChart(path, format string, v frontView, sel selection) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil { // CreateTemp makes 0600
+		return err
+	}
 	return os.Rename(tmp.Name(), path)
 }
 
