@@ -252,3 +252,134 @@ func TestSearchCapacity(t *testing.T) {
 		t.Errorf("error not passed on: %v", err)
 	}
 }
+
+// fakeGPU is a GPUSource whose readings a test scripts: the previous
+// engine's processes hold memory for holdFor after the first Processes
+// call, and every sample reports the throttle mask.
+type fakeGPU struct {
+	mu       sync.Mutex
+	throttle uint64
+	holdFor  time.Duration
+	held     []int
+	since    time.Time
+	samples  int
+}
+
+func (g *fakeGPU) Identity() (GPUIdentity, error) {
+	return GPUIdentity{Name: "Fake H100", Count: 1, UUIDs: []string{"GPU-fake"}, Driver: "999.1", MemoryGiB: 80}, nil
+}
+
+func (g *fakeGPU) Sample() ([]DeviceSample, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.samples++
+	return []DeviceSample{{MemUsed: 70 << 30, MemTotal: 80 << 30, UtilPct: 90, PowerW: 500, EnergyJ: float64(g.samples), SMClockMHz: 1500, TempC: 70, Throttle: g.throttle}}, nil
+}
+
+func (g *fakeGPU) Processes() ([]int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.since.IsZero() {
+		g.since = time.Now()
+	}
+	if time.Since(g.since) < g.holdFor {
+		return g.held, nil
+	}
+	return nil, nil
+}
+
+func (g *fakeGPU) Close() error { return nil }
+
+func TestRunnerGPUTelemetryAndHygiene(t *testing.T) {
+	r, _ := fakeRunner(t, "--fake-gap", "2ms")
+	gpu := &fakeGPU{throttle: 0x40, holdFor: 300 * time.Millisecond}
+	r.gpu, r.cfg.GPU, r.cfg.Telemetry = gpu, gpu, "auto"
+	r.cfg.SampleEvery = 20 * time.Millisecond
+	w := smallWorkload(true)
+	res, err := r.Run(context.Background(), testConfig(), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.VRAMSource != "nvml" || res.PeakVRAMGiB != 70 || res.GPU.Name != "Fake H100" || res.Telemetry.Samples == 0 {
+		t.Errorf("telemetry: %+v, vram %v (%s), gpu %+v", res.Telemetry, res.PeakVRAMGiB, res.VRAMSource, res.GPU)
+	}
+	// A thermal slowdown makes the trial unstable, whatever the load did.
+	if res.Status != StatusUnstable || !res.Stability.Throttled || !strings.Contains(res.Stability.Reason, "hw_thermal_slowdown") {
+		t.Errorf("throttled trial: %s %+v", res.String(), res.Stability)
+	}
+	// The next trial waits until the previous engine's processes left the GPU.
+	gpu.mu.Lock()
+	gpu.held, gpu.since, gpu.throttle = r.prev, time.Time{}, 0
+	gpu.mu.Unlock()
+	if len(r.prev) == 0 {
+		t.Fatal("runner did not record the engine's processes")
+	}
+	res, err = r.Run(context.Background(), testConfig(), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Phases.WaitFreeS < 0.25 {
+		t.Errorf("wait-free took %.3fs, want >= 0.3s of GPU hygiene wait", res.Phases.WaitFreeS)
+	}
+	gpu.mu.Lock()
+	gpu.held, gpu.since, gpu.holdFor = r.prev, time.Time{}, time.Hour
+	gpu.mu.Unlock()
+	r.cfg.FreeTimeout = 200 * time.Millisecond
+	if _, err := r.Run(context.Background(), testConfig(), w); err == nil || !strings.Contains(err.Error(), "gpu memory still held") {
+		t.Errorf("GPU never released: err = %v, want an infrastructure error", err)
+	}
+}
+
+func TestRunnerExtendsAndEarlyStops(t *testing.T) {
+	r, _ := fakeRunner(t, "--fake-gap", "1ms")
+	w := smallWorkload(true)
+	w.NumRequests, w.Warmup = 40, 0
+	// Never stable (too few windows for MinWindows): extended twice by
+	// half the requests, then unstable.
+	r.SetStabilityForTest(func(s *StabilityConfig) { s.MinWindows, s.NoWarmupCut = 1000, true })
+	res, err := r.Run(context.Background(), testConfig(), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := res.Metrics()
+	if res.Status != StatusUnstable || res.Stability.Extended != 2 || m.Completed != 80 {
+		t.Errorf("extension: %s extended %d completed %d", res.String(), res.Stability.Extended, m.Completed)
+	}
+	// A loose CI target stops early, once half the requests are done.
+	r.SetStabilityForTest(func(s *StabilityConfig) {
+		*s = DefaultStabilityConfig()
+		s.CITarget = 10
+		s.MaxCV = 10
+		s.MinEffect = 10
+		s.NoWarmupCut = true
+	})
+	w.NumRequests = 200
+	res, err = r.Run(context.Background(), testConfig(), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = res.Metrics()
+	if !res.Stability.EarlyStopped || m.Completed >= 200 || m.Completed < 100 || res.Status != StatusOK {
+		t.Errorf("early stop: %s %+v completed %d failed %d", res.String(), res.Stability, m.Completed, m.Failed)
+	}
+}
+
+func TestRunnerDurationBound(t *testing.T) {
+	r, _ := fakeRunner(t, "--fake-gap", "1ms")
+	for _, closed := range []bool{true, false} {
+		w := smallWorkload(closed)
+		w.NumRequests, w.Duration = 0, 600*time.Millisecond
+		res, err := r.Run(context.Background(), testConfig(), w)
+		if err != nil || !res.Usable() {
+			t.Fatalf("closed=%v: %v %s %s", closed, err, res.String(), res.Error)
+		}
+		m := res.Metrics()
+		if m.Completed < 10 || m.DurationS > 5 {
+			t.Errorf("closed=%v: completed %d in %.2fs", closed, m.Completed, m.DurationS)
+		}
+		// 400 req/s for 0.6 s: 240 measured requests, less a warm-up cut of at most 25%.
+		if n := m.Completed + m.Failed; !closed && (n > 240 || n < 180) {
+			t.Errorf("open loop at 400/s for 0.6s measured %d", n)
+		}
+	}
+}
