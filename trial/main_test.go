@@ -73,6 +73,9 @@ func simBin(t testing.TB) string {
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv("TRIAL_TEST_HELPER") == "run-trial" {
+		os.Exit(helperRunTrial())
+	}
 	code := m.Run()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {

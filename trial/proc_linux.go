@@ -45,3 +45,22 @@ func GroupMembers(pgid int) []int {
 	}
 	return out
 }
+
+// procStartTime is the start time of pid in clock ticks since boot (field
+// 22 of /proc/pid/stat), 0 when unknown.
+func procStartTime(pid int) uint64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 20 {
+		return 0
+	}
+	t, _ := strconv.ParseUint(string(f[19]), 10, 64)
+	return t
+}

@@ -14,3 +14,5 @@ func GroupMembers(pgid int) []int {
 	}
 	return nil
 }
+
+func procStartTime(pid int) uint64 { return 0 }

@@ -129,6 +129,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	r := &Runner{cfg: cfg, log: cfg.Logger, gpu: cfg.GPU}
+	r.prev = reapStale(cfg.LogDir, r.log)
 	if r.gpu == nil {
 		switch cfg.Telemetry {
 		case "auto", "nvml":
@@ -232,6 +233,7 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Re
 		}
 		return res, err
 	}
+	writeStale(r.cfg.LogDir, eng.PID())
 	stopped := false
 	stop := func() error {
 		if stopped {
@@ -242,6 +244,9 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Re
 		tq := time.Now()
 		r.prev = append(eng.Members(), eng.Seen()...)
 		serr := eng.Stop()
+		if serr == nil {
+			clearStale(r.cfg.LogDir)
+		}
 		res.Phases.StopS = time.Since(tq).Seconds()
 		return serr
 	}
