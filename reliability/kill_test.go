@@ -25,6 +25,8 @@ func runChild(mode string) int {
 	switch mode {
 	case "engine-parent":
 		return engineParent()
+	case "squat":
+		return squat()
 	default:
 		fmt.Fprintf(os.Stderr, "unknown %s=%q\n", childEnv, mode)
 		return 2
