@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -118,7 +119,7 @@ func TestSecretsNeverWritten(t *testing.T) {
 	wrapper := filepath.Join(dir, "engine-wrapper")
 	// The wrapper is the test's probe, not the tuner's: the tuner execs it
 	// directly like any engine binary.
-	script := "#!/bin/sh\nenv > '" + dump + "'\nexec '" + bin(t, "vllm-sim") + "' \"$@\"\n"
+	script := "#!/bin/sh\nenv > '" + dump + "'\nprintf '%s\\n' \"$@\" > '" + dir + "/args.'$$\nexec '" + bin(t, "vllm-sim") + "' \"$@\"\n"
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -141,6 +142,7 @@ func TestSecretsNeverWritten(t *testing.T) {
 	if bytes.Contains(got, []byte(secretAWS)) {
 		t.Errorf("engine got AWS_SECRET_ACCESS_KEY (not on the allowlist)")
 	}
+	checkEngineArgs(t, dir)
 	files := 0
 	check := func(where string, b []byte) {
 		for _, s := range []string{secretHF, secretAWS, secretEngine} {
@@ -152,7 +154,7 @@ func TestSecretsNeverWritten(t *testing.T) {
 	check("tuner stdout", []byte(r.stdout))
 	check("tuner stderr", []byte(r.stderr))
 	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || p == dump || p == wrapper {
+		if err != nil || d.IsDir() || p == dump || p == wrapper || strings.HasPrefix(filepath.Base(p), "args.") {
 			return err
 		}
 		b, err := os.ReadFile(p)
@@ -198,6 +200,47 @@ func TestDryRunHidesSecrets(t *testing.T) {
 	for _, s := range []string{"HF_TOKEN=", "--api-key"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("--dry-run does not show %s (masked)", s)
+		}
+	}
+}
+
+// checkEngineArgs reads the argument lists the engine wrapper recorded: each
+// is the sim's base command, then only flags of the search space, then the
+// --engine-arg values, then the tuner's own --host 127.0.0.1 --port P.
+func checkEngineArgs(t *testing.T, dir string) {
+	t.Helper()
+	space, err := spaces.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "args.*"))
+	if len(files) == 0 {
+		t.Fatal("the engine wrapper recorded no arguments")
+	}
+	base := []string{"serve", "tiny", "--gpu", simGPU, "--gpu-count", "1"}
+	extra := []string{"--startup-scale=0.01"}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		args := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+		n := len(args)
+		if n < len(base)+len(extra)+4 || strings.Join(args[:len(base)], " ") != strings.Join(base, " ") {
+			t.Errorf("engine args %q: want %q first", args, base)
+			continue
+		}
+		if args[n-4] != "--host" || args[n-3] != "127.0.0.1" || args[n-2] != "--port" {
+			t.Errorf("engine args %q: want --host 127.0.0.1 --port P last", args)
+			continue
+		}
+		mid := args[len(base) : n-4]
+		if got := mid[len(mid)-len(extra):]; strings.Join(got, " ") != strings.Join(extra, " ") {
+			t.Errorf("engine args %q: --engine-arg values %q not right before --host", args, extra)
+			continue
+		}
+		if _, err := space.ParseFlags(mid[:len(mid)-len(extra)]); err != nil {
+			t.Errorf("engine got flags outside the search space: %v (args %q)", err, args)
 		}
 	}
 }
