@@ -54,15 +54,16 @@ type Analysis struct {
 // Analyze checks whether the measured records of one level show a steady
 // state. Warm-up: MSER-5 (the truncation that minimises the standard error
 // of the mean of 5-request batch means of E2EL, in start order), capped at
-// WarmupMax. The steady span from the first kept send to the last send is
-// cut into equal windows; per window it takes the output token rate (every
-// content chunk that arrived in it, all requests) and the E2EL of the kept
-// requests sent in it. Windows are compared pairwise with a two-sample
-// Kolmogorov-Smirnov test (Bonferroni over pairs, and a minimum effect on
-// the medians); the coefficient of variation of the window rates must stay
-// within MaxCV or twice the sampling noise 1/sqrt(requests per window),
-// whichever is larger. CIHalfWidth is the relative 95% Student-t half-width
-// of the mean window rate.
+// WarmupMax; the cut requests are listed (CutIndex) unless NoWarmupCut. The
+// steady span runs to the last send: E2EL windows split it from the first
+// kept send, output-rate windows from the first kept completion (when the
+// pipeline is full), counting every content chunk that arrived in them.
+// Windows are compared pairwise with a two-sample Kolmogorov-Smirnov test
+// on E2EL (Bonferroni over pairs, and a minimum effect on the medians); the
+// coefficient of variation of the window rates must stay within MaxCV or
+// twice the sampling noise 1/sqrt(requests per window), whichever is
+// larger. CIHalfWidth is the relative 95% Student-t half-width of the mean
+// window rate (the early-stop criterion).
 func Analyze(recs []Record, c StabilityConfig) Analysis {
 	var a Analysis
 	var kept []*Record
