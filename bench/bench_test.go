@@ -19,6 +19,10 @@ import (
 // figures), not the figures themselves.
 func TestQuickHarness(t *testing.T) {
 	cfg := QuickConfig()
+	if raceEnabled || testing.Short() {
+		cfg.Trials, cfg.Checkpoints, cfg.PruneHistory = 6, []int{3, 6}, 6
+		cfg.Plan = SamplePlan{Random: 60, Refine: 20, Seed: 11}
+	}
 	cfg.CacheDir = t.TempDir()
 	cfg.WriteCache = true
 	out1, out2 := t.TempDir(), t.TempDir()

@@ -549,14 +549,14 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "%d seeds x %d search trials per strategy and scenario, noise on; ground truth from %d random + %d refined noise-free configs per scenario (plus default and grid). ",
 		st.Seeds, st.Trials, st.Plan.Random, st.Plan.Refine)
 	fmt.Fprintf(&b, "HV ratio = hypervolume of the true objective vectors of the truly SLO-feasible configs a strategy tried / HV of the reference front (sampled front joined with every truly feasible config any run tried), reference point = a fixed worst point per scenario (0 tok/s, the SLO's limit of the latency objective or 1.1x its worst feasible value, all GPU memory of the target); strict HV uses the sampled front's nadir pushed 10%% of its range outward instead. Median [Q1-Q3] over seeds. Wall time %.0f s.\n\n", r.WallS)
-	fmt.Fprintf(&b, "## Scenarios\n\n| scenario | target | SLO | objectives | sampled (feasible) | front (from runs) | best tok/s | default tok/s (feasible) | ref | strict ref | ms/eval |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "## Scenarios\n\n| scenario | target | SLO | objectives | sampled (feasible) | front (from runs) | sampled HV / reference HV | best tok/s | default tok/s (feasible) | ref | strict ref | ms/eval |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, sc := range r.Scenarios {
 		def := "failed"
 		if sc.Default.Vec != nil {
 			def = fmt.Sprintf("%.0f (%v)", sc.Default.Vec[0], sc.Default.Feasible)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d (%d) | %d (%d) | %.0f | %s | %s | %s | %.1f |\n", sc.Name, sc.Target, sc.SLO, strings.Join(sc.Objectives, ", "),
-			sc.Sampled, sc.Feasible, sc.Front, sc.FromRuns, sc.BestThroughput, def, fmtVec(sc.Ref), fmtVec(sc.RefStrict), sc.EvalMS)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d (%d) | %d (%d) | %.4f | %.0f | %s | %s | %s | %.1f |\n", sc.Name, sc.Target, sc.SLO, strings.Join(sc.Objectives, ", "),
+			sc.Sampled, sc.Feasible, sc.Front, sc.FromRuns, sc.SampledHV/sc.TrueHV, sc.BestThroughput, def, fmtVec(sc.Ref), fmtVec(sc.RefStrict), sc.EvalMS)
 	}
 	for _, sc := range r.Scenarios {
 		fmt.Fprintf(&b, "\n## %s\n\nWorkload %s. Default: `%s`.\n\n", sc.Name, sc.Workload, sc.DefaultFlags)

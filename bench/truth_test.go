@@ -69,7 +69,7 @@ func TestTruthCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan := SamplePlan{Random: 60, Refine: 20, Seed: 5}
+	plan := SamplePlan{Random: 30, Refine: 10, Seed: 5}
 	key, _ := TruthKey(ctx, p, plan)
 	gt, err := ComputeTruth(ctx, p, ev, plan, key, nil)
 	if err != nil {
@@ -126,7 +126,7 @@ func TestTruthCache(t *testing.T) {
 	}
 	// Large truths are gzipped, and the plain file goes.
 	big := *gt
-	for len(big.Front) < 6000 {
+	for len(big.Front) < 2500 {
 		big.Front = append(big.Front, gt.Front...)
 	}
 	if err := SaveTruth(dir, &big, "x"); err != nil {
