@@ -13,7 +13,10 @@ import (
 // WriteSVG draws the median HV ratio against trials of every strategy on a
 // scenario (the IQR as thin dashed lines, the 0.95 threshold dotted) with
 // gonum.org/v1/plot.
-func (r *Report) WriteSVG(w io.Writer, scenario string) error {
+func (r *Report) WriteSVG(w io.Writer, scenario string) error { return r.writePlot(w, scenario, "svg") }
+
+// writePlot draws the chart in a gonum/plot format ("svg", "png", ...).
+func (r *Report) writePlot(w io.Writer, scenario, format string) error {
 	p := plot.New()
 	p.Title.Text = "HV ratio vs trials: " + scenario
 	p.X.Label.Text = "search trials"
@@ -62,7 +65,7 @@ func (r *Report) WriteSVG(w io.Writer, scenario string) error {
 	if n == 0 {
 		return fmt.Errorf("bench: no summaries for scenario %q", scenario)
 	}
-	c, err := p.WriterTo(7*vg.Inch, 4.5*vg.Inch, "svg")
+	c, err := p.WriterTo(7*vg.Inch, 4.5*vg.Inch, format)
 	if err != nil {
 		return err
 	}
