@@ -477,6 +477,7 @@ func (lr *levelRunner) measure(ctx context.Context, idx int, v float64) error {
 
 	var extended int
 	var early bool
+	var earlyCI float64
 	every := max(10, lw.NumRequests/10)
 	start := time.Now()
 	gate := func(next int, done []Record) bool {
@@ -486,7 +487,7 @@ func (lr *levelRunner) measure(ctx context.Context, idx int, v float64) error {
 		if next < limit {
 			if next > lw.Warmup && next%every == 0 && measuredOK(done) >= int(sc.EarlyStopMin*float64(lw.NumRequests)) {
 				if a := Analyze(done, sc); a.Stable && a.CIHalfWidth <= sc.CITarget {
-					early = true
+					early, earlyCI = true, a.CIHalfWidth
 					return false
 				}
 			}
@@ -539,7 +540,7 @@ func (lr *levelRunner) measure(ctx context.Context, idx int, v float64) error {
 	st := a.Stability
 	st.Extended, st.EarlyStopped = extended, early
 	if early {
-		st.Reason = fmt.Sprintf("early stop: throughput CI half-width %.1f%%", 100*a.CIHalfWidth)
+		st.Reason = strings.TrimSuffix(fmt.Sprintf("early stop at throughput CI half-width %.1f%%; %s", 100*earlyCI, st.Reason), "; ")
 	}
 	l := Level{Metrics: m, SLOMet: met, Violations: viol, Stability: st}
 	rl := RawLevel{Records: recs}
