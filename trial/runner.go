@@ -324,8 +324,13 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Re
 		res.Phases.WarmupS += l.Stability.WarmupS
 	}
 	stopTelemetry()
-	res.Telemetry, res.PeakVRAMGiB, res.VRAMSource, _ = rec.summary()
-	_, _, _, throttled := rec.summary()
+	var throttled bool
+	res.Telemetry, res.PeakVRAMGiB, res.VRAMSource, throttled = rec.summary()
+	if res.VRAMSource == "none" {
+		if v, ok := EstimateVRAM(cfg, res.GPU); ok {
+			res.PeakVRAMGiB, res.VRAMSource = v, "estimate"
+		}
+	}
 	if len(lr.raw) > 0 {
 		if werr := WriteRaw(rawPath, RawHeader{ConfigID: res.ConfigID, Workload: w.Name, Levels: lr.raw}); werr != nil {
 			r.log.Warn("raw data not written", "error", werr)
@@ -363,6 +368,22 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Re
 	}
 	r.progress(Event{Phase: "done", Message: res.String()})
 	return res, nil
+}
+
+// EstimateVRAM is vLLM's reservation when nothing measured it:
+// gpu_memory_utilization x memory per GPU x GPUs used (tensor x pipeline x
+// data parallel; vLLM preallocates its share whatever the load).
+func EstimateVRAM(cfg spaces.Config, gpu GPUIdentity) (float64, bool) {
+	if gpu.MemoryGiB <= 0 || !cfg.Has("gpu_memory_utilization") {
+		return 0, false
+	}
+	n := 1
+	for _, p := range []string{"tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"} {
+		if cfg.Has(p) && cfg.Int(p) > 0 {
+			n *= cfg.Int(p)
+		}
+	}
+	return cfg.Float("gpu_memory_utilization") * gpu.MemoryGiB * float64(n), true
 }
 
 func shortID(id string) string {

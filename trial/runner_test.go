@@ -383,3 +383,13 @@ func TestRunnerDurationBound(t *testing.T) {
 		}
 	}
 }
+
+func TestEstimateVRAM(t *testing.T) {
+	cfg := spaces.NewConfig(map[string]spaces.Value{"gpu_memory_utilization": spaces.FloatValue(0.9), "tensor_parallel_size": spaces.IntValue(2)})
+	if v, ok := EstimateVRAM(cfg, GPUIdentity{MemoryGiB: 80}); !ok || math.Abs(v-144) > 1e-9 {
+		t.Errorf("estimate = %v %v, want 144", v, ok)
+	}
+	if _, ok := EstimateVRAM(cfg, GPUIdentity{}); ok {
+		t.Error("estimate without GPU memory")
+	}
+}
