@@ -3,6 +3,7 @@ package trial
 import (
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -167,5 +168,18 @@ func TestMSERNoCutOnStationary(t *testing.T) {
 	}
 	if c := mserCut(xs, 5, 0.25); c > 50 {
 		t.Errorf("stationary series cut %d", c)
+	}
+}
+
+// BenchmarkAnalyze is the cost of one stability check (the gate runs one
+// every 10% of a level's requests, holding the issue lock).
+func BenchmarkAnalyze(b *testing.B) {
+	for _, n := range []int{400, 5000} {
+		recs := synth(n, time.Millisecond, 64, func(int) float64 { return 300 }, 1)
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			for b.Loop() {
+				Analyze(recs, DefaultStabilityConfig())
+			}
+		})
 	}
 }
