@@ -7,7 +7,7 @@ LDFLAGS   := -X main.version=$(VERSION)
 FUZZTIME  ?= 10s
 export CGO_CFLAGS := -Wno-deprecated-declarations
 
-.PHONY: all build test unit race lint vet fmt-check bench fuzz demo clean
+.PHONY: all build test unit race lint vet fmt-check bench bench-search fuzz soak demo clean
 
 all: build
 
@@ -51,6 +51,11 @@ fuzz:
 # recommendation as a vllm serve command line, and the Pareto plot.
 DEMO_DB    := $(BIN)/demo.db
 DEMO_MODEL := meta-llama/Llama-3.1-8B-Instruct
+# Long reliability soak: fault tests + 20 SIGKILL/resume cycles per engine
+# (RELIABILITY_KILLS, ROUNDS, SEED).
+soak:
+	RELIABILITY_KILLS=$${RELIABILITY_KILLS:-20} GO=$(GO) ./scripts/soak.sh
+
 demo: build
 	rm -rf $(DEMO_DB) $(DEMO_DB).lock $(DEMO_DB).sessions $(BIN)/logs
 	./$(BIN)/tuner --db $(DEMO_DB) search --model $(DEMO_MODEL) --gpu H100-80GB --engine sim \
