@@ -118,6 +118,11 @@ type searchSetup struct {
 	engineEnv  []string
 	enginePath string
 	logDir     string
+	// loop holds the budget knobs read from the flags (the study, workload
+	// and progress fields are filled in by runSearch).
+	loop           tuner.Config
+	startupTimeout time.Duration
+	extend         int
 }
 
 func resolveSearch(c *cli.Context) (*searchSetup, error) {
@@ -178,6 +183,12 @@ func resolveSearch(c *cli.Context) (*searchSetup, error) {
 	if _, err := search.ParseSampler(c.String("sampler")); err != nil {
 		return nil, usagef("--sampler: %v", err)
 	}
+	if ss.loop, err = loopConfig(c, ss.metrics); err != nil {
+		return nil, err
+	}
+	if ss.startupTimeout, ss.extend, err = runnerKnobs(c); err != nil {
+		return nil, err
+	}
 	ss.engineArg = c.StringSlice("engine-arg")
 	if ss.engineEnv, err = parseEngineEnv(c.StringSlice("engine-env")); err != nil {
 		return nil, err
@@ -200,6 +211,55 @@ func resolveSearch(c *cli.Context) (*searchSetup, error) {
 		}
 	}
 	return ss, nil
+}
+
+// loopConfig reads the loop's budget flags. A bad value is a usage error
+// naming the flag, found before any database is opened or created.
+func loopConfig(c *cli.Context, m tuner.Metrics) (tuner.Config, error) {
+	cfg := tuner.DefaultConfig()
+	cfg.Metrics = m
+	cfg.MaxTrials, cfg.Budget, cfg.TrialTimeout, cfg.Patience = c.Int("trials"), c.Duration("budget"), c.Duration("trial-timeout"), c.Int("patience")
+	cfg.Finalists, cfg.Repeats, cfg.Resume = c.Int("finalists"), c.Int("repeats"), c.Bool("resume")
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"trials", cfg.MaxTrials}, {"patience", cfg.Patience}, {"finalists", cfg.Finalists}, {"repeats", cfg.Repeats}} {
+		if f.v < 0 {
+			return cfg, usagef("--%s %d: must be >= 0", f.name, f.v)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"budget", cfg.Budget}, {"trial-timeout", cfg.TrialTimeout}} {
+		if f.v < 0 {
+			return cfg, usagef("--%s %s: must be >= 0 (0 = no limit)", f.name, f.v)
+		}
+	}
+	if cfg.MaxTrials == 0 && cfg.Budget == 0 && cfg.Patience == 0 {
+		return cfg, usagef("--trials 0, --budget 0 and --patience 0: unbounded search (set at least one)")
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, asUsage(err)
+	}
+	return cfg, nil
+}
+
+// runnerKnobs reads the process runner's flags: --startup-timeout must be
+// positive (the runner would silently take its default for 0), --extend and
+// --proposals not negative.
+func runnerKnobs(c *cli.Context) (startup time.Duration, extend int, err error) {
+	startup, extend = c.Duration("startup-timeout"), c.Int("extend")
+	if startup <= 0 {
+		return 0, 0, usagef("--startup-timeout %s: must be > 0", startup)
+	}
+	if extend < 0 {
+		return 0, 0, usagef("--extend %d: must be >= 0", extend)
+	}
+	if n := c.Int("proposals"); n < 0 {
+		return 0, 0, usagef("--proposals %d: must be >= 0", n)
+	}
+	return startup, extend, nil
 }
 
 // findVLLMSim locates the vllm-sim binary: the flag, next to this
@@ -304,11 +364,9 @@ func runSearch(c *cli.Context) error {
 	}
 	defer closeRunner()
 
-	cfg := tuner.DefaultConfig()
+	cfg := ss.loop
 	cfg.Study = study.ID
 	cfg.Workload, cfg.SLO, cfg.Metrics, cfg.Default = ss.workload, ss.slo, ss.metrics, ss.space.DefaultConfig()
-	cfg.MaxTrials, cfg.Budget, cfg.TrialTimeout, cfg.Patience = c.Int("trials"), c.Duration("budget"), c.Duration("trial-timeout"), c.Int("patience")
-	cfg.Finalists, cfg.Repeats, cfg.Resume = c.Int("finalists"), c.Int("repeats"), c.Bool("resume")
 	cfg.Progress, cfg.Terminal, cfg.Logger = c.App.ErrWriter, writerIsTerminal(c.App.ErrWriter), log
 	loop, err := tuner.New(cfg, runner, prop, studyStore{st: st, study: study.ID})
 	if err != nil {
@@ -640,12 +698,8 @@ func newProcessRunner(c *cli.Context, ss *searchSetup, log *slog.Logger) (tuner.
 	rc.LogDir = ss.logDir
 	rc.Logger = log
 	rc.GPUIdentity = trial.GPUIdentity{Name: ss.target.GPU.Name, Count: ss.target.GPUCount, MemoryGiB: ss.target.GPU.MemoryGiB}
-	if n := c.Int("extend"); n >= 0 {
-		rc.Stability.MaxExtensions = n
-	}
-	if d := c.Duration("startup-timeout"); d > 0 {
-		rc.StartupTimeout = d
-	}
+	rc.Stability.MaxExtensions = ss.extend
+	rc.StartupTimeout = ss.startupTimeout
 	r, err := trial.NewRunner(rc)
 	if err != nil {
 		return nil, nil, err

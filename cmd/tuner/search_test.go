@@ -270,3 +270,45 @@ func TestPrintReportGolden(t *testing.T) {
 		t.Fatalf("report differs from %s (-update to accept):\n%s", golden, buf.String())
 	}
 }
+
+// TestSearchBadFlagsWriteNothing checks that bad budget, runner and engine
+// flags are usage errors naming the flag, found before the database is
+// opened: a database path that does not exist stays absent.
+func TestSearchBadFlagsWriteNothing(t *testing.T) {
+	tests := []struct {
+		name  string
+		extra []string
+		want  string
+	}{
+		{"trials negative", []string{"--trials", "-1"}, "--trials -1"},
+		{"budget negative", []string{"--budget", "-1h"}, "--budget -1h0m0s"},
+		{"trial-timeout negative", []string{"--trial-timeout", "-5m"}, "--trial-timeout -5m0s"},
+		{"patience negative", []string{"--patience", "-1"}, "--patience -1"},
+		{"finalists negative", []string{"--finalists", "-1"}, "--finalists -1"},
+		{"repeats negative", []string{"--repeats", "-2"}, "--repeats -2"},
+		{"unbounded", []string{"--trials", "0", "--budget", "0", "--patience", "0"}, "unbounded"},
+		{"requests 0", []string{"--requests", "0"}, "--requests"},
+		{"requests negative", []string{"--requests", "-3"}, "--requests"},
+		{"duration 0", []string{"--duration", "0s"}, "--duration"},
+		{"duration negative", []string{"--duration", "-1s"}, "--duration"},
+		{"startup-timeout negative", []string{"--startup-timeout", "-1s"}, "--startup-timeout -1s"},
+		{"startup-timeout 0", []string{"--startup-timeout", "0s"}, "--startup-timeout 0s"},
+		{"extend negative", []string{"--extend", "-1"}, "--extend -1"},
+		{"proposals negative", []string{"--proposals", "-1"}, "--proposals -1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			db := filepath.Join(t.TempDir(), "fresh.db")
+			args := append([]string{"--db", db, "search", "--model", testModel, "--gpu", testGPU, "--engine", "sim-virtual",
+				"--workload", "testdata/tiny-chat.yaml", "--trials", "1", "--repeats", "1"}, tt.extra...)
+			code, _, errb := runTuner(t, args...)
+			if code != exitUsage || !strings.Contains(errb, tt.want) {
+				t.Fatalf("exit %d (want 2), stderr %q (want %q)", code, errb, tt.want)
+			}
+			if _, err := os.Stat(db); err == nil {
+				t.Fatal("database created on a usage error")
+			}
+		})
+	}
+}
+

@@ -138,7 +138,9 @@ func main() {
 	}
 	if o.hang {
 		if o.ignoreTerm {
-			select {}
+			for {
+				time.Sleep(time.Hour) // not select{}: without cgo the runtime would call that a deadlock
+			}
 		}
 		<-sigs
 		os.Exit(0)
