@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -260,6 +261,24 @@ func runnerKnobs(c *cli.Context) (startup time.Duration, extend int, err error) 
 		return 0, 0, usagef("--proposals %d: must be >= 0", n)
 	}
 	return startup, extend, nil
+}
+
+// engineVersionRE is the shape of a vLLM (PEP 440) version: X.Y[.Z...] with
+// optional pre-release, post, dev and local parts (0.11.0, 0.6.3.post1,
+// 0.11.1rc2, 0.10.2.dev123+gabcdef.cu128).
+var engineVersionRE = regexp.MustCompile(`^v?[0-9]+(\.[0-9]+)+((a|b|rc)[0-9]+)?(\.post[0-9]+)?(\.dev[0-9]+)?(\+[A-Za-z0-9]+(\.[A-Za-z0-9]+)*)?$`)
+
+// checkEngineVersion validates --engine-version: spaces.CompareVersions
+// stops at the first non-numeric part (it reads 0.0.bogus as 0.0), so the
+// whole string must look like a vLLM version too.
+func checkEngineVersion(v string) error {
+	if !engineVersionRE.MatchString(v) {
+		return usagef("--engine-version %q: not a vLLM version (want X.Y.Z, e.g. %s)", v, spaces.DefaultEngineVersion)
+	}
+	if _, err := spaces.CompareVersions(v, "0"); err != nil {
+		return usagef("--engine-version %q: %v", v, err)
+	}
+	return nil
 }
 
 // findVLLMSim locates the vllm-sim binary: the flag, next to this

@@ -295,6 +295,8 @@ func TestSearchBadFlagsWriteNothing(t *testing.T) {
 		{"startup-timeout 0", []string{"--startup-timeout", "0s"}, "--startup-timeout 0s"},
 		{"extend negative", []string{"--extend", "-1"}, "--extend -1"},
 		{"proposals negative", []string{"--proposals", "-1"}, "--proposals -1"},
+		{"engine-version bogus", []string{"--engine-version", "0.0.bogus"}, `--engine-version "0.0.bogus"`},
+		{"engine-version word", []string{"--engine-version", "latest"}, `--engine-version "latest"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -312,3 +314,31 @@ func TestSearchBadFlagsWriteNothing(t *testing.T) {
 	}
 }
 
+func TestCheckEngineVersion(t *testing.T) {
+	for _, v := range []string{"0.11.0", "v0.11.0", "0.8", "0.6.3.post1", "0.11.1rc2", "0.10.2.dev123+gabcdef.cu128", "1.0.0"} {
+		if err := checkEngineVersion(v); err != nil {
+			t.Errorf("checkEngineVersion(%q) = %v, want nil", v, err)
+		}
+	}
+	for _, v := range []string{"", "1", "0.0.bogus", "latest", "0.11.0-beta", "0.11.0 ", "0..1", "0.11.x", "99999999.0"} {
+		if err := checkEngineVersion(v); err == nil {
+			t.Errorf("checkEngineVersion(%q) = nil, want an error", v)
+		}
+	}
+}
+
+// FuzzCheckEngineVersion: an accepted version is one spaces.CompareVersions
+// parses, and it compares equal to itself.
+func FuzzCheckEngineVersion(f *testing.F) {
+	for _, s := range []string{"0.11.0", "0.0.bogus", "0.6.3.post1", "1", "v0.10.2.dev3+g1.cu128"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		if checkEngineVersion(v) != nil {
+			return
+		}
+		if c, err := spaces.CompareVersions(v, v); err != nil || c != 0 {
+			t.Fatalf("accepted %q: CompareVersions = %d, %v", v, c, err)
+		}
+	})
+}

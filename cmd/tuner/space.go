@@ -70,8 +70,8 @@ func resolveTarget(c *cli.Context) (spaces.Target, bool, error) {
 	}
 	t := spaces.Target{Model: m, GPU: g, GPUCount: c.Int("gpus"), MaxModelLen: c.Int("max-model-len"), EngineVersion: c.String("engine-version")}
 	if t.EngineVersion != "" {
-		if _, err := spaces.CompareVersions(t.EngineVersion, "0"); err != nil {
-			return spaces.Target{}, false, usagef("--engine-version: %v", err)
+		if err := checkEngineVersion(t.EngineVersion); err != nil {
+			return spaces.Target{}, false, err
 		}
 	}
 	return t, true, nil
