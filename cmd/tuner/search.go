@@ -190,7 +190,9 @@ func resolveSearch(c *cli.Context) (*searchSetup, error) {
 	if ss.startupTimeout, ss.extend, err = runnerKnobs(c); err != nil {
 		return nil, err
 	}
-	ss.engineArg = c.StringSlice("engine-arg")
+	if ss.engineArg, err = checkEngineArgs(c.StringSlice("engine-arg")); err != nil {
+		return nil, err
+	}
 	if ss.engineEnv, err = parseEngineEnv(c.StringSlice("engine-env")); err != nil {
 		return nil, err
 	}
@@ -261,6 +263,28 @@ func runnerKnobs(c *cli.Context) (startup time.Duration, extend int, err error) 
 		return 0, 0, usagef("--proposals %d: must be >= 0", n)
 	}
 	return startup, extend, nil
+}
+
+// ownedEngineFlags are the engine flags the runner sets itself: the tuner
+// owns the listening address of every engine it starts.
+var ownedEngineFlags = []string{"host", "port"}
+
+// checkEngineArgs rejects --engine-arg values that set a flag the runner
+// owns, in every spelling vLLM's parser accepts: --port=1, --port followed
+// by its value, a bare --host, and underscores for dashes.
+func checkEngineArgs(args []string) ([]string, error) {
+	for _, a := range args {
+		f := strings.Fields(a)
+		if len(f) == 0 || !strings.HasPrefix(f[0], "--") {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimPrefix(f[0], "--"), "=")
+		name = strings.ReplaceAll(name, "_", "-")
+		if slices.Contains(ownedEngineFlags, name) {
+			return nil, usagef("--engine-arg %q: the tuner sets --host and --port of the engine itself (remove --%s)", a, name)
+		}
+	}
+	return args, nil
 }
 
 // engineVersionRE is the shape of a vLLM (PEP 440) version: X.Y[.Z...] with

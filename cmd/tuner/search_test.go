@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -297,6 +298,10 @@ func TestSearchBadFlagsWriteNothing(t *testing.T) {
 		{"proposals negative", []string{"--proposals", "-1"}, "--proposals -1"},
 		{"engine-version bogus", []string{"--engine-version", "0.0.bogus"}, `--engine-version "0.0.bogus"`},
 		{"engine-version word", []string{"--engine-version", "latest"}, `--engine-version "latest"`},
+		{"engine-arg port=", []string{"--engine-arg=--port=9000"}, "--port"},
+		{"engine-arg port value", []string{"--engine-arg", "--port", "--engine-arg", "9000"}, "--port"},
+		{"engine-arg host", []string{"--engine-arg=--host"}, "--host"},
+		{"engine-arg host in one string", []string{"--engine-arg", "--host 0.0.0.0"}, "--host"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -311,6 +316,30 @@ func TestSearchBadFlagsWriteNothing(t *testing.T) {
 				t.Fatal("database created on a usage error")
 			}
 		})
+	}
+}
+
+func TestCheckEngineArgs(t *testing.T) {
+	tests := []struct {
+		args []string
+		bad  bool
+	}{
+		{nil, false},
+		{[]string{"--max-num-seqs", "8", "--api-key=x", "--served-model-name", "port"}, false},
+		{[]string{"--portal=1", "--hostname", "--no-port"}, false}, // other flags (vLLM would reject them itself)
+		{[]string{"--port=1"}, true},
+		{[]string{"--port", "1"}, true},
+		{[]string{"--host"}, true},
+		{[]string{"--host=0.0.0.0"}, true},
+		{[]string{"--HOST"}, false}, // argparse is case-sensitive: not vLLM's --host
+		{[]string{"  --port  8000"}, true},
+	}
+	for _, tt := range tests {
+		_, err := checkEngineArgs(tt.args)
+		var ue usageError
+		if (err != nil) != tt.bad || (err != nil && !errors.As(err, &ue)) {
+			t.Errorf("checkEngineArgs(%q) = %v, want bad=%v (a usage error)", tt.args, err, tt.bad)
+		}
 	}
 }
 
