@@ -84,8 +84,7 @@ func badInputs() []badInput {
 		{name: "engine-env not allowlisted", args: searchArgs("--engine-env", "AWS_SECRET_ACCESS_KEY=x"), want: []string{"--engine-env AWS_SECRET_ACCESS_KEY", "allowlist"}},
 		{name: "engine-arg port", args: searchArgs("--engine-arg=--port=9000"), want: []string{"--engine-arg", "--port"}},
 		{name: "vllm-sim missing", args: []string{"search", "--engine", "sim", "--model", "tiny", "--gpu", simGPU, "--workload", tinyWorkload, "--vllm-sim", bad("nonexistent-vllm-sim"), "--trials", "1"},
-			want: []string{"--vllm-sim", "nonexistent-vllm-sim"},
-			gap:  "a missing --vllm-sim is found only when trial 1 starts (exit 1, database and a failed trial written)"},
+			want: []string{"--vllm-sim", "nonexistent-vllm-sim"}},
 		// Reading commands.
 		{name: "recommend prefer", args: []string{"recommend", "--model", "tiny", "--prefer", "nosuch"}, want: []string{"--prefer", `"nosuch"`}},
 		{name: "recommend format", args: []string{"recommend", "--model", "tiny", "--format", "nosuch"}, want: []string{"--format", `"nosuch"`}},

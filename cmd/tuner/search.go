@@ -306,14 +306,18 @@ func checkEngineVersion(v string) error {
 }
 
 // findVLLMSim locates the vllm-sim binary: the flag, next to this
-// executable, then $PATH.
+// executable, then $PATH. A --vllm-sim path that is missing, a directory or
+// not executable is a usage error at startup, before anything is written.
 func findVLLMSim(flag string) (string, error) {
 	if flag != "" {
+		if err := checkExecutable(flag); err != nil {
+			return "", usagef("--vllm-sim %s: %v", flag, err)
+		}
 		return flag, nil
 	}
 	if exe, err := os.Executable(); err == nil {
 		p := filepath.Join(filepath.Dir(exe), "vllm-sim")
-		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+		if checkExecutable(p) == nil {
 			return p, nil
 		}
 	}
@@ -321,6 +325,20 @@ func findVLLMSim(flag string) (string, error) {
 		return p, nil
 	}
 	return "", usagef("--engine sim: vllm-sim not found next to tuner or on PATH (build it with `make build` or pass --vllm-sim PATH)")
+}
+
+// checkExecutable reports why path cannot be run as a program.
+func checkExecutable(path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return err
+	case st.IsDir():
+		return errors.New("is a directory")
+	case st.Mode()&0o111 == 0:
+		return errors.New("not executable")
+	}
+	return nil
 }
 
 // baseCommand starts the engine without a candidate's flags.

@@ -276,6 +276,11 @@ func TestPrintReportGolden(t *testing.T) {
 // flags are usage errors naming the flag, found before the database is
 // opened: a database path that does not exist stays absent.
 func TestSearchBadFlagsWriteNothing(t *testing.T) {
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "vllm-sim-noexec")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name  string
 		extra []string
@@ -302,6 +307,9 @@ func TestSearchBadFlagsWriteNothing(t *testing.T) {
 		{"engine-arg port value", []string{"--engine-arg", "--port", "--engine-arg", "9000"}, "--port"},
 		{"engine-arg host", []string{"--engine-arg=--host"}, "--host"},
 		{"engine-arg host in one string", []string{"--engine-arg", "--host 0.0.0.0"}, "--host"},
+		{"vllm-sim missing", []string{"--engine", "sim", "--vllm-sim", filepath.Join(dir, "nonexistent-vllm-sim")}, "--vllm-sim " + filepath.Join(dir, "nonexistent-vllm-sim")},
+		{"vllm-sim directory", []string{"--engine", "sim", "--vllm-sim", dir}, "is a directory"},
+		{"vllm-sim not executable", []string{"--engine", "sim", "--vllm-sim", notExec}, "not executable"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
