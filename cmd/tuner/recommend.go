@@ -116,6 +116,16 @@ func recommendCommand() *cli.Command {
 			if c.Float64("k") < 0 {
 				return usagef("--k must be >= 0")
 			}
+			// Every flag is checked before the database is opened, so that a
+			// typo is a usage error and not "no database".
+			var sloFlag *trial.SLO
+			if v := c.String("slo"); v != "" {
+				slo, err := trial.ParseSLO(v)
+				if err != nil {
+					return usagef("--slo: %v", err)
+				}
+				sloFlag = &slo
+			}
 			s, err := openReader(c)
 			if err != nil {
 				return err
@@ -126,10 +136,8 @@ func recommendCommand() *cli.Command {
 				return err
 			}
 			slo := sel.Newest.SLO()
-			if v := c.String("slo"); v != "" {
-				if slo, err = trial.ParseSLO(v); err != nil {
-					return usagef("--slo: %v", err)
-				}
+			if sloFlag != nil {
+				slo = *sloFlag
 			}
 			trials, err := trialsOf(c.Context, s, sel.Studies)
 			if err != nil {

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -91,5 +93,33 @@ func TestRecommendErrors(t *testing.T) {
 		if code != tt.code || !strings.Contains(errb, tt.want) {
 			t.Errorf("%v: exit %d %q; want %d %q", tt.args, code, errb, tt.code, tt.want)
 		}
+	}
+}
+
+// TestRecommendBadFlagsBeforeDB checks that bad flags are usage errors
+// (exit 2) even when there is no database: they are parsed before it is
+// opened.
+func TestRecommendBadFlagsBeforeDB(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "absent.db")
+	for _, tt := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"slo", []string{"--slo", "bad"}, "--slo"},
+		{"slo value", []string{"--slo", "ttft_p99<=abc"}, "--slo"},
+		{"prefer", []string{"--prefer", "nosuch"}, `--prefer "nosuch"`},
+		{"format", []string{"--format", "nosuch"}, `--format "nosuch"`},
+		{"k", []string{"--k", "-1"}, "--k"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, errb := runTuner(t, append([]string{"--db", db, "recommend", "--model", testModel}, tt.args...)...)
+			if code != exitUsage || !strings.Contains(errb, tt.want) {
+				t.Fatalf("exit %d (want 2), stderr %q (want %q)", code, errb, tt.want)
+			}
+			if _, err := os.Stat(db); err == nil {
+				t.Fatal("database created")
+			}
+		})
 	}
 }
