@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -54,6 +55,7 @@ type Engine struct {
 	stop    sync.Once
 	stopErr error
 	members []int // processes of the group seen last (for the GPU hygiene check)
+	logFrom int64 // size of the log file when this engine started (its output follows)
 	mu      sync.Mutex
 	hc      *http.Client
 }
@@ -181,6 +183,10 @@ func StartEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start engine: log: %w", err)
 	}
+	var logFrom int64
+	if st, err := logf.Stat(); err == nil {
+		logFrom = st.Size()
+	}
 	args := append(slices.Clone(cfg.Command[1:]), cfg.Flags...)
 	args = append(args, "--host", cfg.Host, "--port", strconv.Itoa(cfg.Port))
 	env := EngineEnv(os.Environ(), cfg.Env)
@@ -217,7 +223,7 @@ func StartEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 		return nil, fmt.Errorf("start engine %s: %w", cfg.Command[0], err)
 	}
 	e := &Engine{
-		cfg: cfg, cmd: cmd, pgid: cmd.Process.Pid, log: logf, cancel: cancel,
+		cfg: cfg, cmd: cmd, pgid: cmd.Process.Pid, log: logf, cancel: cancel, logFrom: logFrom,
 		done: make(chan struct{}), started: time.Now(),
 		base: "http://" + net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)),
 		hc:   &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}},
@@ -258,16 +264,27 @@ func (e *Engine) ExitCode() int {
 	return -1
 }
 
-// ReadLog returns the whole log so far (at most the last 64 MiB).
+// ReadLog returns this engine's whole log so far (at most the last 64 MiB;
+// earlier engines' output in the same file is left out).
 func (e *Engine) ReadLog() []byte {
-	b, err := readTail(e.cfg.LogPath, 64<<20)
+	b, err := readTail(e.cfg.LogPath, e.logFrom, 64<<20)
 	if err != nil {
 		return nil
 	}
 	return b
 }
 
-func readTail(path string, n int64) ([]byte, error) {
+// LostPort reports whether the engine failed because its port was taken
+// (another process bound it between the tuner's choice and the engine's
+// bind): not the config's fault.
+func (e *Engine) LostPort() bool { return rePortInUse.Match(e.ReadLog()) }
+
+var rePortInUse = regexp.MustCompile(`Address already in use|\[Errno 98\]`)
+
+// ErrPortInUse: the engine could not bind its port.
+var ErrPortInUse = errors.New("engine port already in use")
+
+func readTail(path string, from, n int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -277,10 +294,9 @@ func readTail(path string, n int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if st.Size() > n {
-		if _, err := f.Seek(st.Size()-n, io.SeekStart); err != nil {
-			return nil, err
-		}
+	off := max(from, st.Size()-n, 0)
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return nil, err
 	}
 	return io.ReadAll(f)
 }

@@ -220,20 +220,38 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Re
 		return res, fmt.Errorf("before trial: %w", err)
 	}
 
-	// Start and wait for health.
+	// Start and wait for health; an engine that lost its port to another
+	// process is restarted on a fresh one (not the config's fault).
 	r.progress(Event{Phase: "startup"})
 	ts := time.Now()
-	eng, err := StartEngine(ctx, EngineConfig{
-		Command: r.cfg.Command, Flags: append(cfg.Flags(), r.cfg.ExtraArgs...), Host: r.cfg.Host, Port: r.cfg.Port,
-		LogPath: res.LogPath, Env: r.cfg.Env, StopGrace: r.cfg.StopGrace, Logger: r.log,
-	})
-	if err != nil {
-		if ctx.Err() != nil {
-			return interrupted(ctx.Err())
+	var eng *Engine
+	for attempt := 0; ; attempt++ {
+		eng, err = StartEngine(ctx, EngineConfig{
+			Command: r.cfg.Command, Flags: append(cfg.Flags(), r.cfg.ExtraArgs...), Host: r.cfg.Host, Port: r.cfg.Port,
+			LogPath: res.LogPath, Env: r.cfg.Env, StopGrace: r.cfg.StopGrace, Logger: r.log,
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return interrupted(ctx.Err())
+			}
+			return res, err
 		}
-		return res, err
+		writeStale(r.cfg.LogDir, eng.PID())
+		err = eng.WaitHealthy(ctx, r.cfg.StartupTimeout)
+		if err == nil || ctx.Err() != nil || !eng.LostPort() {
+			break
+		}
+		port := eng.Port()
+		r.prev = append(eng.Members(), eng.Seen()...)
+		if serr := eng.Stop(); serr != nil {
+			return res, serr
+		}
+		clearStale(r.cfg.LogDir)
+		if r.cfg.Port != 0 || attempt >= 2 {
+			return res, fmt.Errorf("start engine: %w: %d", ErrPortInUse, port)
+		}
+		r.log.Warn("engine lost its port to another process; retrying on a fresh port", "port", port)
 	}
-	writeStale(r.cfg.LogDir, eng.PID())
 	stopped := false
 	stop := func() error {
 		if stopped {
@@ -267,7 +285,6 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Re
 		r.log.Info("trial failed", "config", shortID(res.ConfigID), "class", res.Failure, "error", e)
 		return res, nil
 	}
-	err = eng.WaitHealthy(ctx, r.cfg.StartupTimeout)
 	res.Phases.StartupS = time.Since(ts).Seconds()
 	if err != nil {
 		if ctx.Err() != nil {

@@ -393,3 +393,31 @@ func TestEstimateVRAM(t *testing.T) {
 		t.Error("estimate without GPU memory")
 	}
 }
+
+func TestRunnerPortRace(t *testing.T) {
+	// The first start loses its port to another process: the runner
+	// restarts the engine on a fresh port and the trial is not a failure.
+	marker := t.TempDir() + "/raced"
+	r, _ := fakeRunner(t, "--fake-port-race", marker, "--fake-gap", "1ms")
+	res, err := r.Run(context.Background(), testConfig(), smallWorkload(true))
+	if err != nil || !res.Usable() {
+		t.Fatalf("port race: %v %s %s", err, res.String(), res.Error)
+	}
+	log, _ := os.ReadFile(res.LogPath)
+	if n := strings.Count(string(log), "# tuner: command:"); n != 2 || !strings.Contains(string(log), "Address already in use") {
+		t.Errorf("want two starts in the log, got %d", n)
+	}
+	noLeftovers(t)
+	// With a fixed port there is nothing to retry: an infrastructure error.
+	os.Remove(marker)
+	p, err := FreePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.cfg.Port = p
+	res, err = r.Run(context.Background(), testConfig(), smallWorkload(true))
+	if !errors.Is(err, ErrPortInUse) || res.Status == StatusFailed && res.Failure != FailNone {
+		t.Errorf("fixed port: err %v, result %s", err, res.String())
+	}
+	noLeftovers(t)
+}

@@ -39,6 +39,7 @@ type opts struct {
 	memUsed, memTot float64
 	unhealthy       bool // /health answers 503
 	http500         bool // every completion fails
+	portRace        string // marker file: the first start (no marker yet) loses its port
 }
 
 func parse(args []string) (opts, error) {
@@ -84,6 +85,8 @@ func parse(args []string) (opts, error) {
 			o.version = val()
 		case "--fake-no-version-route":
 			o.noVersionRoute = true
+		case "--fake-port-race":
+			o.portRace = val()
 		case "--fake-http500":
 			o.http500 = true
 		case "--fake-unhealthy":
@@ -147,6 +150,13 @@ func main() {
 	}
 	fmt.Println("INFO [kv_cache_utils.py:1] GPU KV cache size: 450,816 tokens")
 	fmt.Println("INFO [kv_cache_utils.py:1] Maximum concurrency for 8,192 tokens per request: 55.03x")
+	if o.portRace != "" {
+		if _, err := os.Stat(o.portRace); err != nil {
+			os.WriteFile(o.portRace, nil, 0o644)
+			fmt.Fprintln(os.Stderr, "ERROR [api_server.py] OSError: [Errno 98] Address already in use")
+			os.Exit(1)
+		}
+	}
 	l, err := net.Listen("tcp", net.JoinHostPort(o.host, strconv.Itoa(o.port)))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "listen:", err)
