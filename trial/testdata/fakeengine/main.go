@@ -37,8 +37,8 @@ type opts struct {
 	version         string
 	noVersionRoute  bool
 	memUsed, memTot float64
-	unhealthy       bool // /health answers 503
-	http500         bool // every completion fails
+	unhealthy       bool   // /health answers 503
+	http500         bool   // every completion fails
 	portRace        string // marker file: the first start (no marker yet) loses its port
 }
 
