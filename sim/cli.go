@@ -233,6 +233,9 @@ func ParseServeArgs(args []string) (ServeOptions, error) {
 	if o.Port < 0 || o.Port > 65535 {
 		return o, &ArgError{Msg: fmt.Sprintf("argument --port: invalid port %d", o.Port)}
 	}
+	if err := checkServeOptions(&o); err != nil {
+		return o, err
+	}
 	o.Engine = spaces.NewConfig(m)
 	return o, nil
 }
