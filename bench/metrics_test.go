@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/vllm-tuner/tuner/pareto"
-	"github.com/vllm-tuner/tuner/search"
+	"github.com/vllm-tuner/tuner/store"
 )
 
 func TestQuantile(t *testing.T) {
@@ -33,7 +33,7 @@ func TestQuantile(t *testing.T) {
 // curve is non-decreasing, inside [0, 1], and reaches 1 exactly when the
 // true front itself is tried.
 func TestCurveProperties(t *testing.T) {
-	p := &Problem{Objectives: search.DefaultObjectives("tpot_p99")}
+	p := &Problem{Objectives: store.DefaultObjectives("tpot_p99")}
 	r := rand.New(rand.NewPCG(3, 4))
 	for iter := range 200 {
 		n := 1 + r.IntN(30)

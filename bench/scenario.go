@@ -10,6 +10,7 @@ import (
 	"github.com/vllm-tuner/tuner/pareto"
 	"github.com/vllm-tuner/tuner/search"
 	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -180,7 +181,7 @@ func (s Scenario) Resolve() (*Problem, error) {
 	w := s.Workload
 	w.SLO = slo
 	return &Problem{Scenario: s, Target: t, Space: sp, Workload: w, SLO: slo,
-		Objectives: search.DefaultObjectives(s.Latency)}, nil
+		Objectives: store.DefaultObjectives(s.Latency)}, nil
 }
 
 // hash identifies the scenario's definition (part of the ground-truth key).

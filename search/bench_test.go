@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/surrogate"
 	"github.com/vllm-tuner/tuner/trial"
 )
@@ -13,7 +14,7 @@ import (
 // of the proposer itself) and with the real surrogate (refit every ask).
 func BenchmarkAsk(b *testing.B) {
 	slo := trial.SLO{{Metric: "tpot_p99", Op: "<=", Limit: 40}}
-	objs := DefaultObjectives("")
+	objs := store.DefaultObjectives("")
 	for _, tc := range []struct {
 		name   string
 		scorer func(b *testing.B) Scorer

@@ -35,19 +35,6 @@ func (o Observation) weight() float64 {
 // Latency metrics a study may minimise.
 var LatencyMetrics = []string{"ttft_p99", "tpot_p99", "itl_p99", "e2el_p99"}
 
-// DefaultObjectives are output throughput (max), the given latency metric
-// (min; "" means tpot_p99) and peak VRAM (min).
-func DefaultObjectives(latency string) pareto.Objectives {
-	if latency == "" {
-		latency = "tpot_p99"
-	}
-	return pareto.Objectives{
-		{Name: "output_throughput", Direction: pareto.Maximize},
-		{Name: latency, Direction: pareto.Minimize},
-		{Name: "peak_vram_gib", Direction: pareto.Minimize},
-	}
-}
-
 // ValidateLatency checks a --latency value.
 func ValidateLatency(name string) error {
 	for _, m := range LatencyMetrics {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/vllm-tuner/tuner/pareto"
 	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -53,7 +54,7 @@ type ProposerConfig struct {
 	Space      *spaces.Space     // resolved (and possibly pruned) space
 	Sampler    SamplerKind       // tpe (default), cmaes or random
 	Seed       uint64            // every random draw derives from it
-	Objectives pareto.Objectives // default DefaultObjectives("")
+	Objectives pareto.Objectives // default store.DefaultObjectives("")
 	SLO        trial.SLO
 	// History is told before the first ask: observations with Weight >=
 	// SamplerMinWeight reach the sampler (warm start); all of them reach
@@ -88,7 +89,7 @@ type ProposerConfig struct {
 func DefaultProposerConfig() ProposerConfig {
 	return ProposerConfig{
 		Sampler:          SamplerTPE,
-		Objectives:       DefaultObjectives(""),
+		Objectives:       store.DefaultObjectives(""),
 		SamplerMinWeight: 1,
 		Candidates:       256,
 		MinScreenHistory: 6,

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -70,7 +71,7 @@ func TestProposalsValidAndUnique(t *testing.T) {
 				for seed := range seeds {
 					cfg := ProposerConfig{Space: space, Sampler: k, Seed: uint64(seed), Candidates: 32}
 					if screen {
-						cfg.Scorer = oracle{objs: DefaultObjectives("")}
+						cfg.Scorer = oracle{objs: store.DefaultObjectives("")}
 					}
 					p := newProposer(t, cfg)
 					seen := map[string]bool{}
@@ -102,7 +103,7 @@ func TestSeededRunsReproducible(t *testing.T) {
 				run := func(seed uint64) []string {
 					cfg := ProposerConfig{Space: h100(t), Sampler: k, Seed: seed, Candidates: 32}
 					if screen {
-						cfg.Scorer = oracle{objs: DefaultObjectives("")}
+						cfg.Scorer = oracle{objs: store.DefaultObjectives("")}
 					}
 					var ids []string
 					for _, c := range runProposer(t, newProposer(t, cfg), 20, nil) {
@@ -223,7 +224,7 @@ func TestScorerErrorFallsBack(t *testing.T) {
 
 // Screening with a perfect model must beat the sampler alone clearly.
 func TestScreeningImprovesHypervolume(t *testing.T) {
-	objs := DefaultObjectives("")
+	objs := store.DefaultObjectives("")
 	slo := trial.SLO{{Metric: "tpot_p99", Op: "<=", Limit: 20}}
 	ref := []float64{0, 40, 100}
 	n := 16

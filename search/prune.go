@@ -10,13 +10,14 @@ import (
 
 	"github.com/vllm-tuner/tuner/pareto"
 	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
 // PruneOptions configures Prune. DefaultPruneOptions gives the defaults.
 type PruneOptions struct {
 	Disabled   bool              // --no-prune: return the space unchanged
-	Objectives pareto.Objectives // default DefaultObjectives("")
+	Objectives pareto.Objectives // default store.DefaultObjectives("")
 	SLO        trial.SLO
 	// Static enables the memory estimate: TP levels and utilisation values
 	// whose budget cannot hold the weights and one max_model_len sequence.
@@ -44,7 +45,7 @@ type PruneOptions struct {
 // DefaultPruneOptions returns the defaults.
 func DefaultPruneOptions() PruneOptions {
 	return PruneOptions{
-		Objectives:    DefaultObjectives(""),
+		Objectives:    store.DefaultObjectives(""),
 		Static:        true,
 		MinFailures:   3,
 		MinHistory:    12,
@@ -84,7 +85,7 @@ func Prune(space *spaces.Space, history []Observation, opts PruneOptions) (*spac
 	out := space.Clone()
 	rep := PruneReport{}
 	if len(opts.Objectives) == 0 {
-		opts.Objectives = DefaultObjectives("")
+		opts.Objectives = store.DefaultObjectives("")
 	}
 	if opts.GoodRank <= 0 {
 		opts.GoodRank = 2

@@ -7,6 +7,7 @@ import (
 
 	"github.com/vllm-tuner/tuner/pareto"
 	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -32,7 +33,7 @@ type Ranked struct {
 // weight 1 (the study's own context) count.
 func ConservativeRank(history []Observation, objs pareto.Objectives, slo trial.SLO, k float64) []Ranked {
 	if len(objs) == 0 {
-		objs = DefaultObjectives("")
+		objs = store.DefaultObjectives("")
 	}
 	type group struct {
 		cfg  spaces.Config

@@ -8,6 +8,7 @@ import (
 
 	"github.com/vllm-tuner/tuner/pareto"
 	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/surrogate"
 	"github.com/vllm-tuner/tuner/trial"
 )
@@ -86,7 +87,7 @@ func TestRepeatCandidates(t *testing.T) {
 func TestSurrogateScorer(t *testing.T) {
 	s := h100(t)
 	slo := trial.SLO{{Metric: "tpot_p99", Op: "<=", Limit: 12}}
-	sc, err := NewSurrogateScorer(s, smokeWorkload(), DefaultObjectives(""), slo, surrogateOptions())
+	sc, err := NewSurrogateScorer(s, smokeWorkload(), store.DefaultObjectives(""), slo, surrogateOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

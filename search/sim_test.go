@@ -7,6 +7,7 @@ import (
 
 	"github.com/vllm-tuner/tuner/sim"
 	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/surrogate"
 	"github.com/vllm-tuner/tuner/trial"
 )
@@ -44,7 +45,7 @@ func simRun(t testing.TB, space *spaces.Space, seed uint64) func(spaces.Config) 
 // Search-quality smoke test on the simulator: TPE with surrogate screening
 // reaches a clearly higher hypervolume in 16 trials than random search.
 func TestSimSearchBeatsRandom(t *testing.T) {
-	objs := DefaultObjectives("tpot_p99")
+	objs := store.DefaultObjectives("tpot_p99")
 	slo := trial.SLO{{Metric: "tpot_p99", Op: "<=", Limit: 40}}
 	// The reference point sits near the default config's throughput, so the
 	// hypervolume measures what a search adds beyond the obvious region.
@@ -85,7 +86,7 @@ func TestSimSearchBeatsRandom(t *testing.T) {
 // start from a good region: after 8 trials on H100 the warm-started search
 // is clearly ahead of a cold one.
 func TestSimWarmStart(t *testing.T) {
-	objs := DefaultObjectives("tpot_p99")
+	objs := store.DefaultObjectives("tpot_p99")
 	slo := trial.SLO{{Metric: "tpot_p99", Op: "<=", Limit: 40}}
 	ref := []float64{3500, 40, 80}
 	a100 := testSpace(t, "Llama-3.1-8B", "A100-80GB", 1)
@@ -133,7 +134,7 @@ func TestSimWarmStart(t *testing.T) {
 // Screening with the real surrogate is reproducible too.
 func TestSimSurrogateReproducible(t *testing.T) {
 	s := h100(t)
-	objs := DefaultObjectives("tpot_p99")
+	objs := store.DefaultObjectives("tpot_p99")
 	seq := func() []string {
 		sc, err := NewSurrogateScorer(s, smokeWorkload(), objs, nil, surrogate.Options{})
 		if err != nil {

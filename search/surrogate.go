@@ -10,6 +10,7 @@ import (
 
 	"github.com/vllm-tuner/tuner/pareto"
 	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/surrogate"
 	"github.com/vllm-tuner/tuner/trial"
 )
@@ -56,7 +57,7 @@ func NewSurrogateScorer(space *spaces.Space, w trial.Workload, objs pareto.Objec
 		return nil, fmt.Errorf("%w: the surrogate needs a resolved space", ErrConfig)
 	}
 	if len(objs) == 0 {
-		objs = DefaultObjectives("")
+		objs = store.DefaultObjectives("")
 	}
 	s := &SurrogateScorer{target: *t, workload: w, schema: surrogate.NewSchema(space), objectives: objs, slo: slo, opts: opts, SpreadFloor: 0.1}
 	known := map[string]surrogate.Objective{}
