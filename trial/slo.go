@@ -86,7 +86,11 @@ func (s SLO) Check(m *Metrics) (bool, []string) {
 	return len(bad) == 0, bad
 }
 
-func (b Bound) holds(v float64) bool {
+func (b Bound) holds(v float64) bool { return b.Holds(v) }
+
+// Holds reports whether v satisfies the bound (an unknown operator never
+// does).
+func (b Bound) Holds(v float64) bool {
 	switch b.Op {
 	case "<=":
 		return v <= b.Limit

@@ -187,7 +187,7 @@ func Aggregate(trials []Trial, slo trial.SLO, m Metrics, k float64) []Candidate 
 				if b.Op == ">=" || b.Op == ">" {
 					v = st.Low(k)
 				}
-				if !holds(b, v) {
+				if !b.Holds(v) {
 					c.Feasible = false
 					c.Violations = append(c.Violations, fmt.Sprintf("%s=%.4g (want %s %.4g)", b.Metric, v, b.Op, b.Limit))
 					c.excess += relExcess(b, v)
@@ -197,20 +197,6 @@ func Aggregate(trials []Trial, slo trial.SLO, m Metrics, k float64) []Candidate 
 		out = append(out, c)
 	}
 	return out
-}
-
-func holds(b trial.Bound, v float64) bool {
-	switch b.Op {
-	case "<=":
-		return v <= b.Limit
-	case "<":
-		return v < b.Limit
-	case ">=":
-		return v >= b.Limit
-	case ">":
-		return v > b.Limit
-	}
-	return false
 }
 
 func relExcess(b trial.Bound, v float64) float64 {
