@@ -59,7 +59,7 @@ soak:
 demo: build
 	rm -rf $(DEMO_DB) $(DEMO_DB).lock $(DEMO_DB).sessions $(BIN)/logs
 	./$(BIN)/tuner --db $(DEMO_DB) search --model $(DEMO_MODEL) --gpu H100-80GB --engine sim \
-	  --workload short-high-concurrency --requests 256 --extend 0 --slo 'tpot_p99<=40ms,ttft_p99<=2s' \
+	  --workload examples/demo-workload.yaml --extend 0 --slo 'tpot_p99<=40ms,ttft_p99<=2s' \
 	  --trials 9 --finalists 2 --repeats 2 --budget 3m --log-dir $(BIN)/logs --engine-arg=--startup-scale=0.01
 	./$(BIN)/tuner --db $(DEMO_DB) recommend --model $(DEMO_MODEL) --format command
 	./$(BIN)/tuner --db $(DEMO_DB) pareto --model $(DEMO_MODEL) --svg $(BIN)/demo-front.svg --html $(BIN)/demo-front.html
