@@ -19,6 +19,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/vllm-tuner/tuner/spaces"
 )
 
 // EngineConfig says how to start one engine process.
@@ -89,15 +91,41 @@ func allowed(k string) bool {
 	return false
 }
 
-// secretKey reports whether an environment variable or flag holds a secret.
-func secretKey(k string) bool {
-	k = strings.ToUpper(k)
-	for _, s := range []string{"TOKEN", "KEY", "SECRET", "PASSWORD", "CREDENTIAL"} {
-		if strings.Contains(k, s) {
-			return true
-		}
+// secretWords are the name words that mark a secret flag or variable.
+var secretWords = []string{"TOKEN", "KEY", "SECRET", "PASSWORD", "CREDENTIAL", "CREDENTIALS"}
+
+// engineParams are the normalised names (lower case, "_" for "-") of the
+// engine parameters of the default space: tuning knobs, never secrets,
+// even when a word of theirs is (long_prefill_token_threshold).
+var engineParams = sync.OnceValue(func() map[string]bool {
+	m := map[string]bool{}
+	s, err := spaces.Default()
+	if err != nil {
+		return m // the embedded space is tested; fail closed (redact more)
 	}
-	return false
+	for _, p := range s.Params {
+		m[normName(p.Name)] = true
+	}
+	return m
+})
+
+// normName lower-cases a flag or variable name, drops leading dashes and
+// writes "-" as "_".
+func normName(k string) string {
+	return strings.ReplaceAll(strings.ToLower(strings.TrimLeft(k, "-")), "-", "_")
+}
+
+// secretKey reports whether an environment variable or flag holds a secret:
+// one of its dash/underscore-separated words is a secret word (HF_TOKEN,
+// --api-key) and it is not an engine parameter of the space
+// (--long-prefill-token-threshold). --max-num-batched-tokens has no such
+// word ("TOKENS").
+func secretKey(k string) bool {
+	words := strings.FieldsFunc(strings.ToUpper(k), func(r rune) bool { return r == '-' || r == '_' })
+	if !slices.ContainsFunc(words, func(w string) bool { return slices.Contains(secretWords, w) }) {
+		return false
+	}
+	return !engineParams()[normName(k)]
 }
 
 // redactArgs masks the values of secret flags (e.g. --api-key) for logging.

@@ -198,3 +198,35 @@ func TestEngineEnvAllowlist(t *testing.T) {
 		t.Errorf("redactArgs = %q", got)
 	}
 }
+
+func TestSecretKey(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		want bool
+	}{
+		{"--api-key", true},
+		{"--hf-token", true},
+		{"HF_TOKEN", true},
+		{"AWS_SECRET_ACCESS_KEY", true},
+		{"DB_PASSWORD", true},
+		{"GOOGLE_APPLICATION_CREDENTIALS", true},
+		{"--credential", true},
+		{"--max-num-batched-tokens", false},
+		{"--max_num_batched_tokens", false},
+		{"--long-prefill-token-threshold", false},
+		{"--long_prefill_token_threshold", false},
+		{"--port", false},
+		{"--keyboard", false},
+		{"--tokenizer", false},
+		{"MONKEY_BUSINESS", false},
+	} {
+		if got := secretKey(tt.name); got != tt.want {
+			t.Errorf("secretKey(%q) = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	args := []string{"--max-num-batched-tokens", "8192", "--long-prefill-token-threshold=512", "--api-key", "k", "--hf-token=t"}
+	want := "--max-num-batched-tokens 8192 --long-prefill-token-threshold=512 --api-key *** --hf-token=***"
+	if got := strings.Join(redactArgs(args), " "); got != want {
+		t.Errorf("redactArgs = %q, want %q", got, want)
+	}
+}
