@@ -181,10 +181,10 @@ func faultMatrix() []faultCase {
 		{name: "KV cache too small for max-model-len", model: "Llama-3.1-8B", flags: []string{"--gpu-memory-utilization", "0.25", "--max-model-len", "131072"},
 			class: trial.FailKVTooSmall, line: "larger than the available KV cache memory"},
 		{name: "unknown flag", flags: []string{"--no-such-flag"}, class: trial.FailInvalidArgument, line: "unrecognized arguments"},
-		{name: "startup fault", flags: []string{"--fault-startup-fail"}, class: trial.FailCrashed, line: "Engine core initialization failed",
+		{name: "startup fault", flags: []string{"--fault-startup-fail"}, class: trial.FailCrashed, line: "illegal memory access",
 			check: func(t *testing.T, o *outcome) {
-				// The root cause is above vLLM's generic last words: the
-				// error's tail must still carry it.
+				// The root cause is above vLLM's generic last words: it is
+				// the deciding line, and the error's tail must still carry it.
 				var ee *trial.EngineError
 				if !errors.As(o.err, &ee) || !strings.Contains(strings.Join(ee.Tail, "\n"), "illegal memory access") {
 					t.Errorf("failure tail lacks the root cause: %v", o.err)

@@ -41,7 +41,6 @@ var (
 	reKVTooSmall = regexp.MustCompile(`larger than the available KV cache memory|is larger than the maximum number of tokens that can be stored in KV cache`)
 	reOOM        = regexp.MustCompile(`CUDA out of memory|OutOfMemoryError|No available memory for the cache blocks|Free memory on device .* is less than desired`)
 	reInvalid    = regexp.MustCompile(`must be divisible by tensor parallel size|must be greater than or equal to max_num_seqs|is smaller than max_model_len|unrecognized arguments|invalid choice|error: argument --|: error: `)
-	reEngineDead = regexp.MustCompile(`EngineDeadError|Engine core initialization failed|Traceback \(most recent call last\)`)
 
 	reVersion     = regexp.MustCompile(`vLLM API server version (\S+)`)
 	reAvailKV     = regexp.MustCompile(`Available KV cache memory: (-?[\d.]+) GiB`)
@@ -73,12 +72,72 @@ func Classify(log []byte, exitCode int, duringLoad bool) *EngineError {
 	case matchLine(log, reInvalid, &e.Line) && !duringLoad:
 		e.Kind = ErrInvalidArgument
 	default:
-		matchLine(log, reEngineDead, &e.Line)
+		// An invalid-argument line seen during load stays the fallback.
+		if rc := rootCause(log); rc != "" {
+			e.Line = rc
+		}
 		if e.Line == "" && len(e.Tail) > 0 {
 			e.Line = e.Tail[len(e.Tail)-1]
 		}
 	}
+	if e.Line == "" {
+		e.Line = rootCause(log)
+	}
 	return e
+}
+
+var (
+	reTraceback = regexp.MustCompile(`Traceback \(most recent call last\)`)
+	reWrapper   = regexp.MustCompile(`EngineDeadError|Engine core initialization failed`)
+	reException = regexp.MustCompile(`\b[A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b:`)
+	reErrLevel  = regexp.MustCompile(`\b(?:ERROR|CRITICAL)\b`)
+)
+
+// rootCause returns the most specific failure line of log (trimmed, secrets
+// masked), or "" when none looks like one. vLLM V1 re-raises every engine
+// core failure as a generic RuntimeError ("Engine core initialization
+// failed. See root cause above.") or EngineDeadError below the client
+// traceback (reference §2.6); the cause is the exception or ERROR line
+// above it. Lines rank: an ERROR-level exception line (ValueError: ...),
+// then any exception line, then an ERROR-level line, then the generic
+// wrapper, then a bare "Traceback"; the first line of the best rank wins
+// (the original exception precedes those raised while handling it).
+func rootCause(log []byte) string {
+	best, rank := "", 0
+	for len(log) > 0 {
+		var ln []byte
+		if i := bytes.IndexByte(log, '\n'); i >= 0 {
+			ln, log = log[:i], log[i+1:]
+		} else {
+			ln, log = log, nil
+		}
+		r := 0
+		switch {
+		case reWrapper.Match(ln):
+			r = 2
+		case reTraceback.Match(ln):
+			r = 1
+		case reException.Match(ln):
+			r = 4
+			if reErrLevel.Match(ln) {
+				r = 5
+			}
+		case reErrLevel.Match(ln):
+			r = 3
+		}
+		if r > rank {
+			best, rank = string(ln), r
+		}
+	}
+	return clip(Redact(strings.TrimSpace(best)))
+}
+
+// clip bounds a shown log line.
+func clip(s string) string {
+	if len(s) > 400 {
+		return s[:400] + "..."
+	}
+	return s
 }
 
 // matchLine finds the first line of log matching re and stores it (trimmed,
@@ -95,10 +154,7 @@ func matchLine(log []byte, re *regexp.Regexp, line *string) bool {
 	} else {
 		e += loc[1]
 	}
-	*line = Redact(strings.TrimSpace(string(log[s:e])))
-	if len(*line) > 400 {
-		*line = (*line)[:400] + "..."
-	}
+	*line = clip(Redact(strings.TrimSpace(string(log[s:e]))))
 	return true
 }
 

@@ -2,6 +2,7 @@ package trial
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -28,6 +29,11 @@ func TestClassify(t *testing.T) {
 		{"crash during load", "INFO ok\nEngineDeadError: EngineCore encountered an issue\n", 1, true, ErrCrashed, "EngineDeadError"},
 		{"invalid words during load are a crash", "unrecognized arguments in a request log\nSegfault\n", -1, true, ErrCrashed, "unrecognized"},
 		{"unknown", "something\nbad happened\n", 1, false, ErrCrashed, "bad happened"},
+		{"root cause above the runtime error", "(EngineCore_DP0 pid=7) INFO [core.py] starting\n(EngineCore_DP0 pid=7) ERROR [core.py] NotImplementedError: Concurrent Partial Prefill is not supported by the V1 engine\n" + strings.Repeat("  File \"x.py\", line 1, in f\n", 45) + "(APIServer pid=6) ERROR [api_server.py] RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n", 1, false, ErrCrashed, "NotImplementedError: Concurrent Partial Prefill"},
+		{"engine ERROR line beats a traceback line", "(EngineCore_DP0 pid=7) ERROR [core.py] RuntimeError: CUDA error: an illegal memory access was encountered\nTraceback (most recent call last):\n  File \"x.py\", line 1\nRuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n", 1, false, ErrCrashed, "illegal memory access"},
+		{"unlisted config ValueError", "ERROR [core.py] ValueError: Async scheduling is not supported with pipeline-parallel-size > 1.\nRuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n", 1, false, ErrCrashed, "Async scheduling"},
+		{"runtime crash root cause", "INFO ok\nERROR [core.py] EngineCore encountered a fatal error.\nTraceback (most recent call last):\nAssertionError: block table overflow\nERROR [async_llm.py] EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.\n", 1, true, ErrCrashed, "AssertionError: block table overflow"},
+		{"generic line only", "Traceback (most recent call last):\nRuntimeError: Engine core initialization failed. See root cause above.\nexit\n", 1, false, ErrCrashed, "Engine core initialization failed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -37,6 +43,9 @@ func TestClassify(t *testing.T) {
 			}
 			if !strings.Contains(e.Line, tt.line) {
 				t.Errorf("line %q, want it to contain %q", e.Line, tt.line)
+			}
+			if want := Tail([]byte(tt.log), tailLines); !slices.Equal(e.Tail, want) {
+				t.Errorf("tail %q, want %q", e.Tail, want)
 			}
 		})
 	}
