@@ -21,12 +21,6 @@ import (
 const (
 	simModel = "Llama-3.1-8B"
 	simGPU   = "H100-80GB"
-	// timeScale slows the live simulator's clock (every step takes this
-	// many times its simulated duration) so that timer overshoot on a
-	// loaded CI machine (~1-2 ms a step) stays a small fraction of a step;
-	// live latencies are divided by it and throughputs multiplied before
-	// the comparison with the virtual clock.
-	timeScale = 4.0
 )
 
 func simTarget(t *testing.T) spaces.Target {
@@ -60,8 +54,11 @@ func simConfig(t *testing.T, tg spaces.Target, kv map[string]spaces.Value) space
 	return c
 }
 
+// simRunner runs the live simulator at its default time scale (1): it
+// paces steps against absolute deadlines, so timer overshoot does not add
+// up and live figures compare directly with the virtual clock.
 func simRunner(t *testing.T, faults ...string) *trial.Runner {
-	return simRunnerScaled(t, timeScale, faults...)
+	return simRunnerScaled(t, 1, faults...)
 }
 
 func simRunnerScaled(t *testing.T, scale float64, faults ...string) *trial.Runner {
@@ -123,11 +120,9 @@ func TestSimFullTrialMatchesVirtual(t *testing.T) {
 	if !want.Usable() {
 		t.Fatalf("virtual %s: %s", want.String(), want.Error)
 	}
-	live := w
-	live.Arrival.Rate = w.Arrival.Rate / timeScale // the same arrivals in slowed time
 	r := simRunner(t)
 	r.SetStabilityForTest(func(s *trial.StabilityConfig) { s.NoWarmupCut = true }) // the virtual clock measures every request
-	res, err := r.Run(context.Background(), cfg, live)
+	res, err := r.Run(context.Background(), cfg, w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,17 +131,16 @@ func TestSimFullTrialMatchesVirtual(t *testing.T) {
 		t.Fatalf("trial %s: %s", res.String(), res.Error)
 	}
 	got, exp := res.Metrics(), want.Metrics()
-	const k = timeScale
 	for _, c := range []struct {
 		name      string
 		got, want float64
 	}{
-		{"output_throughput", got.OutputThroughput * k, exp.OutputThroughput},
-		{"request_throughput", got.RequestThroughput * k, exp.RequestThroughput},
-		{"ttft_mean", got.TTFT.Mean / k, exp.TTFT.Mean},
-		{"tpot_median", got.TPOT.Median / k, exp.TPOT.Median},
-		{"itl_median", got.ITL.Median / k, exp.ITL.Median},
-		{"e2el_median", got.E2EL.Median / k, exp.E2EL.Median},
+		{"output_throughput", got.OutputThroughput, exp.OutputThroughput},
+		{"request_throughput", got.RequestThroughput, exp.RequestThroughput},
+		{"ttft_mean", got.TTFT.Mean, exp.TTFT.Mean},
+		{"tpot_median", got.TPOT.Median, exp.TPOT.Median},
+		{"itl_median", got.ITL.Median, exp.ITL.Median},
+		{"e2el_median", got.E2EL.Median, exp.E2EL.Median},
 	} {
 		dev := math.Abs(c.got-c.want) / c.want
 		t.Logf("%-18s live %10.2f  virtual %10.2f  (%+.1f%%)", c.name, c.got, c.want, 100*(c.got-c.want)/c.want)
@@ -298,10 +292,8 @@ func TestSimCapacity(t *testing.T) {
 	}
 	w.Capacity = true
 	w.Arrival.Concurrency = 8
-	live := w
-	live.SLO = trial.SLO{{Metric: "tpot_median", Op: "<=", Limit: w.SLO[0].Limit * timeScale}} // slowed clock
 	r := simRunner(t)
-	res, err := r.Run(context.Background(), cfg, live)
+	res, err := r.Run(context.Background(), cfg, w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,8 +304,8 @@ func TestSimCapacity(t *testing.T) {
 	var tried []float64
 	for _, l := range res.Levels {
 		tried = append(tried, float64(l.Concurrency))
-		t.Logf("live c=%d: tpot median %.2f ms (/%v = %.2f), completed %d, slo met %v, stability %+v", l.Concurrency, l.Metrics.TPOT.Median,
-			timeScale, l.Metrics.TPOT.Median/timeScale, l.Metrics.Completed, l.SLOMet, l.Stability)
+		t.Logf("live c=%d: tpot median %.2f ms, completed %d, slo met %v, stability %+v", l.Concurrency, l.Metrics.TPOT.Median,
+			l.Metrics.Completed, l.SLOMet, l.Stability)
 	}
 	// One bisection step at the end is max(1, 10% of the capacity).
 	step := math.Max(1, math.Ceil(0.1*float64(truth)))
