@@ -70,7 +70,7 @@ func TestRunnerFaultMatrix(t *testing.T) {
 		{name: "HTTP 500 burst (20%)", extra: []string{"--fault-http500", "0.2"}, errMin: 0.05, errMax: 0.45},
 		{name: "HTTP 500 dominating", extra: []string{"--fault-http500", "0.9"}, status: trial.StatusFailed, class: trial.FailUnhealthy},
 		{name: "malformed SSE (20%)", extra: []string{"--fault-malformed-sse", "0.2"}, errMin: 0.05, errMax: 0.45},
-		{name: "slow tokens x4", extra: []string{"--fault-slow-tokens", "4"}},
+		{name: "slow tokens x10", extra: []string{"--fault-slow-tokens", "10"}},
 		{name: "engine ignores SIGTERM", extra: []string{"--fault-ignore-sigterm"},
 			check: func(t *testing.T, res trial.Result, err error) {
 				if res.Phases.StopS < 0.7 {
@@ -103,7 +103,12 @@ func TestRunnerFaultMatrix(t *testing.T) {
 			rc.ExtraArgs = append([]string{"--startup-scale", "0.01", "--seed", "7"}, c.extra...)
 			rc.LogDir = filepath.Join(t.TempDir(), "logs")
 			rc.Telemetry = "engine"
-			rc.StartupTimeout = 1500 * time.Millisecond
+			// Only the hang case needs a short startup timeout; a loaded CI
+			// machine running -race can take seconds to start a healthy engine.
+			rc.StartupTimeout = 30 * time.Second
+			if c.class == trial.FailStartupTimeout {
+				rc.StartupTimeout = 1500 * time.Millisecond
+			}
 			rc.RequestTimeout = 20 * time.Second
 			rc.StopGrace = 700 * time.Millisecond
 			rc.FreeTimeout = time.Second
@@ -149,7 +154,7 @@ func TestRunnerFaultMatrix(t *testing.T) {
 					switch {
 					case strings.HasPrefix(c.name, "healthy") && (baseTPOT == 0 || m.TPOT.Median < baseTPOT):
 						baseTPOT = m.TPOT.Median // the faster healthy run
-					case c.name == "slow tokens x4":
+					case c.name == "slow tokens x10":
 						slowTPOT = m.TPOT.Median
 					}
 				} else if res.Error == "" {
@@ -172,7 +177,9 @@ func TestRunnerFaultMatrix(t *testing.T) {
 		}
 	}
 	if baseTPOT > 0 && slowTPOT < 2*baseTPOT {
-		t.Errorf("TPOT median %.2f ms with slow tokens x4 vs %.2f ms healthy: want at least twice", slowTPOT, baseTPOT)
+		// x10 on the engine's step time; fixed HTTP and timer overheads on a
+		// loaded machine dilute it, so only a clear slowdown is required.
+		t.Errorf("TPOT median %.2f ms with slow tokens x10 vs %.2f ms healthy: want at least twice", slowTPOT, baseTPOT)
 	}
 	t.Logf("trial.Runner fault matrix: %d/%d cases survived", survived, len(cases))
 }
