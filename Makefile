@@ -51,6 +51,16 @@ fuzz:
 # recommendation as a vllm serve command line, and the Pareto plot.
 DEMO_DB    := $(BIN)/demo.db
 DEMO_MODEL := meta-llama/Llama-3.1-8B-Instruct
+# Search-quality benchmark (issue 8): random, auto_tune-style grid, TPE, the
+# tuner and the warm-started tuner on four scenarios, on the virtual clock.
+# Report (Markdown, JSON, SVG) in $(BENCH_OUT); ground truth cached in
+# bench/testdata (recomputed when sim, space or scenarios change). About 10
+# minutes on one core; BENCH_ARGS=--quick for a smoke run.
+BENCH_OUT  ?= bench-out
+BENCH_ARGS ?= --seeds 5 --trials 48 --parallel 1
+bench-search:
+	nice $(GO) run ./cmd/tuner bench search $(BENCH_ARGS) --out $(BENCH_OUT)
+
 # Long reliability soak: fault tests + 20 SIGKILL/resume cycles per engine
 # (RELIABILITY_KILLS, ROUNDS, SEED).
 soak:
