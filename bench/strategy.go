@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"path/filepath"
-	"sync"
 
 	"github.com/vllm-tuner/tuner/search"
 	"github.com/vllm-tuner/tuner/sim"
@@ -76,37 +75,12 @@ type Strategy interface {
 // --engine sim-virtual` builds it: every run draws fresh noise (the
 // simulator seeds its noise by config, so the seed moves per run and
 // re-measurements vary as real ones do), deterministic for the run seed.
-func noisyRunner(env Env) (*freshNoise, error) {
+func noisyRunner(env Env) (*sim.FreshNoiseRunner, error) {
 	c := sim.DefaultConfig()
 	c.Target = env.Problem.Target
 	c.Noise = true
 	c.Seed = env.Seed
-	if _, err := sim.NewRunner(c); err != nil {
-		return nil, err
-	}
-	return &freshNoise{cfg: c}, nil
-}
-
-// freshNoise is a sim.Runner whose seed advances with every run.
-type freshNoise struct {
-	cfg sim.Config
-	mu  sync.Mutex
-	n   uint64
-}
-
-var _ tuner.Runner = (*freshNoise)(nil)
-
-func (f *freshNoise) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (trial.Result, error) {
-	f.mu.Lock()
-	c := f.cfg
-	c.Seed += f.n * 0x9e3779b97f4a7c15
-	f.n++
-	f.mu.Unlock()
-	r, err := sim.NewRunner(c)
-	if err != nil {
-		return trial.Result{}, err
-	}
-	return r.Run(ctx, cfg, w)
+	return sim.NewFreshNoiseRunner(c)
 }
 
 // record makes a Trial from a result (truth filled in later).
@@ -326,7 +300,7 @@ func (s TunerStrategy) Run(ctx context.Context, env Env) ([]Trial, Belief, error
 	if err != nil {
 		return nil, Belief{}, err
 	}
-	ls := loopStore{st: st, study: study.ID}
+	ls := tuner.StudyStore{Store: st, Study: study.ID}
 	lc := tuner.DefaultConfig()
 	lc.Study, lc.Workload, lc.SLO, lc.Metrics, lc.Default = study.ID, p.Workload, p.SLO, metrics, p.Space.DefaultConfig()
 	lc.MaxTrials, lc.Budget, lc.TrialTimeout, lc.Patience = env.Trials, 0, 0, 0
@@ -337,7 +311,7 @@ func (s TunerStrategy) Run(ctx context.Context, env Env) ([]Trial, Belief, error
 		lc.Repeats = s.Repeats
 	}
 	lc.Logger = env.Logger
-	loop, err := tuner.New(lc, r, loopProposer{prop}, ls)
+	loop, err := tuner.New(lc, r, tuner.SearchProposer{Proposer: prop}, ls)
 	if err != nil {
 		return nil, Belief{}, err
 	}
@@ -370,62 +344,4 @@ func (s TunerStrategy) Run(ctx context.Context, env Env) ([]Trial, Belief, error
 		b.Front = append(b.Front, []float64{c.Throughput.Median, c.Latency.Median, c.VRAM.Median})
 	}
 	return out, b, nil
-}
-
-// loopProposer adapts search.Proposer to the loop: its ErrExhausted ends
-// the loop normally.
-type loopProposer struct{ *search.Proposer }
-
-var _ tuner.Proposer = loopProposer{}
-
-func (p loopProposer) Ask(ctx context.Context) (spaces.Config, error) {
-	cfg, err := p.Proposer.Ask(ctx)
-	if errors.Is(err, search.ErrExhausted) {
-		return cfg, fmt.Errorf("%w: %w", tuner.ErrSpaceExhausted, err)
-	}
-	return cfg, err
-}
-
-// loopStore is the loop's Store over one study of a bbolt store.
-type loopStore struct {
-	st    *store.Store
-	study string
-}
-
-var _ tuner.Store = loopStore{}
-
-func (s loopStore) Begin(ctx context.Context, t tuner.Trial) (tuner.Trial, error) {
-	rec, err := s.st.BeginTrial(ctx, s.study, t.Config, store.BeginOptions{Repeat: t.Repeat})
-	if err != nil {
-		return tuner.Trial{}, err
-	}
-	out := fromStore(rec)
-	out.Phase = t.Phase
-	return out, nil
-}
-
-func (s loopStore) Finish(ctx context.Context, t tuner.Trial) error {
-	_, err := s.st.FinishTrial(ctx, t.ID, t.Result)
-	return err
-}
-
-func (s loopStore) Trials(ctx context.Context) ([]tuner.Trial, error) {
-	ts, err := s.st.Trials(ctx, s.study, store.TrialFilter{})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]tuner.Trial, len(ts))
-	for i, t := range ts {
-		out[i] = fromStore(t)
-	}
-	return out, nil
-}
-
-func fromStore(t store.Trial) tuner.Trial {
-	ph := tuner.PhaseSearch
-	if t.Repeat > 0 {
-		ph = tuner.PhaseRepeat
-	}
-	return tuner.Trial{ID: t.ID, Number: int(t.Seq), Phase: ph, Repeat: t.Repeat, State: tuner.State(t.State),
-		Config: t.Config, ConfigID: t.ConfigID, Result: t.Result, Started: t.Started, Ended: t.Ended}
 }

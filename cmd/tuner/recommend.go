@@ -75,7 +75,7 @@ func trialsOf(ctx context.Context, s *store.Store, studies []store.Study) ([]tun
 			return nil, err
 		}
 		for _, t := range ts {
-			out = append(out, loopTrial(t))
+			out = append(out, tuner.FromStore(t))
 		}
 	}
 	return out, nil

@@ -38,7 +38,7 @@ func TestRecommendFormats(t *testing.T) {
 	ts, _ := s.Trials(context.Background(), studies[0].ID, store.TrialFilter{})
 	var lts []tuner.Trial
 	for _, tr := range ts {
-		lts = append(lts, loopTrial(tr))
+		lts = append(lts, tuner.FromStore(tr))
 	}
 	slo := studies[0].SLO()
 	for _, c := range tuner.Aggregate(lts, slo, studyMetrics(studies[0]), 1) {

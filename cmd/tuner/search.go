@@ -12,7 +12,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -429,7 +428,7 @@ func runSearch(c *cli.Context) error {
 	cfg.Study = study.ID
 	cfg.Workload, cfg.SLO, cfg.Metrics, cfg.Default = ss.workload, ss.slo, ss.metrics, ss.space.DefaultConfig()
 	cfg.Progress, cfg.Terminal, cfg.Logger = c.App.ErrWriter, writerIsTerminal(c.App.ErrWriter), log
-	loop, err := tuner.New(cfg, runner, prop, studyStore{st: st, study: study.ID})
+	loop, err := tuner.New(cfg, runner, prop, tuner.StudyStore{Store: st, Study: study.ID})
 	if err != nil {
 		return asUsage(err)
 	}
@@ -457,55 +456,7 @@ func runSearch(c *cli.Context) error {
 	return err
 }
 
-// studyStore adapts the store to the loop's Store for one study.
-type studyStore struct {
-	st    *store.Store
-	study string
-}
-
-var _ tuner.Store = studyStore{}
-
-func (s studyStore) Begin(ctx context.Context, t tuner.Trial) (tuner.Trial, error) {
-	rec, err := s.st.BeginTrial(ctx, s.study, t.Config, store.BeginOptions{Repeat: t.Repeat})
-	if err != nil {
-		return tuner.Trial{}, err
-	}
-	out := loopTrial(rec)
-	out.Phase = t.Phase
-	return out, nil
-}
-
-func (s studyStore) Finish(ctx context.Context, t tuner.Trial) error {
-	_, err := s.st.FinishTrial(ctx, t.ID, t.Result)
-	return err
-}
-
-func (s studyStore) Trials(ctx context.Context) ([]tuner.Trial, error) {
-	ts, err := s.st.Trials(ctx, s.study, store.TrialFilter{})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]tuner.Trial, len(ts))
-	for i, t := range ts {
-		out[i] = loopTrial(t)
-	}
-	return out, nil
-}
-
-// proposer adapts search.Proposer: its ErrExhausted ends the loop normally.
-type proposer struct{ *search.Proposer }
-
-var _ tuner.Proposer = proposer{}
-
-func (p proposer) Ask(ctx context.Context) (spaces.Config, error) {
-	cfg, err := p.Proposer.Ask(ctx)
-	if errors.Is(err, search.ErrExhausted) {
-		return cfg, fmt.Errorf("%w: %w", tuner.ErrSpaceExhausted, err)
-	}
-	return cfg, err
-}
-
-func newProposer(c *cli.Context, ss *searchSetup, other []search.Observation, log *slog.Logger) (proposer, error) {
+func newProposer(c *cli.Context, ss *searchSetup, other []search.Observation, log *slog.Logger) (tuner.SearchProposer, error) {
 	pc := search.DefaultProposerConfig()
 	pc.Space = ss.pruned
 	if pc.Space == nil {
@@ -522,15 +473,15 @@ func newProposer(c *cli.Context, ss *searchSetup, other []search.Observation, lo
 		so.Seed = c.Uint64("seed")
 		sc, err := search.NewSurrogateScorer(pc.Space, ss.workload, pc.Objectives, ss.slo, so)
 		if err != nil {
-			return proposer{}, err
+			return tuner.SearchProposer{}, err
 		}
 		pc.Scorer = sc
 	}
 	p, err := search.NewProposer(pc)
 	if err != nil {
-		return proposer{}, asUsage(err)
+		return tuner.SearchProposer{}, asUsage(err)
 	}
-	return proposer{p}, nil
+	return tuner.SearchProposer{Proposer: p}, nil
 }
 
 // newRunner builds the runner of --engine.
@@ -541,10 +492,11 @@ func newRunner(c *cli.Context, ss *searchSetup, log *slog.Logger) (tuner.Runner,
 		sc.Target = ss.target
 		sc.Noise = true
 		sc.Seed = c.Uint64("seed")
-		if _, err := sim.NewRunner(sc); err != nil {
+		r, err := sim.NewFreshNoiseRunner(sc)
+		if err != nil {
 			return nil, nil, err
 		}
-		return &virtualRunner{cfg: sc}, func() {}, nil
+		return r, func() {}, nil
 	default:
 		return newProcessRunner(c, ss, log)
 	}
@@ -766,28 +718,4 @@ func newProcessRunner(c *cli.Context, ss *searchSetup, log *slog.Logger) (tuner.
 		return nil, nil, err
 	}
 	return r, func() { r.Close() }, nil
-}
-
-// virtualRunner runs the simulator in-process on its virtual clock. Each
-// run draws fresh noise (the simulator's own seed is fixed per config), so
-// re-measurements vary as real ones do.
-type virtualRunner struct {
-	cfg sim.Config
-	mu  sync.Mutex
-	n   uint64
-}
-
-var _ tuner.Runner = (*virtualRunner)(nil)
-
-func (v *virtualRunner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (trial.Result, error) {
-	v.mu.Lock()
-	sc := v.cfg
-	sc.Seed += v.n * 0x9e3779b97f4a7c15
-	v.n++
-	v.mu.Unlock()
-	r, err := sim.NewRunner(sc)
-	if err != nil {
-		return trial.Result{}, err
-	}
-	return r.Run(ctx, cfg, w)
 }

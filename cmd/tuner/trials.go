@@ -45,18 +45,6 @@ func openReader(c *cli.Context) (*store.Store, error) {
 	return s, err
 }
 
-// loopTrial adapts a stored trial to the loop's view.
-func loopTrial(t store.Trial) tuner.Trial {
-	ph := tuner.PhaseSearch
-	if t.Repeat > 0 {
-		ph = tuner.PhaseRepeat
-	}
-	return tuner.Trial{
-		ID: t.ID, Number: int(t.Seq), Phase: ph, Repeat: t.Repeat, State: tuner.State(t.State),
-		Config: t.Config, ConfigID: t.ConfigID, Result: t.Result, Started: t.Started, Ended: t.Ended,
-	}
-}
-
 // studyMetrics reads a study's objective names (throughput, latency).
 func studyMetrics(st store.Study) tuner.Metrics {
 	m := tuner.DefaultMetrics()
@@ -175,7 +163,7 @@ func printTrials(w io.Writer, trials []store.Trial, studies map[string]store.Stu
 	fmt.Fprintln(tw, "TRIAL\tSTATE\tCONFIG\tREPEAT\tTHROUGHPUT\tLATENCY\tVRAM GiB\tSLO\tDURATION")
 	for _, t := range trials {
 		m := studyMetrics(studies[t.StudyID])
-		lt := loopTrial(t)
+		lt := tuner.FromStore(t)
 		tp, lat, vram, slo := "-", "-", "-", "-"
 		if v, ok := m.Vector(t.Result); ok {
 			tp, lat, vram = fmt.Sprintf("%.1f", v[0]), fmt.Sprintf("%s=%.1fms", m.Latency, v[1]), fmt.Sprintf("%.1f", v[2])
@@ -232,7 +220,7 @@ func showCommand() *cli.Command {
 }
 
 func printTrial(w io.Writer, t store.Trial, st store.Study) error {
-	lt := loopTrial(t)
+	lt := tuner.FromStore(t)
 	fmt.Fprintf(w, "trial %s: %s (study %s: %s on %dx %s, %s, workload %s)\n", t.ID, lt.Verdict(), st.ID, st.Key.Model, st.Key.GPUCount, st.Key.GPU, st.Key.Engine, st.Key.Workload)
 	fmt.Fprintf(w, "config %s, repeat %d, started %s", t.ConfigID, t.Repeat, t.Started.Format(time.RFC3339))
 	if !t.Ended.IsZero() {
@@ -330,7 +318,7 @@ func studiesCommand() *cli.Command {
 				lts := make([]tuner.Trial, len(ts))
 				for i, t := range ts {
 					r.States[string(t.State)]++
-					lts[i] = loopTrial(t)
+					lts[i] = tuner.FromStore(t)
 				}
 				cands := tuner.Aggregate(lts, st.SLO(), studyMetrics(st), 1)
 				if best, err := tuner.RecommendMeasured(cands, studyMetrics(st), st.SLO(), tuner.PreferThroughput); err == nil {
@@ -434,7 +422,7 @@ type metricComparison struct {
 var compareMetrics = []string{"output_throughput", "request_throughput", "request_goodput", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "itl_p99", "e2el_p99", "error_rate", "peak_vram_gib"}
 
 func compareTrials(a, b store.Trial) comparison {
-	c := comparison{Trials: [2]string{a.ID, b.ID}, States: [2]string{loopTrial(a).Verdict(), loopTrial(b).Verdict()}}
+	c := comparison{Trials: [2]string{a.ID, b.ID}, States: [2]string{tuner.FromStore(a).Verdict(), tuner.FromStore(b).Verdict()}}
 	names := map[string]bool{}
 	for _, n := range append(a.Config.Names(), b.Config.Names()...) {
 		names[n] = true

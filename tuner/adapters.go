@@ -1,0 +1,72 @@
+package tuner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/vllm-tuner/tuner/search"
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
+)
+
+// StudyStore is the loop's Store over one study of a bbolt store.
+type StudyStore struct {
+	Store *store.Store
+	Study string // study ID
+}
+
+var _ Store = StudyStore{}
+
+func (s StudyStore) Begin(ctx context.Context, t Trial) (Trial, error) {
+	rec, err := s.Store.BeginTrial(ctx, s.Study, t.Config, store.BeginOptions{Repeat: t.Repeat})
+	if err != nil {
+		return Trial{}, err
+	}
+	out := FromStore(rec)
+	out.Phase = t.Phase
+	return out, nil
+}
+
+func (s StudyStore) Finish(ctx context.Context, t Trial) error {
+	_, err := s.Store.FinishTrial(ctx, t.ID, t.Result)
+	return err
+}
+
+func (s StudyStore) Trials(ctx context.Context) ([]Trial, error) {
+	ts, err := s.Store.Trials(ctx, s.Study, store.TrialFilter{})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Trial, len(ts))
+	for i, t := range ts {
+		out[i] = FromStore(t)
+	}
+	return out, nil
+}
+
+// FromStore is the loop's view of a stored trial.
+func FromStore(t store.Trial) Trial {
+	ph := PhaseSearch
+	if t.Repeat > 0 {
+		ph = PhaseRepeat
+	}
+	return Trial{
+		ID: t.ID, Number: int(t.Seq), Phase: ph, Repeat: t.Repeat, State: State(t.State),
+		Config: t.Config, ConfigID: t.ConfigID, Result: t.Result, Started: t.Started, Ended: t.Ended,
+	}
+}
+
+// SearchProposer adapts search.Proposer to the loop: its ErrExhausted ends
+// the loop normally (ErrSpaceExhausted).
+type SearchProposer struct{ *search.Proposer }
+
+var _ Proposer = SearchProposer{}
+
+func (p SearchProposer) Ask(ctx context.Context) (spaces.Config, error) {
+	cfg, err := p.Proposer.Ask(ctx)
+	if errors.Is(err, search.ErrExhausted) {
+		return cfg, fmt.Errorf("%w: %w", ErrSpaceExhausted, err)
+	}
+	return cfg, err
+}
