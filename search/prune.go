@@ -49,9 +49,9 @@ func DefaultPruneOptions() PruneOptions {
 		Static:        true,
 		MinFailures:   3,
 		MinHistory:    12,
-		MinGood:       4,
+		MinGood:       12,
 		GoodRank:      2,
-		Margin:        0.15,
+		Margin:        0.3,
 		LevelEvidence: 8,
 		LevelHVLoss:   0.01,
 	}
@@ -178,12 +178,15 @@ func extent(p *spaces.Param) float64 {
 
 // pruner holds the state of one Prune call.
 type pruner struct {
-	space    *spaces.Space
-	opts     PruneOptions
-	note     func(name, format string, args ...any)
-	obs      []Observation
-	outs     []outcome
-	good     []bool // usable, feasible and Pareto rank <= GoodRank
+	space *spaces.Space
+	opts  PruneOptions
+	note  func(name, format string, args ...any)
+	obs   []Observation
+	outs  []outcome
+	good  []bool // usable, feasible and Pareto rank <= GoodRank
+	// blame[i] names the discrete parameters whose level best explains
+	// memory failure i (nil: no level explains it); see attribute.
+	blame    []map[string]bool
 	evidence float64
 }
 
@@ -201,6 +204,7 @@ func (pr *pruner) history(h []Observation) {
 		}
 	}
 	pr.good = make([]bool, len(h))
+	pr.attribute()
 	if len(pts) == 0 {
 		return
 	}
@@ -355,6 +359,9 @@ func (pr *pruner) failureRegions() {
 		var pts []pt
 		for i, o := range pr.obs {
 			switch {
+			case memoryFailure(pr.outs[i]) && pr.blame[i] != nil:
+				// Explained by a failing level of another parameter: says
+				// nothing about this range.
 			case memoryFailure(pr.outs[i]):
 				pts = append(pts, pt{value(o, p).Float(), true, o.weight()})
 			case !pr.outs[i].failed:
@@ -424,6 +431,60 @@ func above(p *spaces.Param, fail, ok float64) float64 {
 	return (fail + ok) / 2
 }
 
+// attribute assigns each memory failure to the discrete parameters whose
+// level separates failures from successes: a level no usable trial ran at
+// ("failing level"), with the most weighted failures among the failure's
+// failing levels. A failure with no failing level stays unexplained and
+// counts against every parameter; an explained one counts only against the
+// parameters it is blamed on, so the OOMs of TP=2 do not cut max_num_seqs.
+func (pr *pruner) attribute() {
+	pr.blame = make([]map[string]bool, len(pr.obs))
+	type key struct{ name, level string }
+	fails, runs := map[key]float64{}, map[key]float64{}
+	var discrete []*spaces.Param
+	for _, p := range pr.space.Tuned() {
+		if p.Kind != spaces.Bool && p.Kind != spaces.Categorical && len(p.Values) == 0 {
+			continue
+		}
+		discrete = append(discrete, p)
+		for i, o := range pr.obs {
+			k := key{p.Name, value(o, p).String()}
+			switch {
+			case memoryFailure(pr.outs[i]):
+				fails[k] += o.weight()
+			case !pr.outs[i].failed:
+				runs[k] += o.weight()
+			}
+		}
+	}
+	for i, o := range pr.obs {
+		if !memoryFailure(pr.outs[i]) {
+			continue
+		}
+		bestW := 0.0
+		var who []string
+		for _, p := range discrete {
+			k := key{p.Name, value(o, p).String()}
+			if runs[k] > 0 {
+				continue
+			}
+			switch w := fails[k]; {
+			case w > bestW+1e-9:
+				bestW, who = w, []string{p.Name}
+			case w > bestW-1e-9:
+				who = append(who, p.Name)
+			}
+		}
+		if len(who) == 0 {
+			continue
+		}
+		pr.blame[i] = map[string]bool{}
+		for _, n := range who {
+			pr.blame[i][n] = true
+		}
+	}
+}
+
 // failedLevels drops levels where every trial failed for memory, with
 // enough evidence, while some other level ran.
 func (pr *pruner) failedLevels(p *spaces.Param) {
@@ -435,6 +496,8 @@ func (pr *pruner) failedLevels(p *spaces.Param) {
 		for k, l := range levels {
 			if l.Equal(v) {
 				switch {
+				case memoryFailure(pr.outs[i]) && pr.blame[i] != nil && !pr.blame[i][p.Name]:
+					// Explained by a failing level of another parameter.
 				case memoryFailure(pr.outs[i]):
 					fails[k] += o.weight()
 				case !pr.outs[i].failed:

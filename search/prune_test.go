@@ -3,6 +3,7 @@ package search
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -311,7 +312,7 @@ func TestPruneEnvelopeHandMade(t *testing.T) {
 	}
 	opts := DefaultPruneOptions()
 	opts.Objectives = pareto.Objectives{{Name: "output_throughput", Direction: pareto.Maximize}, {Name: "tpot_p99", Direction: pareto.Minimize}}
-	opts.GoodRank, opts.MinHistory, opts.MinGood = 1, 10, 4
+	opts.GoodRank, opts.MinHistory, opts.MinGood, opts.Margin = 1, 10, 4, 0.15
 	out, rep := Prune(s, hist, opts)
 	lo, hi := math.Log(7.5), math.Log(2048.5)
 	u := func(x float64) float64 { return (math.Log(x) - lo) / (hi - lo) }
@@ -325,5 +326,48 @@ func TestPruneEnvelopeHandMade(t *testing.T) {
 	wantRemoved := 1 - math.Log((wantMax+0.5)/(wantMin-0.5))/math.Log(2048.5/7.5)
 	if math.Abs(r.Removed-wantRemoved) > 1e-9 || math.Abs(rep.VolumeRemoved-wantRemoved) > 1e-9 {
 		t.Fatalf("removed %v (total %v), want %v", r.Removed, rep.VolumeRemoved, wantRemoved)
+	}
+}
+
+// Failures explained by a failing level of another parameter do not cut a
+// range: every low-max_num_seqs trial ran at TP=2, which never ran, so the
+// OOMs are blamed on TP=2 (dropped) and max_num_seqs keeps its bottom.
+func TestPruneFailureAttribution(t *testing.T) {
+	s := testSpace(t, "Llama-3.1-70B", "H100-80GB", 4)
+	tp := param(t, s, "tensor_parallel_size")
+	if !tp.Tune || !slices.Contains(tp.Values, 2) || !slices.Contains(tp.Values, 4) {
+		t.Skipf("space has no TP 2/4 levels: %v", tp.RangeString())
+	}
+	def := s.DefaultConfig()
+	oom := func(c spaces.Config) *trial.Result {
+		return &trial.Result{Config: c, Status: trial.StatusFailed, Failure: trial.FailOOM}
+	}
+	var hist []Observation
+	for _, seqs := range []int{8, 16, 32, 64} {
+		c := def.With("tensor_parallel_size", spaces.IntValue(2)).With("max_num_seqs", spaces.IntValue(seqs))
+		hist = append(hist, Observation{Config: c, Result: oom(c)})
+	}
+	for i, seqs := range []int{128, 256, 512} {
+		c := def.With("tensor_parallel_size", spaces.IntValue(4)).With("max_num_seqs", spaces.IntValue(seqs))
+		hist = append(hist, Observation{Config: c, Result: measured(c, 1000+float64(i), 20, 70)})
+	}
+	opts := DefaultPruneOptions()
+	opts.Static = false
+	orig := param(t, s, "max_num_seqs").Min
+	out, rep := Prune(s, hist, opts)
+	if got := param(t, out, "max_num_seqs").Min; got != orig {
+		t.Fatalf("max_num_seqs min %v, want %v (the OOMs are TP=2's): %v", got, orig, reportOf(rep, "max_num_seqs").Reasons)
+	}
+	if levelKept(param(t, out, "tensor_parallel_size"), spaces.IntValue(2)) && !param(t, s, "tensor_parallel_size").Default.Equal(spaces.IntValue(2)) {
+		t.Fatalf("TP=2 kept after 4 OOMs and no run: %v", reportOf(rep, "tensor_parallel_size").Reasons)
+	}
+	// Without the TP explanation (the same OOMs at TP=4, which also ran),
+	// the bottom of max_num_seqs is cut.
+	for i := range 4 {
+		hist[i].Config = hist[i].Config.With("tensor_parallel_size", spaces.IntValue(4))
+	}
+	out, _ = Prune(s, hist, opts)
+	if got := param(t, out, "max_num_seqs").Min; got <= 64 {
+		t.Fatalf("max_num_seqs min %v, want > 64 once the OOMs are unexplained", got)
 	}
 }
