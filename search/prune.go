@@ -52,7 +52,7 @@ func DefaultPruneOptions() PruneOptions {
 		MinGood:       12,
 		GoodRank:      2,
 		Margin:        0.3,
-		LevelEvidence: 8,
+		LevelEvidence: 12,
 		LevelHVLoss:   0.01,
 	}
 }
