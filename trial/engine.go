@@ -92,7 +92,7 @@ func allowed(k string) bool {
 }
 
 // secretWords are the name words that mark a secret flag or variable.
-var secretWords = []string{"TOKEN", "KEY", "SECRET", "PASSWORD", "CREDENTIAL", "CREDENTIALS"}
+var secretWords = []string{"TOKEN", "KEY", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS"}
 
 // engineParams are the normalised names (lower case, "_" for "-") of the
 // engine parameters of the default space: tuning knobs, never secrets,
@@ -115,12 +115,12 @@ func normName(k string) string {
 	return strings.ReplaceAll(strings.ToLower(strings.TrimLeft(k, "-")), "-", "_")
 }
 
-// secretKey reports whether an environment variable or flag holds a secret:
+// SecretName reports whether an environment variable or flag holds a secret:
 // one of its dash/underscore-separated words is a secret word (HF_TOKEN,
 // --api-key) and it is not an engine parameter of the space
 // (--long-prefill-token-threshold). --max-num-batched-tokens has no such
 // word ("TOKENS").
-func secretKey(k string) bool {
+func SecretName(k string) bool {
 	words := strings.FieldsFunc(strings.ToUpper(k), func(r rune) bool { return r == '-' || r == '_' })
 	if !slices.ContainsFunc(words, func(w string) bool { return slices.Contains(secretWords, w) }) {
 		return false
@@ -128,12 +128,13 @@ func secretKey(k string) bool {
 	return !engineParams()[normName(k)]
 }
 
-// redactArgs masks the values of secret flags (e.g. --api-key) for logging.
-func redactArgs(args []string) []string {
+// RedactArgs masks the values of secret flags (e.g. --api-key X, --hf-token=X)
+// for logs and printed command lines.
+func RedactArgs(args []string) []string {
 	out := slices.Clone(args)
 	for i := 0; i < len(out); i++ {
 		name, _, hasEq := strings.Cut(out[i], "=")
-		if !strings.HasPrefix(name, "--") || !secretKey(name) {
+		if !strings.HasPrefix(name, "--") || !SecretName(name) {
 			continue
 		}
 		if hasEq {
@@ -223,7 +224,7 @@ func StartEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 		k, _, _ := strings.Cut(kv, "=")
 		keys = append(keys, k)
 	}
-	shown := strings.Join(redactArgs(append([]string{cfg.Command[0]}, args...)), " ")
+	shown := strings.Join(RedactArgs(append([]string{cfg.Command[0]}, args...)), " ")
 	fmt.Fprintf(logf, "# tuner: %s\n# tuner: command: %s\n# tuner: env keys: %s\n",
 		time.Now().UTC().Format(time.RFC3339), shown, strings.Join(keys, " "))
 

@@ -194,8 +194,8 @@ func TestEngineEnvAllowlist(t *testing.T) {
 	if got := strings.Join(env, " "); got != want {
 		t.Errorf("EngineEnv = %q, want %q", got, want)
 	}
-	if got := strings.Join(redactArgs([]string{"--api-key", "k", "--hf-token=t", "--port", "1"}), " "); got != "--api-key *** --hf-token=*** --port 1" {
-		t.Errorf("redactArgs = %q", got)
+	if got := strings.Join(RedactArgs([]string{"--api-key", "k", "--hf-token=t", "--port", "1"}), " "); got != "--api-key *** --hf-token=*** --port 1" {
+		t.Errorf("RedactArgs = %q", got)
 	}
 }
 
@@ -220,13 +220,13 @@ func TestSecretKey(t *testing.T) {
 		{"--tokenizer", false},
 		{"MONKEY_BUSINESS", false},
 	} {
-		if got := secretKey(tt.name); got != tt.want {
-			t.Errorf("secretKey(%q) = %v, want %v", tt.name, got, tt.want)
+		if got := SecretName(tt.name); got != tt.want {
+			t.Errorf("SecretName(%q) = %v, want %v", tt.name, got, tt.want)
 		}
 	}
 	args := []string{"--max-num-batched-tokens", "8192", "--long-prefill-token-threshold=512", "--api-key", "k", "--hf-token=t"}
 	want := "--max-num-batched-tokens 8192 --long-prefill-token-threshold=512 --api-key *** --hf-token=***"
-	if got := strings.Join(redactArgs(args), " "); got != want {
-		t.Errorf("redactArgs = %q, want %q", got, want)
+	if got := strings.Join(RedactArgs(args), " "); got != want {
+		t.Errorf("RedactArgs = %q, want %q", got, want)
 	}
 }

@@ -543,13 +543,13 @@ func dryRun(c *cli.Context, ss *searchSetup, dbPath string) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "  %d. config %s: %s\n", i+1, cfg.ID(), shellJoin(maskSecretArgs(ss.engineCommand(cfg))))
+		fmt.Fprintf(w, "  %d. config %s: %s\n", i+1, cfg.ID(), shellJoin(trial.RedactArgs(ss.engineCommand(cfg))))
 	}
 	if len(ss.engineEnv) > 0 {
 		env := make([]string, len(ss.engineEnv))
 		for i, kv := range ss.engineEnv {
 			k, v, _ := strings.Cut(kv, "=")
-			if secretName(k) {
+			if trial.SecretName(k) {
 				v = "***"
 			}
 			env[i] = k + "=" + v
@@ -574,40 +574,6 @@ func printPrune(w io.Writer, rep search.PruneReport) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%.0f%%\t%s\n", p.Name, p.Original, p.Pruned, p.Removed*100, strings.Join(p.Reasons, "; "))
 	}
 	tw.Flush()
-}
-
-// secretName reports whether a variable or flag name holds a secret: its
-// last dash- or underscore-separated word is TOKEN, KEY, SECRET, PASSWORD
-// or CREDENTIAL(S) (HF_TOKEN, --api-key, AWS_SECRET_ACCESS_KEY), so that
-// --max-num-batched-tokens or --long-prefill-token-threshold are not.
-func secretName(name string) bool {
-	words := strings.FieldsFunc(strings.ToUpper(name), func(r rune) bool { return r == '-' || r == '_' })
-	if len(words) == 0 {
-		return false
-	}
-	switch words[len(words)-1] {
-	case "TOKEN", "KEY", "APIKEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS":
-		return true
-	}
-	return false
-}
-
-// maskSecretArgs masks the values of secret flags (--api-key X, --hf-token=X).
-func maskSecretArgs(args []string) []string {
-	out := slices.Clone(args)
-	for i := 0; i < len(out); i++ {
-		name, _, hasEq := strings.Cut(out[i], "=")
-		if !strings.HasPrefix(name, "--") || !secretName(name) {
-			continue
-		}
-		if hasEq {
-			out[i] = name + "=***"
-		} else if i+1 < len(out) {
-			out[i+1] = "***"
-			i++
-		}
-	}
-	return out
 }
 
 // shellJoin quotes arguments that need it for a POSIX shell.

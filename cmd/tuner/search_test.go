@@ -190,18 +190,6 @@ func TestSearchDryRun(t *testing.T) {
 	}
 }
 
-func TestSecretName(t *testing.T) {
-	for name, want := range map[string]bool{
-		"HF_TOKEN": true, "--api-key": true, "AWS_SECRET_ACCESS_KEY": true, "--hf-token": true, "DB_PASSWORD": true,
-		"--max-num-batched-tokens": false, "--long-prefill-token-threshold": false, "VLLM_LOGGING_LEVEL": false,
-		"--kv-cache-dtype": false, "": false, "--": false,
-	} {
-		if got := secretName(name); got != want {
-			t.Errorf("secretName(%q) = %v, want %v", name, got, want)
-		}
-	}
-}
-
 func TestShellJoin(t *testing.T) {
 	got := shellJoin([]string{"vllm", "serve", "m", "--x", "a b", "it's", ""})
 	if want := `vllm serve m --x 'a b' 'it'\''s' ''`; got != want {
