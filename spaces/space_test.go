@@ -75,10 +75,10 @@ func TestGPUDependentDefaults(t *testing.T) {
 
 func TestVersionGating(t *testing.T) {
 	tests := []struct {
-		version               string
-		swap, schedSteps      bool
-		util                  string
-		async                 string
+		version          string
+		swap, schedSteps bool
+		util             string
+		async            string
 	}{
 		{"0.10.1", true, true, "0.9", "false"},
 		{"0.11.0", true, false, "0.9", "false"},
