@@ -546,13 +546,14 @@ func (p *Proposer) screen(ctx context.Context, pool []spaces.Config, sc scalaris
 		outs = append(outs, evaluate(o, p.cfg.Objectives, p.cfg.SLO))
 	}
 	front := feasibleFront(outs, sc.norm)
+	ref := normRef(fixedRef(p.cfg.Objectives, p.cfg.SLO, p.cfg.Space.Target()), sc.norm)
 	score := func(cands []spaces.Config) ([]acqScore, bool) {
 		preds, err := p.cfg.Scorer.Score(ctx, cands)
 		if err != nil || len(preds) != len(cands) {
 			p.cfg.Logger.Warn("surrogate scoring failed; using the sampler's choice", "err", err, "predictions", len(preds), "candidates", len(cands))
 			return nil, false
 		}
-		return acquisition(preds, front, sc, p.cfg.Optimism), true
+		return acquisition(preds, front, sc, p.cfg.Optimism, ref), true
 	}
 	scores, ok := score(pool)
 	if !ok {

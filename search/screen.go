@@ -6,6 +6,7 @@ import (
 
 	"github.com/vllm-tuner/tuner/pareto"
 	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/trial"
 )
 
 // Prediction is a model's view of one candidate config.
@@ -57,12 +58,15 @@ func (a acqScore) better(b acqScore) bool {
 // candidate improves the front, the augmented Chebyshev value of the
 // optimistic prediction under the ask's weights, scaled by the feasibility
 // probability, breaks the tie. Predictions of the wrong length score worst.
-func acquisition(preds []Prediction, front [][]float64, sc scalariser, k float64) []acqScore {
+// ref is the normalised reference point (nil: hvRef in every coordinate).
+func acquisition(preds []Prediction, front [][]float64, sc scalariser, k float64, ref []float64) []acqScore {
 	d := len(sc.weights)
 	dirs := minDirs(d)
-	ref := make([]float64, d)
-	for j := range ref {
-		ref[j] = hvRef
+	if len(ref) != d {
+		ref = make([]float64, d)
+		for j := range ref {
+			ref[j] = hvRef
+		}
 	}
 	base, _ := pareto.Hypervolume(front, dirs, ref)
 	out := make([]acqScore, len(preds))
@@ -102,4 +106,48 @@ func best(scores []acqScore) int {
 		}
 	}
 	return b
+}
+
+// fixedRef is the natural worst point of the objectives, in their own units
+// (NaN where there is none): 0 for a maximised objective, the loosest SLO
+// limit of a minimised one, all GPU memory of the target for peak VRAM.
+// Hypervolume gains measured against it (rather than against the worst
+// trial seen so far) value the ends of the front, the low-latency and
+// low-memory configs, as the final front's hypervolume does.
+func fixedRef(objs pareto.Objectives, slo trial.SLO, t *spaces.Target) []float64 {
+	ref := make([]float64, len(objs))
+	for j, o := range objs {
+		ref[j] = math.NaN()
+		switch {
+		case o.Direction == pareto.Maximize:
+			ref[j] = 0
+		case o.Name == "peak_vram_gib":
+			if t != nil && t.GPU.MemoryGiB > 0 {
+				ref[j] = t.GPU.MemoryGiB * float64(max(1, t.GPUCount))
+			}
+		default:
+			for _, b := range slo {
+				if b.Metric == o.Name && (b.Op == "<=" || b.Op == "<") && !(ref[j] >= b.Limit) {
+					ref[j] = b.Limit
+				}
+			}
+		}
+	}
+	return ref
+}
+
+// normRef maps a fixedRef point into the scalariser's normalised space, never
+// tighter than hvRef (NaN coordinates are hvRef).
+func normRef(raw []float64, norm normaliser) []float64 {
+	if raw == nil {
+		return nil
+	}
+	out := make([]float64, len(raw))
+	for j, r := range raw {
+		out[j] = hvRef
+		if !math.IsNaN(r) {
+			out[j] = math.Max(hvRef, (r*norm.sign[j]-norm.lo[j])/(norm.hi[j]-norm.lo[j]))
+		}
+	}
+	return out
 }
