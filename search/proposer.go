@@ -64,7 +64,7 @@ type ProposerConfig struct {
 	// Scorer screens candidates (nil: the sampler's own choice).
 	Scorer           Scorer
 	Candidates       int // pool size when screening (default 256)
-	MinScreenHistory int // usable observations before screening (default 6)
+	MinScreenHistory int // usable observations before screening (default 2: the surrogate learns the ratio to its roofline estimate, so two trials already steer it)
 	RefitEvery       int // tells between Fit calls (default 1)
 	// RandomFraction is the share of the pool drawn uniformly (default 0.1;
 	// negative: none).
@@ -92,7 +92,7 @@ func DefaultProposerConfig() ProposerConfig {
 		Objectives:       store.DefaultObjectives(""),
 		SamplerMinWeight: 1,
 		Candidates:       256,
-		MinScreenHistory: 6,
+		MinScreenHistory: 2,
 		RefitEvery:       1,
 		RandomFraction:   0.1,
 		MutationFraction: 0.6,

@@ -82,9 +82,11 @@ func TestSimSearchBeatsRandom(t *testing.T) {
 }
 
 // Warm start: history from the same model on another GPU (A100), weighted
-// less and carrying its target, lets the surrogate and the mutation pool
-// start from a good region: after 8 trials on H100 the warm-started search
-// is clearly ahead of a cold one.
+// less and carrying its target, reaches the surrogate and the mutation pool.
+// Since screening starts after two usable trials (MinScreenHistory), a cold
+// search catches up within 8 trials (it was 1.3x behind when screening
+// started at 6), so this guards that the other context does not mislead the
+// search: after 8 trials on H100 the warm-started one is not clearly behind.
 func TestSimWarmStart(t *testing.T) {
 	objs := store.DefaultObjectives("tpot_p99")
 	slo := trial.SLO{{Metric: "tpot_p99", Op: "<=", Limit: 40}}
@@ -101,6 +103,7 @@ func TestSimWarmStart(t *testing.T) {
 	if testing.Short() {
 		seeds = 2
 	}
+	const warmTrials = 8
 	var cold, warm float64
 	for seed := range seeds {
 		s := h100(t)
@@ -110,24 +113,24 @@ func TestSimWarmStart(t *testing.T) {
 				t.Fatal(err)
 			}
 			p := newProposer(t, ProposerConfig{Space: s, Seed: uint64(seed), Objectives: objs, SLO: slo, Scorer: sc, History: hist})
-			runProposer(t, p, 8, simRun(t, s, uint64(seed)))
+			runProposer(t, p, warmTrials, simRun(t, s, uint64(seed)))
 			var own []Observation
 			for _, o := range p.History() {
 				if o.Target == nil {
 					own = append(own, o)
 				}
 			}
-			if len(own) != 8 {
-				t.Fatalf("%d own trials, want 8", len(own))
+			if len(own) != warmTrials {
+				t.Fatalf("%d own trials, want %d", len(own), warmTrials)
 			}
 			return hvOf(t, own, objs, slo, ref)
 		}
 		c, wm := run(nil), run(prior)
-		t.Logf("seed %d: HV after 8 trials cold %.0f, warm %.0f", seed, c, wm)
+		t.Logf("seed %d: HV after %d trials cold %.0f, warm %.0f", seed, warmTrials, c, wm)
 		cold, warm = cold+c, warm+wm
 	}
-	if warm < 1.3*cold {
-		t.Fatalf("warm start mean HV %.0f not clearly above cold %.0f", warm/float64(seeds), cold/float64(seeds))
+	if warm < 0.75*cold {
+		t.Fatalf("warm start mean HV %.0f clearly below cold %.0f: the other context misleads the search", warm/float64(seeds), cold/float64(seeds))
 	}
 }
 
