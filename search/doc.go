@@ -17,8 +17,8 @@
 //     front and uniform draws is screened by feasibility x expected
 //     hypervolume improvement (optimistic mean + k std) and refined by
 //     mutating the best; the best candidate runs. A config is never proposed
-//     twice (by ID); RepeatCandidates and ConservativeRank serve the final
-//     re-measurement.
+//     twice (by ID); the final re-measurement and its conservative ranking
+//     (median - k*MAD) belong to the loop (tuner.Aggregate).
 //   - SurrogateScorer: the Scorer over package surrogate (retrained on the
 //     history, other contexts included through their Target and Workload).
 //

@@ -760,7 +760,7 @@ func (pr *pruner) baselineLoss(feas []int, hv func(func(int) bool) float64, tota
 		}
 		losses = append(losses, 1-hv(func(i int) bool { return pick[i] })/total)
 	}
-	return median(losses)
+	return trial.Median(losses)
 }
 
 // --- the default stays

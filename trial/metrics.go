@@ -211,6 +211,16 @@ func Distribution(xs []float64) Dist {
 	}
 }
 
+// Median of unsorted values (NaN for none), as Percentile(sorted, 50).
+func Median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return Percentile(s, 50)
+}
+
 // Percentile is numpy.percentile's default ("linear") on sorted values: the
 // value at rank p/100*(n-1), interpolated between its neighbours. p is
 // clamped to [0, 100]; an empty input gives 0.

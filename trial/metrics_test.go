@@ -236,3 +236,27 @@ func TestSummarizeProperties(t *testing.T) {
 		t.Errorf("class counts %d, completed %d", total, m.Completed)
 	}
 }
+
+func TestMedian(t *testing.T) {
+	tests := []struct {
+		in   []float64
+		want float64
+	}{
+		{[]float64{3, 1, 2}, 2},
+		{[]float64{4, 1, 3, 2}, 2.5},
+		{[]float64{7}, 7},
+	}
+	for _, tt := range tests {
+		if got := Median(tt.in); got != tt.want {
+			t.Errorf("Median(%v) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+	if !math.IsNaN(Median(nil)) {
+		t.Error("Median(nil) is not NaN")
+	}
+	in := []float64{3, 1, 2}
+	Median(in)
+	if in[0] != 3 {
+		t.Error("Median sorted its input")
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 
 	"github.com/vllm-tuner/tuner/pareto"
@@ -62,12 +61,12 @@ func Robust(xs []float64) Stat {
 	if len(xs) == 0 {
 		return Stat{Median: math.NaN(), MAD: math.NaN()}
 	}
-	med := median(xs)
+	med := trial.Median(xs)
 	dev := make([]float64, len(xs))
 	for i, x := range xs {
 		dev[i] = math.Abs(x - med)
 	}
-	return Stat{Median: med, MAD: median(dev), N: len(xs)}
+	return Stat{Median: med, MAD: trial.Median(dev), N: len(xs)}
 }
 
 // Low is the conservative lower estimate median - k*MAD.
@@ -75,16 +74,6 @@ func (s Stat) Low(k float64) float64 { return s.Median - k*s.MAD }
 
 // High is the conservative upper estimate median + k*MAD.
 func (s Stat) High(k float64) float64 { return s.Median + k*s.MAD }
-
-func median(xs []float64) float64 {
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
-}
 
 // Candidate is one config aggregated over all its finished trials.
 type Candidate struct {
