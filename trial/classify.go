@@ -40,7 +40,11 @@ func (e *EngineError) Unwrap() error { return e.Kind }
 var (
 	reKVTooSmall = regexp.MustCompile(`larger than the available KV cache memory|is larger than the maximum number of tokens that can be stored in KV cache`)
 	reOOM        = regexp.MustCompile(`CUDA out of memory|OutOfMemoryError|No available memory for the cache blocks|Free memory on device .* is less than desired`)
-	reInvalid    = regexp.MustCompile(`must be divisible by tensor parallel size|must be greater than or equal to max_num_seqs|is smaller than max_model_len|unrecognized arguments|invalid choice|error: argument --|: error: `)
+	// Config rejections at startup (before any GPU work): vLLM's validation
+	// messages, argparse errors, and features the engine refuses for this
+	// combination ("Async scheduling is not supported with pipeline-parallel-size > 1",
+	// "Concurrent Partial Prefill is not supported by the V1 engine").
+	reInvalid = regexp.MustCompile(`must be divisible by tensor parallel size|must be greater than or equal to max_num_seqs|is smaller than max_model_len|unrecognized arguments|invalid choice|error: argument --|: error: |is not supported with|is not supported by the V1 engine|NotImplementedError: `)
 
 	reVersion     = regexp.MustCompile(`vLLM API server version (\S+)`)
 	reAvailKV     = regexp.MustCompile(`Available KV cache memory: (-?[\d.]+) GiB`)
