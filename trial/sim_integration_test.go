@@ -131,21 +131,31 @@ func TestSimFullTrialMatchesVirtual(t *testing.T) {
 		t.Fatalf("trial %s: %s", res.String(), res.Error)
 	}
 	got, exp := res.Metrics(), want.Metrics()
+	// Latencies measured live also carry what the virtual clock does not
+	// model: loopback HTTP, JSON and SSE framing, goroutine scheduling (a
+	// few ms under -race on a loaded machine), so they may differ by 10% or
+	// latencySlackMs, whichever is larger.
+	const latencySlackMs = 3.0
 	for _, c := range []struct {
 		name      string
 		got, want float64
+		latency   bool
 	}{
-		{"output_throughput", got.OutputThroughput, exp.OutputThroughput},
-		{"request_throughput", got.RequestThroughput, exp.RequestThroughput},
-		{"ttft_mean", got.TTFT.Mean, exp.TTFT.Mean},
-		{"tpot_median", got.TPOT.Median, exp.TPOT.Median},
-		{"itl_median", got.ITL.Median, exp.ITL.Median},
-		{"e2el_median", got.E2EL.Median, exp.E2EL.Median},
+		{"output_throughput", got.OutputThroughput, exp.OutputThroughput, false},
+		{"request_throughput", got.RequestThroughput, exp.RequestThroughput, false},
+		{"ttft_mean", got.TTFT.Mean, exp.TTFT.Mean, true},
+		{"tpot_median", got.TPOT.Median, exp.TPOT.Median, true},
+		{"itl_median", got.ITL.Median, exp.ITL.Median, true},
+		{"e2el_median", got.E2EL.Median, exp.E2EL.Median, true},
 	} {
-		dev := math.Abs(c.got-c.want) / c.want
+		diff := math.Abs(c.got - c.want)
 		t.Logf("%-18s live %10.2f  virtual %10.2f  (%+.1f%%)", c.name, c.got, c.want, 100*(c.got-c.want)/c.want)
-		if dev > 0.10 {
-			t.Errorf("%s: live %.2f vs virtual %.2f (%.1f%% > 10%%)", c.name, c.got, c.want, 100*dev)
+		allowed := 0.10 * c.want
+		if c.latency {
+			allowed = max(allowed, latencySlackMs)
+		}
+		if diff > allowed {
+			t.Errorf("%s: live %.2f vs virtual %.2f (%.1f%%, allowed %.2f)", c.name, c.got, c.want, 100*diff/c.want, allowed)
 		}
 	}
 	if res.VRAMSource != "engine-metrics" || math.Abs(res.PeakVRAMGiB-want.PeakVRAMGiB)/want.PeakVRAMGiB > 0.05 {
