@@ -2,8 +2,6 @@ package tuner
 
 import (
 	"bytes"
-	"encoding/xml"
-	"fmt"
 	"io"
 	"math"
 	"sort"
@@ -11,53 +9,14 @@ import (
 	"testing"
 )
 
-// svgCircles parses an SVG and returns the centres of the filled circle
-// markers vgsvg writes: <path d="M cx+r,cy A r,r 0 1 1 cx-r,cy A ... Z">.
+// svgCircles returns the front markers of an SVG chart (tuner.SVGMarkers).
 func svgCircles(t *testing.T, r io.Reader) [][2]float64 {
 	t.Helper()
-	dec := xml.NewDecoder(r)
-	var out [][2]float64
-	sawSVG := false
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("invalid SVG: %v", err)
-		}
-		se, ok := tok.(xml.StartElement)
-		if !ok {
-			continue
-		}
-		if se.Name.Local == "svg" {
-			sawSVG = true
-		}
-		if se.Name.Local != "path" {
-			continue
-		}
-		var d, style string
-		for _, a := range se.Attr {
-			switch a.Name.Local {
-			case "d":
-				d = a.Value
-			case "style":
-				style = a.Value
-			}
-		}
-		if !strings.Contains(d, "A") || strings.Contains(style, "fill:none") {
-			continue
-		}
-		var x0, y0, rx, ry float64
-		if _, err := fmt.Sscanf(d, "M%g,%gA%g,%g", &x0, &y0, &rx, &ry); err != nil {
-			t.Fatalf("circle path %q: %v", d, err)
-		}
-		out = append(out, [2]float64{x0 - rx, y0})
+	pts, err := SVGMarkers(r)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !sawSVG {
-		t.Fatal("no <svg> element")
-	}
-	return out
+	return pts
 }
 
 func TestFrontChartSVGPointsEqualFront(t *testing.T) {

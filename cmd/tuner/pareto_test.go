@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"encoding/xml"
 	"fmt"
 	"io"
 	"math"
@@ -15,57 +14,17 @@ import (
 	"testing"
 
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/tuner"
 )
 
-// svgCircles parses an SVG (encoding/xml) and returns the centres of the
-// filled circle markers gonum's vgsvg writes as
-// <path d="M cx+r,cy A r,r 0 1 1 cx-r,cy A ... Z">; the chart draws only
-// front members as circles.
+// svgCircles returns the front markers of an SVG chart (tuner.SVGMarkers).
 func svgCircles(t *testing.T, r io.Reader) [][2]float64 {
 	t.Helper()
-	dec := xml.NewDecoder(r)
-	var out [][2]float64
-	root := ""
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("invalid SVG: %v", err)
-		}
-		se, ok := tok.(xml.StartElement)
-		if !ok {
-			continue
-		}
-		if root == "" {
-			root = se.Name.Local
-		}
-		if se.Name.Local != "path" {
-			continue
-		}
-		var d, style string
-		for _, a := range se.Attr {
-			switch a.Name.Local {
-			case "d":
-				d = a.Value
-			case "style":
-				style = a.Value
-			}
-		}
-		if !strings.Contains(d, "A") || strings.Contains(style, "fill:none") {
-			continue
-		}
-		var x0, y0, rx, ry float64
-		if _, err := fmt.Sscanf(d, "M%g,%gA%g,%g", &x0, &y0, &rx, &ry); err != nil {
-			t.Fatalf("circle path %q: %v", d, err)
-		}
-		out = append(out, [2]float64{x0 - rx, y0})
+	pts, err := tuner.SVGMarkers(r)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if root != "svg" {
-		t.Fatalf("root element %q, want svg", root)
-	}
-	return out
+	return pts
 }
 
 // checkSVGFront asserts that the SVG's circles are exactly the stored
