@@ -138,15 +138,11 @@ type Problem struct {
 // Resolve binds the scenario to the catalog's model and GPU profiles and the
 // embedded vLLM space.
 func (s Scenario) Resolve() (*Problem, error) {
-	cat := spaces.DefaultCatalog()
-	m, err := cat.Model(s.Model)
+	t, err := spaces.DefaultCatalog().Target(s.Model, s.GPU, s.GPUCount)
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
 	}
-	g, err := cat.GPU(s.GPU)
-	if err != nil {
-		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
-	}
+	t.MaxModelLen, t.EngineVersion = s.MaxModelLen, spaces.DefaultEngineVersion
 	slo, err := trial.ParseSLO(s.SLO)
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
@@ -154,8 +150,6 @@ func (s Scenario) Resolve() (*Problem, error) {
 	if err := search.ValidateLatency(s.Latency); err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
 	}
-	t := spaces.Target{Model: m, GPU: g, GPUCount: max(1, s.GPUCount), MaxModelLen: s.MaxModelLen,
-		EngineVersion: spaces.DefaultEngineVersion}
 	base, err := spaces.Default()
 	if err != nil {
 		return nil, err

@@ -12,16 +12,12 @@ import (
 
 func testTarget(t testing.TB, model, gpu string, n int) spaces.Target {
 	t.Helper()
-	cat := spaces.DefaultCatalog()
-	m, err := cat.Model(model)
+	tg, err := spaces.DefaultCatalog().Target(model, gpu, n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := cat.GPU(gpu)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return spaces.Target{Model: m, GPU: g, GPUCount: n, MaxModelLen: 8192}
+	tg.MaxModelLen = 8192
+	return tg
 }
 
 func testSpace(t testing.TB, model, gpu string, n int) *spaces.Space {

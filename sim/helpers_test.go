@@ -10,16 +10,11 @@ import (
 
 func testTarget(t testing.TB, model, gpu string, count int) spaces.Target {
 	t.Helper()
-	cat := spaces.DefaultCatalog()
-	m, err := cat.Model(model)
+	tg, err := spaces.DefaultCatalog().Target(model, gpu, count)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := cat.GPU(gpu)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return spaces.Target{Model: m, GPU: g, GPUCount: count}
+	return tg
 }
 
 // defaults returns vLLM's default config for the target, with overrides.

@@ -182,6 +182,21 @@ func (c *Catalog) Model(name string) (Model, error) {
 	return Model{}, fmt.Errorf("model %q: %w (known: %s)", name, ErrUnknownProfile, strings.Join(c.modelNames(), ", "))
 }
 
+// Target looks up a model and a GPU (as Model and GPU do) and returns the
+// target of gpus of those GPUs (at least 1), with the model's own maximum
+// length and the engine version unset.
+func (c *Catalog) Target(model, gpu string, gpus int) (Target, error) {
+	m, err := c.Model(model)
+	if err != nil {
+		return Target{}, err
+	}
+	g, err := c.GPU(gpu)
+	if err != nil {
+		return Target{}, err
+	}
+	return Target{Model: m, GPU: g, GPUCount: max(1, gpus)}, nil
+}
+
 func matches(q, name string, aliases []string) bool {
 	if strings.EqualFold(q, name) {
 		return true

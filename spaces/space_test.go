@@ -11,16 +11,12 @@ import (
 
 func target(t testing.TB, model, gpu string, n int, version string) Target {
 	t.Helper()
-	cat := DefaultCatalog()
-	m, err := cat.Model(model)
+	tg, err := DefaultCatalog().Target(model, gpu, n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := cat.GPU(gpu)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return Target{Model: m, GPU: g, GPUCount: n, MaxModelLen: 8192, EngineVersion: version}
+	tg.MaxModelLen, tg.EngineVersion = 8192, version
+	return tg
 }
 
 func resolved(t testing.TB, tg Target) *Space {
@@ -465,5 +461,23 @@ func TestCompareVersions(t *testing.T) {
 	}
 	if _, err := CompareVersions("abc", "1"); err == nil {
 		t.Error("bad version accepted")
+	}
+}
+
+func TestCatalogTarget(t *testing.T) {
+	tg, err := DefaultCatalog().Target("meta-llama/Llama-3.1-70B-Instruct", "h100", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tg.Model.Name != "Llama-3.1-70B" || tg.GPU.Name != "H100-80GB" || tg.GPUCount != 4 {
+		t.Errorf("target %+v", tg)
+	}
+	if tg, _ := DefaultCatalog().Target("tiny", "A100", 0); tg.GPUCount != 1 {
+		t.Errorf("gpus 0 gave %d GPUs, want 1", tg.GPUCount)
+	}
+	for _, bad := range [][2]string{{"no-such-model", "H100"}, {"Llama-3.1-8B", "TPU"}} {
+		if _, err := DefaultCatalog().Target(bad[0], bad[1], 1); !errors.Is(err, ErrUnknownProfile) {
+			t.Errorf("Target(%q, %q): %v, want ErrUnknownProfile", bad[0], bad[1], err)
+		}
 	}
 }

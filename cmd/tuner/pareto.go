@@ -163,20 +163,16 @@ func buildFrontView(ctx context.Context, s *store.Store, sel selection, extra tr
 // under the default space ("" when the target is not in the catalog or the
 // study searched another space).
 func defaultConfigID(k store.StudyKey) string {
-	cat := spaces.DefaultCatalog()
-	m, err := cat.Model(k.Model)
+	t, err := spaces.DefaultCatalog().Target(k.Model, k.GPU, k.GPUCount)
 	if err != nil {
 		return ""
 	}
-	g, err := cat.GPU(k.GPU)
-	if err != nil {
-		return ""
-	}
+	t.EngineVersion = k.EngineVersion
 	sp, err := spaces.Default()
 	if err != nil {
 		return ""
 	}
-	r, err := sp.Resolve(spaces.Target{Model: m, GPU: g, GPUCount: k.GPUCount, EngineVersion: k.EngineVersion})
+	r, err := sp.Resolve(t)
 	if err != nil || r.Hash() != k.SpaceHash {
 		return ""
 	}

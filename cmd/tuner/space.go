@@ -54,21 +54,18 @@ func resolveTarget(c *cli.Context) (spaces.Target, bool, error) {
 			return spaces.Target{}, false, asUsage(err)
 		}
 	}
-	m, err := cat.Model(model)
-	if err != nil {
-		return spaces.Target{}, false, asUsage(err)
-	}
-	g, err := cat.GPU(gpu)
+	t, err := cat.Target(model, gpu, c.Int("gpus"))
 	if err != nil {
 		return spaces.Target{}, false, asUsage(err)
 	}
 	if c.Int("gpus") < 1 {
 		return spaces.Target{}, false, usagef("--gpus must be >= 1")
 	}
+	m := t.Model
 	if n := c.Int("max-model-len"); n < 0 || n > m.MaxPositionEmbeddings {
 		return spaces.Target{}, false, usagef("--max-model-len %d outside 1..%d (%s's max_position_embeddings)", n, m.MaxPositionEmbeddings, m.Name)
 	}
-	t := spaces.Target{Model: m, GPU: g, GPUCount: c.Int("gpus"), MaxModelLen: c.Int("max-model-len"), EngineVersion: c.String("engine-version")}
+	t.MaxModelLen, t.EngineVersion = c.Int("max-model-len"), c.String("engine-version")
 	if t.EngineVersion != "" {
 		if err := checkEngineVersion(t.EngineVersion); err != nil {
 			return spaces.Target{}, false, err
