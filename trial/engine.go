@@ -341,18 +341,33 @@ func (e *Engine) Failure(duringLoad bool) *EngineError {
 // when timeout passes (ErrUnhealthy if /health kept answering non-200), or
 // ctx's error.
 func (e *Engine) WaitHealthy(ctx context.Context, timeout time.Duration) error {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
+	// Probes end with the wait and with the process: whatever holds the
+	// port after the engine died (another listener that accepts and never
+	// answers) must not hide the exit behind probe timeouts.
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	go func() {
+		select {
+		case <-e.done:
+			cancel()
+		case <-wctx.Done():
+		}
+	}()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	lastStatus := 0
 	for {
+		// An exit outranks a deadline or a tick that is ready at the same
+		// moment (select would pick among them at random).
 		select {
 		case <-e.done:
 			return e.Failure(false)
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-deadline.C:
+		default:
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if wctx.Err() != nil {
 			kind := ErrStartupTimeout
 			if lastStatus != 0 {
 				kind = ErrUnhealthy
@@ -361,9 +376,15 @@ func (e *Engine) WaitHealthy(ctx context.Context, timeout time.Duration) error {
 			f.Kind = kind
 			f.Line = fmt.Sprintf("no /health 200 within %v (last status %d)", timeout, lastStatus)
 			return f
+		}
+		select {
+		case <-e.done:
+			continue
+		case <-wctx.Done():
+			continue
 		case <-tick.C:
 		}
-		st, err := e.health(ctx)
+		st, err := e.health(wctx)
 		if err == nil && st == http.StatusOK {
 			e.mu.Lock()
 			e.healthy = true

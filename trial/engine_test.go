@@ -3,6 +3,7 @@ package trial
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,6 +112,45 @@ func TestEngineStartupFailures(t *testing.T) {
 				t.Errorf("ClassOf = none")
 			}
 		})
+	}
+}
+
+// TestWaitHealthyExitBeatsSilentListener: the engine dies at once because
+// another process holds its port, and that process accepts connections but
+// never answers. The exit must decide the verdict, not the probes stuck on
+// the other listener (they used to outlast the deadline, and select then
+// picked "startup timeout" or the exit at random).
+func TestWaitHealthyExitBeatsSilentListener(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	e, err := StartEngine(context.Background(), EngineConfig{
+		Command:   []string{fakeEngineBin(t), "serve", "fake/model"},
+		Flags:     []string{"--fake-startup-delay", "300ms"}, // a probe is in flight when it exits
+		Port:      l.Addr().(*net.TCPAddr).Port,
+		LogPath:   filepath.Join(t.TempDir(), "engine.log"),
+		StopGrace: 500 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Shorter than one probe's own timeout (2 s): a probe in flight when
+	// the process exits must be abandoned.
+	err = e.WaitHealthy(context.Background(), 1500*time.Millisecond)
+	if !errors.Is(err, ErrCrashed) {
+		t.Errorf("err = %v, want ErrCrashed (the engine exited)", err)
+	}
+	if errors.Is(err, ErrStartupTimeout) {
+		t.Errorf("an engine that exited was called a startup timeout: %v", err)
+	}
+	l.Close() // Stop waits for the port to be free
+	if err := e.Stop(); err != nil {
+		t.Errorf("Stop: %v", err)
+	}
+	if m := GroupMembers(e.PID()); len(m) > 0 {
+		t.Errorf("processes of group %d left: %v", e.PID(), m)
 	}
 }
 
