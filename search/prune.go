@@ -91,6 +91,7 @@ func Prune(space *spaces.Space, history []Observation, opts PruneOptions) (*spac
 		opts.GoodRank = 2
 	}
 	reasons := map[string][]string{}
+	constrained := 0.0 // share of the pruned ranges' volume removed by added constraints
 	note := func(name, format string, args ...any) {
 		reasons[name] = append(reasons[name], fmt.Sprintf(format, args...))
 	}
@@ -107,11 +108,13 @@ func Prune(space *spaces.Space, history []Observation, opts PruneOptions) (*spac
 		pr.envelope()
 		pr.dominatedLevels()
 		pr.keepDefault()
+		constrained = pr.memoryShare()
 		if len(reasons) == 0 {
 			rep.Skipped = "no evidence to prune on"
 		}
 	}
 	rep.Params, rep.VolumeRemoved = volumeReport(space, out, reasons)
+	rep.VolumeRemoved = 1 - (1-rep.VolumeRemoved)*(1-constrained)
 	return out, rep
 }
 
@@ -188,6 +191,9 @@ type pruner struct {
 	// memory failure i (nil: no level explains it); see attribute.
 	blame    []map[string]bool
 	evidence float64
+	// memFloor is the utilisation floor per TP level of the static-memory
+	// constraint (see jointMemory).
+	memFloor map[float64]float64
 }
 
 func (pr *pruner) history(h []Observation) {
@@ -311,6 +317,66 @@ func (pr *pruner) static() {
 			util.Min = roundTo(lo, util.Step)
 		}
 	}
+	if hasUtil && util.Fixed == nil && util.Tune && len(util.Values) == 0 && len(tpVals) > 1 {
+		pr.jointMemory(util, tpVals, int(maxLen), func(tp float64) float64 { return need(tp) / hbm })
+	}
+}
+
+// jointMemory constrains utilisation per TP level: at TP t the budget
+// util x HBM must hold need(t). Raising the range's floor could only use the
+// largest TP (smaller ones still fit at a higher utilisation); this removes
+// the rest of what certainly fails, e.g. a 70B model at TP 2 on 80 GiB GPUs
+// below utilisation 0.86. A clause the default config breaks is left out:
+// the default always stays.
+func (pr *pruner) jointMemory(util *spaces.Param, tpVals []float64, maxLen int, floorAt func(tp float64) float64) {
+	def := pr.space.DefaultConfig()
+	var clauses, notes []string
+	for _, tp := range tpVals {
+		floor := math.Ceil(floorAt(tp)*1e4) / 1e4 // never below the estimate
+		if floor <= util.Min || floor > util.Max {
+			continue
+		}
+		if def.Int("tensor_parallel_size") == int(tp) && def.Float("gpu_memory_utilization") < floor {
+			continue
+		}
+		clauses = append(clauses, fmt.Sprintf("(tensor_parallel_size != %d || gpu_memory_utilization >= %.4f)", int(tp), floor))
+		if pr.memFloor == nil {
+			pr.memFloor = map[float64]float64{}
+		}
+		pr.memFloor[tp] = floor
+		notes = append(notes, fmt.Sprintf("TP %d needs >= %.3f", int(tp), floor))
+	}
+	if len(clauses) == 0 {
+		return
+	}
+	src := strings.Join(clauses, " && ")
+	e, err := spaces.ParseExpr(src)
+	if err != nil {
+		return // our own expression: covered by the tests
+	}
+	pr.space.Constraints = append(pr.space.Constraints, spaces.Constraint{
+		Name: "static-memory", Expr: e, Src: src,
+		Message: "gpu_memory_utilization x GPU memory cannot hold the weights per GPU and one max_model_len sequence's KV cache at this tensor_parallel_size",
+	})
+	pr.note(util.Name, "static memory: %s (weights/TP + one %d-token sequence's KV)", strings.Join(notes, ", "), maxLen)
+}
+
+// memoryShare is the fraction of the pruned (TP x utilisation) ranges the
+// static-memory constraint removes: per TP level, the part of the
+// utilisation range below that level's floor.
+func (pr *pruner) memoryShare() float64 {
+	tp, ok1 := pr.space.Param("tensor_parallel_size")
+	util, ok2 := pr.space.Param("gpu_memory_utilization")
+	if len(pr.memFloor) == 0 || !ok1 || !ok2 || len(tp.Values) == 0 || !(util.Max > util.Min) {
+		return 0
+	}
+	sum := 0.0
+	for _, v := range tp.Values {
+		if f, ok := pr.memFloor[v]; ok {
+			sum += math.Max(0, math.Min(1, (f-util.Min)/(util.Max-util.Min)))
+		}
+	}
+	return sum / float64(len(tp.Values))
 }
 
 func diff(all, keep []float64) []float64 {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vllm-tuner/tuner/pareto"
+	"github.com/vllm-tuner/tuner/sim"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/trial"
 )
@@ -369,5 +370,63 @@ func TestPruneFailureAttribution(t *testing.T) {
 	out, _ = Prune(s, hist, opts)
 	if got := param(t, out, "max_num_seqs").Min; got <= 64 {
 		t.Fatalf("max_num_seqs min %v, want > 64 once the OOMs are unexplained", got)
+	}
+}
+
+// TestPruneStaticJointMemory: a 70B model on 4x H100 (80 GiB) at
+// max_model_len 8192 fits at TP 4 anywhere in the utilisation range, but at
+// TP 2 (70.5 GB of weights per GPU) only from about 0.84. The static-memory
+// constraint removes TP 2 below that, and nothing the simulator's startup
+// memory plan (which also counts activations and CUDA graphs) can start.
+func TestPruneStaticJointMemory(t *testing.T) {
+	s := testSpace(t, "Llama-3.1-70B", "H100-80GB", 4)
+	out, rep := Prune(s, nil, DefaultPruneOptions())
+	var found bool
+	for _, k := range out.Constraints {
+		found = found || k.Name == "static-memory"
+	}
+	if !found {
+		t.Fatalf("no static-memory constraint: %+v", out.Constraints)
+	}
+	if rep.VolumeRemoved <= 0 || rep.VolumeRemoved >= 1 {
+		t.Errorf("volume removed %v, want in (0, 1)", rep.VolumeRemoved)
+	}
+	if r := reportOf(rep, "gpu_memory_utilization"); len(r.Reasons) == 0 || !strings.Contains(r.Reasons[0], "TP 2 needs") {
+		t.Errorf("utilisation reasons %q", r.Reasons)
+	}
+	if err := out.Validate(out.DefaultConfig()); err != nil {
+		t.Errorf("default config invalid after pruning: %v", err)
+	}
+	tg := *s.Target()
+	base := out.DefaultConfig().With("kv_cache_dtype", spaces.StringValue("fp8"))
+	cut, kept := 0, 0
+	for _, tp := range []int{2, 4} {
+		for u := 0.70; u <= 0.98+1e-9; u += 0.01 {
+			cfg, err := out.Normalize(base.With("tensor_parallel_size", spaces.IntValue(tp)).
+				With("gpu_memory_utilization", spaces.FloatValue(math.Round(u*100)/100)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := sim.ResolveArgs(tg, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, serr := sim.PlanMemory(tg, a)
+			valid := out.Validate(cfg) == nil
+			if serr == nil && !valid {
+				t.Errorf("TP %d util %.2f starts in the simulator but was pruned", tp, u)
+			}
+			if valid {
+				kept++
+			} else {
+				cut++
+			}
+			if tp == 4 && !valid {
+				t.Errorf("TP 4 util %.2f pruned: the weights fit at any utilisation", u)
+			}
+		}
+	}
+	if cut == 0 || kept == 0 {
+		t.Errorf("cut %d, kept %d of the TP x utilisation grid: want both", cut, kept)
 	}
 }
