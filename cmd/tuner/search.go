@@ -358,8 +358,8 @@ func (ss *searchSetup) engineCommand(cfg spaces.Config) []string {
 
 // history reads the finished trials of the same model and GPU from other
 // studies (for pruning and warm start) and the study's own.
-func history(ctx context.Context, st *store.Store, ss *searchSetup, studyID string) (own, other []search.Observation, err error) {
-	trials, err := st.HistoryTrials(ctx, store.HistoryQuery{Model: ss.key.Model, GPU: ss.key.GPU, GPUCount: ss.key.GPUCount})
+func history(ctx context.Context, st *store.Store, key store.StudyKey, studyID string) (own, other []search.Observation, err error) {
+	trials, err := st.HistoryTrials(ctx, store.HistoryQuery{Model: key.Model, GPU: key.GPU, GPUCount: key.GPUCount})
 	if err != nil {
 		return nil, nil, fmt.Errorf("read history: %w", err)
 	}
@@ -402,14 +402,11 @@ func runSearch(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	own, other, err := history(c.Context, st, ss, study.ID)
+	own, other, err := history(c.Context, st, ss.key, study.ID)
 	if err != nil {
 		return err
 	}
-	ss.pruned, ss.prune = search.Prune(ss.space, append(append([]search.Observation{}, own...), other...), search.PruneOptions{
-		Disabled: c.Bool("no-prune"), Objectives: ss.metrics.Objectives(), SLO: ss.slo,
-		Static: true, MinFailures: 3, MinHistory: 12, MinGood: 4, GoodRank: 2, Margin: 0.15, LevelEvidence: 4,
-	})
+	ss.applyPrune(own, other, c.Bool("no-prune"))
 	prop, err := newProposer(c, ss, other, log)
 	if err != nil {
 		return err
@@ -502,6 +499,15 @@ func newRunner(c *cli.Context, ss *searchSetup, log *slog.Logger) (tuner.Runner,
 	}
 }
 
+// applyPrune prunes the space over the study's own and the other studies'
+// observations with the package's default settings (the ones the
+// search-quality benchmark measures) for this study's objectives and SLO.
+func (ss *searchSetup) applyPrune(own, other []search.Observation, disabled bool) {
+	o := search.DefaultPruneOptions()
+	o.Disabled, o.Objectives, o.SLO = disabled, ss.metrics.Objectives(), ss.slo
+	ss.pruned, ss.prune = search.Prune(ss.space, slices.Concat(own, other), o)
+}
+
 // dryRun prints the effective space, the first proposals and their exact
 // command lines; it opens the database read-only (when it exists) for the
 // pruning history and starts nothing.
@@ -509,16 +515,13 @@ func dryRun(c *cli.Context, ss *searchSetup, dbPath string) error {
 	w := c.App.Writer
 	var own, other []search.Observation
 	if st, err := store.Open(c.Context, dbPath, store.Options{ReadOnly: true}); err == nil {
-		own, other, err = history(c.Context, st, ss, ss.key.ID())
+		own, other, err = history(c.Context, st, ss.key, ss.key.ID())
 		st.Close()
 		if err != nil {
 			return err
 		}
 	}
-	ss.pruned, ss.prune = search.Prune(ss.space, append(append([]search.Observation{}, own...), other...), search.PruneOptions{
-		Disabled: c.Bool("no-prune"), Objectives: ss.metrics.Objectives(), SLO: ss.slo,
-		Static: true, MinFailures: 3, MinHistory: 12, MinGood: 4, GoodRank: 2, Margin: 0.15, LevelEvidence: 4,
-	})
+	ss.applyPrune(own, other, c.Bool("no-prune"))
 	fmt.Fprintf(w, "dry run: study %s, engine %s, workload %s, SLO %s, objectives %s\n\n", ss.key.ID(), ss.engine, ss.workload.Name, orDash(ss.slo.String()), ss.metrics.Objectives())
 	if err := printSpace(w, ss.pruned, false); err != nil {
 		return err

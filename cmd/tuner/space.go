@@ -2,14 +2,19 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/vllm-tuner/tuner/search"
 	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/trial"
 )
 
 func init() { register(spaceCommand()) }
@@ -80,11 +85,16 @@ func spaceCommand() *cli.Command {
 		Usage: "print the effective search space (default vLLM space, or a user file on top of it)",
 		Description: "Without --model/--gpu the generic space is shown, with vLLM's GPU-dependent defaults spelled out.\n" +
 			"With them, the space is resolved: defaults evaluated, flags the engine version lacks dropped,\n" +
-			"impossible levels (e.g. TP sizes) removed.",
+			"impossible levels (e.g. TP sizes) removed, and the pruning a new search for that model and GPU\n" +
+			"would apply is shown: static memory facts plus the history in the database (--db), with the\n" +
+			"original and pruned ranges, the fraction of the volume removed and the reason per parameter.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "file", Aliases: []string{"space"}, Usage: "user space file (YAML) applied on top of the default"},
 			&cli.BoolFlag{Name: "json", Usage: "machine-readable output"},
 			&cli.BoolFlag{Name: "all", Usage: "also list known flags that are not tuned"},
+			&cli.StringFlag{Name: "slo", Usage: "SLO bounds the history is judged by when pruning, e.g. 'ttft_p99<=500ms'"},
+			&cli.StringFlag{Name: "latency", Value: "tpot_p99", Usage: "latency objective the history is judged by: ttft_p99, tpot_p99, itl_p99 or e2el_p99"},
+			&cli.BoolFlag{Name: "no-prune", Usage: "show the resolved space only, without the pruning a new search would apply"},
 		}, targetFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -98,17 +108,72 @@ func spaceCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if ok {
-				if s, err = s.Resolve(t); err != nil {
-					return asUsage(err)
+			if !ok {
+				if c.Bool("json") {
+					return writeJSON(c.App.Writer, s)
 				}
+				return printSpace(c.App.Writer, s, c.Bool("all"))
+			}
+			if s, err = s.Resolve(t); err != nil {
+				return asUsage(err)
+			}
+			rep, n, err := spacePruning(c, s)
+			if err != nil {
+				return err
 			}
 			if c.Bool("json") {
-				return writeJSON(c.App.Writer, s)
+				return writeJSON(c.App.Writer, struct {
+					*spaces.Space
+					Pruning search.PruneReport `json:"pruning"`
+				}{s, rep})
 			}
-			return printSpace(c.App.Writer, s, c.Bool("all"))
+			if err := printSpace(c.App.Writer, s, c.Bool("all")); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.App.Writer, "\na new search on this model and GPU (%d trials of history in the database):\n", n)
+			printPrune(c.App.Writer, rep)
+			return nil
 		},
 	}
+}
+
+// spacePruning prunes a resolved space as a new search on its target would:
+// static memory facts, and every trial of the model on that GPU setup in the
+// database as history of other studies. A missing database is no history;
+// n is the number of trials read.
+func spacePruning(c *cli.Context, s *spaces.Space) (rep search.PruneReport, n int, err error) {
+	slo, err := trial.ParseSLO(c.String("slo"))
+	if err != nil {
+		return rep, 0, usagef("--slo: %v", err)
+	}
+	lat := c.String("latency")
+	if err := search.ValidateLatency(lat); err != nil {
+		return rep, 0, usagef("--latency: %v", err)
+	}
+	var other []search.Observation
+	if !c.Bool("no-prune") {
+		path, err := studyDBPath(c)
+		if err != nil {
+			return rep, 0, err
+		}
+		st, err := store.Open(c.Context, path, store.Options{ReadOnly: true})
+		switch {
+		case errors.Is(err, store.ErrNotFound) || errors.Is(err, os.ErrNotExist):
+		case err != nil:
+			return rep, 0, err
+		default:
+			t := s.Target()
+			_, other, err = history(c.Context, st, store.StudyKey{Model: t.Model.Name, GPU: t.GPU.Name, GPUCount: t.GPUCount}, "")
+			st.Close()
+			if err != nil {
+				return rep, 0, err
+			}
+		}
+	}
+	o := search.DefaultPruneOptions()
+	o.Disabled, o.Objectives, o.SLO = c.Bool("no-prune"), store.DefaultObjectives(lat), slo
+	_, rep = search.Prune(s, other, o)
+	return rep, len(other), nil
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -17,6 +18,7 @@ func runTuner(t *testing.T, args ...string) (int, string, string) {
 }
 
 func TestSpaceCommand(t *testing.T) {
+	t.Setenv("TUNER_DB", filepath.Join(t.TempDir(), "none.db")) // no history: static pruning only
 	tests := []struct {
 		name   string
 		args   []string
@@ -25,7 +27,12 @@ func TestSpaceCommand(t *testing.T) {
 		stderr []string
 	}{
 		{"default", []string{"space"}, 0, []string{"max_num_seqs", "--max-num-batched-tokens", "1024 if gpu.memory_gib >= 70", "chunked-prefill-budget"}, nil},
-		{"resolved A100", []string{"space", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "A100-80GB"}, 0, []string{"resolved for Llama-3.1-8B on 1x A100-80GB", "256 "}, nil},
+		{"resolved A100", []string{"space", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "A100-80GB"}, 0, []string{"resolved for Llama-3.1-8B on 1x A100-80GB", "256 ", "pruning: none (no evidence to prune on)"}, nil},
+		{"static memory pruning", []string{"space", "--model", "Llama-3.1-70B", "--gpu", "H100-80GB", "--gpus", "4", "--max-model-len", "8192"}, 0,
+			[]string{"0 trials of history", "of the tuned volume removed", "static memory: TP 2 needs >= 0.8"}, nil},
+		{"no prune", []string{"space", "--model", "Llama-3.1-70B", "--gpu", "H100-80GB", "--gpus", "4", "--no-prune"}, 0, []string{"pruning: none (pruning disabled)"}, nil},
+		{"bad slo", []string{"space", "--model", "Llama-3.1-8B", "--gpu", "H100-80GB", "--slo", "ttft_p99<=fast"}, 2, nil, []string{"--slo"}},
+		{"bad latency", []string{"space", "--model", "Llama-3.1-8B", "--gpu", "H100-80GB", "--latency", "speed"}, 2, nil, []string{"--latency"}},
 		{"bad file names the line", []string{"space", "--file", "../../spaces/testdata/bad-min-gt-max.yaml"}, 2, nil, []string{"bad-min-gt-max.yaml:4:", "min 16384 > max 4096"}},
 		{"unknown key names the line", []string{"space", "--file", "../../spaces/testdata/bad-unknown-key.yaml"}, 2, nil, []string{"bad-unknown-key.yaml:4:", "maxx"}},
 		{"missing file", []string{"space", "--file", "nope.yaml"}, 2, nil, []string{"nope.yaml"}},
@@ -57,6 +64,7 @@ func TestSpaceCommand(t *testing.T) {
 }
 
 func TestSpaceJSON(t *testing.T) {
+	t.Setenv("TUNER_DB", filepath.Join(t.TempDir(), "none.db"))
 	code, out, errs := runTuner(t, "space", "--json", "--model", "Llama-3.1-70B", "--gpu", "H100", "--gpus", "4")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
@@ -67,9 +75,15 @@ func TestSpaceJSON(t *testing.T) {
 			Values  []float64       `json:"values"`
 			Default json.RawMessage `json:"default"`
 		} `json:"params"`
+		Pruning struct {
+			VolumeRemoved float64 `json:"volume_removed"`
+		} `json:"pruning"`
 	}
 	if err := json.Unmarshal([]byte(out), &s); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if s.Pruning.VolumeRemoved <= 0 {
+		t.Errorf("pruning report: volume removed %v, want > 0 (TP 2 at low utilisation cannot hold a 70B model)", s.Pruning.VolumeRemoved)
 	}
 	for _, p := range s.Params {
 		if p.Name == "tensor_parallel_size" && len(p.Values) != 3 {
