@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -93,7 +94,7 @@ func (c *Config) validate() error {
 		cps = append(cps, c.Trials)
 	}
 	sort.Ints(cps)
-	c.Checkpoints = cps
+	c.Checkpoints = slices.Compact(cps)
 	for _, n := range c.Strategies {
 		if strategyByName(n) == nil {
 			return fmt.Errorf("%w: unknown strategy %q (known: %v)", ErrConfig, n, StrategyNames())

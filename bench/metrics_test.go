@@ -3,6 +3,7 @@ package bench
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/vllm-tuner/tuner/pareto"
@@ -66,6 +67,32 @@ func TestCurveProperties(t *testing.T) {
 		}
 		if k := trialsTo(c, 1); k == 0 || k > n {
 			t.Fatalf("iter %d: trialsTo = %d", iter, k)
+		}
+	}
+}
+
+// TestCheckpoints: the tabulated trial counts are those within the run,
+// sorted, without repeats, ending at the run's length.
+func TestCheckpoints(t *testing.T) {
+	tests := []struct {
+		trials int
+		in     []int
+		want   []int
+	}{
+		{48, []int{8, 16, 24, 48}, []int{8, 16, 24, 48}},
+		{48, []int{8, 16, 24, 48, 48}, []int{8, 16, 24, 48}},
+		{24, []int{8, 16, 24, 48}, []int{8, 16, 24}},
+		{30, []int{24, 8}, []int{8, 24, 30}},
+		{5, nil, []int{5}},
+	}
+	for _, tt := range tests {
+		c := DefaultConfig()
+		c.Trials, c.Checkpoints = tt.trials, tt.in
+		if err := c.validate(); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(c.Checkpoints, tt.want) {
+			t.Errorf("trials %d, checkpoints %v: got %v, want %v", tt.trials, tt.in, c.Checkpoints, tt.want)
 		}
 	}
 }

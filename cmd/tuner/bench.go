@@ -75,9 +75,6 @@ func runBenchSearch(c *cli.Context) error {
 			*dst = c.Int(name)
 		}
 	}
-	if c.IsSet("trials") {
-		cfg.Checkpoints = append(cfg.Checkpoints, c.Int("trials"))
-	}
 	if c.IsSet("samples") || !c.Bool("quick") {
 		cfg.Plan.Random = c.Int("samples")
 	}
