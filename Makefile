@@ -55,9 +55,9 @@ DEMO_MODEL := meta-llama/Llama-3.1-8B-Instruct
 # tuner and the warm-started tuner on four scenarios, on the virtual clock.
 # Report (Markdown, JSON, SVG) in $(BENCH_OUT); ground truth cached in
 # bench/testdata (recomputed when sim, space or scenarios change). About 10
-# minutes on one core; BENCH_ARGS=--quick for a smoke run.
+# minutes on 2 cores; BENCH_ARGS=--quick for a smoke run.
 BENCH_OUT  ?= bench-out
-BENCH_ARGS ?= --seeds 5 --trials 48 --parallel 1
+BENCH_ARGS ?= --seeds 10 --trials 48 --parallel 2
 bench-search:
 	nice $(GO) run ./cmd/tuner bench search $(BENCH_ARGS) --out $(BENCH_OUT)
 
