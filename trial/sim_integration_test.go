@@ -134,26 +134,30 @@ func TestSimFullTrialMatchesVirtual(t *testing.T) {
 	// Latencies measured live also carry what the virtual clock does not
 	// model: loopback HTTP, JSON and SSE framing, goroutine scheduling (a
 	// few ms under -race on a loaded machine), so they may differ by 10% or
-	// latencySlackMs, whichever is larger.
-	const latencySlackMs = 3.0
+	// a slack in ms, whichever is larger. They are compared at the median:
+	// one stall of the machine (CI runs packages side by side) delays the
+	// few requests in flight by tens of ms, which moves a mean over 36
+	// requests by more than the slack and says nothing about the engine.
+	// TTFT crosses the most hand-offs (client send, server parse, engine
+	// admission at the next step, SSE write, client read), each a wake-up
+	// that waits for a core on a busy machine: measured +1.3 to +3.4 ms at
+	// the median with both cores of this machine taken by other processes.
+	const latencySlackMs, ttftSlackMs = 3.0, 5.0
 	for _, c := range []struct {
 		name      string
 		got, want float64
-		latency   bool
+		slackMs   float64 // 0: throughput, 10% only
 	}{
-		{"output_throughput", got.OutputThroughput, exp.OutputThroughput, false},
-		{"request_throughput", got.RequestThroughput, exp.RequestThroughput, false},
-		{"ttft_mean", got.TTFT.Mean, exp.TTFT.Mean, true},
-		{"tpot_median", got.TPOT.Median, exp.TPOT.Median, true},
-		{"itl_median", got.ITL.Median, exp.ITL.Median, true},
-		{"e2el_median", got.E2EL.Median, exp.E2EL.Median, true},
+		{"output_throughput", got.OutputThroughput, exp.OutputThroughput, 0},
+		{"request_throughput", got.RequestThroughput, exp.RequestThroughput, 0},
+		{"ttft_median", got.TTFT.Median, exp.TTFT.Median, ttftSlackMs},
+		{"tpot_median", got.TPOT.Median, exp.TPOT.Median, latencySlackMs},
+		{"itl_median", got.ITL.Median, exp.ITL.Median, latencySlackMs},
+		{"e2el_median", got.E2EL.Median, exp.E2EL.Median, latencySlackMs},
 	} {
 		diff := math.Abs(c.got - c.want)
 		t.Logf("%-18s live %10.2f  virtual %10.2f  (%+.1f%%)", c.name, c.got, c.want, 100*(c.got-c.want)/c.want)
-		allowed := 0.10 * c.want
-		if c.latency {
-			allowed = max(allowed, latencySlackMs)
-		}
+		allowed := max(0.10*c.want, c.slackMs)
 		if diff > allowed {
 			t.Errorf("%s: live %.2f vs virtual %.2f (%.1f%%, allowed %.2f)", c.name, c.got, c.want, 100*diff/c.want, allowed)
 		}
