@@ -326,7 +326,7 @@ func (pr *pruner) static() {
 // util x HBM must hold need(t). Raising the range's floor could only use the
 // largest TP (smaller ones still fit at a higher utilisation); this removes
 // the rest of what certainly fails, e.g. a 70B model at TP 2 on 80 GiB GPUs
-// below utilisation 0.86. A clause the default config breaks is left out:
+// below utilisation ~0.84. A clause the default config breaks is left out:
 // the default always stays.
 func (pr *pruner) jointMemory(util *spaces.Param, tpVals []float64, maxLen int, floorAt func(tp float64) float64) {
 	def := pr.space.DefaultConfig()
