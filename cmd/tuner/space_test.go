@@ -17,32 +17,18 @@ func runTuner(t *testing.T, args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
-func TestSpaceCommand(t *testing.T) {
-	t.Setenv("TUNER_DB", filepath.Join(t.TempDir(), "none.db")) // no history: static pruning only
-	tests := []struct {
-		name   string
-		args   []string
-		code   int
-		stdout []string
-		stderr []string
-	}{
-		{"default", []string{"space"}, 0, []string{"max_num_seqs", "--max-num-batched-tokens", "1024 if gpu.memory_gib >= 70", "chunked-prefill-budget"}, nil},
-		{"resolved A100", []string{"space", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "A100-80GB"}, 0, []string{"resolved for Llama-3.1-8B on 1x A100-80GB", "256 ", "pruning: none (no evidence to prune on)"}, nil},
-		{"static memory pruning", []string{"space", "--model", "Llama-3.1-70B", "--gpu", "H100-80GB", "--gpus", "4", "--max-model-len", "8192"}, 0,
-			[]string{"0 trials of history", "of the tuned volume removed", "static memory: TP 2 needs >= 0.8"}, nil},
-		{"no prune", []string{"space", "--model", "Llama-3.1-70B", "--gpu", "H100-80GB", "--gpus", "4", "--no-prune"}, 0, []string{"pruning: none (pruning disabled)"}, nil},
-		{"bad slo", []string{"space", "--model", "Llama-3.1-8B", "--gpu", "H100-80GB", "--slo", "ttft_p99<=fast"}, 2, nil, []string{"--slo"}},
-		{"bad latency", []string{"space", "--model", "Llama-3.1-8B", "--gpu", "H100-80GB", "--latency", "speed"}, 2, nil, []string{"--latency"}},
-		{"bad file names the line", []string{"space", "--file", "../../spaces/testdata/bad-min-gt-max.yaml"}, 2, nil, []string{"bad-min-gt-max.yaml:4:", "min 16384 > max 4096"}},
-		{"unknown key names the line", []string{"space", "--file", "../../spaces/testdata/bad-unknown-key.yaml"}, 2, nil, []string{"bad-unknown-key.yaml:4:", "maxx"}},
-		{"missing file", []string{"space", "--file", "nope.yaml"}, 2, nil, []string{"nope.yaml"}},
-		{"unknown flag", []string{"space", "--bogus"}, 2, nil, []string{"bogus"}},
-		{"model without gpu", []string{"space", "--model", "Llama-3.1-8B"}, 2, nil, []string{"--model and --gpu go together"}},
-		{"unknown gpu", []string{"space", "--model", "Llama-3.1-8B", "--gpu", "TPU"}, 2, nil, []string{"unknown profile", "H100-80GB"}},
-		{"stray argument", []string{"space", "extra"}, 2, nil, []string{"no arguments"}},
-		{"version", []string{"--version"}, 0, []string{"tuner version"}, nil},
-		{"unknown command", []string{"frobnicate"}, 2, nil, nil},
-	}
+// cliCase is one command line and what it must print and exit with.
+type cliCase struct {
+	name   string
+	args   []string
+	code   int
+	stdout []string // substrings of standard output
+	stderr []string // substrings of standard error
+}
+
+// runCLICases runs each case in-process as a subtest.
+func runCLICases(t *testing.T, tests []cliCase) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			code, out, errs := runTuner(t, tt.args...)
@@ -61,6 +47,29 @@ func TestSpaceCommand(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestSpaceCommand(t *testing.T) {
+	t.Setenv("TUNER_DB", filepath.Join(t.TempDir(), "none.db")) // no history: static pruning only
+	tests := []cliCase{
+		{"default", []string{"space"}, 0, []string{"max_num_seqs", "--max-num-batched-tokens", "1024 if gpu.memory_gib >= 70", "chunked-prefill-budget"}, nil},
+		{"resolved A100", []string{"space", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "A100-80GB"}, 0, []string{"resolved for Llama-3.1-8B on 1x A100-80GB", "256 ", "pruning: none (no evidence to prune on)"}, nil},
+		{"static memory pruning", []string{"space", "--model", "Llama-3.1-70B", "--gpu", "H100-80GB", "--gpus", "4", "--max-model-len", "8192"}, 0,
+			[]string{"0 trials of history", "of the tuned volume removed", "static memory: TP 2 needs >= 0.8"}, nil},
+		{"no prune", []string{"space", "--model", "Llama-3.1-70B", "--gpu", "H100-80GB", "--gpus", "4", "--no-prune"}, 0, []string{"pruning: none (pruning disabled)"}, nil},
+		{"bad slo", []string{"space", "--model", "Llama-3.1-8B", "--gpu", "H100-80GB", "--slo", "ttft_p99<=fast"}, 2, nil, []string{"--slo"}},
+		{"bad latency", []string{"space", "--model", "Llama-3.1-8B", "--gpu", "H100-80GB", "--latency", "speed"}, 2, nil, []string{"--latency"}},
+		{"bad file names the line", []string{"space", "--file", "../../spaces/testdata/bad-min-gt-max.yaml"}, 2, nil, []string{"bad-min-gt-max.yaml:4:", "min 16384 > max 4096"}},
+		{"unknown key names the line", []string{"space", "--file", "../../spaces/testdata/bad-unknown-key.yaml"}, 2, nil, []string{"bad-unknown-key.yaml:4:", "maxx"}},
+		{"missing file", []string{"space", "--file", "nope.yaml"}, 2, nil, []string{"nope.yaml"}},
+		{"unknown flag", []string{"space", "--bogus"}, 2, nil, []string{"bogus"}},
+		{"model without gpu", []string{"space", "--model", "Llama-3.1-8B"}, 2, nil, []string{"--model and --gpu go together"}},
+		{"unknown gpu", []string{"space", "--model", "Llama-3.1-8B", "--gpu", "TPU"}, 2, nil, []string{"unknown profile", "H100-80GB"}},
+		{"stray argument", []string{"space", "extra"}, 2, nil, []string{"no arguments"}},
+		{"version", []string{"--version"}, 0, []string{"tuner version"}, nil},
+		{"unknown command", []string{"frobnicate"}, 2, nil, nil},
+	}
+	runCLICases(t, tests)
 }
 
 func TestSpaceJSON(t *testing.T) {
