@@ -2,6 +2,7 @@ package search
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/vllm-tuner/tuner/store"
@@ -44,6 +45,38 @@ func BenchmarkAsk(b *testing.B) {
 				delete(p.pending, c.ID()) // keep the history fixed
 				p.told = 1                // refit every ask
 				p.mu.Unlock()
+			}
+		})
+	}
+}
+
+// BenchmarkAskTellHistory measures the proposer's share of the loop's
+// overhead per trial (Ask with the real surrogate on its real refit
+// schedule, then Tell) with 24 and 500 trials of history.
+func BenchmarkAskTellHistory(b *testing.B) {
+	slo := trial.SLO{{Metric: "tpot_p99", Op: "<=", Limit: 40}}
+	objs := store.DefaultObjectives("")
+	for _, n := range []int{24, 500} {
+		b.Run(fmt.Sprintf("history-%d", n), func(b *testing.B) {
+			s := h100(b)
+			sc, err := NewSurrogateScorer(s, smokeWorkload(), objs, slo, surrogate.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			hist := randomHistory(b, s, n-1, 1, synth)
+			def := s.DefaultConfig()
+			hist = append(hist, Observation{Config: def, Result: synth(def)})
+			p := newProposer(b, ProposerConfig{Space: s, Seed: 1, SLO: slo, Scorer: sc, History: hist})
+			if _, err := p.Ask(context.Background()); err != nil { // the first fit
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				c, err := p.Ask(context.Background())
+				if err != nil {
+					b.Fatal(err)
+				}
+				p.Tell(c, synth(c))
 			}
 		})
 	}

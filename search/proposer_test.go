@@ -247,3 +247,28 @@ func TestScreeningImprovesHypervolume(t *testing.T) {
 		t.Fatalf("screening HV %.0f not clearly above tpe %.0f / random %.0f", screened, plain, random)
 	}
 }
+
+// On a long history the surrogate is refit once the history has grown by
+// RefitGrowth, not after every tell; on a short one after every tell.
+func TestRefitScheduleGrowsWithHistory(t *testing.T) {
+	for _, tc := range []struct {
+		history, asks    int
+		minFits, maxFits int
+	}{
+		{history: 10, asks: 10, minFits: 10, maxFits: 10}, // every tell below 50 trials
+		{history: 500, asks: 25, minFits: 2, maxFits: 2},  // 0.04 x ~510 = 20 tells between fits
+	} {
+		t.Run(fmt.Sprintf("history-%d", tc.history), func(t *testing.T) {
+			fs := &failingScorer{}
+			s := h100(t)
+			hist := randomHistory(t, s, tc.history-1, 1, synth)
+			def := s.DefaultConfig()
+			hist = append(hist, Observation{Config: def, Result: synth(def)})
+			p := newProposer(t, ProposerConfig{Space: s, Seed: 3, Scorer: fs, History: hist})
+			runProposer(t, p, tc.asks, synth)
+			if fs.fits < tc.minFits || fs.fits > tc.maxFits {
+				t.Fatalf("Fit called %d times in %d asks on %d trials of history, want %d-%d", fs.fits, tc.asks, tc.history, tc.minFits, tc.maxFits)
+			}
+		})
+	}
+}
