@@ -7,7 +7,7 @@ LDFLAGS   := -X main.version=$(VERSION)
 FUZZTIME  ?= 10s
 export CGO_CFLAGS := -Wno-deprecated-declarations
 
-.PHONY: all build test unit race lint vet fmt-check bench bench-search fuzz soak demo clean
+.PHONY: all build test unit race lint vet fmt-check bench eval-search bench-search fuzz soak demo clean
 
 all: build
 
@@ -51,15 +51,18 @@ fuzz:
 # recommendation as a vllm serve command line, and the Pareto plot.
 DEMO_DB    := $(BIN)/demo.db
 DEMO_MODEL := meta-llama/Llama-3.1-8B-Instruct
-# Search-quality benchmark (issue 8): random, auto_tune-style grid, TPE, the
+# Search-quality evaluation (issue 8; `tuner eval search`): random, auto_tune-style grid, TPE, the
 # tuner and the warm-started tuner on four scenarios, on the virtual clock.
-# Report (Markdown, JSON, SVG) in $(BENCH_OUT); ground truth cached in
-# bench/testdata (recomputed when sim, space or scenarios change). About 10
-# minutes on 2 cores; BENCH_ARGS=--quick for a smoke run.
-BENCH_OUT  ?= bench-out
-BENCH_ARGS ?= --seeds 10 --trials 48 --parallel 2
-bench-search:
-	nice $(GO) run ./cmd/tuner bench search $(BENCH_ARGS) --out $(BENCH_OUT)
+# Report (Markdown, JSON, SVG) in $(EVAL_OUT); ground truth cached in
+# eval/testdata (recomputed when sim, space or scenarios change). About 10
+# minutes on 2 cores; EVAL_ARGS=--quick for a smoke run.
+EVAL_OUT  ?= eval-out
+EVAL_ARGS ?= --seeds 10 --trials 48 --parallel 2
+eval-search:
+	nice $(GO) run ./cmd/tuner eval search $(EVAL_ARGS) --out $(EVAL_OUT)
+
+# Old name of eval-search, kept for scripts.
+bench-search: eval-search
 
 # Long reliability soak: fault tests + 20 SIGKILL/resume cycles per engine
 # (RELIABILITY_KILLS, ROUNDS, SEED).

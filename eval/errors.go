@@ -1,10 +1,10 @@
-package bench
+package eval
 
 import "errors"
 
 // ErrConfig reports an invalid benchmark configuration.
-var ErrConfig = errors.New("bench: invalid config")
+var ErrConfig = errors.New("eval: invalid config")
 
 // ErrStaleCache reports a ground-truth cache whose key does not match the
 // current simulator, space or scenario.
-var ErrStaleCache = errors.New("bench: ground-truth cache is stale")
+var ErrStaleCache = errors.New("eval: ground-truth cache is stale")

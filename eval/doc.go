@@ -1,4 +1,4 @@
-// Package bench is the search-quality benchmark harness: it compares the
+// Package eval is the search-quality evaluation harness: it compares the
 // tuner's search (pruning, TPE, surrogate screening, the overnight loop)
 // with the baselines users would otherwise run (random search, a vLLM
 // auto_tune-style grid, plain goptuna TPE) on the simulator's virtual clock,
@@ -17,4 +17,4 @@
 // (noise-free) objective vectors of the configs it tried that truly meet the
 // SLO, so measurement noise can never inflate a score. Run writes a Markdown
 // report, JSON and one SVG per scenario (hypervolume ratio vs trials).
-package bench
+package eval

@@ -1,4 +1,4 @@
-package bench
+package eval
 
 import (
 	"fmt"
@@ -63,7 +63,7 @@ func (r *Report) writePlot(w io.Writer, scenario, format string) error {
 		}
 	}
 	if n == 0 {
-		return fmt.Errorf("bench: no summaries for scenario %q", scenario)
+		return fmt.Errorf("eval: no summaries for scenario %q", scenario)
 	}
 	c, err := p.WriterTo(7*vg.Inch, 4.5*vg.Inch, format)
 	if err != nil {

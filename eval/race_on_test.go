@@ -1,6 +1,6 @@
 //go:build race
 
-package bench
+package eval
 
 // raceEnabled shrinks the quick harness test under the race detector.
 const raceEnabled = true

@@ -1,5 +1,5 @@
 //go:build !race
 
-package bench
+package eval
 
 const raceEnabled = false

@@ -8,16 +8,16 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/vllm-tuner/tuner/bench"
+	"github.com/vllm-tuner/tuner/eval"
 )
 
-func init() { register(benchCommand()) }
+func init() { register(evalCommand()) }
 
-func benchCommand() *cli.Command {
-	d := bench.DefaultConfig()
+func evalCommand() *cli.Command {
+	d := eval.DefaultConfig()
 	return &cli.Command{
-		Name:  "bench",
-		Usage: "benchmarks of the tuner itself",
+		Name:  "eval",
+		Usage: "evaluations of the tuner itself",
 		Subcommands: []*cli.Command{{
 			Name:      "search",
 			Usage:     "search quality: the tuner vs random, an auto_tune-style grid and plain TPE, against ground truth",
@@ -31,7 +31,7 @@ func benchCommand() *cli.Command {
 				&cli.StringFlag{Name: "strategies", Usage: "comma-separated strategies (default: all)"},
 				&cli.IntFlag{Name: "seeds", Value: d.Seeds, Usage: "seeds per strategy and scenario"},
 				&cli.IntFlag{Name: "trials", Value: d.Trials, Usage: "search trials per run"},
-				&cli.StringFlag{Name: "out", Value: "bench-out", Usage: "report directory"},
+				&cli.StringFlag{Name: "out", Value: "eval-out", Usage: "report directory"},
 				&cli.StringFlag{Name: "cache", Value: d.CacheDir, Usage: "ground-truth cache directory (empty: compute, do not cache)"},
 				&cli.BoolFlag{Name: "no-write-cache", Usage: "do not store recomputed ground truth"},
 				&cli.IntFlag{Name: "samples", Value: d.Plan.Random, Usage: "random configs of the ground-truth sample"},
@@ -39,29 +39,29 @@ func benchCommand() *cli.Command {
 				&cli.IntFlag{Name: "parallel", Value: d.Parallel, Usage: "concurrent jobs"},
 				&cli.BoolFlag{Name: "quick", Usage: "the CI variant: one scenario, one seed, 10 trials, a small uncached ground truth"},
 			},
-			Action: runBenchSearch,
+			Action: runEvalSearch,
 		}},
 	}
 }
 
 func scenarioNames() string {
 	var names []string
-	for _, sc := range bench.DefaultScenarios() {
+	for _, sc := range eval.DefaultScenarios() {
 		names = append(names, sc.Name)
 	}
 	return strings.Join(names, ", ")
 }
 
-func runBenchSearch(c *cli.Context) error {
+func runEvalSearch(c *cli.Context) error {
 	if c.NArg() > 0 {
-		return usagef("bench search takes no arguments, got %q", c.Args().First())
+		return usagef("eval search takes no arguments, got %q", c.Args().First())
 	}
-	cfg := bench.DefaultConfig()
+	cfg := eval.DefaultConfig()
 	if c.Bool("quick") {
-		cfg = bench.QuickConfig()
+		cfg = eval.QuickConfig()
 	}
 	if c.IsSet("scenarios") || !c.Bool("quick") {
-		scs, err := bench.FindScenarios(bench.DefaultScenarios(), c.String("scenarios"))
+		scs, err := eval.FindScenarios(eval.DefaultScenarios(), c.String("scenarios"))
 		if err != nil {
 			return asUsage(err)
 		}
@@ -92,8 +92,8 @@ func runBenchSearch(c *cli.Context) error {
 		lvl = slog.LevelDebug
 	}
 	cfg.Logger = slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: lvl}))
-	rep, err := bench.Execute(c.Context, cfg)
-	if errors.Is(err, bench.ErrConfig) {
+	rep, err := eval.Execute(c.Context, cfg)
+	if errors.Is(err, eval.ErrConfig) {
 		return asUsage(err)
 	}
 	if err != nil {

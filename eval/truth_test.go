@@ -1,4 +1,4 @@
-package bench
+package eval
 
 import (
 	"bytes"
@@ -142,7 +142,7 @@ func TestTruthCache(t *testing.T) {
 
 // TestCommittedTruth checks the committed cache files: decodable, valid,
 // fronts non-dominated and inside their spaces. A stale key is reported,
-// not failed: `make bench-search` recomputes it.
+// not failed: `make eval-search` recomputes it.
 func TestCommittedTruth(t *testing.T) {
 	for _, sc := range DefaultScenarios() {
 		gt, err := LoadTruth("testdata", sc.Name, "")
@@ -175,7 +175,7 @@ func TestCommittedTruth(t *testing.T) {
 			}
 		}
 		if key, err := TruthKey(context.Background(), p, gt.Plan); err == nil && key != gt.Key {
-			t.Logf("%s: committed ground truth is stale (key %s, simulator now gives %s); run make bench-search", sc.Name, gt.Key, key)
+			t.Logf("%s: committed ground truth is stale (key %s, simulator now gives %s); run make eval-search", sc.Name, gt.Key, key)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package bench
+package eval
 
 import (
 	"context"
@@ -45,7 +45,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		Scenarios: DefaultScenarios(), Seeds: 5, Trials: 48, Checkpoints: []int{8, 16, 24, 48},
-		Plan: DefaultSamplePlan(), CacheDir: "bench/testdata", WriteCache: true, Parallel: 1, PruneHistory: 24,
+		Plan: DefaultSamplePlan(), CacheDir: "eval/testdata", WriteCache: true, Parallel: 1, PruneHistory: 24,
 	}
 }
 
@@ -338,7 +338,7 @@ func cacheName(scenario string, plan SamplePlan) string {
 
 // runOne runs a strategy and judges its trials against the truth.
 func runOne(ctx context.Context, cfg Config, st *scenarioState, s Strategy, seed uint64, hist []search.Observation) (*Run, error) {
-	dir, err := os.MkdirTemp("", "tuner-bench-*")
+	dir, err := os.MkdirTemp("", "tuner-eval-*")
 	if err != nil {
 		return nil, err
 	}
@@ -375,7 +375,7 @@ func warmHistory(ctx context.Context, cfg Config, p *Problem, seed uint64, looku
 	}
 	r := lookup(src)
 	if r == nil {
-		dir, err := os.MkdirTemp("", "tuner-bench-warm-*")
+		dir, err := os.MkdirTemp("", "tuner-eval-warm-*")
 		if err != nil {
 			return nil, err
 		}
