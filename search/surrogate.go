@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 
@@ -39,6 +40,18 @@ type SurrogateScorer struct {
 	model  *surrogate.Surrogate
 	objIdx []int // surrogate objective index per study objective
 	sloIdx []int // surrogate objective index per SLO bound
+	own    int   // measured trials of the study's own context at the last fit
+
+	prior *priorModel
+}
+
+// priorModel is a model trained elsewhere (a fleet's history, XGBoost in
+// Python) that steers the search until the study's own history outweighs it.
+type priorModel struct {
+	model  *surrogate.Surrogate
+	weight float64 // in trials of the study's own context
+	objIdx []int   // prior objective index per study objective (-1: not predicted)
+	sloIdx []int   // prior objective index per SLO bound (-1: not predicted)
 }
 
 var (
@@ -94,15 +107,97 @@ func NewSurrogateScorer(space *spaces.Space, w trial.Workload, objs pareto.Objec
 	return s, nil
 }
 
-// Fit retrains on the history.
+// ErrPriorSchema is returned by SetPrior for a model that cannot read this
+// study's configs.
+var ErrPriorSchema = errors.New("prior model does not fit the search space")
+
+// DefaultPriorWeight is the number of the study's own measured trials at
+// which a prior model and the study's own surrogate weigh the same.
+const DefaultPriorWeight = 8
+
+// SetPrior makes m the scorer's prior: until the first fit it scores alone;
+// afterwards each prediction is the mix weight/(weight+n) prior and
+// n/(weight+n) own surrogate, n being the study's own measured trials, so the
+// prior steers the first trials and fades as the history grows. The prior
+// must read this space: every parameter feature of its schema names a
+// parameter of the space, and it must predict every objective and SLO
+// metric of the study to score alone (otherwise it only joins the mix for
+// the metrics it has, once the study's own model exists).
+func (s *SurrogateScorer) SetPrior(m *surrogate.Surrogate, weight float64, space *spaces.Space) error {
+	if m == nil || m.Schema == nil {
+		return fmt.Errorf("%w: no model", ErrPriorSchema)
+	}
+	if m.Schema.Version != surrogate.SchemaVersion {
+		return fmt.Errorf("%w: schema version %d, this tuner's is %d", ErrPriorSchema, m.Schema.Version, surrogate.SchemaVersion)
+	}
+	for _, f := range m.Schema.Features {
+		name, ok := strings.CutPrefix(f.Source, "param:")
+		if !ok {
+			continue
+		}
+		if _, ok := space.Param(name); !ok {
+			return fmt.Errorf("%w: feature %q reads parameter %q, which the space does not have", ErrPriorSchema, f.Name, name)
+		}
+	}
+	if weight <= 0 {
+		weight = DefaultPriorWeight
+	}
+	pm := &priorModel{model: m, weight: weight}
+	find := func(metric string) int {
+		for i, o := range m.Objectives {
+			if o.Metric == metric {
+				return i
+			}
+		}
+		return -1
+	}
+	covered := 0
+	for _, o := range s.objectives {
+		pm.objIdx = append(pm.objIdx, find(o.Name))
+		if pm.objIdx[len(pm.objIdx)-1] < 0 {
+			continue
+		}
+		covered++
+	}
+	for _, b := range s.slo {
+		pm.sloIdx = append(pm.sloIdx, find(b.Metric))
+	}
+	if covered == 0 {
+		return fmt.Errorf("%w: it predicts none of the study's objectives (%s)", ErrPriorSchema, objectiveNames(s.objectives))
+	}
+	s.mu.Lock()
+	s.prior = pm
+	s.mu.Unlock()
+	return nil
+}
+
+func objectiveNames(objs pareto.Objectives) string {
+	var names []string
+	for _, o := range objs {
+		names = append(names, o.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// complete reports whether the prior predicts every objective and SLO metric.
+func (pm *priorModel) complete() bool {
+	return !slices.Contains(pm.objIdx, -1) && !slices.Contains(pm.sloIdx, -1)
+}
+
+// Fit retrains on the history. With a prior, too little history to train
+// on is not an error: the prior scores alone.
 func (s *SurrogateScorer) Fit(ctx context.Context, history []Observation) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	samples := make([]surrogate.Sample, 0, len(history))
+	own := 0
 	for _, o := range history {
 		if o.Result != nil && o.Result.Failure == trial.FailInterrupted {
 			continue
+		}
+		if o.Target == nil && o.Workload == nil && o.Result != nil && o.Result.Usable() {
+			own++
 		}
 		sm := surrogate.Sample{Target: s.target, Workload: s.workload, Config: o.Config, Result: o.Result}
 		if o.Target != nil {
@@ -114,12 +209,15 @@ func (s *SurrogateScorer) Fit(ctx context.Context, history []Observation) error 
 		samples = append(samples, sm)
 	}
 	m, err := surrogate.Train(s.schema, samples, s.opts)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err != nil {
+		if s.prior != nil && s.prior.complete() && errors.Is(err, surrogate.ErrNoData) {
+			return nil
+		}
 		return fmt.Errorf("train surrogate on %d trials: %w", len(samples), err)
 	}
-	s.mu.Lock()
-	s.model = m
-	s.mu.Unlock()
+	s.model, s.own = m, own
 	return nil
 }
 
@@ -129,25 +227,80 @@ func (s *SurrogateScorer) Score(ctx context.Context, cands []spaces.Config) ([]P
 		return nil, err
 	}
 	s.mu.Lock()
-	m := s.model
+	m, own, pm := s.model, s.own, s.prior
 	s.mu.Unlock()
-	if m == nil {
+	if m == nil && (pm == nil || !pm.complete()) {
 		return nil, ErrNotFitted
 	}
-	preds := m.PredictConfigs(s.target, s.workload, cands)
-	out := make([]Prediction, len(preds))
-	for i, p := range preds {
-		q := Prediction{PFeasible: p.PFeasible, Mean: make([]float64, len(s.objIdx)), Std: make([]float64, len(s.objIdx))}
+	// w is the prior's share of each prediction it covers.
+	var ownPreds, priorPreds []surrogate.Prediction
+	w := 0.0
+	priorObj, priorSLO := none(len(s.objIdx)), none(len(s.slo))
+	if m != nil {
+		ownPreds = m.PredictConfigs(s.target, s.workload, cands)
+	}
+	if pm != nil {
+		priorPreds = pm.model.PredictConfigs(s.target, s.workload, cands)
+		priorObj, priorSLO = pm.objIdx, pm.sloIdx
+		w = 1
+		if m != nil {
+			w = pm.weight / (pm.weight + float64(own))
+		}
+	}
+	// metric returns the mixed mean and std of surrogate objective k (own)
+	// and prior objective pk (-1: none) for candidate i.
+	metric := func(i, k, pk int) (float64, float64) {
+		var mean, vr, ow float64
+		if ownPreds != nil {
+			ow = 1 - w
+			if pk < 0 {
+				ow = 1
+			}
+			mean, vr = ow*ownPreds[i].Mean[k], ow*ownPreds[i].Std[k]*ownPreds[i].Std[k]
+		}
+		if pk >= 0 && priorPreds != nil {
+			pw := 1 - ow
+			pmn, psd := priorPreds[i].Mean[pk], priorPreds[i].Std[pk]
+			mean += pw * pmn
+			vr += pw * psd * psd
+			if ownPreds != nil {
+				// The models' disagreement is uncertainty too.
+				d := ownPreds[i].Mean[k] - pmn
+				vr += ow * pw * d * d
+			}
+		}
+		return mean, math.Sqrt(vr)
+	}
+	out := make([]Prediction, len(cands))
+	for i := range cands {
+		q := Prediction{Mean: make([]float64, len(s.objIdx)), Std: make([]float64, len(s.objIdx))}
+		switch {
+		case ownPreds == nil:
+			q.PFeasible = priorPreds[i].PFeasible
+		case priorPreds == nil:
+			q.PFeasible = ownPreds[i].PFeasible
+		default:
+			q.PFeasible = w*priorPreds[i].PFeasible + (1-w)*ownPreds[i].PFeasible
+		}
 		for j, k := range s.objIdx {
-			q.Mean[j], q.Std[j] = p.Mean[k], p.Std[k]
+			q.Mean[j], q.Std[j] = metric(i, k, priorObj[j])
 		}
 		for j, b := range s.slo {
-			k := s.sloIdx[j]
-			q.PFeasible *= boundProb(b, p.Mean[k], math.Max(p.Std[k], s.SpreadFloor*math.Abs(p.Mean[k])))
+			mean, sd := metric(i, s.sloIdx[j], priorSLO[j])
+			q.PFeasible *= boundProb(b, mean, math.Max(sd, s.SpreadFloor*math.Abs(mean)))
 		}
 		out[i] = q
 	}
 	return out, nil
+}
+
+// none is n indexes of "not predicted".
+func none(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = -1
+	}
+	return out
 }
 
 // boundProb is P(bound holds) for a normal metric with mean m and std sd.

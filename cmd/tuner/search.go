@@ -64,6 +64,7 @@ func searchCommand() *cli.Command {
 			&cli.BoolFlag{Name: "resume", Usage: "continue the study (same model, GPU, engine, workload, objectives, SLO and space)"},
 			&cli.BoolFlag{Name: "no-prune", Usage: "do not narrow the space from history"},
 			&cli.BoolFlag{Name: "no-surrogate", Usage: "do not screen candidates with the GBDT surrogate (run the sampler's choice)"},
+			&cli.StringFlag{Name: "surrogate", Usage: "a model trained elsewhere as the surrogate's prior until the study's own trials outweigh it: a stored model's name (tuner surrogate list) or a model file"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the effective space, the first proposals and their command lines; start nothing"},
 			&cli.IntFlag{Name: "proposals", Value: 5, Usage: "proposals printed by --dry-run"},
 			&cli.StringSliceFlag{Name: "engine-arg", Usage: "extra engine argument passed through unchanged (repeatable)"},
@@ -472,13 +473,58 @@ func newProposer(c *cli.Context, ss *searchSetup, other []search.Observation, lo
 		if err != nil {
 			return tuner.SearchProposer{}, err
 		}
+		if ref := c.String("surrogate"); ref != "" {
+			prior, err := loadPrior(c, ref)
+			if err != nil {
+				return tuner.SearchProposer{}, err
+			}
+			if err := sc.SetPrior(prior, search.DefaultPriorWeight, pc.Space); err != nil {
+				return tuner.SearchProposer{}, usagef("--surrogate %s: %v", ref, err)
+			}
+			pc.MinScreenHistory = 1 // the prior steers from the first trial after vLLM's default
+		}
 		pc.Scorer = sc
+	} else if c.IsSet("surrogate") {
+		return tuner.SearchProposer{}, usagef("--surrogate and --no-surrogate exclude each other")
 	}
 	p, err := search.NewProposer(pc)
 	if err != nil {
 		return tuner.SearchProposer{}, asUsage(err)
 	}
 	return tuner.SearchProposer{Proposer: p}, nil
+}
+
+// loadPrior reads --surrogate: a model file (as the store keeps models) when
+// the path exists, else a model stored in the database under that name.
+func loadPrior(c *cli.Context, ref string) (*surrogate.Surrogate, error) {
+	var blob []byte
+	if _, err := os.Stat(ref); err == nil {
+		if blob, err = readCapped(ref, surrogate.DefaultLimits().MaxBytes); err != nil {
+			return nil, usagef("--surrogate %s: %v", ref, err)
+		}
+	} else {
+		dbPath, err := studyDBPath(c)
+		if err != nil {
+			return nil, err
+		}
+		st, err := store.Open(c.Context, dbPath, store.Options{ReadOnly: true, Timeout: 10 * time.Second})
+		if err != nil {
+			return nil, usagef("--surrogate %s: no such file, and no database to look the name up in (%v)", ref, err)
+		}
+		defer st.Close()
+		blob, _, err = st.GetModel(c.Context, ref)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, usagef("--surrogate %s: no such file or stored model (tuner surrogate list)", ref)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	m, err := surrogate.Unmarshal(blob)
+	if err != nil {
+		return nil, usagef("--surrogate %s: %v", ref, err)
+	}
+	return m, nil
 }
 
 // newRunner builds the runner of --engine.

@@ -63,6 +63,16 @@ func surrogateCommand() *cli.Command {
 				Action: surrogateExport,
 			},
 			{
+				Name:      "train",
+				Usage:     "train the surrogate on the stored history and store it, to steer other searches (tuner search --surrogate NAME)",
+				ArgsUsage: " ",
+				Flags: append(historyFlags(),
+					&cli.StringFlag{Name: "name", Value: "trained", Usage: "store the model under this name (replaces a model of that name)"},
+					&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the bagging"},
+				),
+				Action: surrogateTrain,
+			},
+			{
 				Name:      "eval",
 				Usage:     "cross-validate the surrogate on the stored history: R^2 / MAPE per target, AUC of feasibility",
 				ArgsUsage: " ",
@@ -392,6 +402,37 @@ func surrogateEval(c *cli.Context) error {
 	}
 	fmt.Fprintf(c.App.Writer, "history: %d trials from %d studies\n", len(m.X), nStudies)
 	return r.WriteText(c.App.Writer)
+}
+
+func surrogateTrain(c *cli.Context) error {
+	if c.NArg() != 0 {
+		return usagef("surrogate train takes no arguments")
+	}
+	m, nStudies, err := historyMatrix(c)
+	if err != nil {
+		return err
+	}
+	opts := surrogate.DefaultOptions()
+	opts.Seed = c.Uint64("seed")
+	sur, err := surrogate.TrainMatrix(m, opts)
+	if err != nil {
+		return fmt.Errorf("train on %d trials: %w", len(m.X), err)
+	}
+	path, err := studyDBPath(c)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(c.Context, path, store.DefaultOptions())
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	name := c.String("name")
+	if err := putSurrogate(c.Context, st, name, sur); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "stored %s: trained on %d trials from %d studies (%s)\n", name, len(m.X), nStudies, describeTargets(sur))
+	return nil
 }
 
 func surrogateList(c *cli.Context) error {

@@ -117,3 +117,38 @@ func parseF(t *testing.T, s string) float64 {
 	}
 	return f
 }
+
+// A model trained on one study's history and stored steers another search
+// (--surrogate NAME); names that are neither a file nor a stored model, and
+// --no-surrogate beside it, are usage errors.
+func TestSurrogateTrainSteersSearch(t *testing.T) {
+	db := copyDB(t, virtualFixture(t))
+	hist := []string{"--model", testModel, "--gpu", testGPU, "--workload", "testdata/tiny-chat.yaml"}
+	code, out, errb := runTuner(t, append([]string{"--db", db, "surrogate", "train", "--name", "fleet"}, hist...)...)
+	if code != 0 || !strings.Contains(out, "stored fleet: trained on") {
+		t.Fatalf("train: exit %d: %s%s", code, out, errb)
+	}
+	code, out, _ = runTuner(t, "--db", db, "surrogate", "list")
+	if code != 0 || !strings.Contains(out, "fleet") {
+		t.Fatalf("list after train: exit %d: %s", code, out)
+	}
+	// A new study (another SLO) steered by the stored model.
+	code, out, errb = runTuner(t, "--db", db, "search", "--model", testModel, "--gpu", testGPU, "--engine", "sim-virtual",
+		"--workload", "testdata/tiny-chat.yaml", "--slo", "tpot_p99<=60ms", "--trials", "4", "--budget", "0",
+		"--finalists", "1", "--repeats", "1", "--surrogate", "fleet")
+	if code != 0 {
+		t.Fatalf("search --surrogate fleet: exit %d: %s%s", code, out, errb)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--surrogate", "no-such-model"}, "no such file or stored model"},
+		{[]string{"--surrogate", "fleet", "--no-surrogate"}, "exclude each other"},
+	} {
+		code, _, errb := runTuner(t, virtualArgs(db, tc.args...)...)
+		if code != exitUsage || !strings.Contains(errb, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", tc.args, code, errb, exitUsage, tc.want)
+		}
+	}
+}
