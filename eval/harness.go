@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/vllm-tuner/tuner/search"
+	"github.com/vllm-tuner/tuner/surrogate"
 )
 
 // Config configures a benchmark run. DefaultConfig gives the full
@@ -36,6 +37,9 @@ type Config struct {
 	// PruneHistory is the number of the tuner's first trials pruning is
 	// judged from.
 	PruneHistory int
+	// PriorSamples is the number of noise-free configs of each other
+	// scenario the tuner-prior strategy's model is trained on.
+	PriorSamples int
 	Progress     io.Writer // progress lines; nil = none
 	Logger       *slog.Logger
 }
@@ -46,6 +50,7 @@ func DefaultConfig() Config {
 	return Config{
 		Scenarios: DefaultScenarios(), Seeds: 5, Trials: 48, Checkpoints: []int{8, 16, 24, 48},
 		Plan: DefaultSamplePlan(), CacheDir: "eval/testdata", WriteCache: true, Parallel: 1, PruneHistory: 24,
+		PriorSamples: 300,
 	}
 }
 
@@ -74,6 +79,9 @@ func (c *Config) validate() error {
 	}
 	if c.Parallel < 1 {
 		c.Parallel = 1
+	}
+	if c.PriorSamples < 1 {
+		c.PriorSamples = DefaultConfig().PriorSamples
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -110,6 +118,7 @@ const (
 	StratTPE    = "tpe"
 	StratTuner  = "tuner"
 	StratWarm   = "tuner-warm"
+	StratPrior  = "tuner-prior"
 )
 
 // DefaultStrategies are the five strategies of the benchmark, in report order.
@@ -120,8 +129,11 @@ func DefaultStrategies() []Strategy {
 		ProposerStrategy{Label: StratTPE, Sampler: search.SamplerTPE},
 		TunerStrategy{Label: StratTuner},
 		TunerStrategy{Label: StratWarm, Warm: true},
+		TunerStrategy{Label: StratPrior, Prior: true},
 	}
 }
+
+func usesPrior(s Strategy) bool { ts, ok := s.(TunerStrategy); return ok && ts.Prior }
 
 // StrategyNames lists the strategies' names.
 func StrategyNames() []string {
@@ -158,6 +170,7 @@ type scenarioState struct {
 	truth  *GroundTruth
 	cached bool
 	evalMS float64
+	prior  *surrogate.Surrogate // trained on the other scenarios (prior strategies only)
 }
 
 // Execute runs the benchmark and returns the report (also written to
@@ -174,6 +187,10 @@ func Execute(ctx context.Context, cfg Config) (*Report, error) {
 		fmt.Fprintf(cfg.Progress, "[%6.1fs] "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
 	}
 	strategies := DefaultStrategies()
+	if len(cfg.Scenarios) < 2 {
+		// A prior is trained on the other scenarios: with one there are none.
+		strategies = slices.DeleteFunc(strategies, usesPrior)
+	}
 	if len(cfg.Strategies) > 0 {
 		strategies = nil
 		for _, n := range cfg.Strategies {
@@ -194,6 +211,30 @@ func Execute(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
+	}
+
+	// Phase 1b: the prior models, when a strategy uses one.
+	if slices.ContainsFunc(strategies, usesPrior) {
+		if len(states) < 2 {
+			return nil, fmt.Errorf("%w: %s needs at least two scenarios (its prior is trained on the others)", ErrConfig, StratPrior)
+		}
+		g, gctx = errgroup.WithContext(ctx)
+		g.SetLimit(cfg.Parallel)
+		for i := range states {
+			g.Go(func() error {
+				t0 := time.Now()
+				m, err := trainPrior(gctx, states, i, cfg.PriorSamples, 1)
+				if err != nil {
+					return err
+				}
+				states[i].prior = m
+				progress("%-22s prior model: %d configs of the other scenarios (%.1fs)", states[i].prob.Scenario.Name, m.Metrics.Samples, time.Since(t0).Seconds())
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return nil, err
+		}
 	}
 
 	// Phase 2: every run except warm starts; phase 3: warm starts, whose
@@ -344,7 +385,7 @@ func runOne(ctx context.Context, cfg Config, st *scenarioState, s Strategy, seed
 	}
 	defer os.RemoveAll(dir)
 	t0 := time.Now()
-	trials, belief, err := s.Run(ctx, Env{Problem: st.prob, Seed: seed, Trials: cfg.Trials, History: hist, TempDir: dir, Logger: cfg.Logger})
+	trials, belief, err := s.Run(ctx, Env{Problem: st.prob, Seed: seed, Trials: cfg.Trials, History: hist, Prior: st.prior, TempDir: dir, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}

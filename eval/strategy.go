@@ -61,6 +61,8 @@ type Env struct {
 	// History warm-starts the run (other contexts' observations); only
 	// strategies that use history read it.
 	History []search.Observation
+	// Prior is a model trained on other scenarios (prior strategies only).
+	Prior   *surrogate.Surrogate
 	TempDir string
 	Logger  *slog.Logger
 }
@@ -247,6 +249,8 @@ func (GridStrategy) Run(ctx context.Context, env Env) ([]Trial, Belief, error) {
 type TunerStrategy struct {
 	Label string
 	Warm  bool
+	// Prior steers the search with Env.Prior as tuner search --surrogate does.
+	Prior bool
 	// Finalists and Repeats of the final re-measurement (0: the loop's defaults).
 	Finalists, Repeats int
 }
@@ -276,6 +280,15 @@ func (s TunerStrategy) Run(ctx context.Context, env Env) ([]Trial, Belief, error
 	sc, err := search.NewSurrogateScorer(p.Space, p.Workload, p.Objectives, p.SLO, so)
 	if err != nil {
 		return nil, Belief{}, err
+	}
+	if s.Prior {
+		if env.Prior == nil {
+			return nil, Belief{}, fmt.Errorf("%w: %s without a prior model", ErrConfig, s.Label)
+		}
+		if err := sc.SetPrior(env.Prior, search.DefaultPriorWeight, p.Space); err != nil {
+			return nil, Belief{}, err
+		}
+		pc.MinScreenHistory = 1
 	}
 	pc.Scorer = sc
 	prop, err := search.NewProposer(pc)
