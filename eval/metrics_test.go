@@ -96,3 +96,27 @@ func TestCheckpoints(t *testing.T) {
 		}
 	}
 }
+
+func TestGPUHoursTo(t *testing.T) {
+	trials := []Trial{
+		{Number: 1, Phase: PhaseSearch, GPUSeconds: 1800},
+		{Number: 2, Phase: PhaseSearch, GPUSeconds: 3600},
+		{Number: 3, Phase: PhaseSearch, GPUSeconds: 7200},
+		{Phase: PhaseRepeat, GPUSeconds: 3600},
+	}
+	curve := []float64{0.5, 0.85, 0.92}
+	for _, tc := range []struct {
+		thr   float64
+		hours float64
+		ok    bool
+	}{
+		{0.80, 1.5, true}, // trials 1-2
+		{0.90, 3.5, true}, // trials 1-3, not the repeat
+		{0.95, 0, false},
+	} {
+		h, ok := gpuHoursTo(trials, curve, tc.thr)
+		if ok != tc.ok || math.Abs(h-tc.hours) > 1e-9 {
+			t.Errorf("to %.2f: %.3f h, %v; want %.3f h, %v", tc.thr, h, ok, tc.hours, tc.ok)
+		}
+	}
+}
