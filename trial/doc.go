@@ -30,7 +30,7 @@
 //     aggregates; Record is the raw data (also written per trial by
 //     WriteRaw, read back by ReadRaw, so any metric can be recomputed).
 //   - Stability (stability.go): Analyze cuts the warm-up (MSER-5 on E2EL),
-//     compares steady windows pairwise by two-sample KS (KSTest, our
+//     compares steady windows pairwise by two-sample KS (stats.KSTest, our
 //     asymptotic p-value), checks the window throughput CV and reports the
 //     95% CI half-width used for early stopping.
 //   - Telemetry (telemetry.go, nvml.go): GPUSource (NVML through go-nvml
