@@ -26,6 +26,10 @@ type CheckReport struct {
 	Fronts   int      `json:"fronts"`
 	Models   int      `json:"models"`
 	Problems []string `json:"problems,omitempty"`
+	// Duplicates lists configs measured twice at the same repeat index
+	// (two searches ran on one study at once): not damage to the file, but
+	// measurements the search never asked for.
+	Duplicates []string `json:"duplicates,omitempty"`
 }
 
 // maxProblems caps the problems one check lists.
@@ -143,6 +147,7 @@ func checkRecords(ctx context.Context, tx *bolt.Tx, rep *CheckReport, problem fu
 		}
 		tb := tx.Bucket(bucketTrials).Bucket(sid)
 		var last uint64
+		measured := map[string]string{} // config ID and repeat -> first trial
 		_ = tb.ForEach(func(k, v []byte) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -166,6 +171,18 @@ func checkRecords(ctx context.Context, tx *bolt.Tx, rep *CheckReport, problem fu
 				problem("trial %s: sequence beyond the bucket's %d", t.ID, tb.Sequence())
 			}
 			last = seq
+			if t.State.Finished() && t.State != StateInterrupted {
+				k := fmt.Sprintf("%s#%d", t.ConfigID, t.Repeat)
+				if first, dup := measured[k]; dup && len(rep.Duplicates) < maxProblems {
+					what := "search trial"
+					if t.Repeat > 0 {
+						what = fmt.Sprintf("re-measurement %d", t.Repeat)
+					}
+					rep.Duplicates = append(rep.Duplicates, fmt.Sprintf("study %s: config %s measured twice as %s (trials %s and %s; two searches at once?)", sid, t.ConfigID, what, first, t.ID))
+				} else if !dup {
+					measured[k] = t.ID
+				}
+			}
 			if st, ok := studies[t.StudyID]; ok && t.StudyID == string(sid) && t.Seq == seq {
 				if p, ok := eligible(st, st.SLO(), &t, FrontQuery{}); ok {
 					cands[st.ID] = append(cands[st.ID], p)
