@@ -308,3 +308,12 @@ func decodeSummary(studyID string, b []byte) (Summary, error) {
 	s.Config = spaces.NewConfig(params)
 	return s, nil
 }
+
+// decodeSealedSummary verifies a stored summary and decodes it.
+func decodeSealedSummary(studyID string, b []byte) (Summary, error) {
+	payload, err := unseal(b, false)
+	if err != nil {
+		return Summary{}, fmt.Errorf("summary: %w", err)
+	}
+	return decodeSummary(studyID, payload)
+}
