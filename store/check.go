@@ -26,6 +26,10 @@ type CheckReport struct {
 	Fronts   int      `json:"fronts"`
 	Models   int      `json:"models"`
 	Problems []string `json:"problems,omitempty"`
+	// Duplicates lists configs measured twice at the same repeat index
+	// (two searches ran on one study at once): not damage to the file, but
+	// measurements the search never asked for.
+	Duplicates []string `json:"duplicates,omitempty"`
 }
 
 // maxProblems caps the problems one check lists.
@@ -105,8 +109,10 @@ func (s *Store) Check(ctx context.Context) (CheckReport, error) {
 
 func checkRecords(ctx context.Context, tx *bolt.Tx, rep *CheckReport, problem func(string, ...any)) {
 	studies := map[string]Study{}
+	nstudies := 0
 	_ = tx.Bucket(bucketStudies).ForEach(func(k, v []byte) error {
-		st, err := DecodeStudy(v)
+		nstudies++
+		st, err := decodeStudy(v, false)
 		switch {
 		case err != nil:
 			problem("study %q: %v", k, err)
@@ -120,6 +126,16 @@ func checkRecords(ctx context.Context, tx *bolt.Tx, rep *CheckReport, problem fu
 		return nil
 	})
 	rep.Studies = len(studies)
+	if seq := tx.Bucket(bucketStudies).Sequence(); uint64(nstudies) != seq {
+		problem("studies: %d records, %d created (records or pages lost)", nstudies, seq)
+	}
+	for id := range studies {
+		for _, b := range [][]byte{bucketTrials, bucketSummaries} {
+			if tx.Bucket(b).Bucket([]byte(id)) == nil {
+				problem("study %s: its %s bucket is missing", id, b)
+			}
+		}
+	}
 
 	running := map[string]bool{}
 	_ = tx.Bucket(bucketRunning).ForEach(func(k, v []byte) error {
@@ -142,18 +158,27 @@ func checkRecords(ctx context.Context, tx *bolt.Tx, rep *CheckReport, problem fu
 			problem("trials of unknown study %q", sid)
 		}
 		tb := tx.Bucket(bucketTrials).Bucket(sid)
-		var last uint64
+		var last, n uint64
+		measured := map[string]string{} // config ID and repeat -> first trial
+		defer func() {
+			// Keys are unique, ascending and at most the sequence, so the
+			// count equals the sequence exactly when none is missing.
+			if n != tb.Sequence() {
+				problem("study %s: %d trial records, %d begun (records lost)", sid, n, tb.Sequence())
+			}
+		}()
 		_ = tb.ForEach(func(k, v []byte) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			rep.Trials++
+			n++
 			if len(k) != 8 {
 				problem("study %s: bad trial key %x", sid, k)
 				return nil
 			}
 			seq := beUint64(k)
-			t, err := DecodeTrial(v)
+			t, err := decodeTrial(v, false)
 			switch {
 			case err != nil:
 				problem("trial %s: %v", TrialID(string(sid), seq), err)
@@ -166,13 +191,25 @@ func checkRecords(ctx context.Context, tx *bolt.Tx, rep *CheckReport, problem fu
 				problem("trial %s: sequence beyond the bucket's %d", t.ID, tb.Sequence())
 			}
 			last = seq
+			if t.State.Finished() && t.State != StateInterrupted {
+				k := fmt.Sprintf("%s#%d", t.ConfigID, t.Repeat)
+				if first, dup := measured[k]; dup && len(rep.Duplicates) < maxProblems {
+					what := "search trial"
+					if t.Repeat > 0 {
+						what = fmt.Sprintf("re-measurement %d", t.Repeat)
+					}
+					rep.Duplicates = append(rep.Duplicates, fmt.Sprintf("study %s: config %s measured twice as %s (trials %s and %s; two searches at once?)", sid, t.ConfigID, what, first, t.ID))
+				} else if !dup {
+					measured[k] = t.ID
+				}
+			}
 			if st, ok := studies[t.StudyID]; ok && t.StudyID == string(sid) && t.Seq == seq {
 				if p, ok := eligible(st, st.SLO(), &t, FrontQuery{}); ok {
 					cands[st.ID] = append(cands[st.ID], p)
 				}
 			}
 			sm := summarize(&t)
-			want := encodeSummary(&sm)
+			want := seal(encodeSummary(&sm))
 			var have []byte
 			if sb := tx.Bucket(bucketSummaries).Bucket(sid); sb != nil {
 				have = sb.Get(k)
@@ -214,13 +251,13 @@ func checkRecords(ctx context.Context, tx *bolt.Tx, rep *CheckReport, problem fu
 	have := map[string]Front{}
 	_ = tx.Bucket(bucketFronts).ForEach(func(k, v []byte) error {
 		rep.Fronts++
-		f, err := DecodeFront(v)
+		f, err := decodeFront(v, false)
 		if err != nil {
 			problem("front %s: %v", k, err)
 			return nil
 		}
 		have[string(k)] = f
-		vecs, err := decodeVectors(tx.Bucket(bucketFrontVecs).Get(k))
+		vecs, err := decodeSealedVectors(tx.Bucket(bucketFrontVecs).Get(k))
 		if err != nil || !reflect.DeepEqual(vecs, f.Vectors()) && len(f.Points) > 0 {
 			problem("front %s: vector cache missing or stale", k)
 		}

@@ -133,7 +133,7 @@ func insertPoint(tx *bolt.Tx, key []byte, name string, objs pareto.Objectives, p
 	if raw != nil {
 		// Most trials do not enter the front: decide on the cached vectors
 		// alone, without decoding the front's JSON.
-		vecs, err := decodeVectors(tx.Bucket(bucketFrontVecs).Get(key))
+		vecs, err := decodeSealedVectors(tx.Bucket(bucketFrontVecs).Get(key))
 		if err != nil {
 			return corrupt(tx, fmt.Errorf("front %s vectors: %w", name, err))
 		}
@@ -143,7 +143,7 @@ func insertPoint(tx *bolt.Tx, key []byte, name string, objs pareto.Objectives, p
 	}
 	if raw != nil {
 		var err error
-		if f, err = DecodeFront(raw); err != nil {
+		if f, err = decodeFront(raw, false); err != nil {
 			return corrupt(tx, err)
 		}
 		if !f.Objectives.Equal(objs) {
@@ -167,7 +167,7 @@ func putFront(tx *bolt.Tx, key []byte, f Front) error {
 	if err := putJSON(tx.Bucket(bucketFronts), key, f); err != nil {
 		return err
 	}
-	return tx.Bucket(bucketFrontVecs).Put(key, encodeVectors(f.Vectors(), len(f.Objectives)))
+	return tx.Bucket(bucketFrontVecs).Put(key, seal(encodeVectors(f.Vectors(), len(f.Objectives))))
 }
 
 // encodeVectors is the binary form of a front's vectors.
@@ -369,7 +369,7 @@ func (s *Store) readFront(ctx context.Context, key []byte, objs func(*bolt.Tx) (
 			return err
 		}
 		var err error
-		if f, err = DecodeFront(raw); err != nil {
+		if f, err = decodeFront(raw, false); err != nil {
 			return corrupt(tx, err)
 		}
 		return nil
@@ -419,4 +419,13 @@ func (s *Store) RebuildGroupFront(ctx context.Context, g Group) (Front, error) {
 	}
 	key := g.Key()
 	return s.computeFront(ctx, "group/"+key, objs, groupStudies(studies, key), FrontQuery{})
+}
+
+// decodeSealedVectors verifies a stored vector cache and decodes it.
+func decodeSealedVectors(b []byte) ([][]float64, error) {
+	payload, err := unseal(b, false)
+	if err != nil {
+		return nil, err
+	}
+	return decodeVectors(payload)
 }

@@ -1,9 +1,14 @@
 package store
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"math/rand/v2"
+	"runtime"
 	"testing"
+
+	"github.com/vllm-tuner/tuner/spaces"
 )
 
 // FuzzDecodeTrial feeds arbitrary bytes to the record decoders: they must
@@ -75,4 +80,33 @@ func FuzzDecodeSummary(f *testing.F) {
 			t.Fatalf("round trip changed the summary")
 		}
 	})
+}
+
+// TestDecodeSummaryBoundedAlloc: a short record whose param count promises
+// millions of params (the fuzzer's ~300-byte, ~4 GB find) is refused
+// without sizing anything from that count.
+func TestDecodeSummaryBoundedAlloc(t *testing.T) {
+	r := rand.New(rand.NewPCG(54, 55))
+	cfg := randConfig(r)
+	tr := Trial{V: 1, ID: "0123456789ab-9", StudyID: "0123456789ab", Seq: 9, State: StateOK, Config: cfg, Result: randResult(r, cfg)}
+	sm := summarize(&tr)
+	sm.Config = spaces.NewConfig(nil)
+	good := encodeSummary(&sm)
+	// The record ends with the param count (0 here): replace it with a
+	// huge one followed by a few bytes of padding.
+	for _, n := range []uint64{1 << 22, 1 << 40} {
+		bad := binary.AppendUvarint(bytes.Clone(good[:len(good)-1]), n)
+		bad = append(bad, make([]byte, 64)...)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		_, err := decodeSummary("0123456789ab", bad)
+		runtime.ReadMemStats(&after)
+		if err == nil {
+			t.Fatalf("count %d: decoded", n)
+		}
+		if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+			t.Errorf("count %d in a %d-byte record: decoding allocated %d bytes", n, len(bad), got)
+		}
+	}
 }

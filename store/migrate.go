@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -16,7 +17,10 @@ import (
 //	0  buckets studies and trials only, no meta; trial records without "v",
 //	   with "status" and "config_hash"; no fronts, no running index.
 //	1  meta, running index, maintained fronts, surrogate models.
-const SchemaVersion = 1
+//	2  every record sealed in a checksummed envelope (RecordVersion 2);
+//	   every study has its trials and summaries buckets from its creation;
+//	   the studies bucket's sequence counts the studies.
+const SchemaVersion = 2
 
 var (
 	bucketMeta      = []byte("meta")
@@ -79,6 +83,7 @@ type migration struct {
 
 var migrations = []migration{
 	{from: 0, name: "versioned records, running index, maintained fronts, models", run: migrate0to1},
+	{from: 1, name: "checksummed records, a trials bucket per study, study count", run: migrate1to2},
 }
 
 // migrate brings the file to SchemaVersion; all steps commit together with
@@ -162,6 +167,81 @@ func migrate0to1(tx *bolt.Tx, now time.Time) error {
 			if err := tb.SetSequence(last); err != nil {
 				return err
 			}
+		}
+	}
+	// Rebuilding the fronts reads the studies as schema 2 does, count included.
+	if err := studies.SetSequence(uint64(len(all))); err != nil {
+		return err
+	}
+	return rebuildAllFronts(tx)
+}
+
+// migrate1to2 seals every record (studies, trials and their summaries,
+// fronts and their vector caches, model metadata), creates the trials and
+// summaries buckets of studies without trials (so that a missing bucket is
+// damage, never a study without trials) and sets the studies count.
+func migrate1to2(tx *bolt.Tx, _ time.Time) error {
+	studies := tx.Bucket(bucketStudies)
+	var all []Study
+	if err := studies.ForEach(func(k, v []byte) error {
+		s, err := DecodeStudy(v)
+		if err != nil {
+			return fmt.Errorf("study %q: %w", k, err)
+		}
+		all = append(all, s)
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, s := range all {
+		if err := putJSON(studies, []byte(s.ID), s); err != nil {
+			return err
+		}
+		if _, err := tx.Bucket(bucketSummaries).CreateBucketIfNotExists([]byte(s.ID)); err != nil {
+			return err
+		}
+		tb, err := tx.Bucket(bucketTrials).CreateBucketIfNotExists([]byte(s.ID))
+		if err != nil {
+			return err
+		}
+		var ts []Trial
+		if err := tb.ForEach(func(k, v []byte) error {
+			t, err := DecodeTrial(v)
+			if err != nil {
+				return fmt.Errorf("trial %x of study %s: %w", k, s.ID, err)
+			}
+			ts = append(ts, t)
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, t := range ts {
+			t.V = RecordVersion
+			if err := putTrial(tx, &t); err != nil {
+				return err
+			}
+		}
+	}
+	if err := studies.SetSequence(uint64(len(all))); err != nil {
+		return err
+	}
+	metas := tx.Bucket(bucketModelMeta)
+	var names [][]byte
+	var models []ModelMeta
+	if err := metas.ForEach(func(k, v []byte) error {
+		var m ModelMeta
+		if err := decodeAny(v, &m); err != nil {
+			return fmt.Errorf("model %q: %w", k, err)
+		}
+		m.V = RecordVersion
+		names, models = append(names, bytes.Clone(k)), append(models, m)
+		return nil
+	}); err != nil {
+		return err
+	}
+	for i, m := range models {
+		if err := putJSON(metas, names[i], m); err != nil {
+			return err
 		}
 	}
 	return rebuildAllFronts(tx)

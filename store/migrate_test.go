@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -103,7 +104,7 @@ func TestMigrateV0(t *testing.T) {
 	if next.Seq != uint64(n)+1 {
 		t.Errorf("next seq %d, want %d", next.Seq, n+1)
 	}
-	// Raw records on disk now carry "v".
+	// Raw records on disk are now sealed and carry "v".
 	s.Close()
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
 	if err != nil {
@@ -113,7 +114,7 @@ func TestMigrateV0(t *testing.T) {
 	_ = db.View(func(tx *bolt.Tx) error {
 		raw := tx.Bucket(bucketTrials).Bucket([]byte(studyID)).Get(seqKey(1))
 		var probe struct{ V int }
-		_ = json.Unmarshal(raw, &probe)
+		_ = decodeStrict(raw, &probe)
 		if probe.V != RecordVersion {
 			t.Errorf("on-disk record version %d", probe.V)
 		}
@@ -138,5 +139,114 @@ func TestSchemaTooNew(t *testing.T) {
 	after, _ := os.ReadFile(path)
 	if string(before) != string(after) {
 		t.Error("a newer file was modified")
+	}
+}
+
+// toSchema1 rewrites a current file as schema 1 wrote it: records without
+// the checksum envelope and with "v":1, no studies count, and no trial
+// buckets for studies without trials (bare, a study created here).
+func toSchema1(t *testing.T, path, bare string) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var unsealAll func(b *bolt.Bucket) error
+	unsealAll = func(b *bolt.Bucket) error {
+		type kv struct{ k, v []byte }
+		var puts []kv
+		var subs [][]byte
+		if err := b.ForEach(func(k, v []byte) error {
+			if v == nil {
+				subs = append(subs, bytes.Clone(k))
+				return nil
+			}
+			if len(v) > 0 && v[0] == sealMagic {
+				p := bytes.Clone(v[sealHeader:])
+				p = bytes.Replace(p, []byte(`{"v":2,`), []byte(`{"v":1,`), 1)
+				puts = append(puts, kv{bytes.Clone(k), p})
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		for _, p := range puts {
+			if err := b.Put(p.k, p.v); err != nil {
+				return err
+			}
+		}
+		for _, k := range subs {
+			if err := unsealAll(b.Bucket(k)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range allBuckets {
+			if err := unsealAll(tx.Bucket(name)); err != nil {
+				return err
+			}
+		}
+		for _, name := range [][]byte{bucketTrials, bucketSummaries} {
+			if err := tx.Bucket(name).DeleteBucket([]byte(bare)); err != nil {
+				return err
+			}
+		}
+		if err := tx.Bucket(bucketStudies).SetSequence(0); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketMeta).Put(keySchema, []byte("1"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMigrateV1 opens a schema-1 file (unsealed records, a study without
+// trial buckets): read-only opens ask for the migration, a writable open
+// seals every record, and afterwards the file checks clean and reads the
+// same trials.
+func TestMigrateV1(t *testing.T) {
+	ctx := context.Background()
+	path, studyID := filledDB(t, 40)
+	s := openTest(t, path, false)
+	bare, err := s.EnsureStudy(ctx, testKey("other", "g", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutModel(ctx, "m", []byte("model bytes"), ModelMeta{Kind: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := s.Trials(ctx, studyID, TrialFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	toSchema1(t, path, bare.ID)
+	if _, err := Open(ctx, path, Options{ReadOnly: true}); !errors.Is(err, ErrNeedsMigration) {
+		t.Fatalf("read-only open of schema 1: %v, want ErrNeedsMigration", err)
+	}
+	s = openTest(t, path, false)
+	if rep, err := s.Check(ctx); err != nil || rep.Schema != 2 || rep.Studies != 2 || rep.Models != 1 {
+		t.Fatalf("check after migration: %v %+v", err, rep)
+	}
+	after, err := s.Trials(ctx, studyID, TrialFilter{})
+	if err != nil || len(after) != len(before) {
+		t.Fatalf("trials after migration: %d, %v; want %d", len(after), err, len(before))
+	}
+	for i := range before {
+		a, _ := json.Marshal(before[i])
+		b, _ := json.Marshal(after[i])
+		if !bytes.Equal(a, b) {
+			t.Fatalf("trial %s changed:\n%s\n%s", before[i].ID, a, b)
+		}
+	}
+	if ts, err := s.Trials(ctx, bare.ID, TrialFilter{}); err != nil || len(ts) != 0 {
+		t.Fatalf("study without trials: %d, %v", len(ts), err)
+	}
+	if _, _, err := s.GetModel(ctx, "m"); err != nil {
+		t.Fatal(err)
 	}
 }

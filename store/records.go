@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"hash/crc32"
 	"strconv"
 	"strings"
 	"time"
@@ -17,7 +19,9 @@ import (
 
 // RecordVersion is the encoding version written into every record's "v".
 // Version 0 records (schema 0 files) have no "v"; the decoders read them.
-const RecordVersion = 1
+// Version 2 records are sealed (see seal): the JSON inside a checksummed
+// envelope.
+const RecordVersion = 2
 
 // State is where a trial is in its life.
 type State string
@@ -226,11 +230,77 @@ func runningKey(studyID string, seq uint64) []byte {
 	return append([]byte(studyID), seqKey(seq)...)
 }
 
-func encode(v any) ([]byte, error) { return json.Marshal(v) }
+// encode is the stored form of a JSON record: sealed (see seal). Every
+// record type goes through encode (or putJSON) and decodeStrict, so each
+// one is checksummed and verified without code of its own.
+func encode(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return seal(b), nil
+}
 
-// decodeStrict unmarshals one JSON value into v; json.Unmarshal already
-// rejects trailing data.
-func decodeStrict(b []byte, v any) error { return json.Unmarshal(b, v) }
+// decodeStrict verifies a sealed record and unmarshals its one JSON value
+// into v (json.Unmarshal already rejects trailing data). A record without
+// the envelope is refused: since schema 2 every record has one.
+func decodeStrict(b []byte, v any) error {
+	payload, err := unseal(b, false)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(payload, v)
+}
+
+// decodeAny is decodeStrict that also reads the unsealed records of schema
+// 0 and 1 files (migrations and the exported decoders).
+func decodeAny(b []byte, v any) error {
+	payload, err := unseal(b, true)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(payload, v)
+}
+
+// The record envelope: sealMagic, the CRC-32C (Castagnoli) of the payload
+// as 4 big-endian bytes, then the payload. The magic byte is neither '{'
+// (a schema-1 JSON record) nor 1 (a schema-1 summary), so no old record
+// reads as sealed; a flipped byte anywhere in a record fails the checksum.
+const (
+	sealMagic  = 0xC5
+	sealHeader = 5
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrChecksum reports a record whose bytes do not match its checksum.
+var ErrChecksum = errors.New("record checksum mismatch")
+
+// seal wraps payload in the checksummed envelope.
+func seal(payload []byte) []byte {
+	b := make([]byte, sealHeader, sealHeader+len(payload))
+	b[0] = sealMagic
+	binary.BigEndian.PutUint32(b[1:], crc32.Checksum(payload, crcTable))
+	return append(b, payload...)
+}
+
+// unseal verifies the envelope and returns the payload (a subslice of b).
+// With legacy set, a record without the envelope is returned as it is.
+func unseal(b []byte, legacy bool) ([]byte, error) {
+	if len(b) == 0 || b[0] != sealMagic {
+		if legacy {
+			return b, nil
+		}
+		return nil, errors.New("record has no checksum envelope")
+	}
+	if len(b) < sealHeader {
+		return nil, fmt.Errorf("record envelope: %d bytes", len(b))
+	}
+	if want, got := binary.BigEndian.Uint32(b[1:]), crc32.Checksum(b[sealHeader:], crcTable); want != got {
+		return nil, fmt.Errorf("%w: stored %08x, computed %08x over %d bytes", ErrChecksum, want, got, len(b)-sealHeader)
+	}
+	return b[sealHeader:], nil
+}
 
 // trialV0 is the schema-0 trial record: no "v", "status" instead of
 // "state" and "config_hash" instead of "config_id".
@@ -239,13 +309,21 @@ type trialV0 struct {
 	ConfigHash string `json:"config_hash"`
 }
 
-// DecodeTrial decodes a stored trial record of any supported version and
-// validates it.
-func DecodeTrial(b []byte) (Trial, error) {
+// DecodeTrial decodes a stored trial record of any supported version
+// (sealed or, from older files, not) and validates it.
+func DecodeTrial(b []byte) (Trial, error) { return decodeTrial(b, true) }
+
+// decodeTrial is DecodeTrial; without legacy the record must be sealed.
+func decodeTrial(b []byte, legacy bool) (Trial, error) {
 	var t Trial
-	if err := decodeStrict(b, &t); err != nil {
+	payload, err := unseal(b, legacy)
+	if err == nil {
+		err = json.Unmarshal(payload, &t)
+	}
+	if err != nil {
 		return Trial{}, fmt.Errorf("decode trial: %w", err)
 	}
+	b = payload
 	switch {
 	case t.V > RecordVersion:
 		return Trial{}, fmt.Errorf("decode trial %s: record version %d: %w", t.ID, t.V, ErrTooNew)
@@ -289,10 +367,16 @@ func (t *Trial) validate() error {
 	return nil
 }
 
-// DecodeStudy decodes a stored study record.
-func DecodeStudy(b []byte) (Study, error) {
+// DecodeStudy decodes a stored study record (sealed or not).
+func DecodeStudy(b []byte) (Study, error) { return decodeStudy(b, true) }
+
+func decodeStudy(b []byte, legacy bool) (Study, error) {
 	var s Study
-	if err := decodeStrict(b, &s); err != nil {
+	dec := decodeStrict
+	if legacy {
+		dec = decodeAny
+	}
+	if err := dec(b, &s); err != nil {
 		return Study{}, fmt.Errorf("decode study: %w", err)
 	}
 	if s.V > RecordVersion {
@@ -308,13 +392,19 @@ func DecodeStudy(b []byte) (Study, error) {
 	return s, nil
 }
 
-// DecodeFront decodes a stored front record.
-func DecodeFront(b []byte) (Front, error) {
+// DecodeFront decodes a stored front record (sealed or not).
+func DecodeFront(b []byte) (Front, error) { return decodeFront(b, true) }
+
+func decodeFront(b []byte, legacy bool) (Front, error) {
 	var f Front
-	if err := decodeStrict(b, &f); err != nil {
+	dec := decodeStrict
+	if legacy {
+		dec = decodeAny
+	}
+	if err := dec(b, &f); err != nil {
 		return Front{}, fmt.Errorf("decode front: %w", err)
 	}
-	if f.V != RecordVersion {
+	if f.V < 1 || f.V > RecordVersion {
 		return Front{}, fmt.Errorf("decode front %s: record version %d", f.Key, f.V)
 	}
 	for _, p := range f.Points {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -255,7 +256,7 @@ func (s *Store) cleanSessions() {
 	}
 	for _, e := range entries {
 		p := filepath.Join(s.sessionDir(), e.Name())
-		if p == s.sessionPath(s.session) {
+		if p == s.sessionPath(s.session) || strings.HasPrefix(e.Name(), studyLockPrefix) {
 			continue
 		}
 		if l, _, err := tryLockExisting(p); err == nil && l != nil {

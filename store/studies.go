@@ -29,7 +29,7 @@ func (s *Store) EnsureStudy(ctx context.Context, key StudyKey) (Study, error) {
 	err = s.update(ctx, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketStudies)
 		if raw := b.Get([]byte(st.ID)); raw != nil {
-			old, err := DecodeStudy(raw)
+			old, err := decodeStudy(raw, false)
 			if err != nil {
 				return corrupt(tx, err)
 			}
@@ -37,7 +37,21 @@ func (s *Store) EnsureStudy(ctx context.Context, key StudyKey) (Study, error) {
 			return nil
 		}
 		st.Created = s.opts.Now().UTC()
-		return putJSON(b, []byte(st.ID), st)
+		if err := putJSON(b, []byte(st.ID), st); err != nil {
+			return err
+		}
+		// The studies bucket's sequence counts the studies, and every
+		// study has its (maybe empty) trial buckets: readers tell a lost
+		// record or bucket from a study without trials.
+		if _, err := b.NextSequence(); err != nil {
+			return err
+		}
+		for _, name := range [][]byte{bucketTrials, bucketSummaries} {
+			if _, err := tx.Bucket(name).CreateBucketIfNotExists([]byte(st.ID)); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return Study{}, fmt.Errorf("ensure study: %w", err)
@@ -61,7 +75,7 @@ func getStudy(tx *bolt.Tx, id string) (Study, error) {
 	if raw == nil {
 		return Study{}, fmt.Errorf("study %s: %w", id, ErrNotFound)
 	}
-	st, err := DecodeStudy(raw)
+	st, err := decodeStudy(raw, false)
 	if err != nil {
 		return Study{}, corrupt(tx, err)
 	}
@@ -81,14 +95,18 @@ func (s *Store) Studies(ctx context.Context) ([]Study, error) {
 
 func allStudies(tx *bolt.Tx) ([]Study, error) {
 	var out []Study
-	err := tx.Bucket(bucketStudies).ForEach(func(k, v []byte) error {
-		st, err := DecodeStudy(v)
+	b := tx.Bucket(bucketStudies)
+	err := b.ForEach(func(k, v []byte) error {
+		st, err := decodeStudy(v, false)
 		if err != nil {
 			return corrupt(tx, err)
 		}
 		out = append(out, st)
 		return nil
 	})
+	if err == nil && uint64(len(out)) != b.Sequence() {
+		err = corrupt(tx, fmt.Errorf("%d study records readable, %d created (records or pages lost)", len(out), b.Sequence()))
+	}
 	slices.SortStableFunc(out, func(a, b Study) int {
 		if c := a.Created.Compare(b.Created); c != 0 {
 			return c

@@ -269,9 +269,15 @@ func decodeSummary(studyID string, b []byte) (Summary, error) {
 			s.Values[i] = r.f64("value")
 		}
 	}
+	// Every count read from the file is checked against the bytes left
+	// before anything is sized from it: a param takes at least 3 bytes
+	// (name length, kind, value).
 	np := r.uvarint("param count")
-	if np > uint64(len(r.b)) {
+	if np > uint64(len(r.b))/3 {
 		r.fail("param count")
+	}
+	if r.err != nil {
+		np = 0
 	}
 	params := make(map[string]spaces.Value, np)
 	for i := uint64(0); i < np && r.err == nil; i++ {
@@ -301,4 +307,13 @@ func decodeSummary(studyID string, b []byte) (Summary, error) {
 	s.Started = time.Unix(sec, int64(nsec)).UTC()
 	s.Config = spaces.NewConfig(params)
 	return s, nil
+}
+
+// decodeSealedSummary verifies a stored summary and decodes it.
+func decodeSealedSummary(studyID string, b []byte) (Summary, error) {
+	payload, err := unseal(b, false)
+	if err != nil {
+		return Summary{}, fmt.Errorf("summary: %w", err)
+	}
+	return decodeSummary(studyID, payload)
 }

@@ -144,7 +144,7 @@ func putTrial(tx *bolt.Tx, t *Trial) error {
 		return err
 	}
 	sm := summarize(t)
-	return sb.Put(seqKey(t.Seq), encodeSummary(&sm))
+	return sb.Put(seqKey(t.Seq), seal(encodeSummary(&sm)))
 }
 
 func getTrial(tx *bolt.Tx, studyID string, seq uint64) (Trial, error) {
@@ -162,7 +162,7 @@ func getTrial(tx *bolt.Tx, studyID string, seq uint64) (Trial, error) {
 // decodeAt decodes the trial stored under key in a study's bucket and
 // checks that the record belongs there.
 func decodeAt(tx *bolt.Tx, studyID string, key, raw []byte) (Trial, error) {
-	t, err := DecodeTrial(raw)
+	t, err := decodeTrial(raw, false)
 	if err != nil {
 		return Trial{}, corrupt(tx, err)
 	}
@@ -224,6 +224,7 @@ func (s *Store) scanRaw(ctx context.Context, studyID string, bucket []byte, fn f
 	var next uint64 = 1
 	for {
 		var keys, vals [][]byte
+		var begun uint64
 		done := true
 		err := s.view(ctx, func(tx *bolt.Tx) error {
 			if !exists {
@@ -232,10 +233,15 @@ func (s *Store) scanRaw(ctx context.Context, studyID string, bucket []byte, fn f
 				}
 				exists = true
 			}
+			// Every study has its buckets from its creation, and trials are
+			// never deleted: a missing bucket or record is damage, never a
+			// study with fewer trials.
+			tb := tx.Bucket(bucketTrials).Bucket([]byte(studyID))
 			b := tx.Bucket(bucket).Bucket([]byte(studyID))
-			if b == nil {
-				return nil
+			if tb == nil || b == nil {
+				return corrupt(tx, fmt.Errorf("study %s: its %s bucket is missing", studyID, bucket))
 			}
+			begun = tb.Sequence()
 			c := b.Cursor()
 			for k, v := c.Seek(seqKey(next)); k != nil; k, v = c.Next() {
 				if len(keys) == scanChunk {
@@ -254,12 +260,18 @@ func (s *Store) scanRaw(ctx context.Context, studyID string, bucket []byte, fn f
 			if len(keys[i]) != 8 {
 				return &CorruptError{Path: s.path, Err: fmt.Errorf("study %s: bad key %x in %s", studyID, keys[i], bucket)}
 			}
+			if k := beUint64(keys[i]); k != next {
+				return &CorruptError{Path: s.path, Err: fmt.Errorf("study %s: %s record %d missing (the next one is %d)", studyID, bucket, next, k)}
+			}
 			if err := fn(keys[i], vals[i]); err != nil {
 				return err
 			}
-			next = beUint64(keys[i]) + 1
+			next++
 		}
 		if done {
+			if next-1 != begun {
+				return &CorruptError{Path: s.path, Err: fmt.Errorf("study %s: %d trials begun, %d %s records readable", studyID, begun, next-1, bucket)}
+			}
 			return nil
 		}
 	}
@@ -268,7 +280,7 @@ func (s *Store) scanRaw(ctx context.Context, studyID string, bucket []byte, fn f
 // scanStudy calls fn for each trial of a study in sequence order (see scanRaw).
 func (s *Store) scanStudy(ctx context.Context, studyID string, fn func(Trial) error) error {
 	return s.scanRaw(ctx, studyID, bucketTrials, func(k, v []byte) error {
-		t, err := DecodeTrial(v)
+		t, err := decodeTrial(v, false)
 		if err == nil && (t.StudyID != studyID || !bytes.Equal(k, seqKey(t.Seq))) {
 			err = fmt.Errorf("trial %s stored under study %s key %x", t.ID, studyID, k)
 		}
@@ -282,7 +294,7 @@ func (s *Store) scanStudy(ctx context.Context, studyID string, fn func(Trial) er
 // scanSummaries calls fn for each trial summary of a study in sequence order.
 func (s *Store) scanSummaries(ctx context.Context, studyID string, fn func(*Summary) error) error {
 	return s.scanRaw(ctx, studyID, bucketSummaries, func(k, v []byte) error {
-		sm, err := decodeSummary(studyID, v)
+		sm, err := decodeSealedSummary(studyID, v)
 		if err == nil && !bytes.Equal(k, seqKey(sm.Seq)) {
 			err = fmt.Errorf("summary %s stored under key %x", sm.ID(), k)
 		}

@@ -76,13 +76,20 @@ func dbCheck(c *cli.Context) error {
 		for _, p := range rep.Problems {
 			fmt.Fprintf(w, "problem: %s\n", p)
 		}
+		for _, d := range rep.Duplicates {
+			fmt.Fprintf(w, "duplicate: %s\n", d)
+		}
 	}
 	if err != nil {
 		return err // a *store.CorruptError names the file
 	}
 	if !c.Bool("json") {
-		fmt.Fprintf(w, "ok: %s: schema %d, %d studies, %d trials (%d running), %d fronts, %d models\n",
+		fmt.Fprintf(w, "ok: %s: schema %d, %d studies, %d trials (%d running), %d fronts, %d models",
 			rep.Path, rep.Schema, rep.Studies, rep.Trials, rep.Running, rep.Fronts, rep.Models)
+		if n := len(rep.Duplicates); n > 0 {
+			fmt.Fprintf(w, "; %d duplicate measurements (listed above)", n)
+		}
+		fmt.Fprintln(w)
 	}
 	return nil
 }

@@ -403,6 +403,16 @@ func runSearch(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	// One search per study: a second one would stop the first one's engine
+	// (taken for a stale one) and measure configs twice.
+	lock, err := st.LockStudy(c.Context, study.ID)
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
+	if lock.Stale != nil {
+		fmt.Fprintf(c.App.ErrWriter, "note: the previous search of study %s, %s, ended without releasing its lock (the process is gone); taking it over\n", study.ID, lock.Stale)
+	}
 	own, other, err := history(c.Context, st, ss.key, study.ID)
 	if err != nil {
 		return err
