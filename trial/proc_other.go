@@ -20,9 +20,9 @@ func GroupMembers(pgid int) []int {
 
 func procStartTime(pid int) uint64 { return 0 }
 
-func bootID() string                         { return "" }
+func bootID() string                           { return "" }
 func procEnvHas(pid int, key, val string) bool { return false }
-func procExe(pid int) string                  { return "" }
-func privateDir(d string) bool                { return false }
+func procExe(pid int) string                   { return "" }
+func privateDir(d string) bool                 { return false }
 
 func pipePending(f *os.File) int { return -1 }
