@@ -38,7 +38,10 @@ type EngineConfig struct {
 	Env []string
 	// StopGrace is how long SIGTERM may take before SIGKILL (default 10 s).
 	StopGrace time.Duration
-	Logger    *slog.Logger
+	// MaxLogBytes caps the log file; past it the file rotates to
+	// LogPath.1 (default DefaultMaxLogBytes).
+	MaxLogBytes int64
+	Logger      *slog.Logger
 }
 
 // Engine is a running engine process in its own process group. It is a live
@@ -48,7 +51,10 @@ type Engine struct {
 	cmd     *exec.Cmd
 	pgid    int
 	base    string
-	log     *os.File
+	log     *engineLog
+	pipe    *os.File      // read end of the engine's stdout and stderr
+	copied  chan struct{} // closed when the pipe reached EOF
+	rec     EngineRecord
 	cancel  context.CancelFunc
 	done    chan struct{}
 	waitErr error
@@ -208,31 +214,39 @@ func StartEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 		}
 		cfg.Port = p
 	}
-	logf, err := os.OpenFile(cfg.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("start engine: log: %w", err)
-	}
-	var logFrom int64
-	if st, err := logf.Stat(); err == nil {
-		logFrom = st.Size()
-	}
 	args := append(slices.Clone(cfg.Command[1:]), cfg.Flags...)
 	args = append(args, "--host", cfg.Host, "--port", strconv.Itoa(cfg.Port))
 	env := EngineEnv(os.Environ(), cfg.Env)
+	// The engine's output passes through the tuner: secret values are
+	// masked before anything reaches the disk, and the file is capped.
+	logf, err := openEngineLog(cfg.LogPath, cfg.MaxLogBytes, newRedactor(engineSecrets(env, args)))
+	if err != nil {
+		return nil, fmt.Errorf("start engine: log: %w", err)
+	}
+	logFrom := logf.size
 	keys := make([]string, 0, len(env))
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
 		keys = append(keys, k)
 	}
+	// Every process of the engine inherits the marker: the stale-engine
+	// reaper kills only processes that carry it (stale.go).
+	marker := newMarker()
+	env = append(env, engineMarkerEnv+"="+marker)
 	shown := strings.Join(RedactArgs(append([]string{cfg.Command[0]}, args...)), " ")
-	fmt.Fprintf(logf, "# tuner: %s\n# tuner: command: %s\n# tuner: env keys: %s\n",
-		time.Now().UTC().Format(time.RFC3339), shown, strings.Join(keys, " "))
+	logf.header(fmt.Sprintf("# tuner: %s\n# tuner: command: %s\n# tuner: env keys: %s\n",
+		time.Now().UTC().Format(time.RFC3339), shown, strings.Join(keys, " ")))
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		logf.close()
+		return nil, fmt.Errorf("start engine: pipe: %w", err)
+	}
 
 	ectx, cancel := context.WithCancel(ctx)
 	cmd := exec.CommandContext(ectx, cfg.Command[0], args...)
 	cmd.Env = env
-	cmd.Stdout = logf
-	cmd.Stderr = logf
+	cmd.Stdout = pw // an *os.File: the child writes the pipe itself, Wait never waits on it
+	cmd.Stderr = pw
 	cmd.SysProcAttr = sysProcAttr()
 	cmd.Cancel = func() error {
 		// SIGTERM to the whole group: API server, engine core, workers.
@@ -246,24 +260,41 @@ func StartEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 	runtime.LockOSThread()
 	err = cmd.Start()
 	runtime.UnlockOSThread()
+	pw.Close() // the engine holds the write end now
 	if err != nil {
 		cancel()
-		logf.Close()
+		pr.Close()
+		logf.close()
 		return nil, fmt.Errorf("start engine %s: %w", cfg.Command[0], err)
 	}
+	pid := cmd.Process.Pid
 	e := &Engine{
-		cfg: cfg, cmd: cmd, pgid: cmd.Process.Pid, log: logf, cancel: cancel, logFrom: logFrom,
+		cfg: cfg, cmd: cmd, pgid: pid, log: logf, pipe: pr, copied: make(chan struct{}), cancel: cancel, logFrom: logFrom,
 		done: make(chan struct{}), started: time.Now(),
 		base: "http://" + net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)),
 		hc:   &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}},
+		rec: EngineRecord{
+			PGID: pid, Start: procStartTime(pid), Marker: marker, Exe: procExe(pid), Log: cfg.LogPath,
+			Owner: os.Getpid(), OwnerStart: procStartTime(os.Getpid()), Host: hostname(), Boot: bootID(),
+		},
 	}
 	cfg.Logger.Info("engine started", "pid", e.pgid, "port", cfg.Port, "log", cfg.LogPath)
 	go func() {
+		logf.copyFrom(pr)
+		close(e.copied)
+	}()
+	go func() {
 		e.waitErr = cmd.Wait()
+		// What the engine wrote before it exited is in the file before
+		// anyone hears of the exit (Failure reads the log).
+		logf.sync(e.copied, func() int { return pipePending(pr) }, time.Second)
 		close(e.done)
 	}()
 	return e, nil
 }
+
+// Record describes the engine for the stale-engine reaper.
+func (e *Engine) Record() EngineRecord { return e.rec }
 
 // BaseURL is the engine's HTTP root, e.g. http://127.0.0.1:8123.
 func (e *Engine) BaseURL() string { return e.base }
@@ -293,14 +324,31 @@ func (e *Engine) ExitCode() int {
 	return -1
 }
 
-// ReadLog returns this engine's whole log so far (at most the last 64 MiB;
-// earlier engines' output in the same file is left out).
+// readLogMax bounds what ReadLog returns (and so the memory that
+// classifying a flooding engine's log takes).
+const readLogMax = 8 << 20
+
+// ReadLog returns this engine's log so far: at most the last 8 MiB, earlier
+// engines' output in the same file left out, and the rotated part included
+// when the log passed its cap.
 func (e *Engine) ReadLog() []byte {
-	b, err := readTail(e.cfg.LogPath, e.logFrom, 64<<20)
+	if rotated, _ := e.log.state(); rotated {
+		cur, _ := readTail(e.cfg.LogPath, 0, readLogMax)
+		prev, _ := readTail(e.cfg.LogPath+".1", 0, readLogMax-int64(len(cur)))
+		return append(prev, cur...)
+	}
+	b, err := readTail(e.cfg.LogPath, e.logFrom, readLogMax)
 	if err != nil {
 		return nil
 	}
 	return b
+}
+
+// LogError is the first error writing the engine's log (a full disk), nil
+// when none.
+func (e *Engine) LogError() error {
+	_, err := e.log.state()
+	return err
 }
 
 // LostPort reports whether the engine failed because its port was taken
@@ -519,7 +567,16 @@ func (e *Engine) Stop() error {
 		if err := WaitPortFree(ctx, e.cfg.Host, e.cfg.Port); err != nil {
 			e.stopErr = errors.Join(e.stopErr, err)
 		}
-		e.log.Close()
+		// The group is gone, so the pipe is at EOF unless a process that
+		// left the group holds it: stop reading then.
+		select {
+		case <-e.copied:
+		case <-time.After(time.Second):
+			e.pipe.Close()
+			<-e.copied
+		}
+		e.pipe.Close()
+		e.log.close()
 		e.hc.CloseIdleConnections()
 		e.cfg.Logger.Info("engine stopped", "pid", e.pgid, "exit", e.ExitCode(), "took", time.Since(t0).Round(time.Millisecond))
 	})

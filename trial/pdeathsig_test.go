@@ -7,7 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,13 +15,14 @@ import (
 )
 
 // helperRunTrial is the "tuner" process of TestTunerKilled: it runs a long
-// trial on the fake engine (which has a child of its own) and says when
-// the load started.
+// trial on the fake engine (which forks a worker into its group, as vLLM
+// does) and says when the load started.
 func helperRunTrial() int {
 	cfg := DefaultConfig()
 	cfg.Command = []string{os.Getenv("TRIAL_FAKE_ENGINE"), "serve", "m"}
-	cfg.ExtraArgs = []string{"--fake-child", "--fake-gap", "50ms"}
+	cfg.ExtraArgs = []string{"--fake-worker", "--fake-gap", "50ms"}
 	cfg.LogDir = os.Getenv("TRIAL_LOG_DIR")
+	cfg.RunDir = os.Getenv("TRIAL_RUN_DIR")
 	cfg.Telemetry = "none"
 	cfg.Progress = func(e Event) {
 		if e.Phase == "level" {
@@ -40,12 +41,14 @@ func helperRunTrial() int {
 }
 
 // TestTunerKilled: when the tuner is SIGKILLed mid-trial, Pdeathsig takes
-// the engine down at once, and the next runner over the same log dir reaps
-// the engine's orphaned children.
+// the engine's leader down at once, but the worker it forked into its group
+// survives. A runner over another log dir (another study or database)
+// reaps it through the per-user run dir, and StaleEngines (db check) lists
+// it until then.
 func TestTunerKilled(t *testing.T) {
-	dir := t.TempDir()
+	dir, runDir := t.TempDir(), t.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "TRIAL_TEST_HELPER=run-trial", "TRIAL_FAKE_ENGINE="+fakeEngineBin(t), "TRIAL_LOG_DIR="+dir)
+	cmd.Env = append(os.Environ(), "TRIAL_TEST_HELPER=run-trial", "TRIAL_FAKE_ENGINE="+fakeEngineBin(t), "TRIAL_LOG_DIR="+dir, "TRIAL_RUN_DIR="+runDir)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -57,16 +60,21 @@ func TestTunerKilled(t *testing.T) {
 	for sc.Scan() && !strings.Contains(sc.Text(), "LEVEL") {
 		t.Logf("helper: %s", sc.Text())
 	}
-	b, err := os.ReadFile(filepath.Join(dir, staleFile))
-	if err != nil {
+	recs := StaleEngines(runDir)
+	if len(recs) != 1 || !recs[0].OwnerAlive || recs[0].Owner != cmd.Process.Pid {
 		cmd.Process.Kill()
 		cmd.Wait()
-		t.Fatalf("no engine record: %v", err)
+		t.Fatalf("engine records %+v, want one of the live helper %d", recs, cmd.Process.Pid)
 	}
-	pgid, _ := strconv.Atoi(strings.Fields(string(b))[0])
-	members := GroupMembers(pgid)
-	if len(members) < 2 {
-		t.Fatalf("engine group %d members %v, want engine and child", pgid, members)
+	pgid := recs[0].PGID
+	if members := GroupMembers(pgid); len(members) < 2 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("engine group %d members %v, want engine and worker", pgid, members)
+	}
+	// A runner beside the live search kills nothing of it.
+	if k := ReapStale(nil, dir, runDir); len(k) > 0 {
+		t.Errorf("reaper killed %v of a live search's engine", k)
 	}
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
@@ -78,7 +86,16 @@ func TestTunerKilled(t *testing.T) {
 		syscall.Kill(-pgid, syscall.SIGKILL)
 		t.Fatalf("engine %d survived the tuner's death", pgid)
 	}
-	r, err := NewRunner(Config{Command: []string{"true"}, LogDir: dir, Telemetry: "none"})
+	left := GroupMembers(pgid)
+	if len(left) == 0 {
+		t.Fatalf("the worker of group %d died with the tuner: the test needs a survivor", pgid)
+	}
+	if recs := StaleEngines(runDir); len(recs) != 1 || recs[0].OwnerAlive || !slices.Equal(recs[0].Live, left) {
+		syscall.Kill(-pgid, syscall.SIGKILL)
+		t.Fatalf("after the kill: records %+v, want the dead owner's group with %v alive", recs, left)
+	}
+	// Another study's log dir, the same run dir.
+	r, err := NewRunner(Config{Command: []string{"true"}, LogDir: t.TempDir(), RunDir: runDir, Telemetry: "none"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +107,13 @@ func TestTunerKilled(t *testing.T) {
 		syscall.Kill(-pgid, syscall.SIGKILL)
 		t.Fatalf("orphans of the engine left: %v", left)
 	}
-	if _, err := os.Stat(filepath.Join(dir, staleFile)); err == nil {
-		t.Error("stale record not removed")
+	if _, err := os.Stat(filepath.Join(runDir, recordName(pgid))); err == nil {
+		t.Error("engine record not removed from the run dir")
+	}
+	// The log dir's copy: the group is gone, the record is dropped.
+	ReapStale(nil, dir)
+	if _, err := os.Stat(filepath.Join(dir, recordName(pgid))); err == nil {
+		t.Error("engine record not removed from the log dir")
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"syscall"
+	"unsafe"
 )
 
 func sysProcAttr() *syscall.SysProcAttr {
@@ -63,4 +64,63 @@ func procStartTime(pid int) uint64 {
 	}
 	t, _ := strconv.ParseUint(string(f[19]), 10, 64)
 	return t
+}
+
+// bootID identifies this boot of the machine ("" when unknown): start
+// times in clock ticks only compare within one boot.
+func bootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return string(bytes.TrimSpace(b))
+}
+
+// procEnvHas reports whether pid's initial environment holds key=val
+// (false when it cannot be read: another user's process).
+func procEnvHas(pid int, key, val string) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/environ")
+	if err != nil {
+		return false
+	}
+	want := []byte(key + "=" + val)
+	for kv := range bytes.SplitSeq(b, []byte{0}) {
+		if bytes.Equal(kv, want) {
+			return true
+		}
+	}
+	return false
+}
+
+// procExe is the executable of pid ("" when unknown).
+func procExe(pid int) string {
+	p, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	return p
+}
+
+// privateDir reports whether d is a directory (not a link) of this user
+// that nobody else may write.
+func privateDir(d string) bool {
+	fi, err := os.Lstat(d)
+	if err != nil || !fi.IsDir() || fi.Mode().Perm()&0o022 != 0 {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Getuid()
+}
+
+// pipePending is the number of bytes waiting in the pipe f (-1 unknown).
+func pipePending(f *os.File) int {
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	n := -1
+	_ = sc.Control(func(fd uintptr) {
+		var v int32
+		if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&v))); e == 0 {
+			n = int(v)
+		}
+	})
+	return n
 }

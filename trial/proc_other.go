@@ -2,7 +2,10 @@
 
 package trial
 
-import "syscall"
+import (
+	"os"
+	"syscall"
+)
 
 func sysProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
 
@@ -16,3 +19,10 @@ func GroupMembers(pgid int) []int {
 }
 
 func procStartTime(pid int) uint64 { return 0 }
+
+func bootID() string                           { return "" }
+func procEnvHas(pid int, key, val string) bool { return false }
+func procExe(pid int) string                   { return "" }
+func privateDir(d string) bool                 { return false }
+
+func pipePending(f *os.File) int { return -1 }

@@ -37,6 +37,12 @@ type Config struct {
 	FreeTimeout time.Duration
 	// LogDir receives <trial>.log and <trial>.raw.jsonl.gz (required).
 	LogDir string
+	// RunDir also keeps the records of running engines, so that a runner
+	// over any log dir reaps what a killed tuner left (default
+	// DefaultRunDir(); "-": none). See ReapStale.
+	RunDir string
+	// MaxLogBytes caps each engine log file (default DefaultMaxLogBytes).
+	MaxLogBytes int64
 	// Telemetry: "auto" (NVML when available, else the engine's metrics),
 	// "nvml" (fail when NVML is unavailable), "engine" or "none".
 	Telemetry string
@@ -129,7 +135,13 @@ func NewRunner(cfg Config) (*Runner, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	r := &Runner{cfg: cfg, log: cfg.Logger, gpu: cfg.GPU}
-	r.prev = reapStale(cfg.LogDir, r.log)
+	if cfg.RunDir == "" {
+		cfg.RunDir = DefaultRunDir()
+	} else if cfg.RunDir == "-" {
+		cfg.RunDir = ""
+	}
+	r.cfg.RunDir = cfg.RunDir
+	r.prev = ReapStale(r.log, cfg.LogDir, cfg.RunDir)
 	if r.gpu == nil {
 		switch cfg.Telemetry {
 		case "auto", "nvml":
@@ -228,7 +240,7 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Re
 	for attempt := 0; ; attempt++ {
 		eng, err = StartEngine(ctx, EngineConfig{
 			Command: r.cfg.Command, Flags: append(cfg.Flags(), r.cfg.ExtraArgs...), Host: r.cfg.Host, Port: r.cfg.Port,
-			LogPath: res.LogPath, Env: r.cfg.Env, StopGrace: r.cfg.StopGrace, Logger: r.log,
+			LogPath: res.LogPath, Env: r.cfg.Env, StopGrace: r.cfg.StopGrace, Logger: r.log, MaxLogBytes: r.cfg.MaxLogBytes,
 		})
 		if err != nil {
 			if ctx.Err() != nil {
@@ -236,7 +248,7 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Re
 			}
 			return res, err
 		}
-		writeStale(r.cfg.LogDir, eng.PID())
+		writeRecord(eng.Record(), r.cfg.LogDir, r.cfg.RunDir)
 		err = eng.WaitHealthy(ctx, r.cfg.StartupTimeout)
 		if err == nil || ctx.Err() != nil || !eng.LostPort() {
 			break
@@ -246,7 +258,7 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Re
 		if serr := eng.Stop(); serr != nil {
 			return res, serr
 		}
-		clearStale(r.cfg.LogDir)
+		clearRecord(eng.PID(), r.cfg.LogDir, r.cfg.RunDir)
 		if r.cfg.Port != 0 || attempt >= 2 {
 			return res, fmt.Errorf("start engine: %w: %d", ErrPortInUse, port)
 		}
@@ -263,7 +275,7 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Re
 		r.prev = append(eng.Members(), eng.Seen()...)
 		serr := eng.Stop()
 		if serr == nil {
-			clearStale(r.cfg.LogDir)
+			clearRecord(eng.PID(), r.cfg.LogDir, r.cfg.RunDir)
 		}
 		res.Phases.StopS = time.Since(tq).Seconds()
 		return serr

@@ -1,9 +1,12 @@
 // Command fakeengine is a tiny stand-in for `vllm serve` used by the trial
 // package's tests: it prints vLLM-like log lines, serves /health, /version,
 // /v1/models, /metrics and streaming /v1/completions, and misbehaves on
-// request (fail at startup, hang, ignore SIGTERM, crash, spawn a child).
+// request (fail at startup, hang, ignore SIGTERM, crash, spawn a child,
+// fork a worker that outlives it, flood its log, print secrets, die by a
+// signal).
 //
 //	fakeengine serve MODEL --host H --port P [--fake-* ...] [any vLLM flag ...]
+//	fakeengine worker   (the worker --fake-worker starts: sleeps, silent)
 package main
 
 import (
@@ -33,6 +36,11 @@ type opts struct {
 	crashAfter      int // exit 1 after this many completions requests
 	crashLog        string
 	child           bool // spawn a sleeping child in the same process group
+	worker          bool // re-exec itself as a worker in the group, sharing stdout/stderr (vLLM's engine core)
+	spamMiB         int  // write this many MiB of junk to stderr before listening
+	echoSecrets     bool // print the secrets it got (HF_TOKEN, --api-key) the ways engines do
+	killSelf        bool // SIGKILL itself after the startup delay
+	apiKey          string
 	gap             time.Duration
 	version         string
 	noVersionRoute  bool
@@ -79,6 +87,16 @@ func parse(args []string) (opts, error) {
 			o.crashLog = val()
 		case "--fake-child":
 			o.child = true
+		case "--fake-worker":
+			o.worker = true
+		case "--fake-spam-mib":
+			o.spamMiB, err = strconv.Atoi(val())
+		case "--fake-echo-secrets":
+			o.echoSecrets = true
+		case "--fake-kill-self":
+			o.killSelf = true
+		case "--api-key":
+			o.apiKey = val()
 		case "--fake-gap":
 			o.gap, err = time.ParseDuration(val())
 		case "--fake-version":
@@ -108,6 +126,14 @@ func parse(args []string) (opts, error) {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "worker" {
+		// A worker in the engine's process group: no Pdeathsig, so it
+		// outlives a SIGKILLed tuner like vLLM's engine core does.
+		signal.Ignore(syscall.SIGTERM)
+		for {
+			time.Sleep(time.Hour)
+		}
+	}
 	o, err := parse(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "vllm: "+err.Error())
@@ -131,7 +157,31 @@ func main() {
 			fmt.Printf("INFO (EngineCore_DP0 pid=%d) started\n", c.Process.Pid)
 		}
 	}
+	if o.worker {
+		c := exec.Command(os.Args[0], "worker")
+		c.Stdout, c.Stderr = os.Stdout, os.Stderr
+		if err := c.Start(); err != nil {
+			fmt.Fprintln(os.Stderr, "worker:", err)
+		} else {
+			fmt.Printf("INFO (EngineCore_DP0 pid=%d) worker started\n", c.Process.Pid)
+		}
+	}
+	if o.echoSecrets {
+		fmt.Printf("DEBUG env HF_TOKEN=%s\n", os.Getenv("HF_TOKEN"))
+		fmt.Printf("DEBUG GET https://huggingface.co/api/models headers={'Authorization': 'Bearer %s'}\n", os.Getenv("HF_TOKEN"))
+		fmt.Fprintf(os.Stderr, "WARNING api key in use: %s (from --api-key)\n", o.apiKey)
+		fmt.Println(`INFO metrics {"time-to-first-token": "0.042", "inter_token_latency": 0.011}`)
+	}
+	if o.spamMiB > 0 {
+		line := []byte(strings.Repeat("x", 1023) + "\n")
+		for range o.spamMiB << 10 {
+			os.Stderr.Write(line)
+		}
+	}
 	time.Sleep(o.startupDelay)
+	if o.killSelf {
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
 	if o.failLog != "" {
 		for _, l := range strings.Split(o.failLog, `\n`) {
 			fmt.Fprintln(os.Stderr, l)
