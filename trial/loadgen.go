@@ -84,7 +84,7 @@ func (c *Client) Do(ctx context.Context, spec RequestSpec, runStart time.Time) R
 }
 
 func (c *Client) do(ctx context.Context, spec RequestSpec, runStart time.Time, salt int) Record {
-	rec := Record{Index: spec.Index, PromptLen: spec.PromptLen, OutputLen: 0, Warmup: spec.Warmup}
+	rec := Record{Index: spec.Index, PromptLen: spec.PromptLen, OutputLen: 0, Warmup: spec.Warmup, Requested: max(1, spec.OutputLen)}
 	body := c.body(spec, salt)
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
@@ -151,11 +151,7 @@ func (c *Client) do(ctx context.Context, spec RequestSpec, runStart time.Time, s
 			}
 		}
 	}
-	if tokens >= 0 {
-		rec.OutputLen = tokens
-	} else {
-		rec.OutputLen = len(rec.Chunks)
-	}
+	checkUsage(&rec, tokens)
 	if rec.Err == "" && len(rec.Chunks) == 0 {
 		rec.Err = "no content chunk"
 	}

@@ -1,8 +1,10 @@
 package trial
 
 import (
+	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -17,6 +19,12 @@ type Record struct {
 	End       time.Duration   // relative to Start: time of the last content chunk (vLLM bench's latency)
 	Err       string          // non-empty for a failed request
 	Warmup    bool            // excluded from metrics
+	// Requested is the max_tokens asked for (0: unknown, no check).
+	Requested int
+	// TokenMismatch: the server returned fewer output tokens than asked
+	// for although the request asked it to ignore EOS (a server that
+	// ignores ignore_eos); the request still counts, the level counts it.
+	TokenMismatch bool
 }
 
 // OK reports whether the request succeeded the way vLLM bench counts it: no
@@ -63,56 +71,136 @@ func (r *Record) TPOT() (time.Duration, bool) {
 // Summarize computes vLLM bench's aggregates over the measured (non-warm-up)
 // records: TTFT is the first chunk, ITL pools every inter-chunk gap, E2EL is
 // the latency to the last chunk, TPOT_i = (E2EL-TTFT)/(out-1) for out > 1.
-// The duration runs from the first measured send to the last measured
-// completion (failed requests included); throughputs and goodput divide by
-// it. Goodput counts the successful requests whose own TTFT, TPOT and E2EL
+//
+// Throughputs are rates over the steady window (see steadyWindow), not
+// vLLM bench's totals over its duration: output throughput is the output
+// tokens of successful requests (warm-up ones included) that arrived inside
+// the window, divided by its length; request throughput, total-token
+// throughput and goodput follow from it through the measured requests'
+// tokens per request, input-to-output ratio and share meeting the SLO.
+// When the window is too short to hold a steady state, the rates fall back
+// to vLLM bench's definition (Metrics.ThroughputWindow says which);
+// BenchDurationS and BenchOutputThroughput always hold vLLM bench's figures.
+// Goodput counts the successful requests whose own TTFT, TPOT and E2EL
 // meet every ttft_*, tpot_* and e2el_* bound of slo (requests with one token
 // count TPOT 0, as vLLM does); other bounds do not apply per request.
 // ByClass holds the same aggregates per prompt-length class over the same
-// duration, so class throughputs add up to the total.
+// window, so class throughputs add up to the total.
 func Summarize(recs []Record, slo SLO) Metrics {
 	measured := make([]*Record, 0, len(recs))
+	all := make([]*Record, 0, len(recs))
 	for i := range recs {
+		all = append(all, &recs[i])
 		if !recs[i].Warmup {
 			measured = append(measured, &recs[i])
 		}
 	}
-	dur := span(measured)
-	m := summarize(measured, dur, slo)
+	w := steadyWindow(measured)
+	m := summarize(measured, all, w, slo)
 	classes := map[string][]*Record{}
+	pools := map[string][]*Record{}
 	for _, r := range measured {
 		c := PromptClass(r.PromptLen)
 		classes[c] = append(classes[c], r)
 	}
+	for _, r := range all {
+		c := PromptClass(r.PromptLen)
+		pools[c] = append(pools[c], r)
+	}
 	if len(classes) > 0 {
 		m.ByClass = make(map[string]*Metrics, len(classes))
 		for c, rs := range classes {
-			cm := summarize(rs, dur, slo)
+			cm := summarize(rs, pools[c], w, slo)
 			m.ByClass[c] = &cm
 		}
 	}
 	return m
 }
 
-// span is the wall time from the first send to the last completion.
-func span(recs []*Record) time.Duration {
-	if len(recs) == 0 {
-		return 0
-	}
-	first := time.Duration(math.MaxInt64)
-	var last time.Duration
-	for _, r := range recs {
-		first = min(first, r.Start)
-		end := r.Start + r.Latency()
-		if n := len(r.Chunks); n > 0 {
-			end = max(end, r.Start+r.Chunks[n-1])
-		}
-		last = max(last, end)
-	}
-	return last - first
+// Throughput windows (Metrics.ThroughputWindow).
+const (
+	WindowSteady = "steady" // tokens by arrival time inside [first measured completion, last measured send)
+	WindowSpan   = "span"   // vLLM bench: first measured send to last measured completion
+)
+
+// window is the interval throughputs are counted over.
+type window struct {
+	t0, t1 time.Duration // steady window [t0, t1), valid when steady
+	span   time.Duration // vLLM bench's duration
+	steady bool
 }
 
-func summarize(recs []*Record, dur time.Duration, slo SLO) Metrics {
+// minSteadyShare is the smallest share of vLLM bench's span the steady
+// window must cover to be used: a shorter one (a closed loop of one or two
+// rounds, a burst sent at once) holds no steady state to measure, and
+// vLLM bench's figure is the better description of such a run.
+const minSteadyShare = 0.25
+
+// steadyWindow is the measurement window of one level: from the first
+// completion of a measured request to the last measured send.
+//
+// Why this window: vLLM bench divides the measured requests' tokens by the
+// time from their first send to their last completion. At the start of
+// that span the warm-up requests still in flight keep the engine busy and
+// their tokens are not counted (-11% at max-num-seqs 8 and concurrency 32
+// when measured requests queue behind them), and at its end the engine
+// drains a shrinking batch; both bias the rate low, by an amount that
+// depends on where the warm-up cut falls in a wave, so identical configs
+// differ. Counting every token by its arrival time inside a window where
+// the offered load is fully on removes both edges: in a closed loop the
+// concurrency is constant from the first measured send to the last one, in
+// an open loop arrivals continue at the offered rate until the last send,
+// and the tokens of requests straddling an edge are counted for the part
+// that falls inside. The window starts at the first measured completion
+// rather than the first measured send because by then the pipeline is
+// full (the first wave's prefill, during which no token arrives, is over);
+// both of its edges then sit on completion events, which in a lockstep
+// closed loop are wave boundaries, so whole waves are counted.
+func steadyWindow(measured []*Record) window {
+	var w window
+	first, last := time.Duration(math.MaxInt64), time.Duration(0)
+	t0 := time.Duration(math.MaxInt64)
+	var lastSend time.Duration
+	for _, r := range measured {
+		first = min(first, r.Start)
+		last = max(last, r.Start+r.Latency())
+		if n := len(r.Chunks); n > 0 {
+			last = max(last, r.Start+r.Chunks[n-1])
+		}
+		lastSend = max(lastSend, r.Start)
+		if r.OK() {
+			t0 = min(t0, r.Start+r.Latency())
+		}
+	}
+	if len(measured) == 0 {
+		return w
+	}
+	w.span = last - first
+	if t0 < lastSend && float64(lastSend-t0) >= minSteadyShare*float64(w.span) {
+		w.t0, w.t1, w.steady = t0, lastSend, true
+	}
+	return w
+}
+
+// tokensIn counts the output tokens of the successful records that arrived
+// in [t0, t1): each content chunk carries Tokens()/len(Chunks) of them.
+func tokensIn(recs []*Record, t0, t1 time.Duration) float64 {
+	var n float64
+	for _, r := range recs {
+		if !r.OK() {
+			continue
+		}
+		per := float64(r.Tokens()) / float64(len(r.Chunks))
+		for _, c := range r.Chunks {
+			if at := r.Start + c; at >= t0 && at < t1 {
+				n += per
+			}
+		}
+	}
+	return n
+}
+
+func summarize(recs, pool []*Record, w window, slo SLO) Metrics {
 	var m Metrics
 	var ttft, tpot, itl, e2el []float64
 	good := 0
@@ -124,6 +212,9 @@ func summarize(recs []*Record, dur time.Duration, slo SLO) Metrics {
 		m.Completed++
 		m.TotalInputTokens += r.PromptLen
 		m.TotalOutputTokens += r.Tokens()
+		if r.TokenMismatch {
+			m.TokenMismatches++
+		}
 		t := ms(r.TTFT())
 		e := ms(r.Latency())
 		ttft = append(ttft, t)
@@ -140,12 +231,36 @@ func summarize(recs []*Record, dur time.Duration, slo SLO) Metrics {
 			good++
 		}
 	}
-	m.DurationS = dur.Seconds()
-	if m.DurationS > 0 {
-		m.RequestThroughput = float64(m.Completed) / m.DurationS
-		m.OutputThroughput = float64(m.TotalOutputTokens) / m.DurationS
-		m.TotalTokenThroughput = float64(m.TotalInputTokens+m.TotalOutputTokens) / m.DurationS
-		m.RequestGoodput = float64(good) / m.DurationS
+	for _, r := range recs {
+		if r.Err != "" {
+			if m.Errors == nil {
+				m.Errors = map[string]int{}
+			}
+			m.Errors[RequestErrorClass(r.Err)]++
+		}
+	}
+	m.BenchDurationS = w.span.Seconds()
+	if m.BenchDurationS > 0 {
+		m.BenchOutputThroughput = float64(m.TotalOutputTokens) / m.BenchDurationS
+	}
+	m.ThroughputWindow = WindowSpan
+	m.DurationS = m.BenchDurationS
+	if w.steady {
+		m.ThroughputWindow = WindowSteady
+		m.DurationS = (w.t1 - w.t0).Seconds()
+	}
+	if m.DurationS > 0 && m.Completed > 0 {
+		if w.steady {
+			m.OutputThroughput = tokensIn(pool, w.t0, w.t1) / m.DurationS
+		} else {
+			m.OutputThroughput = float64(m.TotalOutputTokens) / m.DurationS
+		}
+		// Requests, input tokens and goodput in the measured requests'
+		// proportions to their output tokens (exact for the span).
+		perTok := m.OutputThroughput / float64(max(1, m.TotalOutputTokens))
+		m.RequestThroughput = perTok * float64(m.Completed)
+		m.TotalTokenThroughput = perTok * float64(m.TotalInputTokens+m.TotalOutputTokens)
+		m.RequestGoodput = perTok * float64(good)
 	}
 	if n := m.Completed + m.Failed; n > 0 {
 		m.ErrorRate = float64(m.Failed) / float64(n)
@@ -238,4 +353,116 @@ func Percentile(sorted []float64, p float64) float64 {
 	hi := min(lo+1, n-1)
 	frac := rank - float64(lo)
 	return sorted[lo] + (sorted[hi]-sorted[lo])*frac
+}
+
+// Request error classes (RequestErrorClass, Metrics.Errors).
+const (
+	ReqErrContextLength = "context_length" // HTTP 400: prompt + max_tokens exceed max_model_len
+	ReqErrBadUsage      = "bad_usage"      // usage.completion_tokens disagrees with the stream or max_tokens
+	ReqErrExcessTokens  = "excess_tokens"  // more content chunks than max_tokens
+	ReqErrTimeout       = "timeout"
+	ReqErrCancelled     = "cancelled"
+	ReqErrStream        = "stream"       // the stream broke off or could not be read
+	ReqErrMalformed     = "malformed"    // a chunk that is not the OpenAI format
+	ReqErrEngine        = "engine_error" // an error object inside the stream
+	ReqErrNoContent     = "no_content"   // a stream without a content chunk
+	ReqErrOther         = "other"        // connection errors and anything else
+)
+
+// Prefixes of the Record.Err texts checkUsage writes.
+const (
+	errBadUsage     = "bad usage: "
+	errExcessTokens = "excess tokens: "
+)
+
+// RequestErrorClass classifies a Record.Err text: "http_<code>" for other
+// HTTP errors, else one of the ReqErr* classes.
+func RequestErrorClass(err string) string {
+	if code, msg, ok := httpStatus(err); ok {
+		if code == 400 && isContextLength(msg) {
+			return ReqErrContextLength
+		}
+		return "http_" + strconv.Itoa(code)
+	}
+	switch {
+	case strings.HasPrefix(err, errBadUsage):
+		return ReqErrBadUsage
+	case strings.HasPrefix(err, errExcessTokens):
+		return ReqErrExcessTokens
+	case err == "timeout":
+		return ReqErrTimeout
+	case err == "cancelled":
+		return ReqErrCancelled
+	case strings.HasPrefix(err, "stream"):
+		return ReqErrStream
+	case strings.HasPrefix(err, "malformed"):
+		return ReqErrMalformed
+	case strings.HasPrefix(err, "engine error"):
+		return ReqErrEngine
+	case err == "no content chunk":
+		return ReqErrNoContent
+	}
+	return ReqErrOther
+}
+
+// httpStatus reads the status of "http 400: msg" (the client's text) or
+// "400 Bad Request: msg" (the virtual engine's).
+func httpStatus(err string) (int, string, bool) {
+	var head, msg string
+	if rest, ok := strings.CutPrefix(err, "http "); ok {
+		head, msg, _ = strings.Cut(rest, ":")
+	} else {
+		h, m, ok := strings.Cut(err, ":")
+		if !ok {
+			return 0, "", false
+		}
+		head, _, _ = strings.Cut(h, " ")
+		msg = m
+	}
+	code, perr := strconv.Atoi(head)
+	if perr != nil || len(head) != 3 || code < 100 || code > 599 {
+		return 0, "", false
+	}
+	return code, msg, true
+}
+
+// isContextLength recognises vLLM's (and OpenAI's) rejections of a request
+// longer than the model's context: "maximum context length is N tokens",
+// "too long to fit into the model (context length N)".
+func isContextLength(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "context length") || strings.Contains(m, "max_model_len")
+}
+
+// checkUsage sets rec.OutputLen from the stream's usage (usage < 0: none)
+// and checks it against the chunks received and the tokens asked for
+// (rec.Requested, 0: unchecked). A count no honest server can report
+// fails the request: usage above max_tokens or below the content chunks
+// received (each carries at least one token), or more chunks than
+// max_tokens (an echo of the prompt). Fewer tokens than asked is marked
+// (TokenMismatch): the request asked to ignore EOS, so the server stopped
+// early, and its requests are shorter than the workload says.
+func checkUsage(rec *Record, usage int) {
+	chunks := len(rec.Chunks)
+	rec.OutputLen = chunks
+	if usage >= 0 {
+		rec.OutputLen = usage
+	}
+	if rec.Err != "" || chunks == 0 {
+		return
+	}
+	asked := rec.Requested
+	switch {
+	case usage >= 0 && usage < chunks:
+		rec.Err = fmt.Sprintf("%susage.completion_tokens %d < %d content chunks", errBadUsage, usage, chunks)
+	case asked > 0 && usage > asked:
+		rec.Err = fmt.Sprintf("%susage.completion_tokens %d > max_tokens %d", errBadUsage, usage, asked)
+	case asked > 0 && chunks > asked:
+		rec.Err = fmt.Sprintf("%s%d content chunks > max_tokens %d", errExcessTokens, chunks, asked)
+	case asked > 0 && rec.OutputLen < asked:
+		rec.TokenMismatch = true
+	}
+	if rec.Err != "" {
+		rec.OutputLen = 0
+	}
 }

@@ -188,9 +188,14 @@ func TestSummarizeGoodputAndByClass(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := Summarize(recs, slo)
-	near(t, "duration", m.DurationS, 1.0)
-	near(t, "goodput", m.RequestGoodput, 2) // output_throughput bound is not per request
-	near(t, "req tput", m.RequestThroughput, 4)
+	near(t, "bench duration", m.BenchDurationS, 1.0)
+	// The steady window runs from the first completion (200 ms) to the
+	// last send (800 ms): 16.5 tokens arrive in it (chunks carry 5.5
+	// tokens each; one of the first request's, both of the second's).
+	near(t, "duration", m.DurationS, 0.6)
+	near(t, "output tput", m.OutputThroughput, 16.5/0.6)
+	near(t, "req tput", m.RequestThroughput, 16.5/0.6*4/44)
+	near(t, "goodput", m.RequestGoodput, m.RequestThroughput/2) // output_throughput bound is not per request
 	want := map[string]int{"short": 2, "medium": 1, "long": 1}
 	var sum float64
 	for c, n := range want {
@@ -198,14 +203,14 @@ func TestSummarizeGoodputAndByClass(t *testing.T) {
 		if cm == nil || cm.Completed != n {
 			t.Fatalf("class %s = %+v, want %d completed", c, cm, n)
 		}
-		near(t, c+" duration", cm.DurationS, 1.0)
+		near(t, c+" duration", cm.DurationS, 0.6)
 		if cm.ByClass != nil {
 			t.Errorf("class %s has nested classes", c)
 		}
 		sum += cm.OutputThroughput
 	}
 	near(t, "class throughputs add up", sum, m.OutputThroughput)
-	near(t, "short goodput", m.ByClass["short"].RequestGoodput, 2)
+	near(t, "short goodput", m.ByClass["short"].RequestGoodput, m.ByClass["short"].RequestThroughput)
 	near(t, "long tpot", m.ByClass["long"].TPOT.Mean, 90)
 }
 
@@ -259,4 +264,41 @@ func TestMedian(t *testing.T) {
 	if in[0] != 3 {
 		t.Error("Median sorted its input")
 	}
+}
+
+// TestSummarizeThroughputWindow checks the choice of window: tokens by
+// arrival inside [first measured completion, last measured send), warm-up
+// tokens included; vLLM bench's span when that window is too short.
+func TestSummarizeThroughputWindow(t *testing.T) {
+	// A warm-up request still decoding while measured ones run: its tokens
+	// inside the window count.
+	steady := []Record{
+		{Warmup: true, OutputLen: 10, Start: 0, Chunks: chunks(100, 200, 300, 400, 500, 600, 700, 800, 900, 1000)},
+		{OutputLen: 2, Start: msd(100), Chunks: chunks(100, 200)},           // completes at 300: t0
+		{OutputLen: 2, Start: msd(300), Chunks: chunks(100, 200)},           // 400, 500
+		{OutputLen: 2, Start: msd(500), Chunks: chunks(100, 200)},           // 600, 700
+		{OutputLen: 2, Start: msd(700), Chunks: chunks(100, 200)},           // 800, 900: t1 = 700
+		{OutputLen: 2, Start: msd(150), Err: "http 500: boom", End: msd(1)}, // failed: no tokens
+	}
+	m := Summarize(steady, nil)
+	if m.ThroughputWindow != WindowSteady {
+		t.Fatalf("window %q, want steady", m.ThroughputWindow)
+	}
+	near(t, "duration", m.DurationS, 0.4)
+	// In [300, 700): warm-up 300..600 (4), then 300, 400, 500, 600 = 8.
+	near(t, "output tput", m.OutputThroughput, 8/0.4)
+	near(t, "bench duration", m.BenchDurationS, 0.8)
+	near(t, "bench tput", m.BenchOutputThroughput, 8/0.8)
+
+	// A burst sent at once: no send after the first completion.
+	burst := []Record{
+		{OutputLen: 2, Start: 0, Chunks: chunks(100, 200)},
+		{OutputLen: 2, Start: 0, Chunks: chunks(150, 400)},
+	}
+	m = Summarize(burst, nil)
+	if m.ThroughputWindow != WindowSpan {
+		t.Fatalf("window %q, want span", m.ThroughputWindow)
+	}
+	near(t, "span duration", m.DurationS, 0.4)
+	near(t, "span tput", m.OutputThroughput, 4/0.4)
 }

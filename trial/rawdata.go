@@ -41,6 +41,8 @@ type rawRecord struct {
 	End    int64   `json:"e"`
 	Err    string  `json:"err,omitempty"`
 	Warmup bool    `json:"w,omitempty"`
+	Asked  int     `json:"a,omitempty"`  // Record.Requested
+	Short  bool    `json:"tm,omitempty"` // Record.TokenMismatch
 }
 
 // WriteRaw writes the records of every level to path as gzip-compressed
@@ -68,7 +70,7 @@ func WriteRaw(path string, h RawHeader) (err error) {
 	for li, l := range h.Levels {
 		for _, r := range l.Records {
 			rr := rawRecord{Level: li, Index: r.Index, Prompt: r.PromptLen, Output: r.OutputLen,
-				Start: int64(r.Start), End: int64(r.End), Err: r.Err, Warmup: r.Warmup}
+				Start: int64(r.Start), End: int64(r.End), Err: r.Err, Warmup: r.Warmup, Asked: r.Requested, Short: r.TokenMismatch}
 			prev := time.Duration(0)
 			for _, c := range r.Chunks {
 				rr.Gaps = append(rr.Gaps, int64(c-prev))
@@ -129,7 +131,7 @@ func DecodeRaw(r io.Reader) (RawHeader, error) {
 			return h, fmt.Errorf("raw data record %d: level %d of %d", n, rr.Level, len(h.Levels))
 		}
 		rec := Record{Index: rr.Index, PromptLen: rr.Prompt, OutputLen: rr.Output, Start: time.Duration(rr.Start),
-			End: time.Duration(rr.End), Err: rr.Err, Warmup: rr.Warmup}
+			End: time.Duration(rr.End), Err: rr.Err, Warmup: rr.Warmup, Requested: rr.Asked, TokenMismatch: rr.Short}
 		if len(rr.Gaps) > 0 {
 			rec.Chunks = make([]time.Duration, len(rr.Gaps))
 			var at time.Duration

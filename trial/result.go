@@ -76,22 +76,36 @@ type Dist struct {
 	Max    float64 `json:"max"`
 }
 
-// Metrics are vLLM bench's aggregates over the measured requests of one load level.
+// Metrics are vLLM bench's aggregates over the measured requests of one load
+// level; the throughputs are rates over the steady window (see Summarize).
 type Metrics struct {
-	Completed            int     `json:"completed"`
-	Failed               int     `json:"failed"`
-	DurationS            float64 `json:"duration_s"`
-	TotalInputTokens     int     `json:"total_input_tokens"`
-	TotalOutputTokens    int     `json:"total_output_tokens"`
-	RequestThroughput    float64 `json:"request_throughput"`     // req/s
-	OutputThroughput     float64 `json:"output_throughput"`      // tok/s
-	TotalTokenThroughput float64 `json:"total_token_throughput"` // tok/s
-	RequestGoodput       float64 `json:"request_goodput"`        // req/s meeting all SLOs
-	ErrorRate            float64 `json:"error_rate"`             // failed / (completed + failed)
-	TTFT                 Dist    `json:"ttft_ms"`
-	TPOT                 Dist    `json:"tpot_ms"`
-	ITL                  Dist    `json:"itl_ms"`
-	E2EL                 Dist    `json:"e2el_ms"`
+	Completed int `json:"completed"`
+	Failed    int `json:"failed"`
+	// DurationS is the length of the window the throughputs are counted
+	// over (ThroughputWindow: "steady", or "span" as vLLM bench).
+	DurationS        float64 `json:"duration_s"`
+	ThroughputWindow string  `json:"throughput_window,omitempty"`
+	// BenchDurationS and BenchOutputThroughput are vLLM bench's figures:
+	// first measured send to last completion, and the measured requests'
+	// output tokens over it.
+	BenchDurationS        float64 `json:"bench_duration_s,omitempty"`
+	BenchOutputThroughput float64 `json:"bench_output_throughput,omitempty"`
+	TotalInputTokens      int     `json:"total_input_tokens"`
+	TotalOutputTokens     int     `json:"total_output_tokens"`
+	RequestThroughput     float64 `json:"request_throughput"`     // req/s
+	OutputThroughput      float64 `json:"output_throughput"`      // tok/s
+	TotalTokenThroughput  float64 `json:"total_token_throughput"` // tok/s
+	RequestGoodput        float64 `json:"request_goodput"`        // req/s meeting all SLOs
+	ErrorRate             float64 `json:"error_rate"`             // failed / (completed + failed)
+	// Errors counts the failed measured requests by RequestErrorClass.
+	Errors map[string]int `json:"errors,omitempty"`
+	// TokenMismatches counts successful requests that returned fewer
+	// output tokens than asked for (see Record.TokenMismatch).
+	TokenMismatches int  `json:"token_mismatches,omitempty"`
+	TTFT            Dist `json:"ttft_ms"`
+	TPOT            Dist `json:"tpot_ms"`
+	ITL             Dist `json:"itl_ms"`
+	E2EL            Dist `json:"e2el_ms"`
 	// ByClass holds the same aggregates per prompt-length class (short, medium, long).
 	ByClass map[string]*Metrics `json:"by_class,omitempty"`
 }

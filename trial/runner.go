@@ -575,17 +575,7 @@ func (lr *levelRunner) measure(ctx context.Context, idx int, v float64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	a := Analyze(recs, sc)
-	cut := make(map[int]bool, len(a.CutIndex))
-	for _, i := range a.CutIndex {
-		cut[i] = true
-	}
-	for i := range recs {
-		if cut[recs[i].Index] {
-			recs[i].Warmup = true
-		}
-	}
-	m := Summarize(recs, lr.w.SLO)
+	m, a := SummarizeLevel(recs, sc, lr.w.SLO)
 	met, viol := lr.w.SLO.Check(&m)
 	st := a.Stability
 	st.Extended, st.EarlyStopped = extended, early
@@ -622,6 +612,23 @@ func (lr *levelRunner) measure(ctx context.Context, idx int, v float64) error {
 			Line: fmt.Sprintf("%.0f%% of requests failed (health %v): %s", 100*m.ErrorRate, healthy, firstErr(recs))}
 	}
 	return nil
+}
+
+// SummarizeLevel is how a measured level becomes metrics: the steady-state
+// analysis (Analyze) moves its warm-up cut into the warm-up (recs is
+// marked in place), then Summarize.
+func SummarizeLevel(recs []Record, sc StabilityConfig, slo SLO) (Metrics, Analysis) {
+	a := Analyze(recs, sc)
+	cut := make(map[int]bool, len(a.CutIndex))
+	for _, i := range a.CutIndex {
+		cut[i] = true
+	}
+	for i := range recs {
+		if cut[recs[i].Index] {
+			recs[i].Warmup = true
+		}
+	}
+	return Summarize(recs, slo), a
 }
 
 func measuredOK(done []Record) int {
