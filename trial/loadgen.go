@@ -20,14 +20,29 @@ type Client struct {
 	base    string
 	model   string
 	timeout time.Duration
+	maxLine int
 	hc      *http.Client
 	tr      *http.Transport
 	bufs    sync.Pool
 }
 
+// ClientOption sets an optional knob of a Client.
+type ClientOption func(*Client)
+
+// WithMaxLineBytes bounds one SSE line and one event of a response (<= 0:
+// DefaultMaxLineBytes); a longer one fails the request as a malformed
+// stream, so memory stays bounded whatever the server sends.
+func WithMaxLineBytes(n int) ClientOption {
+	return func(c *Client) {
+		if n > 0 {
+			c.maxLine = n
+		}
+	}
+}
+
 // NewClient returns a client for base (e.g. "http://127.0.0.1:8000") and the
 // served model name. timeout bounds each request (0: none).
-func NewClient(base, model string, timeout time.Duration) *Client {
+func NewClient(base, model string, timeout time.Duration, opts ...ClientOption) *Client {
 	tr := &http.Transport{
 		Proxy:               nil, // loopback engine: never through a proxy
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -38,8 +53,11 @@ func NewClient(base, model string, timeout time.Duration) *Client {
 		WriteBufferSize:     32 << 10,
 		ReadBufferSize:      4 << 10,
 	}
-	c := &Client{base: base, model: model, timeout: timeout, tr: tr, hc: &http.Client{Transport: tr}}
-	c.bufs.New = func() any { return newSSEReader(nil) }
+	c := &Client{base: base, model: model, timeout: timeout, maxLine: DefaultMaxLineBytes, tr: tr, hc: &http.Client{Transport: tr}}
+	for _, o := range opts {
+		o(c)
+	}
+	c.bufs.New = func() any { return newSSEReader(nil, c.maxLine) }
 	return c
 }
 
@@ -119,13 +137,21 @@ func (c *Client) do(ctx context.Context, spec RequestSpec, runStart time.Time, s
 	defer func() { sr.reset(nil); c.bufs.Put(sr) }()
 	rec.Chunks = make([]time.Duration, 0, max(1, spec.OutputLen))
 	tokens := -1
-	for {
+	limit := maxEvents(spec.OutputLen)
+	for events := 1; ; events++ {
 		data, err := sr.Next()
 		now := time.Since(t0)
 		if err != nil {
-			if !errors.Is(err, io.EOF) {
+			switch {
+			case errors.Is(err, errStreamTooLong):
+				rec.Err = "malformed stream: " + err.Error()
+			case !errors.Is(err, io.EOF):
 				rec.Err = requestError(ctx, fmt.Errorf("stream: %w", err))
 			}
+			break
+		}
+		if events > limit {
+			rec.Err = fmt.Sprintf("malformed stream: more than %d events for max_tokens %d", limit, max(1, spec.OutputLen))
 			break
 		}
 		ch, err := parseChunk(data)
@@ -164,6 +190,11 @@ func (c *Client) do(ctx context.Context, spec RequestSpec, runStart time.Time, s
 	}
 	return rec
 }
+
+// maxEvents bounds the events of one response: one per token at most,
+// plus a role chunk, usage, [DONE] and slack for empty chunks (a split
+// multi-byte character); twice that means the server ignores max_tokens.
+func maxEvents(outputLen int) int { return 2*max(1, outputLen) + 16 }
 
 func requestError(ctx context.Context, err error) string {
 	switch {

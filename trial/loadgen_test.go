@@ -267,7 +267,7 @@ func BenchmarkDriveStreams(b *testing.B) {
 func BenchmarkStreamParse(b *testing.B) {
 	ev := "data: {\"id\":\"cmpl-5c2b0a3d\",\"object\":\"text_completion\",\"created\":1730000000,\"model\":\"meta-llama/Llama-3.1-8B-Instruct\",\"choices\":[{\"index\":0,\"text\":\" Hello\",\"logprobs\":null,\"finish_reason\":null,\"stop_reason\":null}],\"usage\":null}\n\n"
 	stream := strings.Repeat(ev, 1000)
-	r := newSSEReader(strings.NewReader(stream))
+	r := newSSEReader(strings.NewReader(stream), 0)
 	b.SetBytes(int64(len(ev)))
 	b.ReportAllocs()
 	n := 0
