@@ -178,7 +178,6 @@ func vmHWM() (uint64, bool) {
 	return 0, false
 }
 
-
 // TestClientMaxLineBytes: the limit is the client's option (the runner
 // passes Config.MaxLineBytes): a 4 KB line passes by default and fails a
 // client limited to 1 KB.
