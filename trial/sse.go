@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 )
 
 // DefaultMaxLineBytes bounds one SSE line and one event's data (vLLM's
@@ -26,6 +27,7 @@ var errStreamTooLong = errors.New("line over the limit")
 // past max bytes.
 type sseReader struct {
 	br   *bufio.Reader
+	src  stampReader
 	max  int    // longest line or event data, in bytes
 	data []byte // payload of the event being assembled
 	long []byte // a line longer than the bufio buffer
@@ -35,15 +37,36 @@ func newSSEReader(r io.Reader, max int) *sseReader {
 	if max <= 0 {
 		max = DefaultMaxLineBytes
 	}
-	return &sseReader{br: bufio.NewReaderSize(r, 16<<10), max: max}
+	s := &sseReader{max: max}
+	s.src.r = r
+	s.br = bufio.NewReaderSize(&s.src, 16<<10)
+	return s
+}
+
+// stampReader notes when each read that returned data came back.
+type stampReader struct {
+	r  io.Reader
+	at time.Time
+}
+
+func (s *stampReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if n > 0 {
+		s.at = time.Now()
+	}
+	return n, err
 }
 
 // keepBytes is the largest scratch buffer a pooled reader keeps: a rare
 // long line must not pin its megabyte in every idle reader of the pool.
 const keepBytes = 64 << 10
 
+// at is when the read that completed the last event returned.
+func (s *sseReader) at() time.Time { return s.src.at }
+
 func (s *sseReader) reset(r io.Reader) {
-	s.br.Reset(r)
+	s.src = stampReader{r: r}
+	s.br.Reset(&s.src)
 	s.data = s.data[:0]
 	if cap(s.data) > keepBytes {
 		s.data = nil
