@@ -20,14 +20,29 @@ type Client struct {
 	base    string
 	model   string
 	timeout time.Duration
+	maxLine int
 	hc      *http.Client
 	tr      *http.Transport
 	bufs    sync.Pool
 }
 
+// ClientOption sets an optional knob of a Client.
+type ClientOption func(*Client)
+
+// WithMaxLineBytes bounds one SSE line and one event of a response (<= 0:
+// DefaultMaxLineBytes); a longer one fails the request as a malformed
+// stream, so memory stays bounded whatever the server sends.
+func WithMaxLineBytes(n int) ClientOption {
+	return func(c *Client) {
+		if n > 0 {
+			c.maxLine = n
+		}
+	}
+}
+
 // NewClient returns a client for base (e.g. "http://127.0.0.1:8000") and the
 // served model name. timeout bounds each request (0: none).
-func NewClient(base, model string, timeout time.Duration) *Client {
+func NewClient(base, model string, timeout time.Duration, opts ...ClientOption) *Client {
 	tr := &http.Transport{
 		Proxy:               nil, // loopback engine: never through a proxy
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -38,8 +53,11 @@ func NewClient(base, model string, timeout time.Duration) *Client {
 		WriteBufferSize:     32 << 10,
 		ReadBufferSize:      4 << 10,
 	}
-	c := &Client{base: base, model: model, timeout: timeout, tr: tr, hc: &http.Client{Transport: tr}}
-	c.bufs.New = func() any { return newSSEReader(nil) }
+	c := &Client{base: base, model: model, timeout: timeout, maxLine: DefaultMaxLineBytes, tr: tr, hc: &http.Client{Transport: tr}}
+	for _, o := range opts {
+		o(c)
+	}
+	c.bufs.New = func() any { return newSSEReader(nil, c.maxLine) }
 	return c
 }
 
@@ -117,15 +135,26 @@ func (c *Client) do(ctx context.Context, spec RequestSpec, runStart time.Time, s
 	sr := c.bufs.Get().(*sseReader)
 	sr.reset(resp.Body)
 	defer func() { sr.reset(nil); c.bufs.Put(sr) }()
+	// Chunks are stamped when the read that completed them returned, not
+	// when the parser reaches them: events that came in one read share its
+	// time, and parsing the first ones does not make the later ones late.
 	rec.Chunks = make([]time.Duration, 0, max(1, spec.OutputLen))
 	tokens := -1
-	for {
+	limit := maxEvents(spec.OutputLen)
+	for events := 1; ; events++ {
 		data, err := sr.Next()
-		now := time.Since(t0)
+		now := sr.at().Sub(t0)
 		if err != nil {
-			if !errors.Is(err, io.EOF) {
+			switch {
+			case errors.Is(err, errStreamTooLong):
+				rec.Err = "malformed stream: " + err.Error()
+			case !errors.Is(err, io.EOF):
 				rec.Err = requestError(ctx, fmt.Errorf("stream: %w", err))
 			}
+			break
+		}
+		if events > limit {
+			rec.Err = fmt.Sprintf("malformed stream: more than %d events for max_tokens %d", limit, max(1, spec.OutputLen))
 			break
 		}
 		ch, err := parseChunk(data)
@@ -161,6 +190,11 @@ func (c *Client) do(ctx context.Context, spec RequestSpec, runStart time.Time, s
 	return rec
 }
 
+// maxEvents bounds the events of one response: one per token at most,
+// plus a role chunk, usage, [DONE] and slack for empty chunks (a split
+// multi-byte character); twice that means the server ignores max_tokens.
+func maxEvents(outputLen int) int { return 2*max(1, outputLen) + 16 }
+
 func requestError(ctx context.Context, err error) string {
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
@@ -194,11 +228,72 @@ type Load struct {
 // cancellation stops issuing and cancels requests in flight (their records
 // say "cancelled"). Drive returns when every issued request has ended.
 func (c *Client) Drive(ctx context.Context, specs []RequestSpec, load Load, gate Gate) []Record {
-	d := &driver{c: c, specs: specs, gate: gate, recs: make([]Record, len(specs)), start: time.Now()}
+	if load.Concurrency > 0 {
+		c.Warm(ctx, min(load.Concurrency, len(specs)))
+	}
+	return c.drive(ctx, time.Now(), specs, load, gate)
+}
+
+// warmTimeout bounds Warm: a server that does not answer leaves the dials
+// to the requests, which then fail or succeed on their own.
+const warmTimeout = 10 * time.Second
+
+// Warm opens n connections to the server and leaves them idle in the pool,
+// so that a load's first wave does not pay n dials (and the transport's
+// buffers and goroutines) while its first chunks arrive, which stamped
+// them up to 175 ms late at 2,000 streams. Each connection carries a GET
+// /v1/models whose response is held until all n have come back, which
+// forces n distinct connections. Errors are ignored.
+func (c *Client) Warm(ctx context.Context, n int) {
+	if n <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, warmTimeout)
+	defer cancel()
+	var got, wg sync.WaitGroup
+	release := make(chan struct{})
+	got.Add(n)
+	for range n {
+		wg.Go(func() {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/v1/models", nil)
+			var resp *http.Response
+			if err == nil {
+				resp, err = c.hc.Do(req)
+			}
+			got.Done()
+			if err != nil {
+				return
+			}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+		})
+	}
+	got.Wait()
+	close(release)
+	wg.Wait()
+}
+
+// rampStep spreads the closed loop's first wave: worker i sends its first
+// request i x rampStep after the start (100 ms for 2,000 workers), so the
+// first chunks of the early requests are not stamped behind the sending
+// of all the others.
+const rampStep = 50 * time.Microsecond
+
+// drive is Drive with the origin of Record.Start given (the lag benchmark
+// maps it to the server's clock).
+func (c *Client) drive(ctx context.Context, start time.Time, specs []RequestSpec, load Load, gate Gate) []Record {
+	d := &driver{c: c, specs: specs, gate: gate, recs: make([]Record, len(specs)), start: start}
 	var wg sync.WaitGroup
 	if load.Concurrency > 0 {
-		for range min(load.Concurrency, len(specs)) {
+		for w := range min(load.Concurrency, len(specs)) {
 			wg.Go(func() {
+				if w > 0 && !sleepCtx(ctx, time.Until(d.start.Add(time.Duration(w)*rampStep))) {
+					return
+				}
 				for {
 					i, ok := d.next(ctx)
 					if !ok {
@@ -234,6 +329,21 @@ func (c *Client) Drive(ctx context.Context, specs []RequestSpec, load Load, gate
 	}
 	wg.Wait()
 	return d.recs[:d.issued]
+}
+
+// sleepCtx waits for d (false when ctx ends first).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 type driver struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -267,7 +268,7 @@ func BenchmarkDriveStreams(b *testing.B) {
 func BenchmarkStreamParse(b *testing.B) {
 	ev := "data: {\"id\":\"cmpl-5c2b0a3d\",\"object\":\"text_completion\",\"created\":1730000000,\"model\":\"meta-llama/Llama-3.1-8B-Instruct\",\"choices\":[{\"index\":0,\"text\":\" Hello\",\"logprobs\":null,\"finish_reason\":null,\"stop_reason\":null}],\"usage\":null}\n\n"
 	stream := strings.Repeat(ev, 1000)
-	r := newSSEReader(strings.NewReader(stream))
+	r := newSSEReader(strings.NewReader(stream), 0)
 	b.SetBytes(int64(len(ev)))
 	b.ReportAllocs()
 	n := 0
@@ -337,4 +338,84 @@ func peakOverlap(recs []Record) int {
 		peak = max(peak, n)
 	}
 	return peak
+}
+
+// TestDriveWarmsConnections: a closed loop opens its connections before the
+// first completion request, so the first wave does not dial while the
+// first chunks arrive.
+func TestDriveWarmsConnections(t *testing.T) {
+	const conc = 20
+	var conns, atFirst atomic.Int64
+	atFirst.Store(-1)
+	srv := &streamServer{gap: time.Millisecond}
+	srv.hook = func(w http.ResponseWriter, _ *completionReq) bool {
+		atFirst.CompareAndSwap(-1, conns.Load())
+		return false
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/completions", srv)
+	hs := httptest.NewUnstartedServer(mux)
+	hs.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	hs.Start()
+	defer hs.Close()
+	c := NewClient(hs.URL, "m", 10*time.Second)
+	defer c.Close()
+	recs := c.Drive(context.Background(), specsN(2*conc, 8, 3), Load{Concurrency: conc}, nil)
+	for i, r := range recs {
+		if !r.OK() {
+			t.Fatalf("record %d: %q", i, r.Err)
+		}
+	}
+	if atFirst.Load() < conc {
+		t.Errorf("%d connections open at the first completion request, want %d", atFirst.Load(), conc)
+	}
+	if n := conns.Load(); n > conc+2 {
+		t.Errorf("%d connections over the run, want about %d (warm ones reused)", n, conc)
+	}
+}
+
+// TestDriveRampsFirstWave: worker w of a closed loop sends its first
+// request no earlier than w x rampStep, so the k-th first-wave send (in
+// time order) is at least k x rampStep after the start.
+func TestDriveRampsFirstWave(t *testing.T) {
+	const conc = 100
+	base := newStreamServer(t, &streamServer{gap: time.Millisecond})
+	c := NewClient(base, "m", 10*time.Second)
+	defer c.Close()
+	recs := c.Drive(context.Background(), specsN(conc, 8, 2), Load{Concurrency: conc}, nil)
+	starts := make([]time.Duration, 0, conc)
+	for _, r := range recs {
+		starts = append(starts, r.Start)
+	}
+	slices.Sort(starts)
+	for k, s := range starts {
+		if s < time.Duration(k)*rampStep {
+			t.Fatalf("send %d of the first wave at %v, before its ramp slot %v", k, s, time.Duration(k)*rampStep)
+		}
+	}
+}
+
+// TestChunkStampedAtRead: events that arrive in one read share its stamp
+// (parsing the first ones must not make the later ones look late).
+func TestChunkStampedAtRead(t *testing.T) {
+	base := newStreamServer(t, &streamServer{hook: func(w http.ResponseWriter, _ *completionReq) bool {
+		ev := `{"choices":[{"index":0,"text":" t"}]}`
+		sseWrite(w, ev, ev, ev, ev, ev, "[DONE]") // one write, one read
+		return true
+	}})
+	c := NewClient(base, "m", 5*time.Second)
+	defer c.Close()
+	rec := c.Do(context.Background(), RequestSpec{PromptLen: 4, OutputLen: 5}, time.Now())
+	if !rec.OK() || len(rec.Chunks) != 5 {
+		t.Fatalf("record = %+v", rec)
+	}
+	for k, at := range rec.Chunks {
+		if at != rec.Chunks[0] {
+			t.Errorf("chunk %d stamped %v, chunk 0 %v: one read, one stamp", k, at, rec.Chunks[0])
+		}
+	}
 }

@@ -31,6 +31,9 @@ type Config struct {
 	StartupTimeout time.Duration
 	// RequestTimeout bounds one request (a timeout is a failed request).
 	RequestTimeout time.Duration
+	// MaxLineBytes bounds one SSE line or event of a response (a longer
+	// one fails the request as a malformed stream; default 1 MiB).
+	MaxLineBytes int
 	// StopGrace is the SIGTERM-to-SIGKILL grace period.
 	StopGrace time.Duration
 	// FreeTimeout bounds the wait for the previous engine's port and GPU memory.
@@ -84,7 +87,7 @@ type Event struct {
 // DefaultConfig returns production defaults; set Command and LogDir.
 func DefaultConfig() Config {
 	return Config{
-		Host: "127.0.0.1", StartupTimeout: 15 * time.Minute, RequestTimeout: 5 * time.Minute,
+		Host: "127.0.0.1", StartupTimeout: 15 * time.Minute, RequestTimeout: 5 * time.Minute, MaxLineBytes: DefaultMaxLineBytes,
 		StopGrace: 10 * time.Second, FreeTimeout: 2 * time.Minute, Telemetry: "auto",
 		SampleEvery: 100 * time.Millisecond, ScrapeEvery: time.Second, Stability: DefaultStabilityConfig(),
 		MaxConcurrency: 1024, MaxRate: 10000, CapacityLevels: 8, CapacityTolerance: 0.1, CapacityRounds: 3,
@@ -116,6 +119,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 	setDefault(&cfg.Host, d.Host)
 	setDefault(&cfg.StartupTimeout, d.StartupTimeout)
 	setDefault(&cfg.RequestTimeout, d.RequestTimeout)
+	setDefault(&cfg.MaxLineBytes, d.MaxLineBytes)
 	setDefault(&cfg.StopGrace, d.StopGrace)
 	setDefault(&cfg.FreeTimeout, d.FreeTimeout)
 	setDefault(&cfg.Telemetry, d.Telemetry)
@@ -334,7 +338,7 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Re
 	}
 	defer stopTelemetry()
 
-	client := NewClient(eng.BaseURL(), model, r.cfg.RequestTimeout)
+	client := NewClient(eng.BaseURL(), model, r.cfg.RequestTimeout, WithMaxLineBytes(r.cfg.MaxLineBytes))
 	defer client.Close()
 	lr := &levelRunner{r: r, eng: eng, client: client, w: w}
 	tm := time.Now()

@@ -8,24 +8,72 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 )
+
+// DefaultMaxLineBytes bounds one SSE line and one event's data (vLLM's
+// chunks are a few hundred bytes; a longer line is a broken or hostile
+// server, and buffering it unbounded let one stream take gigabytes).
+const DefaultMaxLineBytes = 1 << 20
+
+// errStreamTooLong is returned by sseReader.Next for a line or event over
+// its limit; the caller fails the request and drops the connection, so the
+// rest of the line is never read.
+var errStreamTooLong = errors.New("line over the limit")
 
 // sseReader reads the data payloads of a Server-Sent Events stream. It is
 // the hot path of the load generator, so it reuses one buffer and allocates
-// only for lines longer than the bufio buffer or multi-line events.
+// only for lines longer than the bufio buffer or multi-line events, never
+// past max bytes.
 type sseReader struct {
 	br   *bufio.Reader
+	src  stampReader
+	max  int    // longest line or event data, in bytes
 	data []byte // payload of the event being assembled
 	long []byte // a line longer than the bufio buffer
 }
 
-func newSSEReader(r io.Reader) *sseReader {
-	return &sseReader{br: bufio.NewReaderSize(r, 16<<10)}
+func newSSEReader(r io.Reader, max int) *sseReader {
+	if max <= 0 {
+		max = DefaultMaxLineBytes
+	}
+	s := &sseReader{max: max}
+	s.src.r = r
+	s.br = bufio.NewReaderSize(&s.src, 16<<10)
+	return s
 }
 
+// stampReader notes when each read that returned data came back.
+type stampReader struct {
+	r  io.Reader
+	at time.Time
+}
+
+func (s *stampReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if n > 0 {
+		s.at = time.Now()
+	}
+	return n, err
+}
+
+// keepBytes is the largest scratch buffer a pooled reader keeps: a rare
+// long line must not pin its megabyte in every idle reader of the pool.
+const keepBytes = 64 << 10
+
+// at is when the read that completed the last event returned.
+func (s *sseReader) at() time.Time { return s.src.at }
+
 func (s *sseReader) reset(r io.Reader) {
-	s.br.Reset(r)
+	s.src = stampReader{r: r}
+	s.br.Reset(&s.src)
 	s.data = s.data[:0]
+	if cap(s.data) > keepBytes {
+		s.data = nil
+	}
+	if cap(s.long) > keepBytes {
+		s.long = nil
+	}
 }
 
 // Next returns the data of the next event (several data lines joined by
@@ -33,6 +81,7 @@ func (s *sseReader) reset(r io.Reader) {
 // lines (":...") and other fields (event, id, retry) are skipped; an event
 // without data lines is not returned. The returned slice is valid until
 // the next call. A final event without its blank line is still returned.
+// A line or an event's data longer than the limit is errStreamTooLong.
 func (s *sseReader) Next() ([]byte, error) {
 	s.data = s.data[:0]
 	have := false
@@ -63,6 +112,9 @@ func (s *sseReader) Next() ([]byte, error) {
 		if string(field) != "data" {
 			continue
 		}
+		if len(s.data)+1+len(value) > s.max {
+			return nil, fmt.Errorf("event data: %w (%d bytes)", errStreamTooLong, s.max)
+		}
 		if have {
 			s.data = append(s.data, '\n')
 		}
@@ -71,13 +123,18 @@ func (s *sseReader) Next() ([]byte, error) {
 	}
 }
 
-// readLine returns one line without its "\n" or "\r\n" terminator.
+// readLine returns one line without its "\n" or "\r\n" terminator. A line
+// over the limit is an error as soon as the limit is passed: what follows
+// is left unread.
 func (s *sseReader) readLine() ([]byte, error) {
 	line, err := s.br.ReadSlice('\n')
 	if errors.Is(err, bufio.ErrBufferFull) {
 		s.long = append(s.long[:0], line...)
 		for errors.Is(err, bufio.ErrBufferFull) {
 			line, err = s.br.ReadSlice('\n')
+			if len(s.long)+len(line) > s.max+2 { // +2: the terminator
+				return nil, fmt.Errorf("line: %w (%d bytes)", errStreamTooLong, s.max)
+			}
 			s.long = append(s.long, line...)
 		}
 		line = s.long
@@ -87,6 +144,9 @@ func (s *sseReader) readLine() ([]byte, error) {
 	}
 	line = bytes.TrimSuffix(line, []byte("\n"))
 	line = bytes.TrimSuffix(line, []byte("\r"))
+	if len(line) > s.max {
+		return nil, fmt.Errorf("line: %w (%d bytes)", errStreamTooLong, s.max)
+	}
 	return line, nil
 }
 

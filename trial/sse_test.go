@@ -1,6 +1,7 @@
 package trial
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -11,7 +12,7 @@ import (
 
 func readAllEvents(t *testing.T, in string) []string {
 	t.Helper()
-	r := newSSEReader(strings.NewReader(in))
+	r := newSSEReader(strings.NewReader(in), 0)
 	var out []string
 	for {
 		d, err := r.Next()
@@ -54,6 +55,75 @@ func TestSSEReader(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSSEReaderLimit: a line or an event's data over the limit is
+// errStreamTooLong, and the reader stops reading at the limit (the rest of
+// an endless line is never consumed).
+func TestSSEReaderLimit(t *testing.T) {
+	const max = 100
+	x := func(n int) string { return strings.Repeat("x", n) }
+	tests := []struct {
+		name, in string
+		want     []string // events before the error
+		tooLong  bool
+	}{
+		{"at the limit", "data:" + x(95) + "\n\n", []string{x(95)}, false},
+		{"event at the limit", "data:" + x(49) + "\ndata:" + x(50) + "\n\n", []string{x(49) + "\n" + x(50)}, false},
+		{"line over", "data: a\n\ndata:" + x(200) + "\n\n", []string{"a"}, true},
+		{"comment over", ":" + x(101) + "\n\n", nil, true},
+		{"crlf at the limit", "data:" + x(95) + "\r\n\r\n", []string{x(95)}, false},
+		{"event over", strings.Repeat("data:"+x(30)+"\n", 4) + "\n", nil, true},
+		{"no newline", "data:" + x(150), nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newSSEReader(strings.NewReader(tt.in), max)
+			r.br = bufio.NewReaderSize(r.br, 16) // force the long-line path
+			var got []string
+			var err error
+			for {
+				var d []byte
+				if d, err = r.Next(); err != nil {
+					break
+				}
+				got = append(got, string(d))
+			}
+			if tooLong := errors.Is(err, errStreamTooLong); tooLong != tt.tooLong {
+				t.Fatalf("err = %v, want too long %v", err, tt.tooLong)
+			}
+			if !tt.tooLong && !errors.Is(err, io.EOF) {
+				t.Fatalf("err = %v, want EOF", err)
+			}
+			if strings.Join(got, "|") != strings.Join(tt.want, "|") {
+				t.Errorf("events %q, want %q", got, tt.want)
+			}
+		})
+	}
+	t.Run("endless line", func(t *testing.T) {
+		src := &countingReader{}
+		r := newSSEReader(src, 1<<20)
+		if _, err := r.Next(); !errors.Is(err, errStreamTooLong) {
+			t.Fatalf("err = %v, want too long", err)
+		}
+		if src.n > 1<<20+64<<10 {
+			t.Errorf("read %d bytes of an endless line, want at most the limit and one buffer", src.n)
+		}
+	})
+}
+
+// countingReader is an endless "data:xxxx..." line without a newline.
+type countingReader struct{ n int }
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'x'
+	}
+	if c.n == 0 && len(p) >= 5 {
+		copy(p, "data:")
+	}
+	c.n += len(p)
+	return len(p), nil
 }
 
 func TestParseChunk(t *testing.T) {
@@ -175,15 +245,19 @@ func FuzzSSEReader(f *testing.F) {
 	f.Add([]byte(": c\r\nevent: x\r\ndata: a\r\ndata: b\r\n\r\n"))
 	f.Add([]byte("data"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r := newSSEReader(bytes.NewReader(b))
+		const max = 64
+		r := newSSEReader(bytes.NewReader(b), max)
 		total := 0
 		for range len(b) + 2 {
 			d, err := r.Next()
 			if err != nil {
-				if !errors.Is(err, io.EOF) {
+				if !errors.Is(err, io.EOF) && !errors.Is(err, errStreamTooLong) {
 					t.Fatalf("unexpected error %v", err)
 				}
 				return
+			}
+			if len(d) > max {
+				t.Fatalf("event of %d bytes past the limit %d", len(d), max)
 			}
 			total += len(d)
 			if total > len(b) {
