@@ -67,8 +67,16 @@ func resolveTarget(c *cli.Context) (spaces.Target, bool, error) {
 		return spaces.Target{}, false, usagef("--gpus must be >= 1")
 	}
 	m := t.Model
-	if n := c.Int("max-model-len"); n < 0 || n > m.MaxPositionEmbeddings {
-		return spaces.Target{}, false, usagef("--max-model-len %d outside 1..%d (%s's max_position_embeddings)", n, m.MaxPositionEmbeddings, m.Name)
+	// The lower bound is the default space's (a shorter max_model_len is
+	// outside the range every config is checked against).
+	minLen := 1
+	if ds, err := spaces.Default(); err == nil {
+		if p, ok := ds.Param("max_model_len"); ok {
+			minLen = int(p.Min)
+		}
+	}
+	if n := c.Int("max-model-len"); c.IsSet("max-model-len") && (n < minLen || n > m.MaxPositionEmbeddings) {
+		return spaces.Target{}, false, usagef("--max-model-len %d outside %d..%d (%s's max_position_embeddings)", n, minLen, m.MaxPositionEmbeddings, m.Name)
 	}
 	t.MaxModelLen, t.EngineVersion = c.Int("max-model-len"), c.String("engine-version")
 	if t.EngineVersion != "" {
@@ -115,6 +123,9 @@ func spaceCommand() *cli.Command {
 				return printSpace(c.App.Writer, s, c.Bool("all"))
 			}
 			if s, err = s.Resolve(t); err != nil {
+				return asUsage(err)
+			}
+			if err := s.CheckWeights(); err != nil {
 				return asUsage(err)
 			}
 			rep, n, err := spacePruning(c, s)

@@ -66,6 +66,9 @@ func TestSpaceCommand(t *testing.T) {
 		{"model without gpu", []string{"space", "--model", "Llama-3.1-8B"}, 2, nil, []string{"--model and --gpu go together"}},
 		{"unknown gpu", []string{"space", "--model", "Llama-3.1-8B", "--gpu", "TPU"}, 2, nil, []string{"unknown profile", "H100-80GB"}},
 		{"stray argument", []string{"space", "extra"}, 2, nil, []string{"no arguments"}},
+		{"weights cannot fit", []string{"space", "--model", "Llama-3.1-70B", "--gpu", "H100-80GB"}, 2, nil, []string{"131.4 GiB of weights", "use --gpus 2"}},
+		{"max-model-len below the range", []string{"space", "--model", "Llama-3.1-8B", "--gpu", "H100-80GB", "--max-model-len", "127"}, 2, nil, []string{"--max-model-len 127 outside 128..131072"}},
+		{"max-model-len at the bottom", []string{"space", "--model", "Llama-3.1-8B", "--gpu", "H100-80GB", "--max-model-len", "128", "--no-prune"}, 0, []string{"resolved for"}, nil},
 		{"version", []string{"--version"}, 0, []string{"tuner version"}, nil},
 		{"unknown command", []string{"frobnicate"}, 2, nil, nil},
 	}
