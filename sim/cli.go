@@ -26,6 +26,7 @@ type ServeOptions struct {
 	StartupScale    float64
 	TimeScale       float64
 	Profiles        string // extra GPU/model profile file
+	HFCache         string // Hugging Face hub cache, for models the catalog lacks
 	NumGPUBlocks    int    // --num-gpu-blocks-override (0: off)
 	DisableLogStats bool
 	// Engine holds the engine flags given (config file and CLI), by
