@@ -26,6 +26,7 @@ type ServeOptions struct {
 	StartupScale    float64
 	TimeScale       float64
 	Profiles        string // extra GPU/model profile file
+	HFCache         string // Hugging Face hub cache, for models the catalog lacks
 	NumGPUBlocks    int    // --num-gpu-blocks-override (0: off)
 	DisableLogStats bool
 	// Engine holds the engine flags given (config file and CLI), by
@@ -172,11 +173,20 @@ func ParseServeArgs(args []string) (ServeOptions, error) {
 		return o, err
 	}
 	p := &argParser{space: space, engine: map[string]string{}}
-	// The config file goes first so that the command line overrides it.
+	// The config file goes first so that the command line overrides it. It
+	// is read by the loader of the vLLM version impersonated (--sim-version
+	// on the command line), as that version would read it.
 	if file, ok, err := findConfigArg(args); err != nil {
 		return o, err
 	} else if ok {
-		cargs, err := configFileArgs(file)
+		loader, err := spaces.ConfigLoaderFor(cliVersion(args, o.Version))
+		if err != nil {
+			return o, &ArgError{Msg: fmt.Sprintf("argument --sim-version: invalid version value: %v", err)}
+		}
+		if loader == spaces.LoaderNone {
+			return o, &ArgError{Msg: "unrecognized arguments: --config"}
+		}
+		cargs, err := configFileArgs(file, loader)
 		if err != nil {
 			return o, err
 		}
@@ -388,10 +398,30 @@ func findConfigArg(args []string) (string, bool, error) {
 	return file, found, nil
 }
 
-// configFileArgs turns a vLLM --config YAML file into arguments: keys are
-// flag names without dashes, true -> --key, false -> --no-key, lists ->
-// repeated values, mappings -> a JSON string, model: -> the model.
-func configFileArgs(path string) ([]string, error) {
+// cliVersion is the last --sim-version on the command line, else def.
+func cliVersion(args []string, def string) string {
+	v := def
+	for i := 0; i < len(args); i++ {
+		flag, val, hasVal := strings.Cut(args[i], "=")
+		if !strings.HasPrefix(flag, "--") || spaces.ParamName(flag) != "sim_version" {
+			continue
+		}
+		if hasVal {
+			v = val
+		} else if i+1 < len(args) {
+			v = args[i+1]
+			i++
+		}
+	}
+	return v
+}
+
+// configFileArgs turns a vLLM --config YAML file into arguments the way the
+// given loader generation does (spaces.ConfigLoader): keys are flag names
+// without dashes, true -> --key, false -> --no-key (LoaderNoKey, when the
+// flag has a --no- form) or nothing (LoaderDropFalse), lists -> repeated
+// values, mappings -> a JSON string, model: -> the model.
+func configFileArgs(path string, loader spaces.ConfigLoader) ([]string, error) {
 	if !strings.HasSuffix(path, ".yaml") && !strings.HasSuffix(path, ".yml") {
 		return nil, &ArgError{Msg: fmt.Sprintf("argument --config: config file must be a YAML file (.yaml or .yml), got '%s'", path)}
 	}
@@ -399,10 +429,10 @@ func configFileArgs(path string) ([]string, error) {
 	if err != nil {
 		return nil, &ArgError{Msg: fmt.Sprintf("argument --config: can't open '%s': %v", path, err)}
 	}
-	return configArgs(b)
+	return configArgs(b, loader)
 }
 
-func configArgs(b []byte) ([]string, error) {
+func configArgs(b []byte, loader spaces.ConfigLoader) ([]string, error) {
 	var m map[string]any
 	if err := yaml.NewDecoder(bytes.NewReader(b)).Decode(&m); err != nil && len(bytes.TrimSpace(b)) > 0 {
 		return nil, &ArgError{Msg: fmt.Sprintf("argument --config: invalid YAML: %v", err)}
@@ -417,9 +447,10 @@ func configArgs(b []byte) ([]string, error) {
 		flag := "--" + k
 		switch v := m[k].(type) {
 		case bool:
-			if v {
+			switch {
+			case v:
 				out = append(out, flag)
-			} else {
+			case loader == spaces.LoaderNoKey && hasNoForm(k):
 				out = append(out, "--no-"+k)
 			}
 		case []any:
@@ -439,6 +470,21 @@ func configArgs(b []byte) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// hasNoForm reports whether --no-KEY is an option of vllm serve (a
+// BooleanOptionalAction): the engine booleans of the space and the server's.
+func hasNoForm(key string) bool {
+	name := spaces.ParamName(key)
+	if sf, ok := serverFlags[name]; ok {
+		return sf.kind == argBoolOpt
+	}
+	space, err := spaces.Default()
+	if err != nil {
+		return false
+	}
+	p, ok := space.Param(name)
+	return ok && p.Kind == spaces.Bool
 }
 
 func contains(list []string, s string) bool {

@@ -169,12 +169,13 @@ func FuzzParseServeArgs(f *testing.F) {
 	})
 }
 
-// What the tuner renders (Config.Flags for the command line, Config.YAML
-// for --config) parses back to the same engine config.
+// What the tuner renders (Config.Flags for the command line, Config.YAMLFor
+// for --config) parses back to the same engine config, on every --config
+// loader generation the simulator impersonates.
 func TestRenderedConfigRoundTrip(t *testing.T) {
 	tg := h100(t, 2)
 	cfg := defaults(t, tg, "enable_prefix_caching", false, "kv_cache_dtype", "fp8", "gpu_memory_utilization", 0.87,
-		"max_num_batched_tokens", 16384, "tensor_parallel_size", 2, "async_scheduling", true)
+		"max_num_batched_tokens", 16384, "tensor_parallel_size", 2, "async_scheduling", true, "enable_chunked_prefill", false)
 	o, err := ParseServeArgs(append([]string{"m"}, cfg.Flags()...))
 	if err != nil {
 		t.Fatal(err)
@@ -182,15 +183,68 @@ func TestRenderedConfigRoundTrip(t *testing.T) {
 	if !o.Engine.Equal(cfg) {
 		t.Errorf("flags round trip:\n got %v\nwant %v", o.Engine, cfg)
 	}
-	path := t.TempDir() + "/cand.yaml"
-	if err := os.WriteFile(path, []byte(cfg.YAML()), 0o644); err != nil {
+	for _, version := range []string{"0.9.2", "0.11.0", "0.27.1", "0.28.0", "0.30.1"} {
+		y, err := cfg.YAMLFor(version)
+		if err != nil {
+			t.Fatalf("%s: %v", version, err)
+		}
+		path := t.TempDir() + "/cand.yaml"
+		if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		o, err = ParseServeArgs([]string{"m", "--config", path, "--port", "8123", "--sim-version", version})
+		if err != nil {
+			t.Fatalf("%s: %v", version, err)
+		}
+		if !o.Engine.Equal(cfg) || o.Port != 8123 {
+			t.Errorf("%s: yaml round trip:\n got %v\nwant %v\nyaml:\n%s", version, o.Engine, cfg, y)
+		}
+	}
+}
+
+// Each --config loader generation reads `false` as that vLLM release does:
+// dropped before 0.28.0 (the flag keeps its default), --no-key from 0.28.0,
+// and no --config at all before 0.6.1.
+func TestConfigLoaderGenerations(t *testing.T) {
+	path := t.TempDir() + "/c.yaml"
+	if err := os.WriteFile(path, []byte("enable-prefix-caching: false\nenforce-eager: true\nno-enable-chunked-prefill: true\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	o, err = ParseServeArgs([]string{"m", "--config", path, "--port", "8123"})
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		version    string
+		wantPrefix string // "unset", "false"
+		wantErrHas string
+	}{
+		{version: "0.6.0", wantErrHas: "unrecognized arguments: --config"},
+		{version: "0.11.0", wantPrefix: "unset"},
+		{version: "0.27.1", wantPrefix: "unset"},
+		{version: "0.28.0", wantPrefix: "false"},
+		{version: "0.30.1", wantPrefix: "false"},
 	}
-	if !o.Engine.Equal(cfg) || o.Port != 8123 {
-		t.Errorf("yaml round trip:\n got %v\nwant %v", o.Engine, cfg)
+	for _, tt := range tests {
+		t.Run(tt.version, func(t *testing.T) {
+			o, err := ParseServeArgs([]string{"m", "--config", path, "--sim-version", tt.version})
+			if tt.wantErrHas != "" {
+				var ae *ArgError
+				if !errors.As(err, &ae) || !strings.Contains(err.Error(), tt.wantErrHas) {
+					t.Fatalf("err %v, want ArgError with %q", err, tt.wantErrHas)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := "unset"
+			if v, ok := o.Engine.Get("enable_prefix_caching"); ok {
+				got = v.String()
+			}
+			if got != tt.wantPrefix {
+				t.Errorf("enable_prefix_caching %s, want %s", got, tt.wantPrefix)
+			}
+			// true keys pass through on every generation, no-KEY: true too
+			if !o.Engine.Bool("enforce_eager") || !o.Engine.Has("enable_chunked_prefill") || o.Engine.Bool("enable_chunked_prefill") {
+				t.Errorf("engine %v", o.Engine)
+			}
+		})
 	}
 }

@@ -144,7 +144,7 @@ func NewEngine(t spaces.Target, a EngineArgs, c Calib, plan MemoryPlan, opts ...
 	for _, o := range opts {
 		o(e)
 	}
-	e.gemmFlopsPerToken = 2 * m.ParamsB * 1e9 / tp
+	e.gemmFlopsPerToken = 2 * m.ActiveParams() * 1e9 / tp // a MoE token goes through its routed experts only
 	e.attnFlopsUnit = 4 * float64(m.Layers) * float64(m.Hidden) / tp
 	e.peakFlops = g.BF16TFLOPS * 1e12 * c.MFU
 	e.weightBytes = m.WeightBytes() / tp

@@ -3,6 +3,8 @@ package sim
 import (
 	"context"
 	"io"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -42,5 +44,52 @@ func TestUserProfileFallbackCalibration(t *testing.T) {
 	err = Serve(ctx, o, io.Discard, OnReady(func(string) { ready = true; cancel() }))
 	if err != nil || !ready {
 		t.Errorf("serve with a user profile: err %v, ready %v", err, ready)
+	}
+}
+
+// A model the catalog lacks starts from its config.json in the Hugging Face
+// cache, as vLLM loads it; a MoE's step computes with its active parameters.
+func TestServeModelFromHFCache(t *testing.T) {
+	b, err := os.ReadFile("../spaces/testdata/hf/Qwen3-30B-A3B/config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := t.TempDir()
+	snap := filepath.Join(cache, "models--Qwen--Qwen3-30B-A3B", "snapshots", "ad44e77")
+	if err := os.MkdirAll(snap, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(snap, "config.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o, err := ParseServeArgs([]string{"Qwen/Qwen3-30B-A3B", "--startup-scale", "0", "--host", "127.0.0.1", "--port", "0", "--disable-log-stats", "--max-model-len", "8192"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cacheDir := range []string{cache, t.TempDir()} {
+		o.HFCache = cacheDir
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ready := false
+		err = Serve(ctx, o, io.Discard, OnReady(func(string) { ready = true; cancel() }))
+		cancel()
+		if found := cacheDir == cache; found != (err == nil && ready) {
+			t.Errorf("cache %s (has the model: %v): err %v, ready %v", cacheDir, found, err, ready)
+		}
+	}
+	// Dense vs MoE: the same facts with 30.5B active parameters decode slower.
+	m, _, err := spaces.DefaultCatalog().ModelOrHF("Qwen/Qwen3-30B-A3B", cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := h100(t, 1)
+	moe := spaces.Target{Model: m, GPU: h.GPU, GPUCount: 1, MaxModelLen: 8192}
+	dense := moe
+	dense.Model.ActiveParamsB, dense.Model.Experts, dense.Model.ExpertsPerToken = 0, 0, 0
+	w := closedWorkload(2048, 16, 8, 16)
+	rm := mustOK(t, run(t, moe, defaults(t, moe), w))
+	rd := mustOK(t, run(t, dense, defaults(t, dense), w))
+	t.Logf("TTFT mean: MoE %.1f ms, same weights dense %.1f ms", rm.TTFT.Mean, rd.TTFT.Mean)
+	if rm.TTFT.Mean >= rd.TTFT.Mean {
+		t.Errorf("prefill of a 3.3B-active MoE should be faster than a 30.5B dense model")
 	}
 }

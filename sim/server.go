@@ -252,7 +252,7 @@ func newServer(o ServeOptions, lg *vlog) (*server, *StartupError) {
 		}
 		cat = c
 	}
-	model, err := cat.Model(o.Model)
+	model, _, err := cat.ModelOrHF(o.Model, o.HFCache)
 	if err != nil {
 		return nil, &StartupError{Kind: ErrInvalidArgument, Lines: []string{fmt.Sprintf(
 			"OSError: %s is not a local folder and is not a valid model identifier listed on 'https://huggingface.co/models' (simulator: %v)", o.Model, err)}}

@@ -37,6 +37,20 @@ type Model struct {
 	Vocab                 int      `yaml:"vocab" json:"vocab"`
 	MaxPositionEmbeddings int      `yaml:"max_position_embeddings" json:"max_position_embeddings"`
 	DtypeBytes            float64  `yaml:"dtype_bytes" json:"dtype_bytes"` // weights, 2 for BF16
+	// Mixture of experts (0 for a dense model): experts per layer, experts
+	// each token goes through, and the parameters one token uses.
+	Experts         int     `yaml:"experts,omitempty" json:"experts,omitempty"`
+	ExpertsPerToken int     `yaml:"experts_per_token,omitempty" json:"experts_per_token,omitempty"`
+	ActiveParamsB   float64 `yaml:"active_params_b,omitempty" json:"active_params_b,omitempty"`
+}
+
+// ActiveParams is the number of parameters (billions) one token goes
+// through: all of them for a dense model, the routed experts' for a MoE.
+func (m Model) ActiveParams() float64 {
+	if m.ActiveParamsB > 0 {
+		return m.ActiveParamsB
+	}
+	return m.ParamsB
 }
 
 // WeightBytes is the size of the weights on all GPUs together.
@@ -145,6 +159,8 @@ func parseCatalog(file string, b []byte) (*Catalog, error) {
 			return nil, &FileError{File: file, Field: where + ".max_position_embeddings", Msg: "must be > 0"}
 		case m.DtypeBytes <= 0:
 			return nil, &FileError{File: file, Field: where + ".dtype_bytes", Msg: "must be > 0"}
+		case m.Experts < 0 || m.ExpertsPerToken < 0 || m.ExpertsPerToken > m.Experts || m.ActiveParamsB < 0 || m.ActiveParamsB > m.ParamsB:
+			return nil, &FileError{File: file, Field: where, Msg: "experts_per_token must be in 0..experts and active_params_b in 0..params_b"}
 		}
 	}
 	return &c, nil

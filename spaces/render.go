@@ -1,6 +1,7 @@
 package spaces
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -26,21 +27,105 @@ func (c Config) Flags() []string {
 	return out
 }
 
-// YAML renders the config as a vLLM --config file: keys are flag names
-// without dashes, booleans true/false (vLLM turns false into --no-x).
-func (c Config) YAML() string {
+// ConfigLoader is one generation of vLLM's --config file loader
+// (FlexibleArgumentParser.load_config_file), which turns the YAML into
+// command-line arguments. Read in vLLM's source (vllm/utils.py, later
+// vllm/utils/__init__.py, now vllm/utils/argparse_utils.py):
+//
+//   - LoaderNone, before 0.6.1: no --config at all (it came with PR #7737,
+//     merged after v0.6.0 was cut; issue #8273).
+//   - LoaderDropFalse, 0.6.1 through 0.27.x: `key: true` becomes --key and
+//     `key: false` is dropped without a word, so a flag whose default is
+//     true stays on (issue #51401, reported on v0.25.1). The only `--key
+//     False` this loader ever emits is for a key spelled exactly as the dest
+//     of a StoreBoolean action (underscores; --multi-step-stream-outputs),
+//     never for a flag of this space written with dashes.
+//   - LoaderNoKey, from 0.28.0: `key: false` becomes --no-key when the parser
+//     has that option (BooleanOptionalAction), else it is still dropped
+//     (PR #51573, merged in August 2026 after the v0.27 branch: v0.27.0 and
+//     v0.27.1 shipped without it, v0.28.0 on 2026-08-26 is the first release
+//     after the merge).
+type ConfigLoader int
+
+const (
+	LoaderNone ConfigLoader = iota
+	LoaderDropFalse
+	LoaderNoKey
+)
+
+// Versions at the loader boundaries (see ConfigLoader).
+const (
+	configFileSince  = "0.6.1"
+	noKeyLoaderSince = "0.28.0"
+)
+
+func (l ConfigLoader) String() string {
+	switch l {
+	case LoaderNone:
+		return "none (no --config before " + configFileSince + ")"
+	case LoaderDropFalse:
+		return "drop-false (" + configFileSince + " to " + noKeyLoaderSince + ")"
+	default:
+		return "no-key (" + noKeyLoaderSince + " and later)"
+	}
+}
+
+// ConfigLoaderFor returns the --config loader of a vLLM version.
+func ConfigLoaderFor(version string) (ConfigLoader, error) {
+	if c, err := CompareVersions(version, configFileSince); err != nil {
+		return 0, fmt.Errorf("vLLM version %q: %w", version, err)
+	} else if c < 0 {
+		return LoaderNone, nil
+	}
+	if c, _ := CompareVersions(version, noKeyLoaderSince); c < 0 {
+		return LoaderDropFalse, nil
+	}
+	return LoaderNoKey, nil
+}
+
+// ErrNoConfigFile is returned by YAMLFor for a vLLM version without --config.
+var ErrNoConfigFile = errors.New("this vLLM version has no --config option")
+
+// YAMLFor renders the config as a --config file that the loader of the
+// given vLLM version turns into exactly the arguments of Flags(): the
+// measured config, whatever that loader does with `false`. Keys are flag
+// names without dashes (dashes, so that no key is taken for a StoreBoolean
+// dest). A false boolean is `key: false` for the no-key loader and `no-key:
+// true` for the drop-false loader, which passes --no-key through like any
+// true flag (the same --no-key the measured command line had). A version
+// without --config is ErrNoConfigFile: print the command line instead.
+func (c Config) YAMLFor(version string) (string, error) {
+	loader, err := ConfigLoaderFor(version)
+	if err != nil {
+		return "", err
+	}
+	if loader == LoaderNone {
+		return "", fmt.Errorf("vLLM %s: %w (added in %s): pass the flags on the command line", version, ErrNoConfigFile, configFileSince)
+	}
 	var b strings.Builder
 	for _, name := range c.Names() {
 		v := c.v[name]
 		key := strings.TrimPrefix(FlagName(name), "--")
-		switch v.kind {
-		case Categorical:
+		switch {
+		case v.kind == Bool && !v.Bool() && loader == LoaderDropFalse:
+			fmt.Fprintf(&b, "no-%s: true\n", key)
+		case v.kind == Categorical:
 			fmt.Fprintf(&b, "%s: %s\n", key, strconv.Quote(v.str))
 		default:
 			fmt.Fprintf(&b, "%s: %s\n", key, v.String())
 		}
 	}
-	return b.String()
+	return b.String(), nil
+}
+
+// YAML is YAMLFor(DefaultEngineVersion), for callers that do not know the
+// engine's version.
+func (c Config) YAML() string {
+	s, err := c.YAMLFor(DefaultEngineVersion)
+	if err != nil {
+		panic(err) // DefaultEngineVersion has a --config loader
+	}
+	return s
 }
 
 // ParseFlags parses vLLM CLI arguments into a config of this space's

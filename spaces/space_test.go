@@ -298,6 +298,46 @@ func TestConfigYAMLGolden(t *testing.T) {
 	checkGolden(t, "default-h100.config.yaml", c.YAML())
 }
 
+// One golden --config file per vLLM loader generation, for a config with
+// booleans both ways: the drop-false loader (0.6.1-0.27.x) would silently
+// keep a `key: false` flag at its default, so false is written as `no-key:
+// true`; the no-key loader (0.28.0+) reads `key: false` as --no-key.
+func TestConfigYAMLPerLoader(t *testing.T) {
+	c := resolved(t, target(t, "Llama-3.1-8B", "H100", 1, "")).DefaultConfig().
+		With("enable_prefix_caching", BoolValue(false)).With("enforce_eager", BoolValue(true))
+	tests := []struct {
+		version, golden string
+		loader          ConfigLoader
+	}{
+		{"0.6.1", "loader-drop-false.config.yaml", LoaderDropFalse},
+		{"0.11.0", "loader-drop-false.config.yaml", LoaderDropFalse},
+		{"0.27.1", "loader-drop-false.config.yaml", LoaderDropFalse},
+		{"0.28.0", "loader-no-key.config.yaml", LoaderNoKey},
+		{"0.28.0rc1", "loader-no-key.config.yaml", LoaderNoKey},
+		{"0.31.0", "loader-no-key.config.yaml", LoaderNoKey},
+	}
+	for _, tt := range tests {
+		t.Run(tt.version, func(t *testing.T) {
+			if l, err := ConfigLoaderFor(tt.version); err != nil || l != tt.loader {
+				t.Fatalf("loader %v, %v; want %v", l, err, tt.loader)
+			}
+			y, err := c.YAMLFor(tt.version)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkGolden(t, tt.golden, y)
+		})
+	}
+	for _, v := range []string{"0.5.5", "0.6.0"} {
+		if _, err := c.YAMLFor(v); !errors.Is(err, ErrNoConfigFile) || !strings.Contains(err.Error(), "command line") {
+			t.Errorf("%s: err %v, want ErrNoConfigFile naming the command line", v, err)
+		}
+	}
+	if _, err := c.YAMLFor("bogus"); err == nil {
+		t.Error("bad version accepted")
+	}
+}
+
 func TestConfigIDStable(t *testing.T) {
 	// The ID is persisted in the store: it must not change between releases.
 	c := resolved(t, target(t, "Llama-3.1-8B", "H100", 1, "")).DefaultConfig()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
@@ -154,6 +155,13 @@ func recommendCommand() *cli.Command {
 			}
 			flags := shellJoin(best.Config.Flags())
 			command := shellJoin(append([]string{"vllm", "serve", model}, best.Config.Flags()...))
+			// The YAML must mean the measured config on the study's vLLM:
+			// its --config loader decides what a false boolean becomes.
+			version := sel.Newest.Key.EngineVersion
+			if version == "" {
+				version = spaces.DefaultEngineVersion
+			}
+			yamlText, yamlErr := best.Config.YAMLFor(version)
 			w := c.App.Writer
 			switch format {
 			case "flags":
@@ -161,8 +169,11 @@ func recommendCommand() *cli.Command {
 			case "command":
 				fmt.Fprintln(w, command)
 			case "yaml":
-				fmt.Fprintf(w, "# vllm serve %s --config this.yaml\n# config %s: %s %.1f (median of %d), %s %.2f ms, VRAM %.1f GiB; study %s\n%s",
-					model, best.ConfigID, sel.Metrics.Throughput, best.Throughput.Median, best.Throughput.N, sel.Metrics.Latency, best.Latency.Median, best.VRAM.Median, sel.Newest.ID, best.Config.YAML())
+				if yamlErr != nil {
+					return fmt.Errorf("--format yaml: %w; the measured config as a command line:\n%s", yamlErr, command)
+				}
+				fmt.Fprintf(w, "# vllm serve %s --config this.yaml   (for vLLM %s)\n# config %s: %s %.1f (median of %d), %s %.2f ms, VRAM %.1f GiB; study %s\n%s",
+					model, version, best.ConfigID, sel.Metrics.Throughput, best.Throughput.Median, best.Throughput.N, sel.Metrics.Latency, best.Latency.Median, best.VRAM.Median, sel.Newest.ID, yamlText)
 			case "json":
 				studies := make([]string, len(sel.Studies))
 				for i, st := range sel.Studies {
@@ -181,7 +192,7 @@ func recommendCommand() *cli.Command {
 					Flags     []string         `json:"flags"`
 					Command   string           `json:"command"`
 					YAML      string           `json:"yaml"`
-				}{model, sel.Newest.Key.GPU, sel.Newest.Key.GPUCount, sel.Newest.Key.Workload, studies, slo.String(), prefer, sel.Metrics, best, best.Config.Flags(), command, best.Config.YAML()})
+				}{model, sel.Newest.Key.GPU, sel.Newest.Key.GPUCount, sel.Newest.Key.Workload, studies, slo.String(), prefer, sel.Metrics, best, best.Config.Flags(), command, yamlText})
 			}
 			if format != "json" && len(sel.Studies) > 1 {
 				fmt.Fprintf(c.App.ErrWriter, "from %d studies of %s on %dx %s, workload %s: %s\n", len(sel.Studies), sel.Newest.Key.Model, sel.Newest.Key.GPUCount, sel.Newest.Key.GPU, sel.Newest.Key.Workload, strings.Join(studyIDs(sel.Studies), ", "))

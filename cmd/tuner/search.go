@@ -169,6 +169,14 @@ func resolveSearch(c *cli.Context) (*searchSetup, error) {
 		}
 		ss.workload.Duration = c.Duration("duration")
 	}
+	// Refuse up front what no config can run: weights larger than the
+	// GPUs, or requests longer than max_model_len (HTTP 400 in every trial).
+	if err := ss.space.CheckWeights(); err != nil {
+		return nil, asUsage(err)
+	}
+	if err := ss.space.FitRequests(longestRequest(&ss.workload)); err != nil {
+		return nil, asUsage(fmt.Errorf("--workload %s: %w", ss.workload.Name, err))
+	}
 	ss.slo = ss.workload.SLO
 	if v := c.String("slo"); v != "" {
 		if ss.slo, err = trial.ParseSLO(v); err != nil {
@@ -712,6 +720,20 @@ var execLookPath = exec.LookPath
 
 // loadWorkloadArg reads --workload: a built-in name or a YAML file. Bad
 // files are usage errors naming the line and field.
+// longestRequest is the most tokens (prompt + output) one request of the
+// workload asks for: the longest of the requests a trial sends, else the
+// distributions' bounds.
+func longestRequest(w *trial.Workload) int {
+	n := 0
+	for _, r := range w.Requests() {
+		n = max(n, r.PromptLen+r.OutputLen)
+	}
+	if n == 0 {
+		n = w.PrefixLen + w.Prompt.MaxValue() + w.Output.MaxValue()
+	}
+	return n
+}
+
 func loadWorkloadArg(arg string) (trial.Workload, error) {
 	w, err := trial.LoadWorkload(arg)
 	if err != nil {

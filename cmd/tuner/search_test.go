@@ -148,6 +148,11 @@ func TestSearchUsageErrors(t *testing.T) {
 		{"env form", base("--engine-env", "VLLM_X"), "NAME=VALUE"},
 		{"workload", base("--workload", "nope.yaml"), "nope.yaml"},
 		{"unbounded", base("--trials", "0", "--budget", "0", "--patience", "0"), "unbounded"},
+		// tiny-chat asks for up to 400 + 128 tokens: every trial would get HTTP 400s
+		{"max-model-len below the workload", base("--max-model-len", "256"), "max_model_len 256 cannot hold the workload's longest request (5"},
+		{"max-model-len below the space", base("--max-model-len", "100"), "--max-model-len 100 outside 128..131072"},
+		{"weights do not fit", []string{"--db", db, "search", "--model", "Llama-3.1-70B", "--gpu", "H100-80GB", "--engine", "sim-virtual", "--workload", "testdata/tiny-chat.yaml"},
+			"needs 131.4 GiB of weights on 79 GiB per GPU"},
 		{"argument", base("extra"), "no arguments"},
 		{"no vllm", base("--engine", "vllm", "--vllm", "/nonexistent/vllm"), "--engine vllm: /nonexistent/vllm not found"},
 		{"no vllm-sim", base("--engine", "sim"), "vllm-sim not found next to tuner or on PATH"},

@@ -49,7 +49,7 @@ func resolveTarget(c *cli.Context) (spaces.Target, bool, error) {
 	if model == "" && gpu == "" {
 		return spaces.Target{}, false, nil
 	}
-	if model == "" || gpu == "" {
+	if model == "" {
 		return spaces.Target{}, false, usagef("--model and --gpu go together")
 	}
 	cat := spaces.DefaultCatalog()
@@ -59,16 +59,40 @@ func resolveTarget(c *cli.Context) (spaces.Target, bool, error) {
 			return spaces.Target{}, false, asUsage(err)
 		}
 	}
-	t, err := cat.Target(model, gpu, c.Int("gpus"))
+	if gpu == "" {
+		var err error
+		if gpu, err = detectGPU(); err != nil {
+			return spaces.Target{}, false, usagef("--model and --gpu go together: %v; pass --gpu", err)
+		}
+	}
+	// A model the catalog lacks is read from its config.json (a local
+	// directory or the Hugging Face cache), as vLLM itself would.
+	home, _ := os.UserHomeDir()
+	m, source, err := cat.ModelOrHF(model, spaces.HFCacheDir(os.Getenv, home))
 	if err != nil {
 		return spaces.Target{}, false, asUsage(err)
 	}
+	if source != "catalog" {
+		fmt.Fprintf(c.App.ErrWriter, "model %s: not in the catalog, facts read from %s (%d layers, %.2fB parameters)\n", model, source, m.Layers, m.ParamsB)
+	}
+	g, err := cat.GPU(gpu)
+	if err != nil {
+		return spaces.Target{}, false, asUsage(fmt.Errorf("%w; pass --profiles FILE with a gpus: entry for it", err))
+	}
+	t := spaces.Target{Model: m, GPU: g, GPUCount: max(1, c.Int("gpus"))}
 	if c.Int("gpus") < 1 {
 		return spaces.Target{}, false, usagef("--gpus must be >= 1")
 	}
-	m := t.Model
-	if n := c.Int("max-model-len"); n < 0 || n > m.MaxPositionEmbeddings {
-		return spaces.Target{}, false, usagef("--max-model-len %d outside 1..%d (%s's max_position_embeddings)", n, m.MaxPositionEmbeddings, m.Name)
+	// The lower bound is the default space's (a shorter max_model_len is
+	// outside the range every config is checked against).
+	minLen := 1
+	if ds, err := spaces.Default(); err == nil {
+		if p, ok := ds.Param("max_model_len"); ok {
+			minLen = int(p.Min)
+		}
+	}
+	if n := c.Int("max-model-len"); c.IsSet("max-model-len") && (n < minLen || n > m.MaxPositionEmbeddings) {
+		return spaces.Target{}, false, usagef("--max-model-len %d outside %d..%d (%s's max_position_embeddings)", n, minLen, m.MaxPositionEmbeddings, m.Name)
 	}
 	t.MaxModelLen, t.EngineVersion = c.Int("max-model-len"), c.String("engine-version")
 	if t.EngineVersion != "" {
@@ -77,6 +101,21 @@ func resolveTarget(c *cli.Context) (spaces.Target, bool, error) {
 		}
 	}
 	return t, true, nil
+}
+
+// detectGPU names the first GPU NVML sees (its name is a catalog alias,
+// e.g. "NVIDIA H100 80GB HBM3").
+func detectGPU() (string, error) {
+	src, err := trial.OpenNVML()
+	if err != nil {
+		return "", fmt.Errorf("no GPU detected (%w)", err)
+	}
+	defer src.Close()
+	id, err := src.Identity()
+	if err != nil || id.Name == "" {
+		return "", fmt.Errorf("no GPU name from NVML (%v)", err)
+	}
+	return id.Name, nil
 }
 
 func spaceCommand() *cli.Command {
@@ -115,6 +154,9 @@ func spaceCommand() *cli.Command {
 				return printSpace(c.App.Writer, s, c.Bool("all"))
 			}
 			if s, err = s.Resolve(t); err != nil {
+				return asUsage(err)
+			}
+			if err := s.CheckWeights(); err != nil {
 				return asUsage(err)
 			}
 			rep, n, err := spacePruning(c, s)

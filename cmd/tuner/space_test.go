@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -66,6 +67,9 @@ func TestSpaceCommand(t *testing.T) {
 		{"model without gpu", []string{"space", "--model", "Llama-3.1-8B"}, 2, nil, []string{"--model and --gpu go together"}},
 		{"unknown gpu", []string{"space", "--model", "Llama-3.1-8B", "--gpu", "TPU"}, 2, nil, []string{"unknown profile", "H100-80GB"}},
 		{"stray argument", []string{"space", "extra"}, 2, nil, []string{"no arguments"}},
+		{"weights cannot fit", []string{"space", "--model", "Llama-3.1-70B", "--gpu", "H100-80GB"}, 2, nil, []string{"131.4 GiB of weights", "use --gpus 2"}},
+		{"max-model-len below the range", []string{"space", "--model", "Llama-3.1-8B", "--gpu", "H100-80GB", "--max-model-len", "127"}, 2, nil, []string{"--max-model-len 127 outside 128..131072"}},
+		{"max-model-len at the bottom", []string{"space", "--model", "Llama-3.1-8B", "--gpu", "H100-80GB", "--max-model-len", "128", "--no-prune"}, 0, []string{"resolved for"}, nil},
 		{"version", []string{"--version"}, 0, []string{"tuner version"}, nil},
 		{"unknown command", []string{"frobnicate"}, 2, nil, nil},
 	}
@@ -102,4 +106,32 @@ func TestSpaceJSON(t *testing.T) {
 			t.Errorf("max_num_seqs default %s", p.Default)
 		}
 	}
+}
+
+// A model the catalog lacks is read from its config.json in the Hugging
+// Face cache (HF_HOME); without one the error points at --profiles.
+func TestSpaceModelFromHFCache(t *testing.T) {
+	t.Setenv("TUNER_DB", filepath.Join(t.TempDir(), "none.db"))
+	hf := t.TempDir()
+	t.Setenv("HF_HOME", hf)
+	t.Setenv("HF_HUB_CACHE", "")
+	b, err := os.ReadFile("../../spaces/testdata/hf/Qwen3-30B-A3B/config.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := filepath.Join(hf, "hub", "models--Qwen--Qwen3-30B-A3B", "snapshots", "ad44e77")
+	if err := os.MkdirAll(snap, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(snap, "config.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runCLICases(t, []cliCase{
+		{"from the cache", []string{"space", "--model", "Qwen/Qwen3-30B-A3B", "--gpu", "H100", "--no-prune"}, 0,
+			[]string{"resolved for Qwen/Qwen3-30B-A3B on 1x H100-80GB"}, []string{"not in the catalog, facts read from", "48 layers, 30.53B parameters"}},
+		{"nowhere", []string{"space", "--model", "acme/unknown-7B", "--gpu", "H100"}, 2, nil,
+			[]string{"unknown profile", "no config.json for acme/unknown-7B in the Hugging Face cache", "--profiles"}},
+		{"new catalog profile", []string{"space", "--model", "mistralai/Mistral-7B-Instruct-v0.3", "--gpu", "L4", "--no-prune"}, 0,
+			[]string{"resolved for Mistral-7B-v0.3 on 1x L4-24GB"}, nil},
+	})
 }

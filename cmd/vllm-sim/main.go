@@ -66,6 +66,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	// A model the catalog lacks is read from its config.json, as vLLM does.
+	home, _ := os.UserHomeDir()
+	opts.HFCache = spaces.HFCacheDir(os.Getenv, home)
 	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
 	if opts.Faults.IgnoreSIGTERM {
 		signal.Ignore(syscall.SIGTERM)
