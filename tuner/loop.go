@@ -96,6 +96,10 @@ type Report struct {
 	Recommended  *Candidate    `json:"recommended,omitempty"`
 	Default      *Candidate    `json:"default,omitempty"`
 	GainPct      *float64      `json:"gain_pct,omitempty"` // recommended over default, throughput medians
+	// Gain is GainPct with its confidence interval from the runs of both.
+	Gain *GainEstimate `json:"gain,omitempty"`
+	// RecommendedIsDefault says that the pick is vLLM's default config.
+	RecommendedIsDefault bool `json:"recommended_is_default,omitempty"`
 	// NoFeasible explains why nothing was recommended.
 	NoFeasible string `json:"no_feasible,omitempty"`
 }
@@ -650,9 +654,10 @@ func (l *Loop) report(reason string) Report {
 	} else {
 		c := *rec
 		rep.Recommended = &c
-		if g, ok := Gain(rep.Recommended, rep.Default); ok {
-			rep.GainPct = &g
+		if g, ok := EstimateGain(rep.Recommended, rep.Default); ok {
+			rep.GainPct, rep.Gain = &g.Pct, &g
 		}
+		rep.RecommendedIsDefault = rep.Default != nil && rep.Default.ConfigID == c.ConfigID
 	}
 	return rep
 }
