@@ -148,10 +148,11 @@ func EstimateGain(c, base *Candidate) (GainEstimate, bool) {
 }
 
 // String is the gain as the summary prints it, e.g. "+4.2% (90% CI +1.0%
-// to +7.5%, 3 vs 3 runs)".
+// to +7.5%, 3 vs 3 runs)"; below MinGainLevel the interval says nothing
+// and is left out.
 func (g GainEstimate) String() string {
-	if g.Level <= 0 {
-		return fmt.Sprintf("%+.1f%%", g.Pct)
+	if g.Level < MinGainLevel {
+		return fmt.Sprintf("%+.1f%% (%d vs %d runs)", g.Pct, g.Runs, g.BaseRuns)
 	}
 	return fmt.Sprintf("%+.1f%% (%.0f%% CI %+.1f%% to %+.1f%%, %d vs %d runs)", g.Pct, g.Level*100, g.LowPct, g.HighPct, g.Runs, g.BaseRuns)
 }

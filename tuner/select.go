@@ -77,12 +77,12 @@ func (s Stat) High(k float64) float64 { return s.Median + k*s.MAD }
 
 // Candidate is one config aggregated over all its finished trials.
 type Candidate struct {
-	ConfigID   string          `json:"config_id"`
-	Config     spaces.Config   `json:"config"`
-	Trials     []int           `json:"trials"`              // numbers of the usable trials
-	TrialIDs   []string        `json:"trial_ids,omitempty"` // their store IDs
-	Failed     int             `json:"failed"`              // failed trials of this config
-	Unstable   int             `json:"unstable,omitempty"`  // usable runs that did not reach steady state
+	ConfigID string        `json:"config_id"`
+	Config   spaces.Config `json:"config"`
+	Trials   []int         `json:"trials"`              // numbers of the usable trials
+	TrialIDs []string      `json:"trial_ids,omitempty"` // their store IDs
+	Failed   int           `json:"failed"`              // failed trials of this config
+	Unstable int           `json:"unstable,omitempty"`  // usable runs that did not reach steady state
 	// Remeasured counts the usable runs of the final re-measurement (phase
 	// repeat): what makes a config "re-measured", unlike search runs of the
 	// same config in several studies (vLLM's default runs first in each).
@@ -91,11 +91,11 @@ type Candidate struct {
 	Runs []float64 `json:"throughput_runs,omitempty"`
 	// VRAMEstimated is true when some run's peak VRAM was estimated from
 	// --gpu-memory-utilization (no NVML and no engine gauge).
-	VRAMEstimated bool `json:"vram_estimated,omitempty"`
-	Throughput Stat            `json:"throughput"`
-	Latency    Stat            `json:"latency"`
-	VRAM       Stat            `json:"vram_gib"`
-	SLOValues  map[string]Stat `json:"slo_values,omitempty"`
+	VRAMEstimated bool            `json:"vram_estimated,omitempty"`
+	Throughput    Stat            `json:"throughput"`
+	Latency       Stat            `json:"latency"`
+	VRAM          Stat            `json:"vram_gib"`
+	SLOValues     map[string]Stat `json:"slo_values,omitempty"`
 	// Score is the conservative throughput median - k*MAD.
 	Score float64 `json:"score"`
 	// ConservativeLatency is median + k*MAD of the latency metric.

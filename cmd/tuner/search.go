@@ -198,6 +198,7 @@ func resolveSearch(c *cli.Context) (*searchSetup, error) {
 	ss.key = store.StudyKey{
 		Model: t.Model.Name, GPU: t.GPU.Name, GPUCount: t.GPUCount, Engine: ss.engine, EngineVersion: t.EngineVersion,
 		Workload: ss.workload.Name, Objectives: ss.metrics.Objectives(), SLO: ss.slo.String(), SpaceHash: ss.space.Hash(),
+		ServedModel: servedModel(ss.modelArg, t.Model.Name),
 	}
 	switch ss.engine {
 	case engineVLLM:
@@ -213,6 +214,15 @@ func resolveSearch(c *cli.Context) (*searchSetup, error) {
 		}
 	}
 	return ss, nil
+}
+
+// servedModel is the study key's ServedModel: the --model argument when it
+// names the model otherwise than the catalog does.
+func servedModel(arg, catalogName string) string {
+	if strings.EqualFold(arg, catalogName) {
+		return ""
+	}
+	return arg
 }
 
 // loopConfig reads the loop's budget flags. A bad value is a usage error
