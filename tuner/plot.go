@@ -41,8 +41,8 @@ type ChartOptions struct {
 	// VRAMEstimated says that the VRAM figures are estimates from
 	// --gpu-memory-utilization, not measurements.
 	VRAMEstimated bool
-	Width  vg.Length // 0: 7 in
-	Height vg.Length // 0: 4.5 in
+	Width         vg.Length // 0: 7 in
+	Height        vg.Length // 0: 4.5 in
 }
 
 // Chart is the throughput-vs-latency plot of a front: the front's members
