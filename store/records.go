@@ -85,6 +85,12 @@ type StudyKey struct {
 	Objectives    pareto.Objectives `json:"objectives"`
 	SLO           string            `json:"slo"` // canonical trial.SLO.String()
 	SpaceHash     string            `json:"space_hash"`
+
+	// ServedModel is the name the engine serves (the HF id or directory
+	// passed to --model) when it differs from the catalog's Model: a base
+	// model and its -Instruct variant share a profile, not a study. Empty
+	// keeps the IDs of studies keyed before it.
+	ServedModel string `json:"served_model,omitempty"`
 }
 
 // normalize fills defaults and canonicalises the SLO so that equivalent

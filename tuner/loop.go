@@ -38,6 +38,7 @@ type Config struct {
 
 	Progress io.Writer // live progress; nil = none
 	Terminal bool      // Progress is a terminal: draw a live bar
+	Width    int       // columns of that terminal; 0 = 80
 	Logger   *slog.Logger
 }
 
@@ -96,6 +97,10 @@ type Report struct {
 	Recommended  *Candidate    `json:"recommended,omitempty"`
 	Default      *Candidate    `json:"default,omitempty"`
 	GainPct      *float64      `json:"gain_pct,omitempty"` // recommended over default, throughput medians
+	// Gain is GainPct with its confidence interval from the runs of both.
+	Gain *GainEstimate `json:"gain,omitempty"`
+	// RecommendedIsDefault says that the pick is vLLM's default config.
+	RecommendedIsDefault bool `json:"recommended_is_default,omitempty"`
 	// NoFeasible explains why nothing was recommended.
 	NoFeasible string `json:"no_feasible,omitempty"`
 }
@@ -107,6 +112,8 @@ type Loop struct {
 	prop   Proposer
 	store  Store
 	log    *slog.Logger
+
+	now func() time.Time // the wall clock; tests drive a fake one
 
 	mu sync.Mutex // guards the fields below (read by the progress ticker)
 	st loopState
@@ -126,6 +133,7 @@ type loopState struct {
 	phase        Phase
 	running      string
 	repeatsLeft  int
+	repeatBase   int // repeatDone when this run's re-measurement began
 }
 
 // New checks the config and builds a loop over the given parts.
@@ -140,7 +148,7 @@ func New(cfg Config, r Runner, p Proposer, s Store) (*Loop, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Loop{cfg: cfg, runner: r, prop: p, store: s, log: log}, nil
+	return &Loop{cfg: cfg, runner: r, prop: p, store: s, log: log, now: time.Now}, nil
 }
 
 func (l *Loop) status() Status {
@@ -148,9 +156,8 @@ func (l *Loop) status() Status {
 	defer l.mu.Unlock()
 	s := &l.st
 	st := Status{
-		Done:      s.searchDone + s.repeatDone,
 		Phase:     s.phase,
-		Elapsed:   time.Since(s.start),
+		Elapsed:   l.now().Sub(s.start),
 		Best:      s.best,
 		BestUnit:  l.cfg.Metrics.Throughput,
 		FrontSize: len(s.front),
@@ -158,17 +165,20 @@ func (l *Loop) status() Status {
 		Running:   s.running,
 		ETA:       -1,
 	}
-	planned := s.repeatsLeft + s.repeatDone
-	if planned == 0 && l.cfg.Repeats > 1 {
-		planned = l.remeasured() * (l.cfg.Repeats - 1)
-	}
-	if l.cfg.MaxTrials > 0 {
-		st.Total = l.cfg.MaxTrials + planned
+	// N is stable within a phase: the search counts against --trials, the
+	// re-measurement against the runs it planned when it began.
+	if s.phase == PhaseRepeat {
+		st.Done, st.Total = s.repeatDone-s.repeatBase, s.repeatDone-s.repeatBase+s.repeatsLeft
+	} else {
+		st.Done, st.Total = s.searchDone, l.cfg.MaxTrials
 	}
 	if mean, ok := s.meanDur(); ok {
 		var eta time.Duration = -1
 		if st.Total > 0 {
-			eta = time.Duration(max(0, st.Total-st.Done)) * mean
+			eta = time.Duration(max(0, st.Total-st.Done)+s.repeatsLeft) * mean
+			if s.phase == PhaseRepeat {
+				eta = time.Duration(s.repeatsLeft) * mean
+			}
 		}
 		if l.cfg.Budget > 0 {
 			left := l.cfg.Budget - st.Elapsed
@@ -198,7 +208,7 @@ func (s *loopState) meanDur() (time.Duration, bool) {
 // ctx.Err().
 func (l *Loop) Run(ctx context.Context) (Report, error) {
 	l.mu.Lock()
-	l.st = loopState{start: time.Now(), best: math.NaN(), phase: PhaseSearch}
+	l.st = loopState{start: l.now(), best: math.NaN(), phase: PhaseSearch}
 	l.mu.Unlock()
 
 	hist, err := l.store.Trials(ctx)
@@ -210,7 +220,7 @@ func (l *Loop) Run(ctx context.Context) (Report, error) {
 	}
 	rerun := l.replay(hist)
 
-	prog := newProgress(l.cfg.Progress, l.cfg.Terminal, l.status)
+	prog := newProgress(l.cfg.Progress, l.cfg.Terminal, l.cfg.Width, l.status)
 	defer prog.close()
 
 	reason, err := l.search(ctx, prog, rerun)
@@ -348,31 +358,45 @@ func (l *Loop) search(ctx context.Context, prog progress, rerun []Trial) (string
 // shouldStop checks the budgets before the next search trial.
 func (l *Loop) shouldStop() (string, bool) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	s := &l.st
-	if l.cfg.MaxTrials > 0 && s.searchDone >= l.cfg.MaxTrials {
+	searchDone, sinceImprove, elapsed := s.searchDone, s.sinceImprove, l.now().Sub(s.start)
+	mean, haveMean := s.meanDur()
+	trials := slices.Clone(s.trials)
+	l.mu.Unlock()
+	if l.cfg.MaxTrials > 0 && searchDone >= l.cfg.MaxTrials {
 		return StopTrials, true
 	}
-	if l.cfg.Patience > 0 && s.searchDone > 0 && s.sinceImprove >= l.cfg.Patience {
+	if l.cfg.Patience > 0 && searchDone > 0 && sinceImprove >= l.cfg.Patience {
 		return StopPatience, true
 	}
 	if l.cfg.Budget > 0 {
-		elapsed := time.Since(s.start)
 		if elapsed >= l.cfg.Budget {
 			return StopBudget, true
 		}
-		// Keep room for the next trial and the final re-measurement.
-		if mean, ok := s.meanDur(); ok {
-			reserve := 0
-			if l.cfg.Repeats > 1 {
-				reserve = l.remeasured() * (l.cfg.Repeats - 1)
-			}
-			if elapsed+time.Duration(1+reserve)*mean > l.cfg.Budget {
-				return StopBudget, true
-			}
+		// Keep room for the next trial and the final re-measurement of the
+		// finalists that exist (and of the next trial, should it become one).
+		if haveMean && elapsed+time.Duration(1+l.repeatReserve(trials))*mean > l.cfg.Budget {
+			return StopBudget, true
 		}
 	}
 	return "", false
+}
+
+// repeatReserve is the number of re-measurement runs the budget keeps
+// room for: what the finalists so far and vLLM's default still need, plus
+// a finalist's repeats when a slot is free for the next search trial.
+func (l *Loop) repeatReserve(trials []Trial) int {
+	if l.cfg.Repeats <= 1 || l.cfg.Finalists == 0 {
+		return 0
+	}
+	n := 0
+	for _, c := range l.remeasurePlan(trials) {
+		n += max(0, l.cfg.Repeats-len(c.Trials)-c.Failed)
+	}
+	if len(finalistsOf(trials, l.cfg)) < l.cfg.Finalists {
+		n += l.cfg.Repeats - 1
+	}
+	return n
 }
 
 // runOne stores a running record, runs the trial and stores its end. The
@@ -381,7 +405,7 @@ func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, pha
 	if err := ctx.Err(); err != nil { // never start an engine after cancellation
 		return Trial{}, err
 	}
-	rec, err := l.store.Begin(ctx, Trial{Phase: phase, Repeat: repeat, State: StateRunning, Config: cfg, ConfigID: cfg.ID(), Started: time.Now()})
+	rec, err := l.store.Begin(ctx, Trial{Phase: phase, Repeat: repeat, State: StateRunning, Config: cfg, ConfigID: cfg.ID(), Started: l.now()})
 	if err != nil {
 		return Trial{}, fmt.Errorf("store trial start: %w", err)
 	}
@@ -399,7 +423,7 @@ func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, pha
 	timedOut := tctx.Err() != nil && ctx.Err() == nil
 	cancel()
 
-	rec.Ended = time.Now()
+	rec.Ended = l.now()
 	var fatal error
 	switch {
 	case ctx.Err() != nil:
@@ -497,16 +521,6 @@ func firstLine(s string, n int) string {
 	return s
 }
 
-// remeasured is the number of configs the final re-measurement plans for:
-// the finalists and vLLM's default.
-func (l *Loop) remeasured() int {
-	n := l.cfg.Finalists
-	if l.cfg.Default.Len() > 0 {
-		n++
-	}
-	return n
-}
-
 // remeasure re-runs the best few feasible configs, and vLLM's default (so
 // the reported gain compares medians, not one lucky or unlucky run), until
 // each has Repeats measurements (resumable: existing repeats count).
@@ -514,10 +528,10 @@ func (l *Loop) remeasure(ctx context.Context, prog progress) error {
 	if l.cfg.Repeats <= 1 || l.cfg.Finalists == 0 {
 		return nil
 	}
-	fin := l.finalists()
-	if def, ok := l.defaultCandidate(); ok && !slices.ContainsFunc(fin, func(c Candidate) bool { return c.ConfigID == def.ConfigID }) {
-		fin = append(fin, def)
-	}
+	l.mu.Lock()
+	trials := slices.Clone(l.st.trials)
+	l.mu.Unlock()
+	fin := l.remeasurePlan(trials)
 	type job struct {
 		cfg        spaces.Config
 		have, need int
@@ -532,6 +546,7 @@ func (l *Loop) remeasure(ctx context.Context, prog progress) error {
 	}
 	l.mu.Lock()
 	l.st.repeatsLeft = total
+	l.st.repeatBase = l.st.repeatDone
 	l.st.phase = PhaseRepeat
 	l.mu.Unlock()
 	for _, j := range jobs {
@@ -544,31 +559,28 @@ func (l *Loop) remeasure(ctx context.Context, prog progress) error {
 	return nil
 }
 
-// defaultCandidate is vLLM's default config aggregated so far, when it has
-// a usable measurement.
-func (l *Loop) defaultCandidate() (Candidate, bool) {
+// remeasurePlan is what the final re-measurement runs: the finalists, and
+// vLLM's default when it has a usable measurement (so the gain compares
+// medians).
+func (l *Loop) remeasurePlan(trials []Trial) []Candidate {
+	cands := Aggregate(trials, l.cfg.SLO, l.cfg.Metrics, l.cfg.MADK)
+	fin := finalistsOf(trials, l.cfg)
 	if l.cfg.Default.Len() == 0 {
-		return Candidate{}, false
+		return fin
 	}
-	l.mu.Lock()
-	trials := slices.Clone(l.st.trials)
-	l.mu.Unlock()
 	id := l.cfg.Default.ID()
-	for _, c := range Aggregate(trials, l.cfg.SLO, l.cfg.Metrics, l.cfg.MADK) {
-		if c.ConfigID == id && len(c.Trials) > 0 {
-			return c, true
+	for _, c := range cands {
+		if c.ConfigID == id && len(c.Trials) > 0 && !slices.ContainsFunc(fin, func(f Candidate) bool { return f.ConfigID == id }) {
+			fin = append(fin, c)
 		}
 	}
-	return Candidate{}, false
+	return fin
 }
 
-// finalists are the best feasible candidates by conservative score, from the
-// search trials' single measurements and any repeats so far.
-func (l *Loop) finalists() []Candidate {
-	l.mu.Lock()
-	trials := slices.Clone(l.st.trials)
-	l.mu.Unlock()
-	cands := Aggregate(trials, l.cfg.SLO, l.cfg.Metrics, l.cfg.MADK)
+// finalistsOf are the best feasible candidates by conservative score, from
+// the search trials' single measurements and any repeats so far.
+func finalistsOf(trials []Trial, cfg Config) []Candidate {
+	cands := Aggregate(trials, cfg.SLO, cfg.Metrics, cfg.MADK)
 	var feas []Candidate
 	for _, c := range cands {
 		if c.Feasible {
@@ -584,8 +596,8 @@ func (l *Loop) finalists() []Candidate {
 		}
 		return 0
 	})
-	if len(feas) > l.cfg.Finalists {
-		feas = feas[:l.cfg.Finalists]
+	if len(feas) > cfg.Finalists {
+		feas = feas[:cfg.Finalists]
 	}
 	return feas
 }
@@ -595,7 +607,7 @@ func (l *Loop) report(reason string) Report {
 	l.mu.Lock()
 	trials := slices.Clone(l.st.trials)
 	rep := Report{
-		Study: l.cfg.Study, StopReason: reason, Elapsed: time.Since(l.st.start),
+		Study: l.cfg.Study, StopReason: reason, Elapsed: l.now().Sub(l.st.start),
 		SearchTrials: l.st.searchDone, RepeatTrials: l.st.repeatDone, RanThisRun: l.st.ranThisRun,
 		SLO: l.cfg.SLO, Metrics: l.cfg.Metrics,
 	}
@@ -650,9 +662,10 @@ func (l *Loop) report(reason string) Report {
 	} else {
 		c := *rec
 		rep.Recommended = &c
-		if g, ok := Gain(rep.Recommended, rep.Default); ok {
-			rep.GainPct = &g
+		if g, ok := EstimateGain(rep.Recommended, rep.Default); ok {
+			rep.GainPct, rep.Gain = &g.Pct, &g
 		}
+		rep.RecommendedIsDefault = rep.Default != nil && rep.Default.ConfigID == c.ConfigID
 	}
 	return rep
 }

@@ -108,7 +108,7 @@ func TestLoopBudgetRepeatsAndRecommendation(t *testing.T) {
 	if lines != 24 { // two lines per trial
 		t.Fatalf("progress wrote %d lines, want 24:\n%s", lines, out.String())
 	}
-	if !strings.Contains(out.String(), "trial 12/12") || !strings.Contains(out.String(), "best 2000.0 output_throughput") {
+	if !strings.Contains(out.String(), "trial 6/6 ") || !strings.Contains(out.String(), "re-measurement 6/6 ") || !strings.Contains(out.String(), "best 2000.0 output_throughput") {
 		t.Fatalf("progress lacks the final status:\n%s", out.String())
 	}
 }
@@ -329,6 +329,56 @@ func TestLoopStops(t *testing.T) {
 	}
 }
 
+// fakeClock is a wall clock that only the fake runner moves.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// TestLoopBudgetReservesForExistingFinalists is issue 13's case: --budget
+// 90s with --trials 50 and 11 s trials ran one search trial and two
+// re-measurements (33 s), because the reserve assumed all three finalist
+// slots and the default filled. Now the reserve covers the finalists that
+// exist (and one more): the search goes on while that fits, every planned
+// re-measurement runs, and the run stays within the budget.
+func TestLoopBudgetReservesForExistingFinalists(t *testing.T) {
+	const trialDur, budget = 11 * time.Second, 90 * time.Second
+	clock := &fakeClock{t: time.Unix(1e9, 0)}
+	r := &fakeRunner{eval: func(n, call int) (trial.Result, error) {
+		clock.Advance(trialDur)
+		return linearEval(n, call)
+	}}
+	cfg := testConfig(t)
+	cfg.MaxTrials, cfg.Budget, cfg.Finalists, cfg.Repeats = 50, budget, 3, 3
+	l := mustLoop(t, cfg, r, newListProposer(128, 64, 192, 32, 96, 160), &memStore{})
+	l.now = clock.Now
+	rep, err := l.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.StopReason != StopBudget || rep.SearchTrials < 2 {
+		t.Fatalf("stopped (%s) after %d search trials; want the budget to allow at least 2", rep.StopReason, rep.SearchTrials)
+	}
+	if rep.Elapsed > budget {
+		t.Fatalf("ran %s, past the %s budget", rep.Elapsed, budget)
+	}
+	for _, c := range rep.Finalists {
+		if c.Throughput.N != cfg.Repeats {
+			t.Fatalf("finalist %s measured %d times, want %d", c.ConfigID, c.Throughput.N, cfg.Repeats)
+		}
+	}
+	if unused := budget - rep.Elapsed; unused >= 3*trialDur {
+		t.Fatalf("%s of the budget unused (%d search trials, %d repeats)", unused, rep.SearchTrials, rep.RepeatTrials)
+	}
+}
+
 // dupProposer proposes its list as is, repeats included.
 type dupProposer struct{ *listProposer }
 
@@ -459,4 +509,37 @@ func (s *syncBuf) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestLiveProgressFitsTheTerminal: on an 80-column terminal no rendered
+// line is wider than 80 (the old ~130-column line wrapped and left a new
+// line behind every second); trial lines printed above the bar are not
+// the bar and may be longer.
+func TestLiveProgressFitsTheTerminal(t *testing.T) {
+	for _, width := range []int{80, 60} {
+		cfg := testConfig(t)
+		out := &syncBuf{b: &bytes.Buffer{}}
+		cfg.Progress, cfg.Terminal, cfg.Width, cfg.MaxTrials = out, true, width, 120
+		cfg.Study = "a-study-with-a-long-name"
+		list := make([]int, 0, 12)
+		for i := range 12 {
+			list = append(list, 100+i)
+		}
+		if _, err := mustLoop(t, cfg, &fakeRunner{eval: linearEval}, newListProposer(list...), &memStore{}).Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		bars := 0
+		for _, line := range strings.FieldsFunc(out.String(), func(r rune) bool { return r == '\r' || r == '\n' }) {
+			if strings.HasPrefix(line, "trial #") || strings.TrimSpace(line) == "" {
+				continue
+			}
+			bars++
+			if n := len([]rune(strings.TrimRight(line, " "))); n > width {
+				t.Fatalf("width %d: bar line of %d columns: %q", width, n, line)
+			}
+		}
+		if bars == 0 {
+			t.Fatalf("no bar rendered: %q", out.String())
+		}
+	}
 }

@@ -34,16 +34,23 @@ type ChartOptions struct {
 	ThroughputLimit float64
 	// Default marks vLLM's default config (nil: not measured).
 	Default *ChartPoint
-	// Others are the remaining measured trials, drawn small and grey.
+	// Recommended rings the config `tuner recommend` picks (nil: none).
+	Recommended *ChartPoint
+	// Others are the remaining measured configs, drawn small and grey.
 	Others []ChartPoint
-	Width  vg.Length // 0: 7 in
-	Height vg.Length // 0: 4.5 in
+	// VRAMEstimated says that the VRAM figures are estimates from
+	// --gpu-memory-utilization, not measurements.
+	VRAMEstimated bool
+	Width         vg.Length // 0: 7 in
+	Height        vg.Length // 0: 4.5 in
 }
 
 // Chart is the throughput-vs-latency plot of a front: the front's members
-// as filled circles whose colour and size follow peak VRAM, other trials as
-// grey crosses, the default config as an open square, SLO bounds as dashed
-// lines. It is drawn with gonum.org/v1/plot.
+// as filled circles whose colour and size follow peak VRAM, other configs as
+// grey crosses, the default config as an open square, the recommended one
+// ringed, SLO bounds as dashed lines. The axes zoom to the points; an SLO
+// bound outside them is drawn at the edge and its legend says so. It is
+// drawn with gonum.org/v1/plot.
 type Chart struct {
 	Plot          *plot.Plot
 	Width, Height vg.Length
@@ -64,9 +71,13 @@ func NewFrontChart(front []ChartPoint, o ChartOptions) (*Chart, error) {
 	p.Title.Text = o.Title
 	p.X.Label.Text = o.Latency + " (ms)"
 	p.Y.Label.Text = o.Throughput
+	if u := MetricUnit(o.Throughput); u != "" {
+		p.Y.Label.Text += " (" + u + ")"
+	}
 	p.Add(plotter.NewGrid())
 
-	// Axis ranges over everything drawn, SLO lines included, padded.
+	// Axis ranges over the points only, padded: an SLO bound far from them
+	// would squeeze every point into a corner.
 	xs, ys := []float64{}, []float64{}
 	all := append(append([]ChartPoint{}, front...), o.Others...)
 	if o.Default != nil {
@@ -75,14 +86,14 @@ func NewFrontChart(front []ChartPoint, o ChartOptions) (*Chart, error) {
 	for _, q := range all {
 		xs, ys = append(xs, q.Latency), append(ys, q.Throughput)
 	}
-	if o.LatencyLimit > 0 {
-		xs = append(xs, o.LatencyLimit)
-	}
-	if o.ThroughputLimit > 0 {
-		ys = append(ys, o.ThroughputLimit)
-	}
 	p.X.Min, p.X.Max = paddedRange(xs)
 	p.Y.Min, p.Y.Max = paddedRange(ys)
+	if o.LatencyLimit > 0 {
+		p.X.Min, p.X.Max = near(p.X.Min, p.X.Max, o.LatencyLimit)
+	}
+	if o.ThroughputLimit > 0 {
+		p.Y.Min, p.Y.Max = near(p.Y.Min, p.Y.Max, o.ThroughputLimit)
+	}
 
 	if len(o.Others) > 0 {
 		s, err := plotter.NewScatter(xys(o.Others))
@@ -91,7 +102,7 @@ func NewFrontChart(front []ChartPoint, o ChartOptions) (*Chart, error) {
 		}
 		s.GlyphStyle = draw.GlyphStyle{Shape: draw.CrossGlyph{}, Radius: vg.Points(2.5), Color: color.Gray{Y: 150}}
 		p.Add(s)
-		p.Legend.Add("other trials", s)
+		p.Legend.Add("other configs", s)
 	}
 	if len(front) > 0 {
 		s, err := plotter.NewScatter(xys(front))
@@ -118,22 +129,38 @@ func NewFrontChart(front []ChartPoint, o ChartOptions) (*Chart, error) {
 			frac := (v - lo) / (hi - lo)
 			return draw.GlyphStyle{Shape: draw.CircleGlyph{}, Radius: vg.Points(3 + 5*frac), Color: colourAt(cmap, v)}
 		}
+		// The legend's sample is a ring: only front members are filled
+		// circles (SVGMarkers counts them).
+		s.GlyphStyle = draw.GlyphStyle{Shape: draw.RingGlyph{}, Radius: vg.Points(4), Color: color.RGBA{R: 59, G: 76, B: 192, A: 255}}
 		p.Add(s)
-		legend := fmt.Sprintf("colour and size = peak VRAM %.1f (blue) to %.1f GiB (red)", lo, hi)
+		p.Legend.Add("Pareto front", s)
+		est := ""
+		if o.VRAMEstimated {
+			est = " (estimated)"
+		}
+		legend := fmt.Sprintf("colour and size = peak VRAM%s %.1f (blue) to %.1f GiB (red)", est, lo, hi)
 		if hi <= lo {
-			legend = fmt.Sprintf("peak VRAM %.1f GiB", lo)
+			legend = fmt.Sprintf("peak VRAM%s %.1f GiB", est, lo)
 		}
 		p.Title.Text = strings.TrimSpace(fmt.Sprintf("%s\nPareto front: %d configs; %s", o.Title, len(front), legend))
 	}
-	if o.Default != nil {
-		// An open square drawn as a line, so that only front members are
-		// circles.
-		sq, err := squareLine(o.Default.Latency, o.Default.Throughput, p)
+	if o.Recommended != nil {
+		s, err := plotter.NewScatter(xys([]ChartPoint{*o.Recommended}))
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("front chart: %w", err)
 		}
-		p.Add(sq)
-		p.Legend.Add("vLLM default", sq)
+		s.GlyphStyle = draw.GlyphStyle{Shape: draw.RingGlyph{}, Radius: vg.Points(10), Color: color.RGBA{G: 140, A: 255}}
+		p.Add(s)
+		p.Legend.Add("recommended", s)
+	}
+	if o.Default != nil {
+		s, err := plotter.NewScatter(xys([]ChartPoint{*o.Default}))
+		if err != nil {
+			return nil, fmt.Errorf("front chart: %w", err)
+		}
+		s.GlyphStyle = draw.GlyphStyle{Shape: draw.SquareGlyph{}, Radius: vg.Points(6), Color: color.Black}
+		p.Add(s)
+		p.Legend.Add("vLLM default", s)
 	}
 	dashed := func(pts plotter.XYs, label string) error {
 		l, err := plotter.NewLine(pts)
@@ -146,12 +173,14 @@ func NewFrontChart(front []ChartPoint, o ChartOptions) (*Chart, error) {
 		return nil
 	}
 	if o.LatencyLimit > 0 {
-		if err := dashed(plotter.XYs{{X: o.LatencyLimit, Y: p.Y.Min}, {X: o.LatencyLimit, Y: p.Y.Max}}, fmt.Sprintf("SLO %s <= %g ms", o.Latency, o.LatencyLimit)); err != nil {
+		x, where := edge(o.LatencyLimit, p.X.Min, p.X.Max, "right", "left")
+		if err := dashed(plotter.XYs{{X: x, Y: p.Y.Min}, {X: x, Y: p.Y.Max}}, fmt.Sprintf("SLO %s <= %g ms%s", o.Latency, o.LatencyLimit, where)); err != nil {
 			return nil, err
 		}
 	}
 	if o.ThroughputLimit > 0 {
-		if err := dashed(plotter.XYs{{X: p.X.Min, Y: o.ThroughputLimit}, {X: p.X.Max, Y: o.ThroughputLimit}}, fmt.Sprintf("SLO %s >= %g", o.Throughput, o.ThroughputLimit)); err != nil {
+		y, where := edge(o.ThroughputLimit, p.Y.Min, p.Y.Max, "top", "bottom")
+		if err := dashed(plotter.XYs{{X: p.X.Min, Y: y}, {X: p.X.Max, Y: y}}, fmt.Sprintf("SLO %s >= %g%s", o.Throughput, o.ThroughputLimit, where)); err != nil {
 			return nil, err
 		}
 	}
@@ -162,17 +191,43 @@ func NewFrontChart(front []ChartPoint, o ChartOptions) (*Chart, error) {
 	return &Chart{Plot: p, Width: o.Width, Height: o.Height}, nil
 }
 
-// squareLine is an open square marker around (x, y), drawn as a closed
-// polyline in data units sized to about 12 points on the canvas.
-func squareLine(x, y float64, p *plot.Plot) (*plotter.Line, error) {
-	dx := (p.X.Max - p.X.Min) * 0.015
-	dy := (p.Y.Max - p.Y.Min) * 0.025
-	l, err := plotter.NewLine(plotter.XYs{{X: x - dx, Y: y - dy}, {X: x + dx, Y: y - dy}, {X: x + dx, Y: y + dy}, {X: x - dx, Y: y + dy}, {X: x - dx, Y: y - dy}})
-	if err != nil {
-		return nil, fmt.Errorf("front chart: %w", err)
+// near widens [lo, hi] to show a bound v that lies within 30% of the span
+// outside it; farther bounds are left to edge.
+func near(lo, hi, v float64) (float64, float64) {
+	span := hi - lo
+	switch {
+	case v > hi && v <= hi+0.3*span:
+		hi = v + 0.03*span
+	case v < lo && v >= lo-0.3*span:
+		lo = math.Max(0, v-0.03*span)
 	}
-	l.LineStyle = draw.LineStyle{Color: color.Black, Width: vg.Points(1.5)}
-	return l, nil
+	return lo, hi
+}
+
+// edge places a bound on an axis [lo, hi]: where it is, or at the edge it
+// lies beyond, with a legend note saying so.
+func edge(v, lo, hi float64, above, below string) (float64, string) {
+	switch {
+	case v > hi:
+		return hi, fmt.Sprintf(" (beyond the %s edge)", above)
+	case v < lo:
+		return lo, fmt.Sprintf(" (beyond the %s edge)", below)
+	}
+	return v, ""
+}
+
+// MetricUnit is the unit of a throughput or latency metric ("" when it has
+// none or is unknown).
+func MetricUnit(name string) string {
+	switch {
+	case strings.HasPrefix(name, "request_"):
+		return "req/s"
+	case strings.HasSuffix(name, "_throughput"):
+		return "tok/s"
+	case strings.HasPrefix(name, "ttft_"), strings.HasPrefix(name, "tpot_"), strings.HasPrefix(name, "itl_"), strings.HasPrefix(name, "e2el_"):
+		return "ms"
+	}
+	return ""
 }
 
 func colourAt(c palette.ColorMap, v float64) color.Color {

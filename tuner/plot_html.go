@@ -1,6 +1,7 @@
 package tuner
 
 import (
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -10,11 +11,18 @@ import (
 	"github.com/go-echarts/go-echarts/v2/opts"
 )
 
-// WriteFrontHTML writes the front chart as an interactive HTML page made
-// with go-echarts: the same series as NewFrontChart (front, other trials,
-// vLLM's default, SLO lines), colour mapped to peak VRAM, a tooltip per
-// point with its trial and values, zoom by dragging. The page loads ECharts
-// from go-echarts' asset host.
+// echartsJS is Apache ECharts 5.4.3 (assets/echarts/README.md), inlined
+// into every page: GPU machines are often offline, and a page that loads
+// it from a CDN is blank there.
+//
+//go:embed assets/echarts/echarts.min.js
+var echartsJS string
+
+// WriteFrontHTML writes the front chart as an interactive, self-contained
+// HTML page made with go-echarts: the same series as NewFrontChart (front,
+// other configs, vLLM's default, the recommended config, SLO lines), colour
+// mapped to peak VRAM, a tooltip per point with its config and values, zoom
+// by dragging. ECharts is inlined, so the page needs no network.
 func WriteFrontHTML(w io.Writer, front []ChartPoint, o ChartOptions) error {
 	if len(front) == 0 && o.Default == nil && len(o.Others) == 0 {
 		return errors.New("front chart: nothing to plot")
@@ -30,12 +38,24 @@ func WriteFrontHTML(w io.Writer, front []ChartPoint, o ChartOptions) error {
 	if hi <= lo {
 		lo, hi = lo-1, hi+1
 	}
+	yName := o.Throughput
+	if u := MetricUnit(o.Throughput); u != "" {
+		yName += " (" + u + ")"
+	}
+	vram := "peak VRAM (GiB)"
+	if o.VRAMEstimated {
+		vram = "peak VRAM (GiB, estimated from --gpu-memory-utilization)"
+	}
 	sc := charts.NewScatter()
+	sc.ClearPresetJSAssets()
+	// "</script" cannot occur in the bundled file (checked by a test), so
+	// inlining it cannot end the element early.
+	sc.AddCustomizedHeaders("<script>" + echartsJS + "</script>")
 	sc.SetGlobalOptions(
 		charts.WithInitializationOpts(opts.Initialization{PageTitle: "tuner: Pareto front", Width: "1100px", Height: "650px"}),
-		charts.WithTitleOpts(opts.Title{Title: o.Title, Subtitle: fmt.Sprintf("Pareto front: %d configs; colour = peak VRAM (GiB)", len(front))}),
+		charts.WithTitleOpts(opts.Title{Title: o.Title, Subtitle: fmt.Sprintf("Pareto front: %d configs; colour = %s", len(front), vram)}),
 		charts.WithXAxisOpts(opts.XAxis{Name: o.Latency + " (ms)", Type: "value", Scale: opts.Bool(true)}),
-		charts.WithYAxisOpts(opts.YAxis{Name: o.Throughput, Type: "value", Scale: opts.Bool(true)}),
+		charts.WithYAxisOpts(opts.YAxis{Name: yName, Type: "value", Scale: opts.Bool(true)}),
 		charts.WithVisualMapOpts(opts.VisualMap{
 			Calculable: opts.Bool(true), Min: float32(lo), Max: float32(hi), Dimension: "2",
 			Text: []string{"VRAM GiB high", "low"}, Right: "10", Top: "middle",
@@ -67,10 +87,13 @@ func WriteFrontHTML(w io.Writer, front []ChartPoint, o ChartOptions) error {
 	}
 	sc.AddSeries("Pareto front", data(front, "circle", 14), lines...)
 	if len(o.Others) > 0 {
-		sc.AddSeries("other trials", data(o.Others, "triangle", 7))
+		sc.AddSeries("other configs", data(o.Others, "triangle", 7))
 	}
 	if o.Default != nil {
 		sc.AddSeries("vLLM default", data([]ChartPoint{*o.Default}, "rect", 16))
+	}
+	if o.Recommended != nil {
+		sc.AddSeries("recommended", data([]ChartPoint{*o.Recommended}, "pin", 30))
 	}
 	return sc.Render(w)
 }

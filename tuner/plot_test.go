@@ -27,8 +27,9 @@ func TestFrontChartSVGPointsEqualFront(t *testing.T) {
 	}
 	c, err := NewFrontChart(front, ChartOptions{
 		Title: "test", Throughput: "output_throughput", Latency: "tpot_p99", LatencyLimit: 50,
-		Default: &ChartPoint{Throughput: 2000, Latency: 30, VRAM: 72},
-		Others:  []ChartPoint{{Throughput: 900, Latency: 40, VRAM: 70}},
+		Default:     &ChartPoint{Throughput: 2000, Latency: 30, VRAM: 72},
+		Recommended: &front[2],
+		Others:      []ChartPoint{{Throughput: 900, Latency: 40, VRAM: 70}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -57,8 +58,10 @@ func TestFrontChartSVGPointsEqualFront(t *testing.T) {
 			t.Errorf("circle %d at %v, want %v", i, got[i], want[i])
 		}
 	}
-	if !strings.Contains(buf.String(), "vLLM default") || !strings.Contains(buf.String(), "SLO tpot_p99") {
-		t.Error("legend lacks the default marker or the SLO line")
+	for _, want := range []string{"vLLM default", "SLO tpot_p99 &lt;= 50 ms<", "Pareto front<", "recommended<", "output_throughput (tok/s)", "other configs"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("SVG lacks %q", want)
+		}
 	}
 	var png bytes.Buffer
 	if err := c.Write(&png, "png"); err != nil || !bytes.HasPrefix(png.Bytes(), []byte("\x89PNG")) {
@@ -71,6 +74,37 @@ func TestFrontChartSVGPointsEqualFront(t *testing.T) {
 
 func sortPts(p [][2]float64) {
 	sort.Slice(p, func(i, j int) bool { return p[i][0] < p[j][0] })
+}
+
+// TestFrontChartZoomsToData: an SLO bound far beyond the points does not
+// stretch the axis (all points in 10% of the width, as before); it is drawn
+// at the edge and the legend says so. The VRAM legend says "estimated".
+func TestFrontChartZoomsToData(t *testing.T) {
+	front := []ChartPoint{{Throughput: 1200, Latency: 12, VRAM: 40}, {Throughput: 2500, Latency: 25, VRAM: 72}}
+	c, err := NewFrontChart(front, ChartOptions{Title: "t", Throughput: "output_throughput", Latency: "tpot_p99",
+		LatencyLimit: 500, ThroughputLimit: 100, VRAMEstimated: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Plot.X.Max > 30 || c.Plot.Y.Min < 1000 {
+		t.Fatalf("axes x [%g, %g] y [%g, %g]: not zoomed to the points", c.Plot.X.Min, c.Plot.X.Max, c.Plot.Y.Min, c.Plot.Y.Max)
+	}
+	x0, _, _ := c.Pixel(12, 1200)
+	x1, _, _ := c.Pixel(25, 2500)
+	xl, _, _ := c.Pixel(c.Plot.X.Min, 0)
+	xr, _, _ := c.Pixel(c.Plot.X.Max, 0)
+	if (x1-x0)/(xr-xl) < 0.8 {
+		t.Fatalf("points span %.0f%% of the width", 100*(x1-x0)/(xr-xl))
+	}
+	var buf bytes.Buffer
+	if err := c.Write(&buf, "svg"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"SLO tpot_p99 &lt;= 500 ms (beyond the right edge)", "SLO output_throughput &gt;= 100 (beyond the bottom edge)", "peak VRAM (estimated)"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("SVG lacks %q", want)
+		}
+	}
 }
 
 func TestFrontChartEmpty(t *testing.T) {
@@ -88,10 +122,18 @@ func TestFrontHTML(t *testing.T) {
 		t.Fatal(err)
 	}
 	html := buf.String()
-	for _, want := range []string{"<html", "echarts", `"Pareto front"`, `"vLLM default"`, `[12.25,1200.5,40]`, `[25,2500,72]`, `"s-1"`, `"xAxis":50`, "SLO tpot_p99 <= 50 ms"} {
+	for _, want := range []string{"<html", "echarts", `"Pareto front"`, `"vLLM default"`, `[12.25,1200.5,40]`, `[25,2500,72]`, `"s-1"`, `"xAxis":50`, "SLO tpot_p99 <= 50 ms",
+		"output_throughput (tok/s)", "Licensed to the Apache Software Foundation"} {
 		if !strings.Contains(html, want) {
 			t.Errorf("HTML lacks %s", want)
 		}
+	}
+	// Self-contained: no script from elsewhere; the inlined one is whole.
+	if strings.Contains(html, "<script src=") || strings.Contains(html, "go-echarts-assets") {
+		t.Error("HTML loads a script from a host")
+	}
+	if strings.Contains(echartsJS, "</script") || len(echartsJS) < 900_000 {
+		t.Errorf("bundled ECharts: %d bytes, contains </script: %v", len(echartsJS), strings.Contains(echartsJS, "</script"))
 	}
 	if err := WriteFrontHTML(io.Discard, nil, ChartOptions{}); err == nil {
 		t.Error("empty chart accepted")

@@ -13,8 +13,8 @@ import (
 
 // Status is a snapshot of the loop for progress display.
 type Status struct {
-	Done      int           // trials finished in this study (search + repeats)
-	Total     int           // planned total, 0 when only a wall budget bounds it
+	Done      int           // search trials of the study, or this run's re-measurements in the repeat phase
+	Total     int           // --trials, or the planned re-measurements; 0 when only a wall budget bounds the search
 	Phase     Phase         // phase of the running or last trial
 	Elapsed   time.Duration // since this run started
 	ETA       time.Duration // estimate of the time left, -1 when unknown
@@ -31,7 +31,11 @@ func (s Status) line() string {
 	if s.Total > 0 {
 		total = fmt.Sprint(s.Total)
 	}
-	fmt.Fprintf(&b, "trial %d/%s", s.Done, total)
+	what := "trial"
+	if s.Phase == PhaseRepeat {
+		what = "re-measurement"
+	}
+	fmt.Fprintf(&b, "%s %d/%s", what, s.Done, total)
 	fmt.Fprintf(&b, " | elapsed %s", fmtDur(s.Elapsed))
 	if s.ETA >= 0 {
 		fmt.Fprintf(&b, " ETA %s", fmtDur(s.ETA))
@@ -71,14 +75,17 @@ type progress interface {
 	close()
 }
 
-func newProgress(w io.Writer, terminal bool, status func() Status) progress {
+func newProgress(w io.Writer, terminal bool, width int, status func() Status) progress {
 	if w == nil {
 		w = io.Discard
 	}
 	if !terminal {
 		return &plainProgress{w: w}
 	}
-	return newLiveProgress(w, status)
+	if width <= 0 {
+		width = 80
+	}
+	return newLiveProgress(w, width, status)
 }
 
 // plainProgress writes one line per finished trial (logs, CI, pipes).
@@ -95,30 +102,41 @@ func (p *plainProgress) close() {}
 type liveProgress struct {
 	mu     sync.Mutex
 	w      io.Writer
+	room   int // columns left for the description beside the bar
 	bar    *progressbar.ProgressBar
 	status func() Status
 	stop   chan struct{}
 	done   chan struct{}
 }
 
-func newLiveProgress(w io.Writer, status func() Status) *liveProgress {
+// barWidth is the width of the bar itself; the rest of the line is the
+// status, cut to the terminal so the line never wraps (a wrapped line
+// leaves a new line behind at every redraw).
+const barWidth = 12
+
+func newLiveProgress(w io.Writer, width int, status func() Status) *liveProgress {
 	s := status()
-	max := s.Total
-	if max <= 0 {
-		max = -1 // spinner: length unknown
+	total := s.Total
+	if total <= 0 {
+		total = -1 // spinner: length unknown
 	}
+	// The bar renders as "100% |<bar>| (N/N) ": its widest form for the
+	// largest N this run can show.
+	n := len(fmt.Sprint(max(s.Total, 1) * 10))
+	used := len(" 100% ||  ") + barWidth + 2*n + len("(/) ")
 	p := &liveProgress{
 		w:      w,
+		room:   width - used - 1,
 		status: status,
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
-		bar: progressbar.NewOptions(max,
+		bar: progressbar.NewOptions(total,
 			progressbar.OptionSetWriter(w),
-			progressbar.OptionSetWidth(20),
+			progressbar.OptionSetWidth(barWidth),
 			progressbar.OptionSetElapsedTime(false),
 			progressbar.OptionSetPredictTime(false),
 			progressbar.OptionShowDescriptionAtLineEnd(),
-			progressbar.OptionSetDescription(s.line()),
+			progressbar.OptionSetDescription(fit(s.line(), width-used-1)),
 			progressbar.OptionSetRenderBlankState(true),
 			progressbar.OptionThrottle(0),
 		),
@@ -149,16 +167,35 @@ func (p *liveProgress) describe(s Status) string {
 	if s.Running != "" {
 		d += " | running " + s.Running
 	}
-	return d
+	return fit(d, p.room)
+}
+
+// fit cuts s to n columns (the status line is ASCII), marking the cut.
+func fit(s string, n int) string {
+	switch {
+	case len(s) <= n:
+		return s
+	case n <= 3:
+		return ""
+	}
+	return s[:n-3] + "..."
 }
 
 func (p *liveProgress) started(s Status) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if s.Total > 0 && s.Total != p.bar.GetMax() {
-		p.bar.ChangeMax(s.Total)
-	}
 	p.bar.Describe(p.describe(s))
+	p.setCount(s)
+}
+
+// setCount moves the bar to s; the count first, so that a new phase's
+// smaller N never renders the old count against it (300%).
+func (p *liveProgress) setCount(s Status) {
+	_ = p.bar.Set(min(s.Done, max(s.Total, 0)))
+	if s.Total > 0 && s.Total != p.bar.GetMax() {
+		p.bar.ChangeMax(s.Total) // the re-measurement has its own N
+	}
+	_ = p.bar.Set(s.Done)
 }
 
 func (p *liveProgress) finished(s Status, trialLine string) {
@@ -166,11 +203,8 @@ func (p *liveProgress) finished(s Status, trialLine string) {
 	defer p.mu.Unlock()
 	_ = p.bar.Clear()
 	fmt.Fprintf(p.w, "\r%s\n", trialLine)
-	if s.Total > 0 && s.Total != p.bar.GetMax() {
-		p.bar.ChangeMax(s.Total)
-	}
 	p.bar.Describe(p.describe(s))
-	_ = p.bar.Set(s.Done)
+	p.setCount(s)
 }
 
 func (p *liveProgress) close() {

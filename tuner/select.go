@@ -77,16 +77,25 @@ func (s Stat) High(k float64) float64 { return s.Median + k*s.MAD }
 
 // Candidate is one config aggregated over all its finished trials.
 type Candidate struct {
-	ConfigID   string          `json:"config_id"`
-	Config     spaces.Config   `json:"config"`
-	Trials     []int           `json:"trials"`              // numbers of the usable trials
-	TrialIDs   []string        `json:"trial_ids,omitempty"` // their store IDs
-	Failed     int             `json:"failed"`              // failed trials of this config
-	Unstable   int             `json:"unstable,omitempty"`  // usable runs that did not reach steady state
-	Throughput Stat            `json:"throughput"`
-	Latency    Stat            `json:"latency"`
-	VRAM       Stat            `json:"vram_gib"`
-	SLOValues  map[string]Stat `json:"slo_values,omitempty"`
+	ConfigID string        `json:"config_id"`
+	Config   spaces.Config `json:"config"`
+	Trials   []int         `json:"trials"`              // numbers of the usable trials
+	TrialIDs []string      `json:"trial_ids,omitempty"` // their store IDs
+	Failed   int           `json:"failed"`              // failed trials of this config
+	Unstable int           `json:"unstable,omitempty"`  // usable runs that did not reach steady state
+	// Remeasured counts the usable runs of the final re-measurement (phase
+	// repeat): what makes a config "re-measured", unlike search runs of the
+	// same config in several studies (vLLM's default runs first in each).
+	Remeasured int `json:"remeasured,omitempty"`
+	// Runs are the throughput values of the usable runs, in trial order.
+	Runs []float64 `json:"throughput_runs,omitempty"`
+	// VRAMEstimated is true when some run's peak VRAM was estimated from
+	// --gpu-memory-utilization (no NVML and no engine gauge).
+	VRAMEstimated bool            `json:"vram_estimated,omitempty"`
+	Throughput    Stat            `json:"throughput"`
+	Latency       Stat            `json:"latency"`
+	VRAM          Stat            `json:"vram_gib"`
+	SLOValues     map[string]Stat `json:"slo_values,omitempty"`
 	// Score is the conservative throughput median - k*MAD.
 	Score float64 `json:"score"`
 	// ConservativeLatency is median + k*MAD of the latency metric.
@@ -142,6 +151,12 @@ func Aggregate(trials []Trial, slo trial.SLO, m Metrics, k float64) []Candidate 
 		if t.State == StateUnstable {
 			a.c.Unstable++
 		}
+		if t.Phase == PhaseRepeat {
+			a.c.Remeasured++
+		}
+		if t.Result.VRAMSource == VRAMEstimate {
+			a.c.VRAMEstimated = true
+		}
 		if t.ID != "" {
 			a.c.TrialIDs = append(a.c.TrialIDs, t.ID)
 		}
@@ -158,6 +173,7 @@ func Aggregate(trials []Trial, slo trial.SLO, m Metrics, k float64) []Candidate 
 		a := byID[id]
 		c := a.c
 		c.Throughput, c.Latency, c.VRAM = Robust(a.tp), Robust(a.lat), Robust(a.vram)
+		c.Runs = a.tp
 		c.Score, c.ConservativeLatency = c.Throughput.Low(k), c.Latency.High(k)
 		c.Feasible = len(c.Trials) > 0 && c.Failed == 0
 		if len(c.Trials) == 0 {
@@ -195,6 +211,10 @@ func relExcess(b trial.Bound, v float64) float64 {
 	}
 	return d
 }
+
+// VRAMEstimate is trial.Result.VRAMSource of a peak VRAM estimated from
+// --gpu-memory-utilization times the GPU's memory, not measured.
+const VRAMEstimate = "estimate"
 
 // Prefer says which feasible config Recommend picks.
 type Prefer string
@@ -334,12 +354,15 @@ func Gain(c, base *Candidate) (float64, bool) {
 }
 
 // RecommendMeasured is Recommend that trusts re-measured configs first: when
-// some feasible candidate has at least two usable runs, only such candidates
-// compete (a lucky single run does not win); otherwise all do.
+// some feasible candidate went through a final re-measurement, only such
+// candidates compete (a lucky single run does not win); otherwise all do.
+// Several search runs of one config do not count as re-measurement: across
+// studies vLLM's default has one per study, and would otherwise be the only
+// candidate.
 func RecommendMeasured(cands []Candidate, m Metrics, slo trial.SLO, prefer Prefer) (*Candidate, error) {
 	var multi []Candidate
 	for _, c := range cands {
-		if c.Feasible && c.Throughput.N >= 2 {
+		if c.Feasible && c.Remeasured > 0 {
 			multi = append(multi, c)
 		}
 	}

@@ -211,6 +211,27 @@ func TestRecommendMeasuredPrefersRepeats(t *testing.T) {
 	}
 }
 
+// TestRecommendMeasuredAcrossStudies is issue 13's case: vLLM's default ran
+// first in each of two studies (two search runs, median of 2) and a config
+// 6.2% faster ran once; the default's two runs are not a re-measurement, so
+// the faster config wins.
+func TestRecommendMeasuredAcrossStudies(t *testing.T) {
+	trials := []Trial{
+		mkTrial(0, 128, PhaseSearch, result(trial.StatusOK, 2480, 20, 70)), // study A, trial 0
+		mkTrial(1, 200, PhaseSearch, result(trial.StatusOK, 2636, 21, 70)), // study A
+		mkTrial(0, 128, PhaseSearch, result(trial.StatusOK, 2484, 20, 70)), // study B, trial 0
+	}
+	slo, _ := trial.ParseSLO("tpot_p99<=50ms")
+	c := Aggregate(trials, slo, DefaultMetrics(), 1)
+	got, err := RecommendMeasured(c, DefaultMetrics(), slo, PreferThroughput)
+	if err != nil || got.Config.Int("max_num_seqs") != 200 {
+		t.Fatalf("RecommendMeasured = %+v, %v; want the faster config 200", got, err)
+	}
+	if c[0].Throughput.N != 2 || c[0].Remeasured != 0 || len(c[0].Runs) != 2 {
+		t.Fatalf("default aggregated as %+v; want 2 runs, none a re-measurement", c[0])
+	}
+}
+
 // FuzzRobust: the median lies within the data, the MAD is >= 0 and at most
 // the range, and the conservative bounds bracket the median.
 func FuzzRobust(f *testing.F) {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -27,19 +29,37 @@ func studyFilterFlags() []cli.Flag {
 }
 
 // selection is the set of studies a reading command uses: the newest
-// matching study and every other study of the same model, GPU setup,
-// workload and latency objective.
+// matching study and every other study of the same served model, GPU setup,
+// engine, workload and latency objective.
 type selection struct {
 	Newest  store.Study
 	Studies []store.Study
 	Metrics tuner.Metrics
+	// Skipped counts the matching studies left out (another GPU setup,
+	// engine, workload or objective than the newest's).
+	Skipped int
+}
+
+// describe says which studies a command used, for stderr.
+func (sel selection) describe() string {
+	k := sel.Newest.Key
+	s := fmt.Sprintf("study %s: %s on %dx %s, engine %s, workload %s, SLO %s", sel.Newest.ID, servedName(k), k.GPUCount, k.GPU, k.Engine, k.Workload, orDash(k.SLO))
+	if len(sel.Studies) > 1 {
+		s = fmt.Sprintf("%d studies (%s), newest %s", len(sel.Studies), strings.Join(studyIDs(sel.Studies), ", "), s)
+	} else {
+		s = "using " + s
+	}
+	if sel.Skipped > 0 {
+		s += fmt.Sprintf("; %d other studies of the model left out (pass --study, --gpu, --engine or --workload to pick; see `tuner studies`)", sel.Skipped)
+	}
+	return s
 }
 
 func selectStudies(ctx context.Context, c *cli.Context, s *store.Store) (selection, error) {
 	if id := c.String("study"); id != "" {
 		st, err := s.Study(ctx, id)
 		if err != nil {
-			return selection{}, fmt.Errorf("study %s: %w", id, err)
+			return selection{}, err // the store's error names the study
 		}
 		return selection{Newest: st, Studies: []store.Study{st}, Metrics: studyMetrics(st)}, nil
 	}
@@ -51,20 +71,59 @@ func selectStudies(ctx context.Context, c *cli.Context, s *store.Store) (selecti
 		return selection{}, err
 	}
 	if len(all) == 0 {
-		what := canonicalModel(c.String("model"))
+		what := c.String("model")
 		if g := c.String("gpu"); g != "" {
 			what += " on " + canonicalGPU(g)
 		}
-		return selection{}, fmt.Errorf("no study of %s in the database (run `tuner search` first): %w", what, store.ErrNotFound)
+		msg := fmt.Sprintf("no study of %s in the database (run `tuner search` first)", what)
+		if names := otherServedNames(ctx, s, c.String("model")); len(names) > 0 {
+			msg = fmt.Sprintf("no study of %s in the database; studies of the same model profile served %s (pass that --model)", what, strings.Join(names, ", "))
+		}
+		return selection{}, fmt.Errorf("%s: %w", msg, store.ErrNotFound)
 	}
 	sel := selection{Newest: all[0], Metrics: studyMetrics(all[0])}
 	k := all[0].Key
 	for _, st := range all {
-		if st.Key.GPU == k.GPU && st.Key.GPUCount == k.GPUCount && st.Key.Workload == k.Workload && studyMetrics(st) == sel.Metrics {
+		if st.Key.GPU == k.GPU && st.Key.GPUCount == k.GPUCount && st.Key.Workload == k.Workload && st.Key.Engine == k.Engine &&
+			servedName(st.Key) == servedName(k) && studyMetrics(st) == sel.Metrics {
 			sel.Studies = append(sel.Studies, st)
+		} else {
+			sel.Skipped++
 		}
 	}
 	return sel, nil
+}
+
+// otherServedNames lists the served names of studies of the same catalog
+// model as arg (e.g. the -Instruct variant of a base model), for a hint.
+func otherServedNames(ctx context.Context, s *store.Store, arg string) []string {
+	all, err := s.Studies(ctx)
+	if err != nil {
+		return nil
+	}
+	model := canonicalModel(arg)
+	var out []string
+	for _, st := range all {
+		if n := servedName(st.Key); st.Key.Model == model && !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// defaultIDOf is the config ID of vLLM's default in a study: that of the
+// resolved default space, else the config of the study's first trial (the
+// search always runs the default first). trials are the study's, in order.
+func defaultIDOf(st store.Study, trials []tuner.Trial) string {
+	if id := defaultConfigID(st.Key); id != "" {
+		return id
+	}
+	for _, t := range trials {
+		if t.Number == 1 {
+			return t.ConfigID
+		}
+	}
+	return ""
 }
 
 // trialsOf reads the trials of the selected studies as the loop sees them.
@@ -93,7 +152,7 @@ func recommendCommand() *cli.Command {
 		Flags: append(studyFilterFlags(),
 			&cli.StringFlag{Name: "slo", Usage: "SLO bounds (default: the study's), e.g. 'ttft_p99<=500ms'"},
 			&cli.StringFlag{Name: "prefer", Value: string(tuner.PreferThroughput), Usage: "throughput, latency, vram or knee"},
-			&cli.StringFlag{Name: "format", Aliases: []string{"f"}, Value: "flags", Usage: "flags (to paste after `vllm serve MODEL`), command, yaml (vLLM --config file) or json"},
+			&cli.StringFlag{Name: "format", Aliases: []string{"f"}, Value: "flags", Usage: "`FORMAT`: flags (to paste after 'vllm serve MODEL'), command, yaml (vLLM --config file) or json"},
 			&cli.Float64Flag{Name: "k", Value: tuner.DefaultConfig().MADK, Usage: "MAD multiplier of the conservative estimates"},
 			&cli.BoolFlag{Name: "json", Usage: "same as --format json"},
 		),
@@ -144,17 +203,40 @@ func recommendCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			w, ew := c.App.Writer, c.App.ErrWriter
+			if format != "json" {
+				fmt.Fprintln(ew, sel.describe())
+			}
 			cands := tuner.Aggregate(trials, slo, sel.Metrics, c.Float64("k"))
+			doc := recommendation{Model: servedName(sel.Newest.Key), GPU: sel.Newest.Key.GPU, GPUCount: sel.Newest.Key.GPUCount,
+				Workload: sel.Newest.Key.Workload, Engine: sel.Newest.Key.Engine, Studies: studyIDs(sel.Studies), SLO: slo.String(),
+				Prefer: prefer, Metrics: sel.Metrics}
+			if m := c.String("model"); m != "" && sel.Newest.Key.ServedModel == "" {
+				doc.Model = m // a study keyed by the catalog name serves what the user calls it
+			}
 			best, err := tuner.RecommendMeasured(cands, sel.Metrics, slo, prefer)
 			if err != nil {
+				var inf *tuner.InfeasibleError
+				if format == "json" && errors.As(err, &inf) {
+					doc.Closest = inf.Closest
+					if werr := writeJSON(w, doc); werr != nil {
+						return werr
+					}
+				}
 				return err
 			}
-			model := c.String("model")
-			if model == "" {
-				model = sel.Newest.Key.Model
+			doc.Feasible, doc.Candidate = true, best
+			doc.DefaultConfigID = defaultIDOf(sel.Newest, trials)
+			doc.IsDefault = doc.DefaultConfigID == best.ConfigID
+			for i := range cands {
+				if cands[i].ConfigID == doc.DefaultConfigID && !doc.IsDefault {
+					if g, ok := tuner.EstimateGain(best, &cands[i]); ok {
+						doc.Gain = &g
+					}
+				}
 			}
-			flags := shellJoin(best.Config.Flags())
-			command := shellJoin(append([]string{"vllm", "serve", model}, best.Config.Flags()...))
+			doc.Flags = best.Config.Flags()
+			doc.Command = shellJoin(append([]string{"vllm", "serve", doc.Model}, doc.Flags...))
 			// The YAML must mean the measured config on the study's vLLM:
 			// its --config loader decides what a false boolean becomes.
 			version := sel.Newest.Key.EngineVersion
@@ -162,44 +244,74 @@ func recommendCommand() *cli.Command {
 				version = spaces.DefaultEngineVersion
 			}
 			yamlText, yamlErr := best.Config.YAMLFor(version)
-			w := c.App.Writer
+			doc.YAML = yamlText
 			switch format {
 			case "flags":
-				fmt.Fprintln(w, flags)
+				fmt.Fprintln(w, shellJoin(doc.Flags))
 			case "command":
-				fmt.Fprintln(w, command)
+				fmt.Fprintln(w, doc.Command)
 			case "yaml":
 				if yamlErr != nil {
-					return fmt.Errorf("--format yaml: %w; the measured config as a command line:\n%s", yamlErr, command)
+					return fmt.Errorf("--format yaml: %w; the measured config as a command line:\n%s", yamlErr, doc.Command)
 				}
-				fmt.Fprintf(w, "# vllm serve %s --config this.yaml   (for vLLM %s)\n# config %s: %s %.1f (median of %d), %s %.2f ms, VRAM %.1f GiB; study %s\n%s",
-					model, version, best.ConfigID, sel.Metrics.Throughput, best.Throughput.Median, best.Throughput.N, sel.Metrics.Latency, best.Latency.Median, best.VRAM.Median, sel.Newest.ID, yamlText)
+				fmt.Fprintf(w, "# vllm serve %s --config this.yaml   (for vLLM %s)\n# config %s: %s %.1f (median of %d), %s %.2f ms, VRAM %s; study %s\n%s",
+					doc.Model, version, best.ConfigID, sel.Metrics.Throughput, best.Throughput.Median, best.Throughput.N, sel.Metrics.Latency, best.Latency.Median,
+					vramText(best.VRAM.Median, best.VRAMEstimated), sel.Newest.ID, doc.YAML)
 			case "json":
-				studies := make([]string, len(sel.Studies))
-				for i, st := range sel.Studies {
-					studies[i] = st.ID
-				}
-				return writeJSON(w, struct {
-					Model     string           `json:"model"`
-					GPU       string           `json:"gpu"`
-					GPUCount  int              `json:"gpu_count"`
-					Workload  string           `json:"workload"`
-					Studies   []string         `json:"studies"`
-					SLO       string           `json:"slo"`
-					Prefer    tuner.Prefer     `json:"prefer"`
-					Metrics   tuner.Metrics    `json:"metrics"`
-					Candidate *tuner.Candidate `json:"candidate"`
-					Flags     []string         `json:"flags"`
-					Command   string           `json:"command"`
-					YAML      string           `json:"yaml"`
-				}{model, sel.Newest.Key.GPU, sel.Newest.Key.GPUCount, sel.Newest.Key.Workload, studies, slo.String(), prefer, sel.Metrics, best, best.Config.Flags(), command, yamlText})
+				return writeJSON(w, doc)
 			}
-			if format != "json" && len(sel.Studies) > 1 {
-				fmt.Fprintf(c.App.ErrWriter, "from %d studies of %s on %dx %s, workload %s: %s\n", len(sel.Studies), sel.Newest.Key.Model, sel.Newest.Key.GPUCount, sel.Newest.Key.GPU, sel.Newest.Key.Workload, strings.Join(studyIDs(sel.Studies), ", "))
-			}
+			fmt.Fprintln(ew, doc.note(best))
 			return nil
 		},
 	}
+}
+
+// recommendation is what `recommend --format json` prints: the pick, or
+// feasible false and the closest config when nothing meets the SLOs.
+type recommendation struct {
+	Feasible  bool             `json:"feasible"`
+	Model     string           `json:"model"`
+	GPU       string           `json:"gpu"`
+	GPUCount  int              `json:"gpu_count"`
+	Engine    string           `json:"engine"`
+	Workload  string           `json:"workload"`
+	Studies   []string         `json:"studies"`
+	SLO       string           `json:"slo"`
+	Prefer    tuner.Prefer     `json:"prefer"`
+	Metrics   tuner.Metrics    `json:"metrics"`
+	Candidate *tuner.Candidate `json:"candidate,omitempty"`
+	// Closest is the config nearest to the SLOs when none meets them.
+	Closest         *tuner.Candidate    `json:"closest,omitempty"`
+	DefaultConfigID string              `json:"default_config_id,omitempty"`
+	IsDefault       bool                `json:"is_default"`
+	Gain            *tuner.GainEstimate `json:"gain,omitempty"`
+	Flags           []string            `json:"flags,omitempty"`
+	Command         string              `json:"command,omitempty"`
+	YAML            string              `json:"yaml,omitempty"`
+}
+
+// note is the human summary of the pick for stderr: which config, whether
+// it is vLLM's default, its gain with the interval, estimated VRAM.
+func (r recommendation) note(best *tuner.Candidate) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "config %s: %s median %.1f over %d runs (%d re-measured), %s median %.2f ms, VRAM %s",
+		best.ConfigID, r.Metrics.Throughput, best.Throughput.Median, best.Throughput.N, best.Remeasured, r.Metrics.Latency, best.Latency.Median,
+		vramText(best.VRAM.Median, best.VRAMEstimated))
+	switch {
+	case r.IsDefault:
+		b.WriteString("\nthis is vLLM's default config: keep the defaults")
+	case r.Gain != nil:
+		fmt.Fprintf(&b, "\n%s %s over vLLM's default config: %s", r.Gain, r.Metrics.Throughput, r.Gain.Verdict())
+	}
+	return b.String()
+}
+
+// vramText is fmtVRAM with the estimate spelled out, for one-off lines.
+func vramText(gib float64, estimated bool) string {
+	if estimated {
+		return fmt.Sprintf("%.1f GiB (estimated from --gpu-memory-utilization, not measured)", gib)
+	}
+	return fmt.Sprintf("%.1f GiB", gib)
 }
 
 func studyIDs(sts []store.Study) []string {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
 )
 
@@ -86,6 +87,7 @@ func TestRecommendErrors(t *testing.T) {
 		{[]string{"recommend", "--model", testModel, "--format", "toml"}, exitUsage, "--format"},
 		{[]string{"recommend", "--model", testModel, "--prefer", "cheap"}, exitUsage, "--prefer"},
 		{[]string{"recommend", "--model", "Qwen2-72B"}, exitFailure, "no study of Qwen2-72B"},
+		{[]string{"recommend", "--study", "0123456789ab"}, exitFailure, "tuner: study 0123456789ab: not found\n"},
 		{[]string{"recommend", "--model", testModel, "--gpu", "A100-80GB"}, exitFailure, "on A100-80GB"},
 	}
 	for _, tt := range tests {
@@ -122,4 +124,90 @@ func TestRecommendBadFlagsBeforeDB(t *testing.T) {
 			}
 		})
 	}
+}
+
+// crossStudyDB holds two studies of one setup (different SLOs), each with
+// vLLM's default as trial 1 and no re-measurement; the first also ran a
+// config 6.2% faster with a higher TPOT.
+func crossStudyDB(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "tuner.db")
+	s, err := store.Open(ctx, path, store.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	def := spaces.NewConfig(map[string]spaces.Value{"max_num_seqs": spaces.IntValue(256)})
+	fast := spaces.NewConfig(map[string]spaces.Value{"max_num_seqs": spaces.IntValue(512)})
+	run := func(study string, cfg spaces.Config, tp, tpot float64) {
+		tr, err := s.BeginTrial(ctx, study, cfg, store.BeginOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := &trial.Result{Config: cfg, Status: trial.StatusOK, PeakVRAMGiB: 70, VRAMSource: "estimate",
+			Levels: []trial.Level{{Metrics: trial.Metrics{Completed: 10, OutputThroughput: tp, TPOT: trial.Dist{P99: tpot}}}}}
+		if _, err := s.FinishTrial(ctx, tr.ID, res); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, slo := range []string{"tpot_p99<=50ms", "tpot_p99<=60ms"} {
+		st, err := s.EnsureStudy(ctx, store.StudyKey{Model: "m", GPU: "H100-80GB", Engine: "sim", Workload: "chat", SLO: slo})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run(st.ID, def, 2480+float64(4*i), 20)
+		if i == 0 {
+			run(st.ID, fast, 2636, 40)
+		}
+	}
+	return path
+}
+
+// TestRecommendAcrossStudies: the default's one run per study is no
+// re-measurement, so the faster config wins and the gain is stated with
+// "too few runs"; when only the default meets the SLO the pick is named as
+// the default; the studies used are named; estimated VRAM is labelled.
+func TestRecommendAcrossStudies(t *testing.T) {
+	db := crossStudyDB(t)
+	runCLICases(t, []cliCase{
+		{name: "faster config", args: []string{"--db", db, "recommend", "--model", "m"}, code: 0,
+			stdout: []string{"--max-num-seqs 512"},
+			stderr: []string{"2 studies (", "+6.2% (1 vs 2 runs) output_throughput over vLLM's default config: too few runs to tell", "estimated from --gpu-memory-utilization"}},
+		{name: "default", args: []string{"--db", db, "recommend", "--model", "m", "--slo", "tpot_p99<=30ms"}, code: 0,
+			stdout: []string{"--max-num-seqs 256"},
+			stderr: []string{"this is vLLM's default config: keep the defaults"}},
+	})
+	code, out, errb := runTuner(t, "--db", db, "recommend", "--model", "m", "--slo", "tpot_p99<=30ms", "--json")
+	var doc recommendation
+	if err := json.Unmarshal([]byte(out), &doc); code != 0 || err != nil || !doc.IsDefault || !doc.Feasible || doc.Gain != nil {
+		t.Fatalf("json (exit %d, %v): %+v %s", code, err, doc, errb)
+	}
+}
+
+// TestRecommendJSONInfeasible: with nothing feasible, --format json still
+// prints a document (feasible false, the closest config) and exits 1.
+func TestRecommendJSONInfeasible(t *testing.T) {
+	db := virtualFixture(t)
+	code, out, errb := runTuner(t, "--db", db, "recommend", "--model", testModel, "--slo", "tpot_p99<=1ms", "--format", "json")
+	var doc recommendation
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatalf("stdout is not JSON (%v): %q", err, out)
+	}
+	if code != exitFailure || doc.Feasible || doc.Closest == nil || len(doc.Closest.Violations) == 0 || doc.Candidate != nil {
+		t.Fatalf("exit %d, doc %+v, stderr %q", code, doc, errb)
+	}
+}
+
+// TestRecommendServedModel: a study of meta-llama/Llama-3.1-8B-Instruct is
+// not one of meta-llama/Llama-3.1-8B (they share a catalog profile); the
+// miss names the served variant; the last part of the HF id matches too.
+func TestRecommendServedModel(t *testing.T) {
+	db := virtualFixture(t)
+	runCLICases(t, []cliCase{
+		{name: "base model", args: []string{"--db", db, "recommend", "--model", "meta-llama/Llama-3.1-8B"}, code: exitFailure,
+			stderr: []string{"no study of meta-llama/Llama-3.1-8B in the database; studies of the same model profile served " + testModel}},
+		{name: "short name", args: []string{"--db", db, "recommend", "--model", "Llama-3.1-8B-Instruct"}, code: 0,
+			stderr: []string{"using study ", testModel + " on 1x H100-80GB, engine sim-virtual"}},
+	})
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
 
 	"github.com/vllm-tuner/tuner/search"
 	"github.com/vllm-tuner/tuner/sim"
@@ -207,6 +208,7 @@ func resolveSearch(c *cli.Context) (*searchSetup, error) {
 	ss.key = store.StudyKey{
 		Model: t.Model.Name, GPU: t.GPU.Name, GPUCount: t.GPUCount, Engine: ss.engine, EngineVersion: t.EngineVersion,
 		Workload: ss.workload.Name, Objectives: ss.metrics.Objectives(), SLO: ss.slo.String(), SpaceHash: ss.space.Hash(),
+		ServedModel: servedModel(ss.modelArg, t.Model.Name),
 	}
 	switch ss.engine {
 	case engineVLLM:
@@ -222,6 +224,15 @@ func resolveSearch(c *cli.Context) (*searchSetup, error) {
 		}
 	}
 	return ss, nil
+}
+
+// servedModel is the study key's ServedModel: the --model argument when it
+// names the model otherwise than the catalog does.
+func servedModel(arg, catalogName string) string {
+	if strings.EqualFold(arg, catalogName) {
+		return ""
+	}
+	return arg
 }
 
 // loopConfig reads the loop's budget flags. A bad value is a usage error
@@ -444,6 +455,7 @@ func runSearch(c *cli.Context) error {
 	cfg.Study = study.ID
 	cfg.Workload, cfg.SLO, cfg.Metrics, cfg.Default = ss.workload, ss.slo, ss.metrics, ss.space.DefaultConfig()
 	cfg.Progress, cfg.Terminal, cfg.Logger = c.App.ErrWriter, writerIsTerminal(c.App.ErrWriter), log
+	cfg.Width = terminalWidth(c.App.ErrWriter)
 	loop, err := tuner.New(cfg, runner, prop, tuner.StudyStore{Store: st, Study: study.ID})
 	if err != nil {
 		return asUsage(err)
@@ -661,40 +673,84 @@ func printReport(w io.Writer, rep tuner.Report, ss *searchSetup) {
 	fmt.Fprintf(w, "\nstudy %s: %d search trials, %d re-measurements (%d failed), %s; this run: %d trials in %s\n",
 		rep.Study, rep.SearchTrials, rep.RepeatTrials, rep.FailedTrials, rep.StopReason, rep.RanThisRun, rep.Elapsed.Round(time.Second))
 	m := rep.Metrics
+	r := rep.Recommended
+	def := ss.space.DefaultConfig()
+	estimated := false
 	if len(rep.Front) > 0 {
-		fmt.Fprintf(w, "Pareto front (SLO-feasible configs, conservative values):\n")
+		what := "SLO-feasible configs"
+		if len(rep.SLO) == 0 {
+			what = "no SLO set"
+		}
+		fmt.Fprintf(w, "Pareto front (%s, conservative values; * recommended):\n", what)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "  CONFIG\tRUNS\t%s\t%s ms\tVRAM GiB\tFLAGS (vs default)\n", m.Throughput, m.Latency)
 		for _, cnd := range rep.Front {
-			diff := cnd.Config.Diff(ss.space.DefaultConfig())
-			fl := strings.Join(diff.Flags(), " ")
-			if fl == "" {
-				fl = "(vLLM default)"
+			estimated = estimated || cnd.VRAMEstimated
+			mark := " "
+			if r != nil && r.ConfigID == cnd.ConfigID {
+				mark = "*"
 			}
-			fmt.Fprintf(tw, "  %s\t%d\t%.1f\t%.2f\t%.1f\t%s\n", cnd.ConfigID, cnd.Throughput.N, cnd.Score, cnd.ConservativeLatency, cnd.VRAM.Median, fl)
+			fmt.Fprintf(tw, "%s %s\t%d\t%.1f\t%.2f\t%s\t%s\n", mark, cnd.ConfigID, cnd.Throughput.N, cnd.Score, cnd.ConservativeLatency,
+				fmtVRAM(cnd.VRAM.Median, cnd.VRAMEstimated), flagsVsDefault(cnd.Config, def))
 		}
 		tw.Flush()
 	}
 	if d := rep.Default; d != nil && d.Throughput.N > 0 {
 		feas := "meets the SLO"
-		if !d.Feasible {
+		switch {
+		case len(rep.SLO) == 0:
+			feas = "no SLO set"
+		case !d.Feasible:
 			feas = "misses the SLO: " + strings.Join(d.Violations, ", ")
 		}
-		fmt.Fprintf(w, "vLLM default (%s): %s %.1f, %s %.2f ms; %s\n", d.ConfigID, m.Throughput, d.Throughput.Median, m.Latency, d.Latency.Median, feas)
+		fmt.Fprintf(w, "vLLM default (%s): %s %.1f (median of %d), %s %.2f ms; %s\n", d.ConfigID, m.Throughput, d.Throughput.Median, d.Throughput.N, m.Latency, d.Latency.Median, feas)
 	}
-	r := rep.Recommended
 	if r == nil {
 		if rep.NoFeasible != "" {
 			fmt.Fprintf(w, "no recommendation: %s\n", rep.NoFeasible)
 		}
 		return
 	}
-	fmt.Fprintf(w, "recommended: config %s: %s median %.1f (MAD %.1f over %d runs, score %.1f), %s median %.2f ms, VRAM %.1f GiB\n",
-		r.ConfigID, m.Throughput, r.Throughput.Median, r.Throughput.MAD, r.Throughput.N, r.Score, m.Latency, r.Latency.Median, r.VRAM.Median)
-	if rep.GainPct != nil {
+	estimated = estimated || r.VRAMEstimated
+	what := "config " + r.ConfigID
+	if rep.RecommendedIsDefault {
+		what = "vLLM's default config " + r.ConfigID
+	}
+	fmt.Fprintf(w, "recommended: %s: %s median %.1f (MAD %.1f over %d runs, score %.1f), %s median %.2f ms, VRAM %s GiB\n",
+		what, m.Throughput, r.Throughput.Median, r.Throughput.MAD, r.Throughput.N, r.Score, m.Latency, r.Latency.Median, fmtVRAM(r.VRAM.Median, r.VRAMEstimated))
+	switch {
+	case rep.RecommendedIsDefault:
+		fmt.Fprintf(w, "  keep vLLM's defaults: no measured config ranks above them\n")
+	case rep.Gain != nil:
+		fmt.Fprintf(w, "  %s %s over vLLM's default config: %s\n", rep.Gain, m.Throughput, rep.Gain.Verdict())
+	case rep.GainPct != nil:
 		fmt.Fprintf(w, "  %+.1f%% %s over vLLM's default config\n", *rep.GainPct, m.Throughput)
 	}
 	fmt.Fprintf(w, "  %s\n", shellJoin(append([]string{"vllm", "serve", ss.modelArg}, r.Config.Flags()...)))
+	if estimated {
+		fmt.Fprintln(w, vramEstimateNote)
+	}
+}
+
+// vramEstimateNote explains the "~" of fmtVRAM.
+const vramEstimateNote = "~ VRAM estimated from --gpu-memory-utilization x GPU memory (no NVML or engine gauge): not a measurement"
+
+// fmtVRAM formats a peak VRAM figure, marked "~" when it is an estimate.
+func fmtVRAM(gib float64, estimated bool) string {
+	if estimated {
+		return fmt.Sprintf("~%.1f", gib)
+	}
+	return fmt.Sprintf("%.1f", gib)
+}
+
+// flagsVsDefault are the flags of cfg that differ from vLLM's default, or
+// "(vLLM default)".
+func flagsVsDefault(cfg, def spaces.Config) string {
+	fl := strings.Join(cfg.Diff(def).Flags(), " ")
+	if fl == "" {
+		return "(vLLM default)"
+	}
+	return fl
 }
 
 // cmdLogger logs to stderr: warnings by default, debug with --verbose.
@@ -714,6 +770,20 @@ func writerIsTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// terminalWidth is the column count of the terminal w writes to (0 when
+// unknown: the progress line then fits 80).
+func terminalWidth(w io.Writer) int {
+	f, ok := w.(*os.File)
+	if !ok {
+		return 0
+	}
+	cols, _, err := term.GetSize(int(f.Fd()))
+	if err != nil {
+		return 0
+	}
+	return cols
 }
 
 var execLookPath = exec.LookPath

@@ -226,7 +226,9 @@ func FuzzParseEngineEnv(f *testing.F) {
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
-// TestPrintReportGolden pins the search summary's layout.
+// TestPrintReportGolden pins the search summary's layout: a significant
+// gain with its interval; a gain inside the noise ("keep the default") with
+// estimated VRAM; no SLO; and vLLM's default as the pick.
 func TestPrintReportGolden(t *testing.T) {
 	// A two-parameter space, so the golden file does not follow changes
 	// of the default space.
@@ -237,31 +239,51 @@ func TestPrintReportGolden(t *testing.T) {
 	def := sp.DefaultConfig()
 	best := def.With("max_num_seqs", spaces.IntValue(256)).With("kv_cache_dtype", spaces.StringValue("fp8"))
 	slo, _ := trial.ParseSLO(testSLO)
-	gain := 12.5
-	rep := tuner.Report{
-		Study: "0123456789ab", StopReason: tuner.StopTrials, Elapsed: 83 * time.Second,
-		SearchTrials: 10, RepeatTrials: 3, FailedTrials: 1, RanThisRun: 13, SLO: slo, Metrics: tuner.DefaultMetrics(),
-		Front: []tuner.Candidate{{ConfigID: best.ID(), Config: best, Throughput: tuner.Stat{Median: 4500, MAD: 20, N: 3}, Score: 4480,
-			ConservativeLatency: 21.5, Latency: tuner.Stat{Median: 21, MAD: 0.5, N: 3}, VRAM: tuner.Stat{Median: 72.5, N: 3}, Feasible: true}},
-		Default: &tuner.Candidate{ConfigID: def.ID(), Config: def, Throughput: tuner.Stat{Median: 4000, MAD: 10, N: 2},
-			Latency: tuner.Stat{Median: 25, N: 2}, VRAM: tuner.Stat{Median: 72.5, N: 2}, Feasible: true},
-		GainPct: &gain,
+	cand := func(cfg spaces.Config, runs []float64, lat float64, estimated bool) tuner.Candidate {
+		return tuner.Candidate{ConfigID: cfg.ID(), Config: cfg, Runs: runs, Throughput: tuner.Robust(runs), Score: tuner.Robust(runs).Low(1),
+			ConservativeLatency: lat + 0.5, Latency: tuner.Stat{Median: lat, MAD: 0.5, N: len(runs)}, VRAM: tuner.Stat{Median: 72.5, N: len(runs)},
+			Feasible: true, Remeasured: len(runs) - 1, VRAMEstimated: estimated}
 	}
-	rep.Recommended = &rep.Front[0]
-	var buf bytes.Buffer
-	printReport(&buf, rep, &searchSetup{space: sp, modelArg: testModel})
-	golden := filepath.Join("testdata", "report.golden")
-	if *update {
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
+	report := func(slo trial.SLO, rec, def tuner.Candidate) tuner.Report {
+		rep := tuner.Report{
+			Study: "0123456789ab", StopReason: tuner.StopTrials, Elapsed: 83 * time.Second,
+			SearchTrials: 10, RepeatTrials: 3, FailedTrials: 1, RanThisRun: 13, SLO: slo, Metrics: tuner.DefaultMetrics(),
+			Front: []tuner.Candidate{rec}, Default: &def,
 		}
+		rep.Recommended = &rep.Front[0]
+		if g, ok := tuner.EstimateGain(rep.Recommended, rep.Default); ok && rec.ConfigID != def.ConfigID {
+			rep.Gain, rep.GainPct = &g, &g.Pct
+		}
+		rep.RecommendedIsDefault = rec.ConfigID == def.ConfigID
+		return rep
 	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run with -update)", err)
+	base := cand(def, []float64{4000, 4010, 3990}, 25, false)
+	tests := []struct {
+		golden string
+		rep    tuner.Report
+	}{
+		{"report.golden", report(slo, cand(best, []float64{4500, 4520, 4480}, 21, false), base)},
+		{"report-noise.golden", report(slo, cand(best, []float64{4040, 4090, 3975}, 21, true), cand(def, []float64{4000, 4050, 3960}, 25, true))},
+		{"report-default.golden", report(nil, base, base)},
 	}
-	if buf.String() != string(want) {
-		t.Fatalf("report differs from %s (-update to accept):\n%s", golden, buf.String())
+	for _, tt := range tests {
+		t.Run(tt.golden, func(t *testing.T) {
+			var buf bytes.Buffer
+			printReport(&buf, tt.rep, &searchSetup{space: sp, modelArg: testModel})
+			golden := filepath.Join("testdata", tt.golden)
+			if *update {
+				if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run with -update)", err)
+			}
+			if buf.String() != string(want) {
+				t.Fatalf("report differs from %s (-update to accept):\n%s", golden, buf.String())
+			}
+		})
 	}
 }
 

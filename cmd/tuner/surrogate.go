@@ -266,13 +266,14 @@ func historyMatrix(c *cli.Context) (*surrogate.Matrix, int, error) {
 		wname = w.Name
 		workloads[w.Name] = w
 	}
-	studies, err := matchStudies(c.Context, st, t.Model.Name, t.GPU.Name, wname, c.String("engine"))
+	// Every study of the model's profile (base and -Instruct alike) trains it.
+	studies, err := matchStudies(c.Context, st, "", t.GPU.Name, wname, c.String("engine"))
 	if err != nil {
 		return nil, 0, err
 	}
 	byID := map[string]store.Study{}
 	for _, s := range studies {
-		if s.Key.GPUCount == t.GPUCount {
+		if s.Key.Model == t.Model.Name && s.Key.GPUCount == t.GPUCount {
 			byID[s.ID] = s
 		}
 	}

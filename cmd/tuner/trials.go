@@ -74,6 +74,28 @@ func canonicalGPU(name string) string {
 	return name
 }
 
+// modelMatches reports whether a --model argument names the model a study
+// served: its served name (the HF id, or its last part), or, for a study
+// started with the catalog's name, any name of that catalog model.
+func modelMatches(arg string, k store.StudyKey) bool {
+	if arg == "" {
+		return true
+	}
+	if k.ServedModel == "" {
+		return canonicalModel(arg) == k.Model
+	}
+	base := func(s string) string { return s[strings.LastIndexByte(s, '/')+1:] }
+	return strings.EqualFold(arg, k.ServedModel) || strings.EqualFold(base(arg), base(k.ServedModel))
+}
+
+// servedName is the model name a study's engine served.
+func servedName(k store.StudyKey) string {
+	if k.ServedModel != "" {
+		return k.ServedModel
+	}
+	return k.Model
+}
+
 // matchStudies returns the studies of a model (and GPU, workload, engine
 // when given), newest first.
 func matchStudies(ctx context.Context, s *store.Store, model, gpu, workload, engine string) ([]store.Study, error) {
@@ -81,11 +103,11 @@ func matchStudies(ctx context.Context, s *store.Store, model, gpu, workload, eng
 	if err != nil {
 		return nil, err
 	}
-	model, gpu = canonicalModel(model), canonicalGPU(gpu)
+	gpu = canonicalGPU(gpu)
 	var out []store.Study
 	for _, st := range all {
 		k := st.Key
-		if (model != "" && k.Model != model) || (gpu != "" && k.GPU != gpu) ||
+		if !modelMatches(model, k) || (gpu != "" && k.GPU != gpu) ||
 			(workload != "" && k.Workload != workload) || (engine != "" && k.Engine != engine) {
 			continue
 		}
