@@ -224,7 +224,7 @@ type Load struct {
 // returns the records of every issued request in spec order. In open loop a
 // pacer releases requests at their offsets whatever the server does; in
 // closed loop Concurrency workers each send the next request as soon as
-// their previous one ends. gate (nil: all) can stop issuing early; ctx
+// their previous one ends (and its RequestSpec.Think has passed). gate (nil: all) can stop issuing early; ctx
 // cancellation stops issuing and cancels requests in flight (their records
 // say "cancelled"). Drive returns when every issued request has ended.
 func (c *Client) Drive(ctx context.Context, specs []RequestSpec, load Load, gate Gate) []Record {
@@ -300,6 +300,9 @@ func (c *Client) drive(ctx context.Context, start time.Time, specs []RequestSpec
 						return
 					}
 					d.finish(i, c.do(ctx, specs[i], d.start, load.Salt))
+					if !sleepCtx(ctx, specs[i].Think) {
+						return
+					}
 				}
 			})
 		}
@@ -331,7 +334,7 @@ func (c *Client) drive(ctx context.Context, start time.Time, specs []RequestSpec
 	return d.recs[:d.issued]
 }
 
-// sleepCtx waits for d (false when ctx ends first).
+// sleepCtx waits d (a ramp step, a closed-loop user's think time); false when ctx ended.
 func sleepCtx(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil

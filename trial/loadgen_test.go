@@ -419,3 +419,27 @@ func TestChunkStampedAtRead(t *testing.T) {
 		}
 	}
 }
+
+// A closed-loop user pauses for its request's think time before sending the
+// next one: with one user, each send starts at least the think time after
+// the previous response ended.
+func TestDriveThinkTime(t *testing.T) {
+	srv := &streamServer{gap: time.Millisecond}
+	base := newStreamServer(t, srv)
+	c := NewClient(base, "m", 10*time.Second)
+	defer c.Close()
+	specs := specsN(4, 16, 2)
+	for i := range specs {
+		specs[i].Think = 30 * time.Millisecond
+	}
+	recs := c.Drive(context.Background(), specs, Load{Concurrency: 1}, nil)
+	if len(recs) != 4 {
+		t.Fatalf("%d records", len(recs))
+	}
+	for i := 1; i < len(recs); i++ {
+		prevEnd := recs[i-1].Start + recs[i-1].Latency()
+		if gap := recs[i].Start - prevEnd; gap < 30*time.Millisecond {
+			t.Errorf("request %d sent %v after the previous response, want >= 30ms think time", i, gap)
+		}
+	}
+}

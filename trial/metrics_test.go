@@ -181,7 +181,7 @@ func TestSummarizeGoodputAndByClass(t *testing.T) {
 		// long: ttft 100, tpot 90 (violates tpot), e2el 1000
 		{PromptLen: 5000, OutputLen: 11, Start: 0, Chunks: chunks(100, 1000), End: msd(1000)},
 		// short: ttft 100, tpot 10, e2el 200
-		{PromptLen: 511, OutputLen: 11, Start: msd(800), Chunks: chunks(100, 200), End: msd(200)},
+		{PromptLen: 255, OutputLen: 11, Start: msd(800), Chunks: chunks(100, 200), End: msd(200)},
 	}
 	slo, err := ParseSLO("ttft_p99<=200ms,tpot_mean<=50ms,e2el_p90<=5s,output_throughput>=1e9")
 	if err != nil {

@@ -8,13 +8,16 @@ import (
 
 // LengthDist is a distribution of token counts.
 type LengthDist struct {
-	Kind    string      `yaml:"kind" json:"kind"` // fixed | uniform | normal | mixture
-	Value   int         `yaml:"value,omitempty" json:"value,omitempty"`
-	Min     int         `yaml:"min,omitempty" json:"min,omitempty"`
-	Max     int         `yaml:"max,omitempty" json:"max,omitempty"`
-	Mean    float64     `yaml:"mean,omitempty" json:"mean,omitempty"`
-	Std     float64     `yaml:"std,omitempty" json:"std,omitempty"`
-	Mixture []Component `yaml:"mixture,omitempty" json:"mixture,omitempty"`
+	Kind  string  `yaml:"kind" json:"kind"` // fixed | uniform | normal | zipf | mixture
+	Value int     `yaml:"value,omitempty" json:"value,omitempty"`
+	Min   int     `yaml:"min,omitempty" json:"min,omitempty"`
+	Max   int     `yaml:"max,omitempty" json:"max,omitempty"`
+	Mean  float64 `yaml:"mean,omitempty" json:"mean,omitempty"`
+	Std   float64 `yaml:"std,omitempty" json:"std,omitempty"`
+	// Exponent of a zipf distribution (> 1): P(min+k) is proportional to
+	// (1+k)^-exponent for k in [0, max-min].
+	Exponent float64     `yaml:"exponent,omitempty" json:"exponent,omitempty"`
+	Mixture  []Component `yaml:"mixture,omitempty" json:"mixture,omitempty"`
 }
 
 // Component is one weighted part of a mixture.
@@ -40,6 +43,8 @@ func (d LengthDist) Sample(r *rand.Rand) int {
 		if d.Max > 0 && n > d.Max {
 			n = d.Max
 		}
+	case "zipf":
+		n = d.Min + int(rand.NewZipf(r, d.Exponent, 1, uint64(d.Max-d.Min)).Uint64())
 	case "mixture":
 		var total float64
 		for _, c := range d.Mixture {
@@ -65,6 +70,14 @@ func (d LengthDist) MeanValue() float64 {
 		return float64(d.Min+d.Max) / 2
 	case "normal":
 		return d.Mean
+	case "zipf":
+		var z, sum float64
+		for k := 0; k <= d.Max-d.Min; k++ {
+			p := math.Pow(float64(1+k), -d.Exponent)
+			z += p
+			sum += p * float64(d.Min+k)
+		}
+		return sum / z
 	case "mixture":
 		var total, sum float64
 		for _, c := range d.Mixture {
@@ -82,7 +95,7 @@ func (d LengthDist) MeanValue() float64 {
 // MaxValue is an upper bound of the distribution (normal: mean + 4 std, or Max).
 func (d LengthDist) MaxValue() int {
 	switch d.Kind {
-	case "uniform":
+	case "uniform", "zipf":
 		return d.Max
 	case "normal":
 		if d.Max > 0 {
@@ -129,6 +142,9 @@ type Workload struct {
 	Levels []float64 `yaml:"levels,omitempty" json:"levels,omitempty"`
 	// Capacity asks the trial to find the highest level meeting the SLOs.
 	Capacity bool `yaml:"capacity,omitempty" json:"capacity,omitempty"`
+	// ThinkMS, when set, is a closed-loop user's pause after each response
+	// in milliseconds (locust's wait_time).
+	ThinkMS *LengthDist `yaml:"think_ms,omitempty" json:"think_ms,omitempty"`
 
 	// sharegpt holds the loaded ShareGPT pairs (prompt, output lengths).
 	sharegpt [][2]int
@@ -142,21 +158,35 @@ type RequestSpec struct {
 	OutputLen int           `json:"output_len"`
 	PrefixLen int           `json:"prefix_len,omitempty"` // leading tokens shared by all requests
 	Warmup    bool          `json:"warmup,omitempty"`
+	Think     time.Duration `json:"think,omitempty"` // closed loop: the user's pause after this request
 }
 
 // Class is the prompt-length class used for per-class metrics.
 func (r RequestSpec) Class() string { return PromptClass(r.PromptLen) }
 
-// PromptClass buckets a prompt length: short < 512 <= medium < 4096 <= long.
-func PromptClass(n int) string {
+// PromptBuckets bound the prompt-length classes: short < Short <= medium
+// <= Medium < long. Trials' and benchmark runs' breakdowns share them.
+type PromptBuckets struct {
+	Short  int `yaml:"short" json:"short"`
+	Medium int `yaml:"medium" json:"medium"`
+}
+
+// DefaultPromptBuckets are short < 256, medium 256-2048, long > 2048 tokens.
+func DefaultPromptBuckets() PromptBuckets { return PromptBuckets{Short: 256, Medium: 2048} }
+
+// Class buckets a prompt length.
+func (b PromptBuckets) Class(n int) string {
 	switch {
-	case n < 512:
+	case n < b.Short:
 		return "short"
-	case n < 4096:
+	case n <= b.Medium:
 		return "medium"
 	}
 	return "long"
 }
+
+// PromptClass buckets a prompt length by DefaultPromptBuckets.
+func PromptClass(n int) string { return DefaultPromptBuckets().Class(n) }
 
 // Requests generates the request sequence, deterministic for the seed: the
 // warm-up requests first, then NumRequests measured ones. Arrival offsets
@@ -177,6 +207,10 @@ func (w *Workload) Requests() []RequestSpec {
 		}
 		p += w.PrefixLen
 		out[i] = RequestSpec{Index: i, PromptLen: p, OutputLen: o, PrefixLen: w.PrefixLen, Warmup: i < w.Warmup}
+		if w.ThinkMS != nil && w.Arrival.Closed() {
+			// Drawn only when set, so other workloads keep their sequences.
+			out[i].Think = time.Duration(w.ThinkMS.Sample(r)) * time.Millisecond
+		}
 		if !w.Arrival.Closed() && w.Arrival.Rate > 0 {
 			out[i].At = time.Duration(at * float64(time.Second))
 			at += gap(r, w.Arrival)

@@ -80,6 +80,7 @@ type rawWorkload struct {
 	SLO         string      `yaml:"slo"`
 	Levels      []float64   `yaml:"levels"`
 	Capacity    bool        `yaml:"capacity"`
+	ThinkMS     *LengthDist `yaml:"think_ms"`
 }
 
 // ParseWorkload decodes and validates a workload YAML document (unknown
@@ -95,7 +96,7 @@ func ParseWorkload(file string, b []byte) (Workload, error) {
 	w := Workload{
 		Name: raw.Name, PrefixLen: raw.PrefixLen, ShareGPT: raw.ShareGPT,
 		NumRequests: raw.NumRequests, Warmup: raw.Warmup, Seed: raw.Seed,
-		Levels: raw.Levels, Capacity: raw.Capacity,
+		Levels: raw.Levels, Capacity: raw.Capacity, ThinkMS: raw.ThinkMS,
 	}
 	if w.Name == "" {
 		return w, loc.errf("$.name", "name", "missing")
@@ -119,6 +120,11 @@ func ParseWorkload(file string, b []byte) (Workload, error) {
 			return w, err
 		}
 		w.Output = *raw.Output
+	}
+	if raw.ThinkMS != nil {
+		if err := validateDist(loc, "$.think_ms", "think_ms", *raw.ThinkMS, 0); err != nil {
+			return w, err
+		}
 	}
 	if raw.PrefixLen < 0 {
 		return w, loc.errf("$.prefix_len", "prefix_len", "must be >= 0")
@@ -207,6 +213,13 @@ func validateDist(loc wlocator, path, field string, d LengthDist, depth int) err
 		if !(d.Mean >= 1) || !(d.Std >= 0) || d.Mean > maxLen || d.Std > maxLen || d.Min < 0 || d.Max < 0 || (d.Max > 0 && d.Max < d.Min) || d.Max > maxLen {
 			return loc.errf(path, field, "normal needs mean >= 1, std >= 0, 0 <= min <= max")
 		}
+	case "zipf":
+		if d.Min < 1 || d.Max < d.Min || d.Max > maxLen {
+			return loc.errf(path, field, "zipf needs 1 <= min <= max <= %d", maxLen)
+		}
+		if !(d.Exponent > 1) || d.Exponent > 100 {
+			return loc.errf(path, field+".exponent", "zipf needs 1 < exponent <= 100")
+		}
 	case "mixture":
 		if len(d.Mixture) == 0 {
 			return loc.errf(path, field+".mixture", "mixture needs components")
@@ -225,9 +238,9 @@ func validateDist(loc wlocator, path, field string, d LengthDist, depth int) err
 			}
 		}
 	case "":
-		return loc.errf(path, field+".kind", "missing (fixed, uniform, normal or mixture)")
+		return loc.errf(path, field+".kind", "missing (fixed, uniform, normal, zipf or mixture)")
 	default:
-		return loc.errf(path+".kind", field+".kind", "unknown %q (fixed, uniform, normal or mixture)", d.Kind)
+		return loc.errf(path+".kind", field+".kind", "unknown %q (fixed, uniform, normal, zipf or mixture)", d.Kind)
 	}
 	if d.Kind != "mixture" && len(d.Mixture) > 0 {
 		return loc.errf(path, field+".mixture", "only for kind: mixture")

@@ -78,7 +78,7 @@ func TestParseWorkloadErrors(t *testing.T) {
 	}{
 		{"unknown field", "name: x\nprompt: {kind: fixed, value: 1}\noutput: {kind: fixed, value: 1}\narrival: {kind: closed, concurrency: 1}\nnum_requests: 1\nbogus: 3\n", "", 6},
 		{"missing name", "prompt: {kind: fixed, value: 1}\n", "name", 0},
-		{"bad kind", "name: x\nprompt:\n  kind: zipf\noutput: {kind: fixed, value: 1}\narrival: {kind: closed, concurrency: 1}\nnum_requests: 1\n", "prompt.kind", 3},
+		{"bad kind", "name: x\nprompt:\n  kind: pareto\noutput: {kind: fixed, value: 1}\narrival: {kind: closed, concurrency: 1}\nnum_requests: 1\n", "prompt.kind", 3},
 		{"uniform", "name: x\nprompt: {kind: uniform, min: 5, max: 2}\noutput: {kind: fixed, value: 1}\narrival: {kind: closed, concurrency: 1}\nnum_requests: 1\n", "prompt", 2},
 		{"mixture weight", "name: x\nprompt:\n  kind: mixture\n  mixture:\n    - weight: 0\n      dist: {kind: fixed, value: 3}\noutput: {kind: fixed, value: 1}\narrival: {kind: closed, concurrency: 1}\nnum_requests: 1\n", "prompt.mixture[0].weight", 5},
 		{"closed no conc", "name: x\nprompt: {kind: fixed, value: 1}\noutput: {kind: fixed, value: 1}\narrival:\n  kind: closed\nnum_requests: 1\n", "arrival.concurrency", 5},
@@ -90,6 +90,9 @@ func TestParseWorkloadErrors(t *testing.T) {
 		{"capacity needs slo", "name: x\nprompt: {kind: fixed, value: 1}\noutput: {kind: fixed, value: 1}\narrival: {kind: closed}\nnum_requests: 1\ncapacity: true\n", "capacity", 6},
 		{"level", "name: x\nprompt: {kind: fixed, value: 1}\noutput: {kind: fixed, value: 1}\narrival: {kind: closed, concurrency: 1}\nnum_requests: 1\nlevels: [1, 2.5]\n", "levels[1]", 6},
 		{"type", "name: x\nprompt: {kind: fixed, value: many}\n", "", 2},
+		{"zipf exponent", "name: x\nprompt: {kind: zipf, min: 1, max: 100, exponent: 1}\noutput: {kind: fixed, value: 1}\narrival: {kind: closed, concurrency: 1}\nnum_requests: 1\n", "prompt.exponent", 2},
+		{"zipf range", "name: x\nprompt: {kind: zipf, min: 9, max: 3, exponent: 2}\noutput: {kind: fixed, value: 1}\narrival: {kind: closed, concurrency: 1}\nnum_requests: 1\n", "prompt", 2},
+		{"think", "name: x\nprompt: {kind: fixed, value: 1}\noutput: {kind: fixed, value: 1}\narrival: {kind: closed, concurrency: 1}\nnum_requests: 1\nthink_ms: {kind: uniform, min: 3, max: 1}\n", "think_ms", 6},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -198,4 +201,59 @@ func FuzzShareGPT(f *testing.F) {
 			}
 		}
 	})
+}
+
+// Zipf lengths stay in [min, max], the smallest is the most frequent (its
+// share is 1/H(n, s)), and the sample mean matches MeanValue.
+func TestZipfLengths(t *testing.T) {
+	w, err := ParseWorkload("z.yaml", []byte("name: z\nprompt: {kind: zipf, min: 10, max: 1000, exponent: 1.5}\noutput: {kind: fixed, value: 4}\narrival: {kind: closed, concurrency: 1}\nnum_requests: 40000\nseed: 3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h float64
+	for k := 1; k <= 991; k++ {
+		h += math.Pow(float64(k), -1.5)
+	}
+	var sum float64
+	first := 0
+	for _, s := range w.Requests() {
+		if s.PromptLen < 10 || s.PromptLen > 1000 {
+			t.Fatalf("zipf length %d outside [10, 1000]", s.PromptLen)
+		}
+		if s.PromptLen == 10 {
+			first++
+		}
+		sum += float64(s.PromptLen)
+	}
+	n := float64(w.NumRequests)
+	if got, want := float64(first)/n, 1/h; math.Abs(got-want) > 0.01 {
+		t.Errorf("share of the minimum %.3f, want %.3f", got, want)
+	}
+	// The mean of a heavy tail converges slowly: 10% relative.
+	if got, want := sum/n, w.Prompt.MeanValue(); math.Abs(got-want)/want > 0.1 {
+		t.Errorf("zipf sample mean %.1f, MeanValue %.1f", got, want)
+	}
+}
+
+// Think time is drawn per closed-loop request only when set, so workloads
+// without it keep their request sequences.
+func TestThinkTime(t *testing.T) {
+	base := "name: t\nprompt: {kind: uniform, min: 1, max: 100}\noutput: {kind: fixed, value: 4}\narrival: {kind: closed, concurrency: 2}\nnum_requests: 200\nseed: 5\n"
+	plain, err := ParseWorkload("t.yaml", []byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	think, err := ParseWorkload("t.yaml", []byte(base+"think_ms: {kind: uniform, min: 1000, max: 3000}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := plain.Requests(), think.Requests()
+	if a[0].PromptLen != b[0].PromptLen || a[0].Think != 0 {
+		t.Errorf("first request changed by think time: %+v vs %+v", a[0], b[0])
+	}
+	for _, s := range b {
+		if s.Think < time.Second || s.Think > 3*time.Second {
+			t.Fatalf("think %v outside 1-3 s", s.Think)
+		}
+	}
 }

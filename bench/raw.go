@@ -1,0 +1,299 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+// Request is the raw record of one benchmark request as a run keeps it:
+// times at microsecond resolution, the inter-token latencies as a
+// summary (mean, median, p99, max) instead of every chunk.
+type Request struct {
+	Level  int           `json:"level"` // index of the cell's load level
+	Index  int           `json:"index"`
+	Start  time.Duration `json:"start"` // send, from the level's start
+	Prompt int           `json:"prompt_tokens"`
+	Output int           `json:"output_tokens"`
+	TTFT   time.Duration `json:"ttft"`
+	E2EL   time.Duration `json:"e2el"`
+	ITL    ITLSummary    `json:"itl"`
+	Err    string        `json:"error,omitempty"` // error class; "" for a success
+	Warmup bool          `json:"warmup,omitempty"`
+}
+
+// ITLSummary summarises one request's inter-token latencies.
+type ITLSummary struct {
+	Mean time.Duration `json:"mean"`
+	P50  time.Duration `json:"p50"`
+	P99  time.Duration `json:"p99"`
+	Max  time.Duration `json:"max"`
+}
+
+// OK reports whether the request succeeded.
+func (r *Request) OK() bool { return r.Err == "" }
+
+// TPOT is (E2EL - TTFT) / (output - 1); ok is false for one token or a failure.
+func (r *Request) TPOT() (time.Duration, bool) {
+	if !r.OK() || r.Output <= 1 {
+		return 0, false
+	}
+	return (r.E2EL - r.TTFT) / time.Duration(r.Output-1), true
+}
+
+// Value is a per-request metric in milliseconds ("ttft", "tpot", "itl" (the
+// request's mean), "e2el"); ok is false when the request has none (a
+// failure, TPOT of one token). The regression gate compares these samples.
+func (r *Request) Value(metric string) (float64, bool) {
+	if !r.OK() {
+		return 0, false
+	}
+	switch metric {
+	case "ttft":
+		return msOf(r.TTFT), true
+	case "e2el":
+		return msOf(r.E2EL), true
+	case "tpot":
+		d, ok := r.TPOT()
+		return msOf(d), ok
+	case "itl":
+		return msOf(r.ITL.Mean), r.Output > 1
+	}
+	return 0, false
+}
+
+func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// ErrorClass names the kind of a request error: timeout, cancelled,
+// http_<code>, refused, reset, stream, malformed, engine_error,
+// no_content or other.
+func ErrorClass(msg string) string {
+	switch {
+	case msg == "":
+		return ""
+	case msg == "timeout", msg == "cancelled":
+		return msg
+	case strings.HasPrefix(msg, "http "):
+		code, _, _ := strings.Cut(strings.TrimPrefix(msg, "http "), ":")
+		return "http_" + code
+	case strings.Contains(msg, "connection refused"):
+		return "refused"
+	case strings.Contains(msg, "connection reset"), strings.Contains(msg, "EOF"):
+		return "reset"
+	case strings.HasPrefix(msg, "stream"):
+		return "stream"
+	case strings.HasPrefix(msg, "malformed"):
+		return "malformed"
+	case strings.HasPrefix(msg, "engine error"):
+		return "engine_error"
+	case msg == "no content chunk":
+		return "no_content"
+	}
+	return "other"
+}
+
+// FromRecord turns a client record of load level `level` into a Request.
+func FromRecord(level int, rec *trial.Record) Request {
+	r := Request{Level: level, Index: rec.Index, Start: rec.Start.Truncate(time.Microsecond), Prompt: rec.PromptLen,
+		Output: rec.Tokens(), Err: ErrorClass(rec.Err), Warmup: rec.Warmup}
+	if rec.Err == "" && len(rec.Chunks) == 0 {
+		r.Err = "no_content"
+	}
+	if r.OK() {
+		r.TTFT = rec.TTFT().Truncate(time.Microsecond)
+		r.E2EL = rec.Latency().Truncate(time.Microsecond)
+		r.ITL = itlSummary(rec.Chunks)
+	} else {
+		r.E2EL = rec.End.Truncate(time.Microsecond)
+	}
+	return r
+}
+
+func itlSummary(chunks []time.Duration) ITLSummary {
+	if len(chunks) < 2 {
+		return ITLSummary{}
+	}
+	gaps := make([]float64, len(chunks)-1)
+	for i := 1; i < len(chunks); i++ {
+		gaps[i-1] = float64(chunks[i] - chunks[i-1])
+	}
+	d := trial.Distribution(gaps)
+	us := func(v float64) time.Duration { return time.Duration(v).Truncate(time.Microsecond) }
+	return ITLSummary{Mean: us(d.Mean), P50: us(d.Median), P99: us(d.P99), Max: us(d.Max)}
+}
+
+// Record is the trial.Record equivalent of r for trial.Summarize: the
+// first and last content chunks stand for the stream (so TTFT, TPOT, E2EL,
+// throughputs and goodput are exact; the pooled ITL is not, see
+// Summarize).
+func (r *Request) Record() trial.Record {
+	rec := trial.Record{Index: r.Index, PromptLen: r.Prompt, OutputLen: r.Output, Start: r.Start, End: r.E2EL, Warmup: r.Warmup}
+	if !r.OK() {
+		rec.Err = r.Err
+		return rec
+	}
+	rec.Chunks = []time.Duration{r.TTFT}
+	if r.Output > 1 || r.E2EL > r.TTFT {
+		rec.Chunks = append(rec.Chunks, r.E2EL)
+	}
+	return rec
+}
+
+// Raw data encoding: gzip over a magic, a string table of error classes
+// and, per request, varints (deltas for index and start; microseconds).
+const rawMagic = "TBR1"
+
+// EncodeRaw compresses requests (about 20 bytes a request).
+func EncodeRaw(reqs []Request) ([]byte, error) {
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if err != nil {
+		return nil, err
+	}
+	bw := bufio.NewWriterSize(zw, 1<<16)
+	bw.WriteString(rawMagic)
+	var tmp [binary.MaxVarintLen64]byte
+	uv := func(v uint64) { bw.Write(tmp[:binary.PutUvarint(tmp[:], v)]) }
+	sv := func(v int64) { bw.Write(tmp[:binary.PutVarint(tmp[:], v)]) }
+	us := func(d time.Duration) uint64 { return uint64(max(0, d/time.Microsecond)) }
+	var classes []string
+	idx := map[string]int{"": 0}
+	for i := range reqs {
+		if _, ok := idx[reqs[i].Err]; !ok {
+			idx[reqs[i].Err] = len(classes) + 1
+			classes = append(classes, reqs[i].Err)
+		}
+	}
+	uv(uint64(len(classes)))
+	for _, c := range classes {
+		uv(uint64(len(c)))
+		bw.WriteString(c)
+	}
+	uv(uint64(len(reqs)))
+	var prevIdx int64
+	var prevStart int64
+	for i := range reqs {
+		r := &reqs[i]
+		uv(uint64(r.Level))
+		sv(int64(r.Index) - prevIdx)
+		prevIdx = int64(r.Index)
+		st := int64(r.Start / time.Microsecond)
+		sv(st - prevStart)
+		prevStart = st
+		uv(uint64(max(0, r.Prompt)))
+		uv(uint64(max(0, r.Output)))
+		flags := uint64(idx[r.Err]) << 1
+		if r.Warmup {
+			flags |= 1
+		}
+		uv(flags)
+		uv(us(r.E2EL))
+		if r.OK() {
+			uv(us(r.TTFT))
+			uv(us(r.ITL.Mean))
+			uv(us(r.ITL.P50))
+			uv(us(r.ITL.P99))
+			uv(us(r.ITL.Max))
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// ErrRawData reports raw data that cannot be decoded.
+var ErrRawData = errors.New("bench: bad raw data")
+
+// maxRawRequests bounds a decode (a corrupt count must not allocate GBs).
+const maxRawRequests = 50_000_000
+
+// DecodeRaw reads what EncodeRaw wrote.
+func DecodeRaw(b []byte) ([]Request, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrRawData, err)
+	}
+	br := bufio.NewReaderSize(zr, 1<<16)
+	magic := make([]byte, len(rawMagic))
+	if _, err := io.ReadFull(br, magic); err != nil || string(magic) != rawMagic {
+		return nil, fmt.Errorf("%w: no %s header", ErrRawData, rawMagic)
+	}
+	var rerr error
+	uv := func() uint64 {
+		v, err := binary.ReadUvarint(br)
+		if err != nil && rerr == nil {
+			rerr = err
+		}
+		return v
+	}
+	sv := func() int64 {
+		v, err := binary.ReadVarint(br)
+		if err != nil && rerr == nil {
+			rerr = err
+		}
+		return v
+	}
+	d := func() time.Duration { return time.Duration(uv()) * time.Microsecond }
+	nc := uv()
+	if rerr != nil || nc > 1<<16 {
+		return nil, fmt.Errorf("%w: error table", ErrRawData)
+	}
+	classes := []string{""}
+	for range nc {
+		n := uv()
+		if rerr != nil || n > 1<<10 {
+			return nil, fmt.Errorf("%w: error table", ErrRawData)
+		}
+		s := make([]byte, n)
+		if _, err := io.ReadFull(br, s); err != nil {
+			return nil, fmt.Errorf("%w: error table: %w", ErrRawData, err)
+		}
+		classes = append(classes, string(s))
+	}
+	n := uv()
+	if rerr != nil || n > maxRawRequests {
+		return nil, fmt.Errorf("%w: request count", ErrRawData)
+	}
+	out := make([]Request, 0, min(n, 1<<20))
+	var idx, start int64
+	for range n {
+		var r Request
+		r.Level = int(uv())
+		idx += sv()
+		r.Index = int(idx)
+		start += sv()
+		r.Start = time.Duration(start) * time.Microsecond
+		r.Prompt = int(uv())
+		r.Output = int(uv())
+		flags := uv()
+		r.Warmup = flags&1 != 0
+		ci := flags >> 1
+		if ci >= uint64(len(classes)) {
+			return nil, fmt.Errorf("%w: error class %d of %d", ErrRawData, ci, len(classes))
+		}
+		r.Err = classes[ci]
+		r.E2EL = d()
+		if r.OK() {
+			r.TTFT = d()
+			r.ITL = ITLSummary{Mean: d(), P50: d(), P99: d(), Max: d()}
+		}
+		if rerr != nil {
+			return nil, fmt.Errorf("%w: request %d: %w", ErrRawData, len(out), rerr)
+		}
+		out = append(out, r)
+	}
+	return slices.Clip(out), nil
+}

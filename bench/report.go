@@ -1,0 +1,270 @@
+package bench
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+// table is a header and rows, rendered as aligned text or Markdown.
+type table struct {
+	head []string
+	rows [][]string
+}
+
+func (t *table) add(cells ...string) { t.rows = append(t.rows, cells) }
+
+func (t *table) text(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(t.head, "\t"))
+	for _, r := range t.rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	tw.Flush()
+}
+
+func (t *table) markdown(w io.Writer) {
+	fmt.Fprintf(w, "| %s |\n|%s\n", strings.Join(t.head, " | "), strings.Repeat("---|", len(t.head)))
+	for _, r := range t.rows {
+		fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
+	}
+}
+
+func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+func f2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+
+// LoadString names a level's load ("c=64" closed loop, "8 req/s" open).
+func (l *LevelResult) LoadString() string {
+	if l.Concurrency > 0 {
+		return "c=" + strconv.Itoa(l.Concurrency)
+	}
+	return strconv.FormatFloat(l.Rate, 'g', 6, 64) + " req/s"
+}
+
+// Write renders the run as text ("text") or Markdown ("md"): the labels,
+// then per cell its throughput table, its latency percentiles, the
+// prompt-length buckets and the capacity at the SLO.
+func (r *Run) Write(w io.Writer, format string) error {
+	md := format == "md"
+	render := func(t *table) {
+		if md {
+			t.markdown(w)
+		} else {
+			t.text(w)
+		}
+		fmt.Fprintln(w)
+	}
+	if md {
+		fmt.Fprintf(w, "### Benchmark run %s (%s)\n\n", r.ID, r.State)
+	} else {
+		fmt.Fprintf(w, "run %s  %s\n", r.ID, r.State)
+	}
+	lab := &table{head: []string{"label", "value"}}
+	lab.add("model", r.Model)
+	gpu := "-"
+	if r.GPU.Count > 0 || r.GPU.Name != "" {
+		gpu = fmt.Sprintf("%d x %s", max(1, r.GPU.Count), r.GPU.Name)
+	}
+	lab.add("gpu", gpu)
+	lab.add("engine", strings.TrimSpace(r.Engine+" "+r.EngineVersion))
+	if r.URL != "" {
+		lab.add("url", r.URL)
+	}
+	lab.add("matrix", fmt.Sprintf("%s (%s)", r.Matrix, r.MatrixHash))
+	if r.Tier != "" {
+		lab.add("tier", r.Tier)
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Labels)) {
+		lab.add(k, r.Labels[k])
+	}
+	lab.add("start", r.Start.Format(time.RFC3339))
+	if !r.End.IsZero() {
+		lab.add("end", fmt.Sprintf("%s (%s)", r.End.Format(time.RFC3339), r.End.Sub(r.Start).Round(time.Second)))
+	}
+	if r.Reason != "" {
+		lab.add("reason", r.Reason)
+	}
+	if len(r.Flags) > 0 {
+		flags := strings.Join(r.Flags, " ")
+		if md {
+			flags = "`" + flags + "`"
+		}
+		lab.add("command", flags)
+	}
+	render(lab)
+	for i := range r.Cells {
+		c := &r.Cells[i]
+		title := fmt.Sprintf("cell %s: %d requests", c.Name, c.Requests)
+		if c.Workload.SLO != nil {
+			title += fmt.Sprintf(", SLO %s, capacity at SLO %g", c.Workload.SLO, c.Capacity)
+		}
+		if c.Error != "" {
+			title += ", stopped: " + c.Error
+		}
+		if md {
+			fmt.Fprintf(w, "#### %s\n\n", title)
+		} else {
+			fmt.Fprintln(w, title)
+		}
+		render(c.throughputTable())
+		render(c.latencyTable())
+		render(c.bucketTable())
+	}
+	return nil
+}
+
+func (c *CellResult) throughputTable() *table {
+	t := &table{head: []string{"load", "req/s", "in tok/s", "out tok/s", "total tok/s", "goodput req/s", "success", "errors", "stable", "kv max", "preempt", "out tok/s/gpu", "J/tok"}}
+	for i := range c.Levels {
+		l := &c.Levels[i]
+		m := &l.Metrics
+		in := 0.0
+		if m.DurationS > 0 {
+			in = float64(m.TotalInputTokens) / m.DurationS
+		}
+		var errs []string
+		for _, k := range slices.Sorted(maps.Keys(l.Errors)) {
+			errs = append(errs, fmt.Sprintf("%s:%d", k, l.Errors[k]))
+		}
+		stable := "yes"
+		if !l.Stability.Stable {
+			stable = "no"
+		}
+		j := "-"
+		if l.JoulesPerToken > 0 {
+			j = f2(l.JoulesPerToken)
+		}
+		per := "-"
+		if l.OutputTokSPerGPU > 0 {
+			per = f1(l.OutputTokSPerGPU)
+		}
+		t.add(l.LoadString(), f2(m.RequestThroughput), f1(in), f1(m.OutputThroughput), f1(m.TotalTokenThroughput), f2(m.RequestGoodput),
+			fmt.Sprintf("%.1f%%", 100*l.SuccessRate), orDash(strings.Join(errs, " ")), stable,
+			fmt.Sprintf("%.0f%%", 100*l.Telemetry.MaxKVCacheUsage), fmt.Sprintf("%.0f", l.Telemetry.Preemptions), per, j)
+	}
+	return t
+}
+
+func (c *CellResult) latencyTable() *table {
+	t := &table{head: []string{"load", "metric (ms)", "mean", "p50", "p90", "p95", "p99", "max"}}
+	for i := range c.Levels {
+		l := &c.Levels[i]
+		for _, md := range []struct {
+			name string
+			d    trial.Dist
+		}{{"ttft", l.Metrics.TTFT}, {"tpot", l.Metrics.TPOT}, {"itl", l.Metrics.ITL}, {"e2el", l.Metrics.E2EL}} {
+			d := md.d
+			t.add(l.LoadString(), md.name, f2(d.Mean), f2(d.Median), f2(d.P90), f2(d.P95), f2(d.P99), f2(d.Max))
+		}
+	}
+	return t
+}
+
+// Buckets are the prompt-length classes in display order.
+var bucketOrder = []string{"short", "medium", "long"}
+
+func (c *CellResult) bucketTable() *table {
+	b := trial.DefaultPromptBuckets()
+	t := &table{head: []string{"load", fmt.Sprintf("prompt bucket (<%d / %d-%d / >%d)", b.Short, b.Short, b.Medium, b.Medium), "requests", "out tok/s", "ttft p50", "ttft p99", "tpot p50", "tpot p99", "e2el p50"}}
+	for i := range c.Levels {
+		l := &c.Levels[i]
+		for _, k := range bucketOrder {
+			m := l.Metrics.ByClass[k]
+			if m == nil {
+				continue
+			}
+			t.add(l.LoadString(), k, strconv.Itoa(m.Completed+m.Failed), f1(m.OutputThroughput), f2(m.TTFT.Median), f2(m.TTFT.P99), f2(m.TPOT.Median), f2(m.TPOT.P99), f2(m.E2EL.Median))
+		}
+	}
+	return t
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// CSVHeader are the columns of WriteCSV.
+var CSVHeader = []string{"run", "cell", "level", "load", "request", "start_ms", "prompt_tokens", "output_tokens",
+	"ttft_ms", "tpot_ms", "e2el_ms", "itl_mean_ms", "itl_p50_ms", "itl_p99_ms", "itl_max_ms", "warmup", "error"}
+
+// CSVWriter writes raw requests as CSV rows (header first).
+type CSVWriter struct {
+	w      *csv.Writer
+	header bool
+}
+
+// NewCSVWriter returns a writer of CSVHeader rows on w.
+func NewCSVWriter(w io.Writer) *CSVWriter { return &CSVWriter{w: csv.NewWriter(w)} }
+
+// Write writes the requests of one cell of run.
+func (cw *CSVWriter) Write(run string, c *CellResult, reqs []Request) error {
+	if !cw.header {
+		cw.header = true
+		if err := cw.w.Write(CSVHeader); err != nil {
+			return err
+		}
+	}
+	ms := func(d time.Duration) string { return strconv.FormatFloat(msOf(d), 'f', 3, 64) }
+	row := make([]string, len(CSVHeader))
+	for i := range reqs {
+		r := &reqs[i]
+		load := ""
+		if r.Level < len(c.Levels) {
+			load = c.Levels[r.Level].LoadString()
+		}
+		tpot := ""
+		if d, ok := r.TPOT(); ok {
+			tpot = ms(d)
+		}
+		row = append(row[:0], run, c.Name, strconv.Itoa(r.Level), load, strconv.Itoa(r.Index), ms(r.Start),
+			strconv.Itoa(r.Prompt), strconv.Itoa(r.Output))
+		if r.OK() {
+			row = append(row, ms(r.TTFT), tpot, ms(r.E2EL), ms(r.ITL.Mean), ms(r.ITL.P50), ms(r.ITL.P99), ms(r.ITL.Max))
+		} else {
+			row = append(row, "", "", ms(r.E2EL), "", "", "", "")
+		}
+		row = append(row, strconv.FormatBool(r.Warmup), r.Err)
+		if err := cw.w.Write(row); err != nil {
+			return err
+		}
+	}
+	cw.w.Flush()
+	return cw.w.Error()
+}
+
+// Flush flushes the CSV writer.
+func (cw *CSVWriter) Flush() error {
+	cw.w.Flush()
+	return cw.w.Error()
+}
+
+// ListTable writes one line per run: ID, state, model, GPU, engine,
+// matrix, tier, labels, start, cells.
+func ListTable(w io.Writer, runs []Run) {
+	t := &table{head: []string{"RUN", "STATE", "SOURCE", "MODEL", "GPU", "ENGINE", "MATRIX", "TIER", "LABELS", "START", "CELLS"}}
+	for i := range runs {
+		r := &runs[i]
+		var labels []string
+		for _, k := range slices.Sorted(maps.Keys(r.Labels)) {
+			labels = append(labels, k+"="+r.Labels[k])
+		}
+		gpu := "-"
+		if r.GPU.Name != "" {
+			gpu = fmt.Sprintf("%dx%s", max(1, r.GPU.Count), r.GPU.Name)
+		}
+		t.add(r.ID, string(r.State), r.Source, orDash(r.Model), gpu, orDash(strings.TrimSpace(r.Engine+" "+r.EngineVersion)),
+			orDash(r.Matrix), orDash(r.Tier), orDash(strings.Join(labels, ",")), r.Start.Format("2006-01-02 15:04"), strconv.Itoa(len(r.Cells)))
+	}
+	t.text(w)
+}

@@ -1,0 +1,488 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/vllm-tuner/tuner/bench"
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/trial"
+	"github.com/vllm-tuner/tuner/tuner"
+)
+
+func init() { register(benchCommand()) }
+
+func benchCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "bench",
+		Usage: "benchmark one serving setup over a scenario matrix; keep and read the runs",
+		Subcommands: []*cli.Command{{
+			Name:      "run",
+			Usage:     "benchmark a config (started here) or a running server (--url) over a matrix",
+			ArgsUsage: " ",
+			Description: "With --config the engine (--engine vllm or sim) is started once, through the same path as a\n" +
+				"trial (health wait, telemetry, process-group kill), and every cell of --matrix runs against it;\n" +
+				"with --url a running OpenAI-compatible server is benchmarked and nothing is started. The run is\n" +
+				"stored as it goes: a run stopped by Ctrl-C or a dying server keeps its finished cells (partial).",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "matrix", Usage: "scenario matrix YAML (e.g. examples/matrix-smoke.yaml)", Required: true},
+				&cli.StringFlag{Name: "config", Usage: "vLLM config to start: a --config YAML file, a trial ID or a config ID of the database"},
+				&cli.StringFlag{Name: "engine", Value: engineVLLM, Usage: "vllm or sim (with --config)"},
+				&cli.StringFlag{Name: "url", Usage: "benchmark the running server at http://HOST:PORT (starts nothing)"},
+				&cli.StringFlag{Name: "model", Usage: "model (default: the trial's, or data[0].id of /v1/models)"},
+				&cli.StringFlag{Name: "gpu", Usage: "GPU name (label; the simulator's GPU with --engine sim)"},
+				&cli.IntFlag{Name: "gpus", Value: 1, Usage: "GPU count (label; per-GPU figures)"},
+				&cli.StringSliceFlag{Name: "label", Usage: "free-form label k=v (repeatable), e.g. git=abc123"},
+				&cli.StringFlag{Name: "tier", Usage: "tier label of the run (smoke, nightly, release)"},
+				&cli.BoolFlag{Name: "restart-per-cell", Usage: "restart the engine before every cell"},
+				&cli.StringFlag{Name: "telemetry", Value: "auto", Usage: "auto (NVML when available, plus /metrics), nvml, engine (/metrics only) or none"},
+				&cli.DurationFlag{Name: "request-timeout", Value: 5 * time.Minute, Usage: "one request's limit (a timeout is a failed request)"},
+				&cli.DurationFlag{Name: "startup-timeout", Value: 15 * time.Minute, Usage: "engine start to /health 200"},
+				&cli.StringSliceFlag{Name: "engine-arg", Usage: "extra engine argument (repeatable)"},
+				&cli.StringFlag{Name: "vllm", Value: "vllm", Usage: "vllm executable (--engine vllm)"},
+				&cli.StringFlag{Name: "vllm-sim", Usage: "vllm-sim executable (--engine sim; default: next to tuner, then on PATH)"},
+				&cli.StringFlag{Name: "log-dir", Usage: "engine logs (default: beside the database)"},
+			},
+			Action: benchRun,
+		}, {
+			Name:  "list",
+			Usage: "list stored benchmark runs",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "model", Usage: "only runs of this model"},
+				&cli.StringFlag{Name: "tier", Usage: "only runs of this tier"},
+				&cli.StringSliceFlag{Name: "label", Usage: "only runs with label k=v (or k: any value)"},
+				&cli.BoolFlag{Name: "json", Usage: "JSON"},
+			},
+			Action: benchList,
+		}, {
+			Name:      "show",
+			Usage:     "a run's report: per cell throughput, latency percentiles, prompt-length buckets, capacity at SLO",
+			ArgsUsage: "RUN",
+			Flags: []cli.Flag{
+				&cli.BoolFlag{Name: "json", Usage: "the stored record as JSON"},
+				&cli.BoolFlag{Name: "md", Usage: "Markdown (a CI comment)"},
+			},
+			Action: benchShow,
+		}, {
+			Name:      "export",
+			Usage:     "a run's raw per-request data",
+			ArgsUsage: "RUN",
+			Flags: []cli.Flag{
+				&cli.BoolFlag{Name: "csv", Usage: "CSV (the only format)", Value: true},
+				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "file to write (default stdout)"},
+			},
+			Action: benchExport,
+		}, {
+			Name:      "plot",
+			Usage:     "a run's QPS-vs-latency curves, one per cell (SVG, PNG or HTML by the file's extension)",
+			ArgsUsage: "RUN",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "metric", Value: "e2el_p50", Usage: "latency: <ttft|tpot|itl|e2el>_<mean|p50|p90|p95|p99>"},
+				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "file to write (.svg, .png or .html)", Required: true},
+			},
+			Action: benchPlot,
+		}, {
+			Name:      "import",
+			Usage:     "store a `vllm bench serve --save-result [--save-detailed]` JSON as a run",
+			ArgsUsage: "FILE",
+			Flags: []cli.Flag{
+				&cli.StringSliceFlag{Name: "label", Usage: "label k=v (repeatable)"},
+				&cli.StringFlag{Name: "tier", Usage: "tier label"},
+				&cli.StringFlag{Name: "gpu", Usage: "GPU name (label)"},
+				&cli.IntFlag{Name: "gpus", Value: 1, Usage: "GPU count (label)"},
+			},
+			Action: benchImport,
+		}},
+	}
+}
+
+func parseLabels(kvs []string, allowBare bool) (map[string]string, error) {
+	if len(kvs) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if k == "" || (!ok && !allowBare) {
+			return nil, usagef("--label %q: want KEY=VALUE", kv)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+var trialIDRe = regexp.MustCompile(`^[0-9a-f]{12}-[0-9]+$`)
+
+// benchConfig resolves --config: a YAML file, a trial ID, or a config ID
+// (prefix) of a stored trial. It returns the engine flags and the model the
+// trial ran (if any).
+func benchConfig(c *cli.Context, arg string) (flags []string, cfg *spaces.Config, model string, err error) {
+	if _, serr := os.Stat(arg); serr == nil {
+		flags, err = bench.ConfigFileFlags(arg)
+		return flags, nil, "", asUsage(err)
+	}
+	st, err := openReader(c)
+	if err != nil {
+		return nil, nil, "", usagef("--config %s: not a file, and no database to look it up: %v", arg, err)
+	}
+	defer st.Close()
+	var tr *store.Trial
+	if trialIDRe.MatchString(arg) {
+		t, err := st.Trial(c.Context, arg)
+		if err != nil {
+			return nil, nil, "", usagef("--config %s: %v", arg, err)
+		}
+		tr = &t
+	} else {
+		studies, err := st.Studies(c.Context)
+		if err != nil {
+			return nil, nil, "", err
+		}
+		for _, s := range studies {
+			ts, err := st.Trials(c.Context, s.ID, store.TrialFilter{})
+			if err != nil {
+				return nil, nil, "", err
+			}
+			for i := range ts {
+				if ts[i].Result != nil && arg != "" && strings.HasPrefix(ts[i].Result.ConfigID, arg) {
+					tr = &ts[i]
+				}
+			}
+		}
+		if tr == nil {
+			return nil, nil, "", usagef("--config %s: not a file, a trial ID or a stored config ID", arg)
+		}
+	}
+	if tr.Result == nil {
+		return nil, nil, "", usagef("--config %s: trial has no config", arg)
+	}
+	study, err := st.Study(c.Context, tr.StudyID)
+	if err == nil {
+		model = study.Key.Model
+	}
+	cf := tr.Result.Config
+	return cf.Flags(), &cf, model, nil
+}
+
+func benchRun(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return usagef("bench run takes no arguments, got %q", c.Args().First())
+	}
+	m, err := bench.LoadMatrix(c.String("matrix"))
+	if err != nil {
+		return asUsage(err)
+	}
+	labels, err := parseLabels(c.StringSlice("label"), false)
+	if err != nil {
+		return err
+	}
+	lvl := slog.LevelWarn
+	if c.Bool("verbose") {
+		lvl = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: lvl}))
+	dbPath, err := studyDBPath(c)
+	if err != nil {
+		return err
+	}
+	cfg := bench.DefaultConfig()
+	cfg.Logger, cfg.Progress, cfg.RestartPerCell = log, c.App.ErrWriter, c.Bool("restart-per-cell")
+	cfg.RequestTimeout = c.Duration("request-timeout")
+	cfg.Run = bench.Run{Tier: c.String("tier"), Labels: labels, Model: c.String("model"),
+		GPU: trial.GPUIdentity{Name: c.String("gpu"), Count: c.Int("gpus")}}
+	switch tel := c.String("telemetry"); tel {
+	case "none":
+		cfg.ScrapeEvery = 0
+	case "engine":
+	case "auto", "nvml":
+		if src, err := trial.OpenNVML(); err == nil {
+			defer src.Close()
+			cfg.GPU = src
+			if id, err := src.Identity(); err == nil && c.String("url") == "" {
+				cfg.Run.GPU = id
+			}
+		} else if tel == "nvml" {
+			return fmt.Errorf("--telemetry nvml: %w", err)
+		}
+	default:
+		return usagef("--telemetry %q: want auto, nvml, engine or none", tel)
+	}
+	url, conf := c.String("url"), c.String("config")
+	switch {
+	case url != "" && conf != "":
+		return usagef("--url and --config exclude each other (benchmark a running server, or start one)")
+	case url != "":
+		if c.IsSet("engine") || c.Bool("restart-per-cell") {
+			return usagef("--url starts nothing: --engine and --restart-per-cell do not apply")
+		}
+		if cfg.Launch, err = bench.URLLauncher(url, c.String("model"), log); err != nil {
+			return asUsage(err)
+		}
+		cfg.Run.Engine, cfg.Run.URL = "url", url
+	case conf != "":
+		flags, sc, model, err := benchConfig(c, conf)
+		if err != nil {
+			return err
+		}
+		if cfg.Run.Model == "" {
+			cfg.Run.Model = model
+		}
+		if cfg.Run.Model == "" {
+			return usagef("--config %s: give --model (the config does not name one)", conf)
+		}
+		cfg.Run.Config = sc
+		extra, err := checkEngineArgs(c.StringSlice("engine-arg"))
+		if err != nil {
+			return err
+		}
+		var command []string
+		switch eng := c.String("engine"); eng {
+		case engineSim:
+			path, err := findVLLMSim(c.String("vllm-sim"))
+			if err != nil {
+				return err
+			}
+			if cfg.Run.GPU.Name == "" {
+				return usagef("--engine sim needs --gpu (the simulated GPU)")
+			}
+			command = []string{path, "serve", cfg.Run.Model, "--gpu", cfg.Run.GPU.Name, "--gpu-count", fmt.Sprint(cfg.Run.GPU.Count)}
+		case engineVLLM:
+			if _, err := execLookPath(c.String("vllm")); err != nil {
+				return usagef("--engine vllm: %s not found (install vLLM, pass --vllm PATH, or use --engine sim): %v", c.String("vllm"), err)
+			}
+			command = []string{c.String("vllm"), "serve", cfg.Run.Model}
+		default:
+			return usagef("--engine %q: want vllm or sim", eng)
+		}
+		cfg.Run.Engine = c.String("engine")
+		logDir := c.String("log-dir")
+		if logDir == "" {
+			logDir = filepath.Join(filepath.Dir(dbPath), "logs", "bench")
+		}
+		if err := os.MkdirAll(logDir, 0o755); err != nil {
+			return err
+		}
+		cfg.Launch = bench.EngineLauncher(trial.EngineConfig{Command: command, Flags: append(flags, extra...),
+			Host: "127.0.0.1", StopGrace: 10 * time.Second, Logger: log}, c.Duration("startup-timeout"), logDir)
+	default:
+		return usagef("bench run needs --config (start an engine) or --url (a running server)")
+	}
+	st, err := store.Open(c.Context, dbPath, store.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	run, err := bench.Execute(c.Context, cfg, m, st)
+	if run != nil {
+		fmt.Fprintf(c.App.ErrWriter, "run %s stored: %s, %d of %d cells\n", run.ID, run.State, len(run.Cells), len(m.Cells))
+		if len(run.Cells) > 0 {
+			run.Write(c.App.Writer, "text")
+		}
+	}
+	return err
+}
+
+func openRunStore(c *cli.Context) (*store.Store, error) { return openReader(c) }
+
+func oneRunArg(c *cli.Context, cmd string) (string, error) {
+	if c.NArg() != 1 {
+		return "", usagef("bench %s takes one run ID (r<N> or latest)", cmd)
+	}
+	return c.Args().First(), nil
+}
+
+func getRun(c *cli.Context, st *store.Store, id string) (bench.Run, error) {
+	r, err := st.Run(c.Context, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return r, usagef("%v", err)
+	}
+	return r, err
+}
+
+func benchList(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return usagef("bench list takes no arguments")
+	}
+	labels, err := parseLabels(c.StringSlice("label"), true)
+	if err != nil {
+		return err
+	}
+	st, err := openRunStore(c)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	runs, err := st.Runs(c.Context, store.RunFilter{Model: c.String("model"), Tier: c.String("tier"), Labels: labels})
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return writeJSON(c.App.Writer, runs)
+	}
+	bench.ListTable(c.App.Writer, runs)
+	return nil
+}
+
+func benchShow(c *cli.Context) error {
+	id, err := oneRunArg(c, "show")
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") && c.Bool("md") {
+		return usagef("--json and --md exclude each other")
+	}
+	st, err := openRunStore(c)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	r, err := getRun(c, st, id)
+	if err != nil {
+		return err
+	}
+	switch {
+	case c.Bool("json"):
+		return writeJSON(c.App.Writer, r)
+	case c.Bool("md"):
+		return r.Write(c.App.Writer, "md")
+	}
+	return r.Write(c.App.Writer, "text")
+}
+
+func benchExport(c *cli.Context) (err error) {
+	id, err := oneRunArg(c, "export")
+	if err != nil {
+		return err
+	}
+	if !c.Bool("csv") {
+		return usagef("bench export writes CSV only (--csv)")
+	}
+	st, err := openRunStore(c)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	r, err := getRun(c, st, id)
+	if err != nil {
+		return err
+	}
+	w := c.App.Writer
+	if p := c.String("output"); p != "" {
+		f, err := os.Create(p)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}()
+		w = f
+	}
+	cw := bench.NewCSVWriter(w)
+	for i := range r.Cells {
+		cell := &r.Cells[i]
+		if cell.RawKey == "" {
+			continue // imported summary without per-request data
+		}
+		raw, err := st.RunRaw(c.Context, r.ID, i)
+		if err != nil {
+			return err
+		}
+		reqs, err := bench.DecodeRaw(raw)
+		if err != nil {
+			return fmt.Errorf("run %s cell %s: %w", r.ID, cell.Name, err)
+		}
+		if err := cw.Write(r.ID, cell, reqs); err != nil {
+			return err
+		}
+	}
+	return cw.Flush()
+}
+
+func benchPlot(c *cli.Context) error {
+	id, err := oneRunArg(c, "plot")
+	if err != nil {
+		return err
+	}
+	metric := c.String("metric")
+	var probe trial.Metrics
+	if _, ok := probe.Value(metric); !ok || !strings.Contains(metric, "_") {
+		return usagef("--metric %q: want <ttft|tpot|itl|e2el>_<mean|p50|p90|p95|p99|max>", metric)
+	}
+	out := c.String("output")
+	ext := strings.TrimPrefix(filepath.Ext(out), ".")
+	if ext != "svg" && ext != "png" && ext != "html" {
+		return usagef("--output %s: want a .svg, .png or .html file", out)
+	}
+	st, err := openRunStore(c)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	r, err := getRun(c, st, id)
+	if err != nil {
+		return err
+	}
+	series, limit := curveSeries(&r, metric)
+	o := tuner.CurveOptions{Title: fmt.Sprintf("run %s: %s on %s", r.ID, r.Model, r.Matrix), Latency: metric, LatencyLimit: limit}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	if ext == "html" {
+		err = tuner.WriteCurveHTML(f, series, o)
+	} else {
+		var ch *tuner.Chart
+		if ch, err = tuner.NewCurveChart(series, o); err == nil {
+			err = ch.Write(f, ext)
+		}
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.ErrWriter, "plot written to %s\n", out)
+	return nil
+}
+
+// curveSeries is each cell's QPS-vs-latency curve for metric, and the
+// first cell's SLO bound on it (0: none).
+func curveSeries(r *bench.Run, metric string) ([]tuner.CurveSeries, float64) {
+	var out []tuner.CurveSeries
+	limit := 0.0
+	for i := range r.Cells {
+		cell := &r.Cells[i]
+		s := tuner.CurveSeries{Name: cell.Name}
+		for j := range cell.Levels {
+			l := &cell.Levels[j]
+			v, _ := l.Metrics.Value(metric)
+			s.Points = append(s.Points, tuner.CurvePoint{Label: l.LoadString(), QPS: l.Metrics.RequestThroughput, Latency: v})
+		}
+		slices.SortStableFunc(s.Points, func(a, b tuner.CurvePoint) int { return cmp.Compare(a.QPS, b.QPS) })
+		out = append(out, s)
+		for _, b := range cell.Workload.SLO {
+			if b.Metric == metric && limit == 0 {
+				limit = b.Limit
+			}
+		}
+	}
+	return out, limit
+}
+
+func benchImport(c *cli.Context) error {
+	return usagef("bench import: not available yet")
+}
