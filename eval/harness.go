@@ -406,7 +406,7 @@ func warmHistory(ctx context.Context, cfg Config, p *Problem, seed uint64, looku
 	if src == "" {
 		return nil, nil
 	}
-	scs, err := FindScenarios(DefaultScenarios(), src)
+	scs, err := FindScenarios(append(slices.Clone(cfg.Scenarios), DefaultScenarios()...), src)
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: warm start: %w", p.Scenario.Name, err)
 	}

@@ -27,7 +27,9 @@ func evalCommand() *cli.Command {
 				"configs it tried against a ground-truth Pareto front (cached in --cache, recomputed when the simulator,\n" +
 				"the space or the scenario changes). Writes report.md, report.json, runs.json and hv-<scenario>.svg to --out.",
 			Flags: []cli.Flag{
-				&cli.StringFlag{Name: "scenarios", Usage: "comma-separated scenario names (default: all: " + scenarioNames() + ")"},
+				&cli.StringFlag{Name: "scenarios", Usage: "comma-separated scenario names (default: all: " + scenarioNames() + "; with --scenarios-file: the file's)"},
+				&cli.StringFlag{Name: "scenarios-file", Usage: "YAML file of scenarios of your own (examples/eval-scenarios.yaml); their ground truth is computed, and cached only with --cache"},
+				&cli.BoolFlag{Name: "json", Usage: "print the report as JSON instead of Markdown"},
 				&cli.StringFlag{Name: "strategies", Usage: "comma-separated strategies (default: all)"},
 				&cli.IntFlag{Name: "seeds", Value: d.Seeds, Usage: "seeds per strategy and scenario"},
 				&cli.IntFlag{Name: "trials", Value: d.Trials, Usage: "search trials per run"},
@@ -60,7 +62,18 @@ func runEvalSearch(c *cli.Context) error {
 	if c.Bool("quick") {
 		cfg = eval.QuickConfig()
 	}
-	if c.IsSet("scenarios") || !c.Bool("quick") {
+	if f := c.String("scenarios-file"); f != "" {
+		own, err := eval.LoadScenarios(f)
+		if err != nil {
+			return asUsage(err)
+		}
+		cfg.Scenarios = own
+		if c.IsSet("scenarios") {
+			if cfg.Scenarios, err = eval.FindScenarios(append(own, eval.DefaultScenarios()...), c.String("scenarios")); err != nil {
+				return asUsage(err)
+			}
+		}
+	} else if c.IsSet("scenarios") || !c.Bool("quick") {
 		scs, err := eval.FindScenarios(eval.DefaultScenarios(), c.String("scenarios"))
 		if err != nil {
 			return asUsage(err)
@@ -81,7 +94,7 @@ func runEvalSearch(c *cli.Context) error {
 	if c.IsSet("refine") || !c.Bool("quick") {
 		cfg.Plan.Refine = c.Int("refine")
 	}
-	if c.IsSet("cache") || !c.Bool("quick") {
+	if c.IsSet("cache") || (!c.Bool("quick") && !c.IsSet("scenarios-file")) {
 		cfg.CacheDir = c.String("cache")
 		cfg.WriteCache = !c.Bool("no-write-cache")
 	}
@@ -98,6 +111,9 @@ func runEvalSearch(c *cli.Context) error {
 	}
 	if err != nil {
 		return err
+	}
+	if c.Bool("json") {
+		return writeJSON(c.App.Writer, rep)
 	}
 	fmt.Fprint(c.App.Writer, rep.Markdown())
 	return nil

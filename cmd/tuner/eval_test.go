@@ -8,6 +8,10 @@ import (
 
 func TestEvalSearchCommand(t *testing.T) {
 	dir := t.TempDir()
+	badScenarios := filepath.Join(dir, "bad-scenarios.yaml")
+	if err := os.WriteFile(badScenarios, []byte("scenarios:\n  - name: x\n    model: Nope\n    gpu: H100-80GB\n    max_model_len: 4096\n    workload: chat\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []cliCase{
 		{"unknown scenario", []string{"eval", "search", "--scenarios", "nope"}, 2, nil, []string{"unknown scenario", "llama8b-h100-chat"}},
 		{"unknown strategy", []string{"eval", "search", "--quick", "--strategies", "magic"}, 2, nil, []string{"unknown strategy"}},
@@ -16,6 +20,10 @@ func TestEvalSearchCommand(t *testing.T) {
 		{"quick grid and random", []string{"eval", "search", "--quick", "--strategies", "random,grid", "--trials", "3",
 			"--samples", "40", "--refine", "5", "--out", dir}, 0,
 			[]string{"# Search-quality benchmark", "| random |", "| grid |"}, []string{"ground truth", "report written to"}},
+		{"bad scenarios file", []string{"eval", "search", "--scenarios-file", badScenarios}, 2, nil, []string{"bad-scenarios.yaml:3", "scenarios[0].model"}},
+		{"own scenario as JSON", []string{"eval", "search", "--quick", "--scenarios-file", "../../examples/eval-scenarios.yaml",
+			"--scenarios", "qwen7b-l40s-short", "--strategies", "random", "--trials", "2", "--samples", "30", "--refine", "5", "--json"}, 0,
+			[]string{`"scenario": "qwen7b-l40s-short"`, `"gpu_hours_to"`}, nil},
 	}
 	runCLICases(t, tests)
 	for _, f := range []string{"report.md", "report.json", "runs.json", "hv-llama8b-h100-chat.svg"} {

@@ -1,0 +1,49 @@
+package spaces
+
+import (
+	"fmt"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+)
+
+// YAMLError turns a decoding error of a YAML file into a FileError naming
+// the file and, where the decoder knows it, the line.
+func YAMLError(file string, err error) *FileError {
+	return &FileError{File: file, Line: yamlErrLine(err), Msg: yamlErrMsg(err)}
+}
+
+// Locator maps YAML paths ($.a.b[2]) of one parsed document to line
+// numbers, so semantic errors found after decoding name the line too.
+type Locator struct {
+	file string
+	ast  *ast.File
+}
+
+// NewLocator parses b (already decoded successfully) for positions.
+func NewLocator(file string, b []byte) Locator {
+	f, _ := parser.ParseBytes(b, 0)
+	return Locator{file: file, ast: f}
+}
+
+// Line is the line of the node at path (0 when unknown).
+func (l Locator) Line(path string) int {
+	if l.ast == nil || path == "" {
+		return 0
+	}
+	p, err := yaml.PathString(path)
+	if err != nil {
+		return 0
+	}
+	n, err := p.FilterFile(l.ast)
+	if err != nil || n == nil || n.GetToken() == nil || n.GetToken().Position == nil {
+		return 0
+	}
+	return n.GetToken().Position.Line
+}
+
+// Errf is a FileError at path's line about field.
+func (l Locator) Errf(path, field, format string, args ...any) *FileError {
+	return &FileError{File: l.file, Line: l.Line(path), Field: field, Msg: fmt.Sprintf(format, args...)}
+}
