@@ -218,6 +218,12 @@ func (c Config) validate() error {
 	if c.Correction != Holm && c.Correction != NoCorrection {
 		return fmt.Errorf("%w: correction %d", ErrConfig, int(c.Correction))
 	}
+	if c.Method != stats.Auto && c.Method != stats.Exact && c.Method != stats.Asymptotic {
+		return fmt.Errorf("%w: U test method %v", ErrConfig, c.Method)
+	}
+	if c.Permutations.Max < 1 || c.Permutations.Stop < 1 {
+		return fmt.Errorf("%w: permutations need Max and Stop >= 1, got %+v", ErrConfig, c.Permutations)
+	}
 	seen := map[string]bool{}
 	for _, m := range c.Metrics {
 		if m.Name == "" || m.Series == "" || !(m.Quantile > 0 && m.Quantile < 1) {

@@ -324,6 +324,8 @@ func TestConfigValidate(t *testing.T) {
 		{"bad quantile", func(c *Config) { c.Metrics = []Metric{{Name: "x", Series: "tpot", Quantile: 1}} }, ErrConfig},
 		{"override unknown metric", func(c *Config) { c.Thresholds = map[string]float64{"tpot_p95": 0.1} }, ErrUnknownMetric},
 		{"negative override", func(c *Config) { c.Thresholds = map[string]float64{"tpot_p50": -1} }, ErrConfig},
+		{"unknown U method", func(c *Config) { c.Method = stats.Method(9) }, ErrConfig},
+		{"no permutations", func(c *Config) { c.Permutations.Max = 0 }, ErrConfig},
 	}
 	r := rand.New(rand.NewPCG(1, 1))
 	run := Run{Model: "m", Cells: []Cell{synthCell(r, "c", 20, 1)}}
