@@ -1,6 +1,7 @@
 package tuner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -621,6 +622,7 @@ func (l *Loop) report(reason string) Report {
 	for _, i := range Front(cands, l.cfg.Metrics) {
 		rep.Front = append(rep.Front, cands[i])
 	}
+	slices.SortStableFunc(rep.Front, func(a, b Candidate) int { return cmp.Compare(b.Score, a.Score) })
 	repeated := map[string]bool{}
 	for _, t := range trials {
 		if t.Phase == PhaseRepeat {
@@ -647,16 +649,9 @@ func (l *Loop) report(reason string) Report {
 			rep.Default = &c
 		}
 	}
-	// Recommend among the re-measured finalists when there are any, so a
-	// single lucky run does not win; otherwise among all candidates.
-	pool := cands
-	if len(rep.Finalists) > 0 {
-		pool = rep.Finalists
-	}
-	rec, err := Recommend(pool, l.cfg.Metrics, l.cfg.SLO, PreferThroughput)
-	if err != nil && len(rep.Finalists) > 0 {
-		rec, err = Recommend(cands, l.cfg.Metrics, l.cfg.SLO, PreferThroughput)
-	}
+	// As `tuner recommend` picks: among the re-measured configs when one
+	// of them is feasible, so a single lucky run does not win.
+	rec, err := RecommendMeasured(cands, l.cfg.Metrics, l.cfg.SLO, PreferThroughput)
 	if err != nil {
 		rep.NoFeasible = err.Error()
 	} else {

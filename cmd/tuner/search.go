@@ -611,25 +611,20 @@ func printReport(w io.Writer, rep tuner.Report, ss *searchSetup) {
 	m := rep.Metrics
 	r := rep.Recommended
 	def := ss.space.DefaultConfig()
-	estimated := false
-	if len(rep.Front) > 0 {
+	if len(rep.Front) > 0 || r != nil {
 		what := "SLO-feasible configs"
 		if len(rep.SLO) == 0 {
 			what = "no SLO set"
 		}
-		fmt.Fprintf(w, "Pareto front (%s, conservative values; * recommended):\n", what)
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "  CONFIG\tRUNS\t%s\t%s ms\tVRAM GiB\tFLAGS (vs default)\n", m.Throughput, m.Latency)
-		for _, cnd := range rep.Front {
-			estimated = estimated || cnd.VRAMEstimated
-			mark := " "
-			if r != nil && r.ConfigID == cnd.ConfigID {
-				mark = "*"
+		fmt.Fprintf(w, "Pareto front (%s, conservative values):\n", what)
+		rows, recID := rep.Front, ""
+		if r != nil {
+			recID = r.ConfigID
+			if !slices.ContainsFunc(rows, func(c tuner.Candidate) bool { return c.ConfigID == recID }) {
+				rows = append(slices.Clone(rows), *r)
 			}
-			fmt.Fprintf(tw, "%s %s\t%d\t%.1f\t%.2f\t%s\t%s\n", mark, cnd.ConfigID, cnd.Throughput.N, cnd.Score, cnd.ConservativeLatency,
-				fmtVRAM(cnd.VRAM.Median, cnd.VRAMEstimated), flagsVsDefault(cnd.Config, def))
 		}
-		tw.Flush()
+		printCandidates(w, rows, m, def, recID, def.ID(), len(rep.Front))
 	}
 	if d := rep.Default; d != nil && d.Throughput.N > 0 {
 		feas := "meets the SLO"
@@ -647,7 +642,6 @@ func printReport(w io.Writer, rep tuner.Report, ss *searchSetup) {
 		}
 		return
 	}
-	estimated = estimated || r.VRAMEstimated
 	what := "config " + r.ConfigID
 	if rep.RecommendedIsDefault {
 		what = "vLLM's default config " + r.ConfigID
@@ -663,9 +657,6 @@ func printReport(w io.Writer, rep tuner.Report, ss *searchSetup) {
 		fmt.Fprintf(w, "  %+.1f%% %s over vLLM's default config\n", *rep.GainPct, m.Throughput)
 	}
 	fmt.Fprintf(w, "  %s\n", shellJoin(append([]string{"vllm", "serve", ss.modelArg}, r.Config.Flags()...)))
-	if estimated {
-		fmt.Fprintln(w, vramEstimateNote)
-	}
 }
 
 // vramEstimateNote explains the "~" of fmtVRAM.

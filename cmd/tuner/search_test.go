@@ -35,9 +35,10 @@ func virtualArgs(db string, extra ...string) []string {
 }
 
 var (
-	fixtureOnce sync.Once
-	fixtureDB   string
-	fixtureErr  string
+	fixtureOnce   sync.Once
+	fixtureDB     string
+	fixtureErr    string
+	fixtureReport string // the fixture search's --json report
 )
 
 // virtualFixture is a database with one finished sim-virtual study, shared
@@ -51,10 +52,11 @@ func virtualFixture(t *testing.T) string {
 			return
 		}
 		fixtureDB = filepath.Join(dir, "tuner.db")
-		code, out, errb := runTuner(t, virtualArgs(fixtureDB)...)
+		code, out, errb := runTuner(t, virtualArgs(fixtureDB, "--json")...)
 		if code != 0 {
 			fixtureErr = "fixture search failed: " + out + errb
 		}
+		fixtureReport = out
 	})
 	if fixtureErr != "" {
 		t.Fatal(fixtureErr)
