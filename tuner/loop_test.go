@@ -455,7 +455,7 @@ func TestLoopNoFeasible(t *testing.T) {
 		t.Fatal(err)
 	}
 	if rep.Recommended != nil || !strings.Contains(rep.NoFeasible, "closest is config "+cfgN(300).ID()) ||
-		!strings.Contains(rep.NoFeasible, "tpot_p99=75") {
+		!strings.Contains(rep.NoFeasible, "tpot_p99=75 ms") {
 		t.Fatalf("no-feasible report: %+v", rep)
 	}
 }
