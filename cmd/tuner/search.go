@@ -63,6 +63,7 @@ func searchCommand() *cli.Command {
 			&cli.StringFlag{Name: "sampler", Value: string(search.SamplerTPE), Usage: "tpe, cmaes or random"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of every random choice"},
 			&cli.BoolFlag{Name: "resume", Usage: "continue the study (same model, GPU, engine, workload, objectives, SLO and space)"},
+			&cli.BoolFlag{Name: "new-study", Usage: "with --resume: start a new study when the options differ from every existing study's"},
 			&cli.BoolFlag{Name: "no-prune", Usage: "do not narrow the space from history"},
 			&cli.BoolFlag{Name: "no-surrogate", Usage: "do not screen candidates with the GBDT surrogate (run the sampler's choice)"},
 			&cli.BoolFlag{Name: "dry-run", Usage: "print the effective space, the first proposals and their command lines; start nothing"},
@@ -217,6 +218,61 @@ func resolveSearch(c *cli.Context) (*searchSetup, error) {
 	return ss, nil
 }
 
+// checkResumable refuses --resume when no study has these options but a
+// study of the same model and GPU setup does: a changed option (another
+// --slo, workload or space) would otherwise start a new study at trial #1
+// without a word. It names the study and the options that differ.
+func checkResumable(ctx context.Context, st *store.Store, key store.StudyKey) error {
+	all, err := st.Studies(ctx)
+	if err != nil {
+		return err
+	}
+	id := key.ID()
+	var near []store.Study
+	for _, o := range all {
+		if o.ID == id {
+			return nil
+		}
+		k := o.Key
+		if k.Model == key.Model && k.ServedModel == key.ServedModel && k.GPU == key.GPU && k.GPUCount == key.GPUCount {
+			near = append(near, o)
+		}
+	}
+	if len(near) == 0 {
+		return nil // nothing to resume: a first run with --resume starts the study
+	}
+	slices.SortStableFunc(near, func(a, b store.Study) int { return b.Created.Compare(a.Created) })
+	var lines []string
+	for _, o := range near {
+		lines = append(lines, fmt.Sprintf("study %s differs in %s", o.ID, strings.Join(keyDiff(o.Key, key), ", ")))
+	}
+	return usagef("--resume: no study has these options, so a new one would start at trial #1; %s. Run with that study's options to resume it, or add --new-study",
+		strings.Join(lines, "; "))
+}
+
+// keyDiff names the study-key fields of b that differ from a, with both
+// values.
+func keyDiff(a, b store.StudyKey) []string {
+	var d []string
+	add := func(name, x, y string) {
+		if x != y {
+			d = append(d, fmt.Sprintf("%s (%s, now %s)", name, orDash(x), orDash(y)))
+		}
+	}
+	add("engine", a.Engine, b.Engine)
+	add("engine version", a.EngineVersion, b.EngineVersion)
+	add("workload", a.Workload, b.Workload)
+	add("SLO", a.SLO, b.SLO)
+	add("objectives", a.Objectives.String(), b.Objectives.String())
+	if a.SpaceHash != b.SpaceHash {
+		d = append(d, "search space (--space, or the default space of another tuner version)")
+	}
+	if len(d) == 0 {
+		d = append(d, "the study key")
+	}
+	return d
+}
+
 // servedModel is the study key's ServedModel: the --model argument when it
 // names the model otherwise than the catalog does.
 func servedModel(arg, catalogName string) string {
@@ -353,8 +409,11 @@ func checkExecutable(path string) error {
 
 // baseCommand starts the engine without a candidate's flags.
 func (ss *searchSetup) baseCommand() []string {
-	if ss.engine == engineSim {
+	switch ss.engine {
+	case engineSim:
 		return []string{ss.enginePath, "serve", ss.modelArg, "--gpu", ss.target.GPU.Name, "--gpu-count", fmt.Sprint(ss.target.GPUCount)}
+	case engineSimVirtual: // no process: the equivalent vllm-sim command, for --dry-run
+		return []string{"vllm-sim", "serve", ss.modelArg, "--gpu", ss.target.GPU.Name, "--gpu-count", fmt.Sprint(ss.target.GPUCount)}
 	}
 	return []string{ss.enginePath, "serve", ss.modelArg}
 }
@@ -409,6 +468,11 @@ func runSearch(c *cli.Context) error {
 		return err
 	}
 	defer st.Close()
+	if c.Bool("resume") && !c.Bool("new-study") {
+		if err := checkResumable(c.Context, st, ss.key); err != nil {
+			return err
+		}
+	}
 	study, err := st.EnsureStudy(c.Context, ss.key)
 	if err != nil {
 		return err
@@ -548,7 +612,11 @@ func dryRun(c *cli.Context, ss *searchSetup, dbPath string) error {
 		prop.Tell(o.Config, o.Result)
 	}
 	n := c.Int("proposals")
-	fmt.Fprintf(w, "\nfirst %d proposals (the runner adds --host 127.0.0.1 --port PORT):\n", n)
+	if ss.engine == engineSimVirtual {
+		fmt.Fprintf(w, "\nfirst %d proposals (--engine sim-virtual starts no process: it simulates these vllm-sim command lines in-process on a virtual clock):\n", n)
+	} else {
+		fmt.Fprintf(w, "\nfirst %d proposals (the runner adds --host 127.0.0.1 --port PORT):\n", n)
+	}
 	for i := range n {
 		cfg, err := prop.Ask(c.Context)
 		if errors.Is(err, tuner.ErrSpaceExhausted) {

@@ -113,12 +113,22 @@ func TestSearchVirtualAndResume(t *testing.T) {
 	if rep.SearchTrials != 10 || rep.RanThisRun != 4 {
 		t.Fatalf("resumed report: %d search trials, %d this run; want 10 and 4", rep.SearchTrials, rep.RanThisRun)
 	}
+	// --resume with a changed option would start a new study at trial #1:
+	// refused, naming the study and the change; --new-study starts it.
+	code, _, errb = runTuner(t, virtualArgs(db, "--trials", "1", "--repeats", "1", "--resume", "--slo", "tpot_p99<=40ms")...)
+	if code != exitUsage || !strings.Contains(errb, "study "+rep.Study+" differs in SLO (tpot_p99<=30ms, now tpot_p99<=40ms)") || !strings.Contains(errb, "--new-study") {
+		t.Fatalf("--resume with another --slo: exit %d, %s", code, errb)
+	}
+	code, _, errb = runTuner(t, virtualArgs(db, "--trials", "1", "--repeats", "1", "--resume", "--new-study", "--slo", "tpot_p99<=40ms")...)
+	if code != 0 {
+		t.Fatalf("--new-study: exit %d, %s", code, errb)
+	}
 	s := openTestStore(t, db)
 	studies, _ := s.Studies(context.Background())
-	if len(studies) != 1 {
-		t.Fatalf("%d studies, want 1", len(studies))
+	if len(studies) != 2 {
+		t.Fatalf("%d studies, want 2 (the first and the --new-study one)", len(studies))
 	}
-	ts, _ := s.Trials(context.Background(), studies[0].ID, store.TrialFilter{})
+	ts, _ := s.Trials(context.Background(), rep.Study, store.TrialFilter{})
 	seen := map[string]bool{}
 	for _, tr := range ts {
 		if seen[tr.ConfigID] {
@@ -189,6 +199,13 @@ func TestSearchDryRun(t *testing.T) {
 	}
 	if _, err := os.Stat(db); !os.IsNotExist(err) {
 		t.Errorf("dry run created the database (%v)", err)
+	}
+	// sim-virtual starts no process: its lines name vllm-sim, never ''.
+	code, out, errb = runTuner(t, "--db", db, "search", "--model", testModel, "--gpu", testGPU, "--engine", "sim-virtual",
+		"--workload", "testdata/tiny-chat.yaml", "--dry-run", "--proposals", "2")
+	if code != 0 || strings.Contains(out, "''") || strings.Count(out, "vllm-sim serve "+testModel+" --gpu H100-80GB --gpu-count 1 --") != 2 ||
+		!strings.Contains(out, "starts no process") {
+		t.Errorf("sim-virtual dry run (exit %d, %s):\n%s", code, errb, out)
 	}
 }
 
