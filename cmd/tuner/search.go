@@ -61,6 +61,7 @@ func searchCommand() *cli.Command {
 			&cli.IntFlag{Name: "finalists", Value: d.Finalists, Usage: "configs re-measured at the end"},
 			&cli.IntFlag{Name: "repeats", Value: d.Repeats, Usage: "measurements per finalist (1 = no re-measurement)"},
 			&cli.StringFlag{Name: "sampler", Value: string(search.SamplerTPE), Usage: "tpe, cmaes or random"},
+			&cli.StringSliceFlag{Name: "enqueue", Usage: "run a known config first and compare the result with it: `FLAGS` as for vllm serve (e.g. today's production flags), or @FILE with one line of flags per config (repeatable)"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of every random choice"},
 			&cli.BoolFlag{Name: "resume", Usage: "continue the study (same model, GPU, engine, workload, objectives, SLO and space)"},
 			&cli.BoolFlag{Name: "new-study", Usage: "with --resume: start a new study when the options differ from every existing study's"},
@@ -118,6 +119,7 @@ type searchSetup struct {
 	key        store.StudyKey
 	engineArg  []string
 	engineEnv  []string
+	enqueue    []spaces.Config // --enqueue, complete configs of the space
 	enginePath string
 	logDir     string
 	// loop holds the budget knobs read from the flags (the study, workload
@@ -197,6 +199,9 @@ func resolveSearch(c *cli.Context) (*searchSetup, error) {
 	if ss.engineEnv, err = parseEngineEnv(c.StringSlice("engine-env")); err != nil {
 		return nil, err
 	}
+	if ss.enqueue, err = parseEnqueue(c.StringSlice("enqueue"), ss.space); err != nil {
+		return nil, err
+	}
 	ss.key = store.StudyKey{
 		Model: t.Model.Name, GPU: t.GPU.Name, GPUCount: t.GPUCount, Engine: ss.engine, EngineVersion: t.EngineVersion,
 		Workload: ss.workload.Name, Objectives: ss.metrics.Objectives(), SLO: ss.slo.String(), SpaceHash: ss.space.Hash(),
@@ -271,6 +276,96 @@ func keyDiff(a, b store.StudyKey) []string {
 		d = append(d, "the study key")
 	}
 	return d
+}
+
+// parseEnqueue reads --enqueue values: vLLM flags, or @FILE with one line
+// of flags per config ('#' starts a comment). Each becomes a complete config
+// of the space (flags not given take vLLM's default) that must satisfy its
+// ranges and constraints; errors are usage errors naming the value or the
+// file and line.
+func parseEnqueue(vals []string, sp *spaces.Space) ([]spaces.Config, error) {
+	var out []spaces.Config
+	add := func(where, line string) error {
+		args, err := splitFlags(line)
+		if err == nil {
+			var cfg spaces.Config
+			if cfg, err = sp.ParseFlags(args); err == nil {
+				if cfg, err = sp.Normalize(cfg); err == nil {
+					if err = sp.Validate(cfg); err == nil {
+						out = append(out, cfg)
+						return nil
+					}
+				}
+			}
+		}
+		return usagef("--enqueue %s: %w", where, err)
+	}
+	for _, v := range vals {
+		file, ok := strings.CutPrefix(v, "@")
+		if !ok {
+			if err := add(fmt.Sprintf("%q", v), v); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, usagef("--enqueue @%s: %w", file, err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if line, _, _ = strings.Cut(line, "#"); strings.TrimSpace(line) == "" {
+				continue
+			}
+			if err := add(fmt.Sprintf("%s:%d", file, i+1), line); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// splitFlags splits a line of flags as a POSIX shell would for the quoting
+// people paste ('...', "..." and backslash escapes), without expanding
+// anything.
+func splitFlags(line string) ([]string, error) {
+	var out []string
+	var cur strings.Builder
+	quote, started, escaped := rune(0), false, false
+	for _, r := range line {
+		switch {
+		case escaped:
+			cur.WriteRune(r)
+			escaped = false
+		case r == '\\' && quote != '\'':
+			escaped, started = true, true
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			cur.WriteRune(r)
+		case r == '\'' || r == '"':
+			quote, started = r, true
+		case r == ' ' || r == '\t' || r == '\r':
+			if started {
+				out = append(out, cur.String())
+				cur.Reset()
+				started = false
+			}
+		default:
+			cur.WriteRune(r)
+			started = true
+		}
+	}
+	if quote != 0 || escaped {
+		return nil, errors.New("unterminated quote or escape")
+	}
+	if started {
+		out = append(out, cur.String())
+	}
+	// "vllm serve MODEL --flags" pasted whole: keep the flags.
+	if len(out) >= 3 && out[1] == "serve" && !strings.HasPrefix(out[2], "-") {
+		out = out[3:]
+	}
+	return out, nil
 }
 
 // servedModel is the study key's ServedModel: the --model argument when it
@@ -499,6 +594,7 @@ func runSearch(c *cli.Context) error {
 	cfg := ss.loop
 	cfg.Study = study.ID
 	cfg.Workload, cfg.SLO, cfg.Metrics, cfg.Default = ss.workload, ss.slo, ss.metrics, ss.space.DefaultConfig()
+	cfg.Enqueue = ss.enqueue
 	cfg.Progress, cfg.Terminal, cfg.Logger = c.App.ErrWriter, writerIsTerminal(c.App.ErrWriter), log
 	cfg.Width = terminalWidth(c.App.ErrWriter)
 	loop, err := tuner.New(cfg, runner, prop, tuner.StudyStore{Store: st, Study: study.ID})
@@ -663,7 +759,7 @@ func printPrune(w io.Writer, rep search.PruneReport) {
 func shellJoin(args []string) string {
 	out := make([]string, len(args))
 	for i, a := range args {
-		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?[]{}()<>|&;#~!") {
+		if a == "" || strings.ContainsAny(a, " \t\r\n'\"\\$`*?[]{}()<>|&;#~!") {
 			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 		} else {
 			out[i] = a
@@ -725,6 +821,21 @@ func printReport(w io.Writer, rep tuner.Report, ss *searchSetup) {
 		fmt.Fprintf(w, "  %+.1f%% %s over vLLM's default config\n", *rep.GainPct, m.Throughput)
 	}
 	fmt.Fprintf(w, "  %s\n", shellJoin(append([]string{"vllm", "serve", ss.modelArg}, r.Config.Flags()...)))
+	for _, b := range rep.Enqueued {
+		if b.Throughput.N == 0 {
+			fmt.Fprintf(w, "your config %s (--enqueue): no usable measurement (%s)\n", b.ConfigID, strings.Join(b.Violations, ", "))
+			continue
+		}
+		fmt.Fprintf(w, "your config %s (--enqueue): %s median %.1f over %d runs, %s median %.2f ms", b.ConfigID, m.Throughput, b.Throughput.Median, b.Throughput.N, m.Latency, b.Latency.Median)
+		switch {
+		case b.ConfigID == r.ConfigID:
+			fmt.Fprintf(w, "; it is the recommendation: keep it\n")
+		case b.Gain != nil:
+			fmt.Fprintf(w, "; the recommendation is %s over it: %s\n", b.Gain, strings.Replace(b.Gain.Verdict(), "keep the default", "keep yours", 1))
+		default:
+			fmt.Fprintln(w)
+		}
+	}
 }
 
 // vramEstimateNote explains the "~" of fmtVRAM.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -405,6 +406,65 @@ func FuzzCheckEngineVersion(f *testing.F) {
 		}
 		if c, err := spaces.CompareVersions(v, v); err != nil || c != 0 {
 			t.Fatalf("accepted %q: CompareVersions = %d, %v", v, c, err)
+		}
+	})
+}
+
+// TestSearchEnqueue: known configs given as flags or in a file run in the
+// study and the summary compares the recommendation with them; bad ones
+// are usage errors naming the value or the file and line.
+func TestSearchEnqueue(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "prod.flags")
+	if err := os.WriteFile(file, []byte("# today's production\nvllm serve "+testModel+" --max-num-seqs 64 --kv-cache-dtype fp8\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad.flags")
+	if err := os.WriteFile(bad, []byte("--max-num-seqs 64\n\n--max-num-seqs lots\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "t.db")
+	code, out, errb := runTuner(t, virtualArgs(db, "--trials", "4", "--enqueue", "@"+file, "--enqueue", "--max-num-seqs 96")...)
+	if code != 0 {
+		t.Fatalf("search: exit %d\n%s\n%s", code, out, errb)
+	}
+	if n := strings.Count(out, "(--enqueue): output_throughput median"); n != 2 || !strings.Contains(out, "over 3 runs") {
+		t.Fatalf("summary compares with %d enqueued configs, want 2:\n%s", n, out)
+	}
+	if !strings.Contains(errb, "trial #2 [search]") {
+		t.Fatalf("progress:\n%s", errb)
+	}
+	runCLICases(t, []cliCase{
+		{name: "bad value", args: virtualArgs(filepath.Join(dir, "x.db"), "--enqueue", "--max-num-seqs lots"), code: exitUsage,
+			stderr: []string{`--enqueue "--max-num-seqs lots"`}},
+		{name: "bad file line", args: virtualArgs(filepath.Join(dir, "x.db"), "--enqueue", "@"+bad), code: exitUsage,
+			stderr: []string{"--enqueue " + bad + ":3"}},
+		{name: "unknown flag", args: virtualArgs(filepath.Join(dir, "x.db"), "--enqueue", "--no-such-flag 1"), code: exitUsage,
+			stderr: []string{"--enqueue", "no-such-flag"}},
+	})
+	if _, err := os.Stat(filepath.Join(dir, "x.db")); err == nil {
+		t.Fatal("a bad --enqueue created the database")
+	}
+}
+
+func FuzzSplitFlags(f *testing.F) {
+	for _, s := range []string{"--a 1 --b", `--x 'a b' --y "c d"`, "vllm serve m --z", `'unterminated`, "\t--a\r"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		args, err := splitFlags(line)
+		if err != nil {
+			return
+		}
+		for _, a := range args {
+			if strings.ContainsAny(a, " \t\r") && !strings.ContainsAny(line, `'"\`) {
+				t.Fatalf("%q: argument %q holds a separator without quoting", line, a)
+			}
+		}
+		// Quoting the arguments again and splitting gives them back.
+		again, err := splitFlags(shellJoin(args))
+		if err != nil || (len(args) > 0 && fmt.Sprint(again) != fmt.Sprint(args) && !(len(args) >= 3 && args[1] == "serve")) {
+			t.Fatalf("%q: %q then %q (%v)", line, args, again, err)
 		}
 	})
 }
