@@ -37,6 +37,17 @@ func ParseSLO(s string) (SLO, error) {
 		if op == "" {
 			return nil, fmt.Errorf("slo term %d %q: want METRIC<=VALUE (e.g. ttft_p99<=500ms)", i+1, term)
 		}
+		// The whole run of operator characters must be the operator: a
+		// mistyped "=<" is an operator error, not the metric "tpot_p99=".
+		if i0 := strings.IndexAny(term, "<>=!"); i0 >= 0 {
+			j := i0
+			for j < len(term) && strings.ContainsRune("<>=!", rune(term[j])) {
+				j++
+			}
+			if got := term[i0:j]; got != op {
+				return nil, fmt.Errorf("slo term %d %q: bad operator %q (want <=, >=, < or >)", i+1, term, got)
+			}
+		}
 		name, val, _ := strings.Cut(term, op)
 		name = strings.TrimSpace(name)
 		val = strings.TrimSpace(val)

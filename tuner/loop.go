@@ -1,6 +1,7 @@
 package tuner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,11 @@ type Config struct {
 	SLO      trial.SLO      // feasibility bounds of the front and the recommendation
 	Metrics  Metrics        // objective names
 	Default  spaces.Config  // vLLM's default config (trial 0), for the gain
+	// Enqueue are known configs (e.g. today's production flags) run as
+	// search trials right after vLLM's default, as Optuna's enqueue_trial,
+	// and re-measured with it, so the report compares against them. One
+	// already finished in the study is not run again.
+	Enqueue []spaces.Config
 
 	MaxTrials    int           // finished search trials of the study, resumed ones included
 	Budget       time.Duration // wall time of this run, final re-measurement included
@@ -101,8 +107,18 @@ type Report struct {
 	Gain *GainEstimate `json:"gain,omitempty"`
 	// RecommendedIsDefault says that the pick is vLLM's default config.
 	RecommendedIsDefault bool `json:"recommended_is_default,omitempty"`
+	// Enqueued are the measured Config.Enqueue configs, each with the
+	// recommendation's gain over it.
+	Enqueued []Baseline `json:"enqueued,omitempty"`
 	// NoFeasible explains why nothing was recommended.
 	NoFeasible string `json:"no_feasible,omitempty"`
+}
+
+// Baseline is a config the user enqueued, and how the recommendation
+// compares with it.
+type Baseline struct {
+	Candidate
+	Gain *GainEstimate `json:"gain,omitempty"` // the recommendation over it
 }
 
 // Loop runs one study. It is not safe for concurrent Runs.
@@ -312,6 +328,12 @@ func (l *Loop) search(ctx context.Context, prog progress, rerun []Trial) (string
 			seen[t.ConfigID] = t
 		}
 	}
+	var queue []spaces.Config // Config.Enqueue still to run
+	for _, c := range l.cfg.Enqueue {
+		if _, ok := seen[c.ID()]; !ok && !slices.ContainsFunc(rerun, func(t Trial) bool { return t.ConfigID == c.ID() }) {
+			queue = append(queue, c)
+		}
+	}
 	dups := 0
 	for {
 		if err := ctx.Err(); err != nil {
@@ -322,8 +344,16 @@ func (l *Loop) search(ctx context.Context, prog progress, rerun []Trial) (string
 		}
 		var cfg spaces.Config
 		fromAsk := false
+		l.mu.Lock()
+		afterDefault := l.st.searchDone > 0 || l.cfg.Default.Len() == 0
+		l.mu.Unlock()
 		if len(rerun) > 0 {
 			cfg, rerun = rerun[0].Config, rerun[1:]
+		} else if len(queue) > 0 && afterDefault { // trial 0 stays vLLM's default
+			cfg, queue = queue[0], queue[1:]
+			if _, ok := seen[cfg.ID()]; ok {
+				continue
+			}
 		} else {
 			c, err := l.prop.Ask(ctx)
 			switch {
@@ -565,12 +595,12 @@ func (l *Loop) remeasure(ctx context.Context, prog progress) error {
 func (l *Loop) remeasurePlan(trials []Trial) []Candidate {
 	cands := Aggregate(trials, l.cfg.SLO, l.cfg.Metrics, l.cfg.MADK)
 	fin := finalistsOf(trials, l.cfg)
-	if l.cfg.Default.Len() == 0 {
-		return fin
+	base := []string{l.cfg.Default.ID()}
+	for _, c := range l.cfg.Enqueue {
+		base = append(base, c.ID())
 	}
-	id := l.cfg.Default.ID()
 	for _, c := range cands {
-		if c.ConfigID == id && len(c.Trials) > 0 && !slices.ContainsFunc(fin, func(f Candidate) bool { return f.ConfigID == id }) {
+		if slices.Contains(base, c.ConfigID) && len(c.Trials) > 0 && !slices.ContainsFunc(fin, func(f Candidate) bool { return f.ConfigID == c.ConfigID }) {
 			fin = append(fin, c)
 		}
 	}
@@ -621,6 +651,7 @@ func (l *Loop) report(reason string) Report {
 	for _, i := range Front(cands, l.cfg.Metrics) {
 		rep.Front = append(rep.Front, cands[i])
 	}
+	slices.SortStableFunc(rep.Front, func(a, b Candidate) int { return cmp.Compare(b.Score, a.Score) })
 	repeated := map[string]bool{}
 	for _, t := range trials {
 		if t.Phase == PhaseRepeat {
@@ -647,16 +678,9 @@ func (l *Loop) report(reason string) Report {
 			rep.Default = &c
 		}
 	}
-	// Recommend among the re-measured finalists when there are any, so a
-	// single lucky run does not win; otherwise among all candidates.
-	pool := cands
-	if len(rep.Finalists) > 0 {
-		pool = rep.Finalists
-	}
-	rec, err := Recommend(pool, l.cfg.Metrics, l.cfg.SLO, PreferThroughput)
-	if err != nil && len(rep.Finalists) > 0 {
-		rec, err = Recommend(cands, l.cfg.Metrics, l.cfg.SLO, PreferThroughput)
-	}
+	// As `tuner recommend` picks: among the re-measured configs when one
+	// of them is feasible, so a single lucky run does not win.
+	rec, err := RecommendMeasured(cands, l.cfg.Metrics, l.cfg.SLO, PreferThroughput)
 	if err != nil {
 		rep.NoFeasible = err.Error()
 	} else {
@@ -666,6 +690,18 @@ func (l *Loop) report(reason string) Report {
 			rep.GainPct, rep.Gain = &g.Pct, &g
 		}
 		rep.RecommendedIsDefault = rep.Default != nil && rep.Default.ConfigID == c.ConfigID
+	}
+	for _, e := range l.cfg.Enqueue {
+		for i := range cands {
+			if cands[i].ConfigID != e.ID() || len(cands[i].Trials)+cands[i].Failed == 0 {
+				continue
+			}
+			b := Baseline{Candidate: cands[i]}
+			if g, ok := EstimateGain(rep.Recommended, &cands[i]); ok && rep.Recommended.ConfigID != e.ID() {
+				b.Gain = &g
+			}
+			rep.Enqueued = append(rep.Enqueued, b)
+		}
 	}
 	return rep
 }

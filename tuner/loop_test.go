@@ -455,7 +455,7 @@ func TestLoopNoFeasible(t *testing.T) {
 		t.Fatal(err)
 	}
 	if rep.Recommended != nil || !strings.Contains(rep.NoFeasible, "closest is config "+cfgN(300).ID()) ||
-		!strings.Contains(rep.NoFeasible, "tpot_p99=75") {
+		!strings.Contains(rep.NoFeasible, "tpot_p99=75 ms") {
 		t.Fatalf("no-feasible report: %+v", rep)
 	}
 }
@@ -541,5 +541,43 @@ func TestLiveProgressFitsTheTerminal(t *testing.T) {
 		if bars == 0 {
 			t.Fatalf("no bar rendered: %q", out.String())
 		}
+	}
+}
+
+// TestLoopEnqueue: a known config (today's production flags) runs right
+// after vLLM's default as a search trial, is re-measured with it, and the
+// report states the recommendation's gain over it; a resumed study does
+// not run it again.
+func TestLoopEnqueue(t *testing.T) {
+	st := &memStore{}
+	r := &fakeRunner{eval: linearEval}
+	cfg := testConfig(t)
+	cfg.MaxTrials, cfg.Finalists = 4, 1
+	cfg.Enqueue = []spaces.Config{cfgN(150), cfgN(128)} // the default too: not run twice
+	rep, err := mustLoop(t, cfg, r, newListProposer(128, 64, 200, 32, 96), st).Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(r.calls[:4]); got != "[128 150 64 200]" {
+		t.Fatalf("search runs %v, want the default, the enqueued 150, then the proposals", got)
+	}
+	// Re-measured: the finalist (200), the default (128) and 150.
+	if got := fmt.Sprint(r.calls[4:]); got != "[200 200 128 128 150 150]" {
+		t.Fatalf("repeat runs %v", got)
+	}
+	if len(rep.Enqueued) != 2 || rep.Enqueued[0].ConfigID != cfgN(150).ID() || rep.Enqueued[0].Throughput.N != 3 || rep.Enqueued[0].Gain == nil {
+		t.Fatalf("enqueued in the report: %+v", rep.Enqueued)
+	}
+	if want := (2000.0/1500 - 1) * 100; abs(rep.Enqueued[0].Gain.Pct-want) > 1e-9 {
+		t.Fatalf("gain over the enqueued config %.3f%%, want %.3f%%", rep.Enqueued[0].Gain.Pct, want)
+	}
+	// Resume with a larger budget: 150 is not run again.
+	cfg.MaxTrials, cfg.Resume = 5, true
+	r2 := &fakeRunner{eval: linearEval}
+	if _, err := mustLoop(t, cfg, r2, newListProposer(128, 64, 200, 32, 96), st).Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(r2.calls); got != "[32]" {
+		t.Fatalf("resumed runs %v, want [32]", got)
 	}
 }

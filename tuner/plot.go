@@ -75,6 +75,11 @@ func NewFrontChart(front []ChartPoint, o ChartOptions) (*Chart, error) {
 		p.Y.Label.Text += " (" + u + ")"
 	}
 	p.Add(plotter.NewGrid())
+	var legend []string // the legend's labels, to place it
+	addLegend := func(label string, t plot.Thumbnailer) {
+		p.Legend.Add(label, t)
+		legend = append(legend, label)
+	}
 
 	// Axis ranges over the points only, padded: an SLO bound far from them
 	// would squeeze every point into a corner.
@@ -102,7 +107,7 @@ func NewFrontChart(front []ChartPoint, o ChartOptions) (*Chart, error) {
 		}
 		s.GlyphStyle = draw.GlyphStyle{Shape: draw.CrossGlyph{}, Radius: vg.Points(2.5), Color: color.Gray{Y: 150}}
 		p.Add(s)
-		p.Legend.Add("other configs", s)
+		addLegend("other configs", s)
 	}
 	if len(front) > 0 {
 		s, err := plotter.NewScatter(xys(front))
@@ -133,7 +138,7 @@ func NewFrontChart(front []ChartPoint, o ChartOptions) (*Chart, error) {
 		// circles (SVGMarkers counts them).
 		s.GlyphStyle = draw.GlyphStyle{Shape: draw.RingGlyph{}, Radius: vg.Points(4), Color: color.RGBA{R: 59, G: 76, B: 192, A: 255}}
 		p.Add(s)
-		p.Legend.Add("Pareto front", s)
+		addLegend("Pareto front", s)
 		est := ""
 		if o.VRAMEstimated {
 			est = " (estimated)"
@@ -151,7 +156,7 @@ func NewFrontChart(front []ChartPoint, o ChartOptions) (*Chart, error) {
 		}
 		s.GlyphStyle = draw.GlyphStyle{Shape: draw.RingGlyph{}, Radius: vg.Points(10), Color: color.RGBA{G: 140, A: 255}}
 		p.Add(s)
-		p.Legend.Add("recommended", s)
+		addLegend("recommended", s)
 	}
 	if o.Default != nil {
 		s, err := plotter.NewScatter(xys([]ChartPoint{*o.Default}))
@@ -160,7 +165,7 @@ func NewFrontChart(front []ChartPoint, o ChartOptions) (*Chart, error) {
 		}
 		s.GlyphStyle = draw.GlyphStyle{Shape: draw.SquareGlyph{}, Radius: vg.Points(6), Color: color.Black}
 		p.Add(s)
-		p.Legend.Add("vLLM default", s)
+		addLegend("vLLM default", s)
 	}
 	dashed := func(pts plotter.XYs, label string) error {
 		l, err := plotter.NewLine(pts)
@@ -169,7 +174,7 @@ func NewFrontChart(front []ChartPoint, o ChartOptions) (*Chart, error) {
 		}
 		l.LineStyle = draw.LineStyle{Color: color.RGBA{R: 200, A: 255}, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}
 		p.Add(l)
-		p.Legend.Add(label, l)
+		addLegend(label, l)
 		return nil
 	}
 	if o.LatencyLimit > 0 {
@@ -184,11 +189,54 @@ func NewFrontChart(front []ChartPoint, o ChartOptions) (*Chart, error) {
 			return nil, err
 		}
 	}
-	// Bottom right: the dominated corner (slow and low throughput) stays empty.
-	p.Legend.Top = false
-	p.Legend.XOffs = -vg.Points(6)
-	p.Legend.YOffs = vg.Points(6)
+	placeLegend(p, legend, all, o.Width, o.Height)
 	return &Chart{Plot: p, Width: o.Width, Height: o.Height}, nil
+}
+
+// placeLegend puts the legend in the corner of the data area that covers
+// the fewest points (bottom right, the dominated corner, on a tie); when
+// every corner holds some, it makes room above the points.
+func placeLegend(p *plot.Plot, legend []string, pts []ChartPoint, w, h vg.Length) {
+	labels := 0
+	for _, l := range legend {
+		labels = max(labels, len(l))
+	}
+	// The legend's share of the data area, from the font size and the
+	// canvas (about 60 points of axes and 70 of titles are not data).
+	size := float64(p.Legend.TextStyle.Font.Size.Points())
+	fw := (float64(labels)*size*0.55 + 30) / (float64(w.Points()) - 60)
+	fh := float64(len(legend)) * size * 1.25 / (float64(h.Points()) - 70)
+	count := func(left, top bool) int {
+		n := 0
+		for _, q := range pts {
+			x := (q.Latency - p.X.Min) / (p.X.Max - p.X.Min)
+			y := (q.Throughput - p.Y.Min) / (p.Y.Max - p.Y.Min)
+			inX := (left && x <= fw) || (!left && x >= 1-fw)
+			inY := (top && y >= 1-fh) || (!top && y <= fh)
+			if inX && inY {
+				n++
+			}
+		}
+		return n
+	}
+	best, bestN := [2]bool{false, false}, count(false, false)
+	for _, c := range [][2]bool{{true, true}, {false, true}, {true, false}} {
+		if n := count(c[0], c[1]); n < bestN {
+			best, bestN = c, n
+		}
+	}
+	if bestN > 0 { // no free corner: room above the points
+		best = [2]bool{false, true}
+		p.Y.Max += (p.Y.Max - p.Y.Min) * fh / (1 - fh)
+	}
+	p.Legend.Left, p.Legend.Top = best[0], best[1]
+	p.Legend.XOffs, p.Legend.YOffs = -vg.Points(6), vg.Points(6)
+	if best[0] {
+		p.Legend.XOffs = vg.Points(6)
+	}
+	if best[1] {
+		p.Legend.YOffs = -vg.Points(6)
+	}
 }
 
 // near widens [lo, hi] to show a bound v that lies within 30% of the span

@@ -2,11 +2,17 @@ package tuner
 
 import (
 	"bytes"
+	"context"
+	"image/png"
 	"io"
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 // svgCircles returns the front markers of an SVG chart (tuner.SVGMarkers).
@@ -137,5 +143,69 @@ func TestFrontHTML(t *testing.T) {
 	}
 	if err := WriteFrontHTML(io.Discard, nil, ChartOptions{}); err == nil {
 		t.Error("empty chart accepted")
+	}
+}
+
+// TestFrontHTMLRendersOffline opens the page in headless Chromium with
+// every host name unresolvable (an offline GPU machine) and checks the
+// screenshot for the coloured markers ECharts draws: a page that loads
+// ECharts from a CDN stays white there. Outside CI the test skips when no
+// browser is installed; in CI (CI=true) that is a failure.
+func TestFrontHTMLRendersOffline(t *testing.T) {
+	browser := ""
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless_shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			browser = p
+			break
+		}
+	}
+	if browser == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no Chromium on PATH (CI installs it: .ci/run)")
+		}
+		t.Skip("no Chromium on PATH (apt-get install chromium)")
+	}
+	dir := t.TempDir()
+	page, shot := filepath.Join(dir, "front.html"), filepath.Join(dir, "shot.png")
+	f, err := os.Create(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := []ChartPoint{{Label: "a", Throughput: 1200, Latency: 12, VRAM: 40}, {Label: "b", Throughput: 2500, Latency: 25, VRAM: 72}, {Label: "c", Throughput: 3100, Latency: 44, VRAM: 72}}
+	err = WriteFrontHTML(f, front, ChartOptions{Title: "offline", Throughput: "output_throughput", Latency: "tpot_p99", LatencyLimit: 50})
+	if cerr := f.Close(); err != nil || cerr != nil {
+		t.Fatal(err, cerr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+		"--host-resolver-rules=MAP * ~NOTFOUND", "--window-size=1200,750", "--virtual-time-budget=5000",
+		"--user-data-dir="+filepath.Join(dir, "profile"), "--screenshot="+shot, "file://"+page)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", browser, err, out)
+	}
+	pf, err := os.Open(shot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pf.Close()
+	img, err := png.Decode(pf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Saturated pixels: the markers and the VRAM scale (white, black and
+	// grey text have none).
+	coloured := 0
+	b := img.Bounds()
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			if max(r, g, bl)-min(r, g, bl) > 0x5000 {
+				coloured++
+			}
+		}
+	}
+	if coloured < 1000 {
+		t.Fatalf("screenshot has %d coloured pixels: the chart did not render offline", coloured)
 	}
 }

@@ -194,7 +194,11 @@ func Aggregate(trials []Trial, slo trial.SLO, m Metrics, k float64) []Candidate 
 				}
 				if !b.Holds(v) {
 					c.Feasible = false
-					c.Violations = append(c.Violations, fmt.Sprintf("%s=%.4g (want %s %.4g)", b.Metric, v, b.Op, b.Limit))
+					u := MetricUnit(b.Metric)
+					if u != "" {
+						u = " " + u
+					}
+					c.Violations = append(c.Violations, fmt.Sprintf("%s=%.4g%s (want %s %.4g%s)", b.Metric, v, u, b.Op, b.Limit, u))
 					c.excess += relExcess(b, v)
 				}
 			}

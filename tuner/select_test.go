@@ -81,7 +81,7 @@ func TestAggregateConservative(t *testing.T) {
 	if !errors.As(err, &ie) || !errors.Is(err, ErrNoFeasible) || ie.Closest == nil || ie.Closest.ConfigID != cfgN(1).ID() {
 		t.Fatalf("tight SLO: %v", err)
 	}
-	if msg := err.Error(); !strings.Contains(msg, "tpot_p99<=30ms") || !strings.Contains(msg, "trial 0") || !strings.Contains(msg, "tpot_p99=40 (want <= 30)") {
+	if msg := err.Error(); !strings.Contains(msg, "tpot_p99<=30ms") || !strings.Contains(msg, "trial 0") || !strings.Contains(msg, "tpot_p99=40 ms (want <= 30 ms)") {
 		t.Fatalf("message %q", msg)
 	}
 }

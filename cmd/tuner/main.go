@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -32,7 +33,36 @@ const (
 // per command group, so that groups can be added without touching main.
 var commands []*cli.Command
 
-func register(c ...*cli.Command) { commands = append(commands, c...) }
+func register(c ...*cli.Command) {
+	for _, cmd := range c {
+		hintFlagsAfterArgs(cmd)
+	}
+	commands = append(commands, c...)
+}
+
+// hintFlagsAfterArgs makes a command (and its subcommands) refuse flags
+// written after its arguments with a hint: urfave/cli stops parsing flags
+// at the first argument, so `show ID --json` would read "--json" as a
+// second ID.
+func hintFlagsAfterArgs(cmd *cli.Command) {
+	for _, sub := range cmd.Subcommands {
+		hintFlagsAfterArgs(sub)
+	}
+	action := cmd.Action
+	if action == nil {
+		return
+	}
+	cmd.Action = func(c *cli.Context) error {
+		args := c.Args().Slice()
+		for i, a := range args {
+			if len(a) > 1 && strings.HasPrefix(a, "-") && i > 0 {
+				rest := slices.Delete(slices.Clone(args), i, i+1)
+				return usagef("flag %s after the arguments: flags go first (tuner %s %s %s)", a, c.Command.FullName(), a, strings.Join(rest, " "))
+			}
+		}
+		return action(c)
+	}
+}
 
 // usageError marks errors caused by bad flags, arguments or input files.
 type usageError struct{ err error }
@@ -61,6 +91,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		ErrWriter:            stderr,
 		Commands:             commands,
 		EnableBashCompletion: true,
+		Suggest:              true, // "did you mean" for a mistyped command or flag
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "db", Usage: "bbolt database file", EnvVars: []string{"TUNER_DB"}},
 			&cli.BoolFlag{Name: "verbose", Usage: "debug logging on stderr"},

@@ -1,12 +1,13 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
@@ -19,19 +20,26 @@ import (
 
 func init() { register(paretoCommand()) }
 
-// frontView is what `tuner pareto` shows and writes as JSON.
+// frontView is what `tuner pareto` shows and writes as JSON: the same front
+// as the search summary, per config over all its runs with conservative
+// values (throughput median - k*MAD, latency median + k*MAD), and the
+// config `tuner recommend` picks.
 type frontView struct {
-	Study    string             `json:"study,omitempty"`
-	Group    string             `json:"group,omitempty"`
-	SLO      string             `json:"slo,omitempty"`
-	Metrics  tuner.Metrics      `json:"metrics"`
-	Front    store.Front        `json:"front"`
-	Default  *tuner.ChartPoint  `json:"default,omitempty"`
-	Others   []tuner.ChartPoint `json:"others"`
-	Defaults string             `json:"default_config_id,omitempty"`
-	// IncludeUnstable says whether trials in state unstable could enter the
-	// front (--include-unstable, or no stable trial was on it).
-	IncludeUnstable bool `json:"include_unstable"`
+	Study   string        `json:"study,omitempty"`
+	Group   string        `json:"group,omitempty"`
+	Studies []string      `json:"studies"`
+	SLO     string        `json:"slo,omitempty"`
+	Metrics tuner.Metrics `json:"metrics"`
+	K       float64       `json:"k"`
+	// Front holds the SLO-feasible configs no other dominates.
+	Front []tuner.Candidate `json:"front"`
+	// Recommended is the config ID recommend picks ("" when none, and in
+	// --group, whose studies ran different workloads).
+	Recommended     string             `json:"recommended,omitempty"`
+	Default         *tuner.Candidate   `json:"default,omitempty"`
+	DefaultConfigID string             `json:"default_config_id,omitempty"`
+	recommended     *tuner.Candidate   // also when it is not on the front
+	others          []tuner.ChartPoint // the other measured configs, for the plots
 }
 
 func paretoCommand() *cli.Command {
@@ -39,16 +47,17 @@ func paretoCommand() *cli.Command {
 		Name:      "pareto",
 		Usage:     "show the Pareto front (table, JSON, or a throughput-vs-latency plot)",
 		ArgsUsage: " ",
-		Description: "The front is the stored one: trials in state ok that meet the study's SLO and that no other such\n" +
-			"trial dominates in (throughput up, latency down, peak VRAM down). --slo filters further (the\n" +
-			"front is then recomputed). The plot marks vLLM's default config and draws the SLO bounds.",
+		Description: "The front is the search summary's: configs over all their runs, judged by conservative values\n" +
+			"(throughput median - k*MAD, latency median + k*MAD), that meet the SLO and that no other such\n" +
+			"config dominates in (throughput up, latency down, peak VRAM down). --slo adds bounds. The table\n" +
+			"and the plots mark the config `tuner recommend` picks and vLLM's default, and draw the SLO bounds.",
 		Flags: append(studyFilterFlags(),
 			&cli.BoolFlag{Name: "group", Usage: "the front across every study of the model and GPU setup (any workload)"},
 			&cli.StringFlag{Name: "slo", Usage: "extra SLO bounds the front members must meet"},
-			&cli.BoolFlag{Name: "include-unstable", Usage: "admit trials whose measurement did not reach steady state (used anyway when no stable trial is on the front)"},
+			&cli.Float64Flag{Name: "k", Value: tuner.DefaultConfig().MADK, Usage: "MAD multiplier of the conservative estimates"},
 			&cli.StringFlag{Name: "svg", Usage: "write the plot as SVG to this file"},
 			&cli.StringFlag{Name: "png", Usage: "write the plot as PNG to this file"},
-			&cli.StringFlag{Name: "html", Usage: "write an interactive plot (go-echarts) to this HTML file"},
+			&cli.StringFlag{Name: "html", Usage: "write an interactive plot (go-echarts, works offline) to this HTML file"},
 			&cli.BoolFlag{Name: "json", Usage: "machine-readable output"},
 		),
 		Action: func(c *cli.Context) error {
@@ -62,6 +71,9 @@ func paretoCommand() *cli.Command {
 					return usagef("--slo: %v", err)
 				}
 			}
+			if c.Float64("k") < 0 {
+				return usagef("--k must be >= 0")
+			}
 			s, err := openReader(c)
 			if err != nil {
 				return err
@@ -71,15 +83,12 @@ func paretoCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			v, err := buildFrontView(c.Context, s, sel, extra, c.Bool("group"), c.Bool("include-unstable"))
+			if !c.Bool("json") {
+				fmt.Fprintln(c.App.ErrWriter, sel.describe())
+			}
+			v, err := buildFrontView(c.Context, s, sel, extra, c.Bool("group"), c.Float64("k"))
 			if err != nil {
 				return err
-			}
-			if len(v.Front.Points) == 0 && !v.IncludeUnstable {
-				if u, err := buildFrontView(c.Context, s, sel, extra, c.Bool("group"), true); err == nil && len(u.Front.Points) > 0 {
-					v = u
-					fmt.Fprintln(c.App.ErrWriter, "no stable trial is on the front: showing unstable measurements too (longer trials, e.g. --requests, make them stable)")
-				}
 			}
 			for _, out := range []struct{ path, format string }{{c.String("svg"), "svg"}, {c.String("png"), "png"}, {c.String("html"), "html"}} {
 				if out.path == "" {
@@ -100,25 +109,19 @@ func paretoCommand() *cli.Command {
 	}
 }
 
-func buildFrontView(ctx context.Context, s *store.Store, sel selection, extra trial.SLO, group, unstable bool) (frontView, error) {
+func buildFrontView(ctx context.Context, s *store.Store, sel selection, extra trial.SLO, group bool, k float64) (frontView, error) {
 	st := sel.Newest
-	v := frontView{Metrics: sel.Metrics, Others: []tuner.ChartPoint{}, IncludeUnstable: unstable}
-	q := store.FrontQuery{SLO: extra, IncludeUnstable: unstable}
+	v := frontView{Metrics: sel.Metrics, K: k, Front: []tuner.Candidate{}}
 	slo := append(append(trial.SLO{}, st.SLO()...), extra...)
 	v.SLO = slo.String()
-	var err error
-	studies := []store.Study{st}
+	studies := sel.Studies
 	if group {
-		g := st.Key.Group()
-		v.Group = g.Key()
-		if v.Front, err = s.GroupFront(ctx, g, q); err != nil {
-			return v, err
-		}
+		v.Group = st.Key.GroupKey()
 		all, err := s.Studies(ctx)
 		if err != nil {
 			return v, err
 		}
-		studies = studies[:0]
+		studies = nil
 		for _, o := range all {
 			if o.Key.GroupKey() == st.Key.GroupKey() {
 				studies = append(studies, o)
@@ -126,37 +129,63 @@ func buildFrontView(ctx context.Context, s *store.Store, sel selection, extra tr
 		}
 	} else {
 		v.Study = st.ID
-		if v.Front, err = s.Front(ctx, st.ID, q); err != nil {
+	}
+	v.Studies = studyIDs(studies)
+	// Per study in a group (each ran its own workload and SLO), the
+	// selection's studies together otherwise, as recommend judges them.
+	var cands []tuner.Candidate
+	parts := [][]store.Study{studies}
+	if group {
+		parts = nil
+		for _, o := range studies {
+			parts = append(parts, []store.Study{o})
+		}
+	}
+	for _, part := range parts {
+		trials, err := trialsOf(ctx, s, part)
+		if err != nil {
 			return v, err
 		}
-	}
-	trials, err := trialsOf(ctx, s, studies)
-	if err != nil {
-		return v, err
-	}
-	onFront := map[string]bool{}
-	for _, p := range v.Front.Points {
-		onFront[p.TrialID] = true
-	}
-	for _, t := range trials {
-		if vec, ok := sel.Metrics.Vector(t.Result); ok && !onFront[t.ID] {
-			v.Others = append(v.Others, tuner.ChartPoint{Label: t.ID, Throughput: vec[0], Latency: vec[1], VRAM: vec[2]})
+		pslo := slo
+		if group {
+			pslo = append(append(trial.SLO{}, part[0].SLO()...), extra...)
 		}
+		pc := tuner.Aggregate(trials, pslo, sel.Metrics, k)
+		if part[0].ID == st.ID {
+			v.DefaultConfigID = defaultIDOf(st, trials)
+			for i := range pc {
+				if pc[i].ConfigID == v.DefaultConfigID && pc[i].Throughput.N > 0 {
+					d := pc[i]
+					v.Default = &d
+				}
+			}
+			if !group {
+				if rec, err := tuner.RecommendMeasured(pc, sel.Metrics, slo, tuner.PreferThroughput); err == nil {
+					r := *rec
+					v.recommended, v.Recommended = &r, r.ConfigID
+				}
+			}
+		}
+		cands = append(cands, pc...)
 	}
-	// vLLM's default config: the resolved default space's, else the
-	// study's first trial (the proposer always runs the default first).
-	defID := defaultConfigID(st.Key)
-	if defID == "" && len(trials) > 0 {
-		defID = trials[0].ConfigID
+	onFront := map[int]bool{}
+	for _, i := range tuner.Front(cands, sel.Metrics) {
+		onFront[i] = true
+		v.Front = append(v.Front, cands[i])
 	}
-	v.Defaults = defID
-	cands := tuner.Aggregate(trials, nil, sel.Metrics, 0)
-	for _, cnd := range cands {
-		if cnd.ConfigID == defID && cnd.Throughput.N > 0 {
-			v.Default = &tuner.ChartPoint{Label: "vLLM default " + defID, Throughput: cnd.Throughput.Median, Latency: cnd.Latency.Median, VRAM: cnd.VRAM.Median}
+	slices.SortStableFunc(v.Front, func(a, b tuner.Candidate) int { return cmp.Compare(b.Score, a.Score) })
+	for i, cnd := range cands {
+		marked := !group && (cnd.ConfigID == v.DefaultConfigID || cnd.ConfigID == v.Recommended) // drawn with their own markers
+		if !onFront[i] && !marked && cnd.Throughput.N > 0 {
+			v.others = append(v.others, candidatePoint(cnd))
 		}
 	}
 	return v, nil
+}
+
+// candidatePoint is a config's point on the charts: its conservative values.
+func candidatePoint(c tuner.Candidate) tuner.ChartPoint {
+	return tuner.ChartPoint{Label: "config " + c.ConfigID, Throughput: c.Score, Latency: c.ConservativeLatency, VRAM: c.VRAM.Median}
 }
 
 // defaultConfigID is the ID of vLLM's default config for a study's target
@@ -179,30 +208,39 @@ func defaultConfigID(k store.StudyKey) string {
 	return r.DefaultConfig().ID()
 }
 
-// chartPoints maps a stored front to chart points (values follow the
-// study's objectives: throughput, latency, VRAM).
-func chartPoints(f store.Front) []tuner.ChartPoint {
-	out := make([]tuner.ChartPoint, 0, len(f.Points))
-	for _, p := range f.Points {
-		if len(p.Values) < 3 {
-			continue
-		}
-		out = append(out, tuner.ChartPoint{Label: p.TrialID, Throughput: p.Values[0], Latency: p.Values[1], VRAM: p.Values[2]})
+// chartPoints are the front's points.
+func chartPoints(v frontView) []tuner.ChartPoint {
+	out := make([]tuner.ChartPoint, len(v.Front))
+	for i, c := range v.Front {
+		out[i] = candidatePoint(c)
 	}
 	return out
 }
 
 // newChart builds the plot of a front view.
 func newChart(v frontView, sel selection) (*tuner.Chart, error) {
-	return tuner.NewFrontChart(chartPoints(v.Front), chartOptions(v, sel))
+	return tuner.NewFrontChart(chartPoints(v), chartOptions(v, sel))
 }
 
 func chartOptions(v frontView, sel selection) tuner.ChartOptions {
 	k := sel.Newest.Key
 	o := tuner.ChartOptions{
-		Title:      fmt.Sprintf("%s on %dx %s, %s, workload %s", k.Model, k.GPUCount, k.GPU, k.Engine, k.Workload),
+		Title:      fmt.Sprintf("%s on %dx %s, %s, workload %s", servedName(k), k.GPUCount, k.GPU, k.Engine, k.Workload),
 		Throughput: v.Metrics.Throughput, Latency: v.Metrics.Latency,
-		Default: v.Default, Others: v.Others,
+		Others: v.others,
+	}
+	if v.Default != nil {
+		p := candidatePoint(*v.Default)
+		p.Label = "vLLM default " + v.Default.ConfigID
+		o.Default = &p
+	}
+	if v.recommended != nil {
+		p := candidatePoint(*v.recommended)
+		p.Label = "recommended " + v.recommended.ConfigID
+		o.Recommended = &p
+	}
+	for _, c := range append(slices.Clone(v.Front), v.defaultAndRecommended()...) {
+		o.VRAMEstimated = o.VRAMEstimated || c.VRAMEstimated
 	}
 	slo, _ := trial.ParseSLO(v.SLO)
 	for _, b := range slo {
@@ -216,9 +254,19 @@ func chartOptions(v frontView, sel selection) tuner.ChartOptions {
 	return o
 }
 
+func (v frontView) defaultAndRecommended() []tuner.Candidate {
+	var out []tuner.Candidate
+	for _, c := range []*tuner.Candidate{v.Default, v.recommended} {
+		if c != nil {
+			out = append(out, *c)
+		}
+	}
+	return out
+}
+
 // writeChart writes the plot atomically (temp file, then rename).
 func writeChart(path, format string, v frontView, sel selection) error {
-	render := func(w io.Writer) error { return tuner.WriteFrontHTML(w, chartPoints(v.Front), chartOptions(v, sel)) }
+	render := func(w io.Writer) error { return tuner.WriteFrontHTML(w, chartPoints(v), chartOptions(v, sel)) }
 	if format != "html" {
 		ch, err := newChart(v, sel)
 		if err != nil {
@@ -246,35 +294,79 @@ func writeChart(path, format string, v frontView, sel selection) error {
 
 func printFront(w io.Writer, v frontView, sel selection) error {
 	where := "study " + v.Study
+	if len(v.Studies) > 1 {
+		where = fmt.Sprintf("%d studies", len(v.Studies))
+	}
 	if v.Group != "" {
 		where = "group " + v.Group
 	}
-	fmt.Fprintf(w, "Pareto front of %s (SLO %s): %d configs\n", where, orDash(v.SLO), len(v.Front.Points))
-	if len(v.Front.Points) == 0 {
-		fmt.Fprintln(w, "no trial is on the front yet (none ended ok within the SLO)")
-		return nil
+	fmt.Fprintf(w, "Pareto front of %s (SLO %s; per config over all its runs, conservative values: throughput median - %g*MAD, latency median + %g*MAD): %d configs\n",
+		where, orDash(v.SLO), v.K, v.K, len(v.Front))
+	rows := v.Front
+	if v.recommended != nil && !slices.ContainsFunc(rows, func(c tuner.Candidate) bool { return c.ConfigID == v.Recommended }) {
+		rows = append(slices.Clone(rows), *v.recommended)
 	}
+	if len(rows) == 0 {
+		fmt.Fprintln(w, "no config is on the front yet (none has a usable measurement within the SLO)")
+	} else if err := printCandidates(w, rows, v.Metrics, defaultConfigOf(v, sel), v.Recommended, v.DefaultConfigID, len(v.Front)); err != nil {
+		return err
+	}
+	if d := v.Default; d != nil {
+		fmt.Fprintf(w, "vLLM default (%s): %s median %.2f over %d runs, %s median %.2f ms, VRAM %s GiB\n", d.ConfigID, v.Metrics.Throughput, d.Throughput.Median, d.Throughput.N,
+			v.Metrics.Latency, d.Latency.Median, fmtVRAM(d.VRAM.Median, d.VRAMEstimated))
+	}
+	return nil
+}
+
+// defaultConfigOf is vLLM's default config of the view, for the flags
+// shown against it (empty when unknown: every flag is shown).
+func defaultConfigOf(v frontView, sel selection) spaces.Config {
+	if v.Default != nil {
+		return v.Default.Config
+	}
+	return spaces.Config{}
+}
+
+// printCandidates is the front table of the search summary and `pareto`:
+// one row per config with conservative values and its flags against vLLM's
+// default; "*" marks the recommended config, "~" estimated VRAM. Rows past
+// onFront are shown though not on the front (the recommended config when a
+// single run outranks it).
+func printCandidates(w io.Writer, rows []tuner.Candidate, m tuner.Metrics, def spaces.Config, recID, defID string, onFront int) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "TRIAL\tCONFIG\t%s\t%s ms\tVRAM GiB\tFLAGS\n", v.Metrics.Throughput, v.Metrics.Latency)
-	for _, p := range v.Front.Points {
-		mark := ""
-		if p.ConfigID == v.Defaults {
-			mark = " (vLLM default)"
+	fmt.Fprintf(tw, "  CONFIG\tRUNS\t%s\t%s ms\tVRAM GiB\tFLAGS (vs default)\n", m.Throughput, m.Latency)
+	estimated, off := false, false
+	for i, c := range rows {
+		estimated = estimated || c.VRAMEstimated
+		mark := " "
+		if c.ConfigID == recID {
+			mark = "*"
 		}
-		vals := make([]string, 3)
-		for i := range vals {
-			vals[i] = "-"
-			if i < len(p.Values) {
-				vals[i] = fmt.Sprintf("%.2f", p.Values[i])
-			}
+		runs := fmt.Sprint(c.Throughput.N)
+		if c.Unstable > 0 {
+			runs += fmt.Sprintf(" (%d unstable)", c.Unstable)
 		}
-		fmt.Fprintf(tw, "%s\t%s%s\t%s\t%s\t%s\t%s\n", p.TrialID, p.ConfigID, mark, vals[0], vals[1], vals[2], strings.Join(p.Config.Flags(), " "))
+		fl := flagsVsDefault(c.Config, def)
+		if c.ConfigID == defID {
+			fl = "(vLLM default)"
+		}
+		if i >= onFront {
+			fl += " [not on the front]"
+			off = true
+		}
+		fmt.Fprintf(tw, "%s %s\t%s\t%.1f\t%.2f\t%s\t%s\n", mark, c.ConfigID, runs, c.Score, c.ConservativeLatency, fmtVRAM(c.VRAM.Median, c.VRAMEstimated), fl)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if v.Default != nil {
-		fmt.Fprintf(w, "vLLM default: %s %.2f, %s %.2f ms, VRAM %.2f GiB\n", v.Metrics.Throughput, v.Default.Throughput, v.Metrics.Latency, v.Default.Latency, v.Default.VRAM)
+	if recID != "" {
+		fmt.Fprintln(w, "* recommended (the best re-measured config)")
+	}
+	if off {
+		fmt.Fprintln(w, "  [not on the front]: configs measured once dominate it; the recommendation trusts re-measured configs")
+	}
+	if estimated {
+		fmt.Fprintln(w, vramEstimateNote)
 	}
 	return nil
 }

@@ -75,7 +75,7 @@ func TestRecommendFormats(t *testing.T) {
 func TestRecommendErrors(t *testing.T) {
 	db := virtualFixture(t)
 	code, _, errb := runTuner(t, "--db", db, "recommend", "--model", testModel, "--slo", "tpot_p99<=1ms")
-	if code != exitFailure || !strings.Contains(errb, "no config meets the SLOs tpot_p99<=1ms: closest is config") || !strings.Contains(errb, "(want <= 1)") {
+	if code != exitFailure || !strings.Contains(errb, "no config meets the SLOs tpot_p99<=1ms: closest is config") || !strings.Contains(errb, "(want <= 1 ms)") {
 		t.Fatalf("infeasible: exit %d, %q", code, errb)
 	}
 	tests := []struct {

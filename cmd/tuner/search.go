@@ -61,8 +61,10 @@ func searchCommand() *cli.Command {
 			&cli.IntFlag{Name: "finalists", Value: d.Finalists, Usage: "configs re-measured at the end"},
 			&cli.IntFlag{Name: "repeats", Value: d.Repeats, Usage: "measurements per finalist (1 = no re-measurement)"},
 			&cli.StringFlag{Name: "sampler", Value: string(search.SamplerTPE), Usage: "tpe, cmaes or random"},
+			&cli.StringSliceFlag{Name: "enqueue", Usage: "run a known config first and compare the result with it: `FLAGS` as for vllm serve (e.g. today's production flags), or @FILE with one line of flags per config (repeatable)"},
 			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of every random choice"},
 			&cli.BoolFlag{Name: "resume", Usage: "continue the study (same model, GPU, engine, workload, objectives, SLO and space)"},
+			&cli.BoolFlag{Name: "new-study", Usage: "with --resume: start a new study when the options differ from every existing study's"},
 			&cli.BoolFlag{Name: "no-prune", Usage: "do not narrow the space from history"},
 			&cli.BoolFlag{Name: "no-surrogate", Usage: "do not screen candidates with the GBDT surrogate (run the sampler's choice)"},
 			&cli.StringFlag{Name: "surrogate", Usage: "a model trained elsewhere as the surrogate's prior until the study's own trials outweigh it: a stored model's name (tuner surrogate list) or a model file"},
@@ -118,6 +120,7 @@ type searchSetup struct {
 	key        store.StudyKey
 	engineArg  []string
 	engineEnv  []string
+	enqueue    []spaces.Config // --enqueue, complete configs of the space
 	enginePath string
 	logDir     string
 	// loop holds the budget knobs read from the flags (the study, workload
@@ -205,6 +208,9 @@ func resolveSearch(c *cli.Context) (*searchSetup, error) {
 	if ss.engineEnv, err = parseEngineEnv(c.StringSlice("engine-env")); err != nil {
 		return nil, err
 	}
+	if ss.enqueue, err = parseEnqueue(c.StringSlice("enqueue"), ss.space); err != nil {
+		return nil, err
+	}
 	ss.key = store.StudyKey{
 		Model: t.Model.Name, GPU: t.GPU.Name, GPUCount: t.GPUCount, Engine: ss.engine, EngineVersion: t.EngineVersion,
 		Workload: ss.workload.Name, Objectives: ss.metrics.Objectives(), SLO: ss.slo.String(), SpaceHash: ss.space.Hash(),
@@ -224,6 +230,151 @@ func resolveSearch(c *cli.Context) (*searchSetup, error) {
 		}
 	}
 	return ss, nil
+}
+
+// checkResumable refuses --resume when no study has these options but a
+// study of the same model and GPU setup does: a changed option (another
+// --slo, workload or space) would otherwise start a new study at trial #1
+// without a word. It names the study and the options that differ.
+func checkResumable(ctx context.Context, st *store.Store, key store.StudyKey) error {
+	all, err := st.Studies(ctx)
+	if err != nil {
+		return err
+	}
+	id := key.ID()
+	var near []store.Study
+	for _, o := range all {
+		if o.ID == id {
+			return nil
+		}
+		k := o.Key
+		if k.Model == key.Model && k.ServedModel == key.ServedModel && k.GPU == key.GPU && k.GPUCount == key.GPUCount {
+			near = append(near, o)
+		}
+	}
+	if len(near) == 0 {
+		return nil // nothing to resume: a first run with --resume starts the study
+	}
+	slices.SortStableFunc(near, func(a, b store.Study) int { return b.Created.Compare(a.Created) })
+	var lines []string
+	for _, o := range near {
+		lines = append(lines, fmt.Sprintf("study %s differs in %s", o.ID, strings.Join(keyDiff(o.Key, key), ", ")))
+	}
+	return usagef("--resume: no study has these options, so a new one would start at trial #1; %s. Run with that study's options to resume it, or add --new-study",
+		strings.Join(lines, "; "))
+}
+
+// keyDiff names the study-key fields of b that differ from a, with both
+// values.
+func keyDiff(a, b store.StudyKey) []string {
+	var d []string
+	add := func(name, x, y string) {
+		if x != y {
+			d = append(d, fmt.Sprintf("%s (%s, now %s)", name, orDash(x), orDash(y)))
+		}
+	}
+	add("engine", a.Engine, b.Engine)
+	add("engine version", a.EngineVersion, b.EngineVersion)
+	add("workload", a.Workload, b.Workload)
+	add("SLO", a.SLO, b.SLO)
+	add("objectives", a.Objectives.String(), b.Objectives.String())
+	if a.SpaceHash != b.SpaceHash {
+		d = append(d, "search space (--space, or the default space of another tuner version)")
+	}
+	if len(d) == 0 {
+		d = append(d, "the study key")
+	}
+	return d
+}
+
+// parseEnqueue reads --enqueue values: vLLM flags, or @FILE with one line
+// of flags per config ('#' starts a comment). Each becomes a complete config
+// of the space (flags not given take vLLM's default) that must satisfy its
+// ranges and constraints; errors are usage errors naming the value or the
+// file and line.
+func parseEnqueue(vals []string, sp *spaces.Space) ([]spaces.Config, error) {
+	var out []spaces.Config
+	add := func(where, line string) error {
+		args, err := splitFlags(line)
+		if err == nil {
+			var cfg spaces.Config
+			if cfg, err = sp.ParseFlags(args); err == nil {
+				if cfg, err = sp.Normalize(cfg); err == nil {
+					if err = sp.Validate(cfg); err == nil {
+						out = append(out, cfg)
+						return nil
+					}
+				}
+			}
+		}
+		return usagef("--enqueue %s: %w", where, err)
+	}
+	for _, v := range vals {
+		file, ok := strings.CutPrefix(v, "@")
+		if !ok {
+			if err := add(fmt.Sprintf("%q", v), v); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, usagef("--enqueue @%s: %w", file, err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if line, _, _ = strings.Cut(line, "#"); strings.TrimSpace(line) == "" {
+				continue
+			}
+			if err := add(fmt.Sprintf("%s:%d", file, i+1), line); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// splitFlags splits a line of flags as a POSIX shell would for the quoting
+// people paste ('...', "..." and backslash escapes), without expanding
+// anything.
+func splitFlags(line string) ([]string, error) {
+	var out []string
+	var cur strings.Builder
+	quote, started, escaped := rune(0), false, false
+	for _, r := range line {
+		switch {
+		case escaped:
+			cur.WriteRune(r)
+			escaped = false
+		case r == '\\' && quote != '\'':
+			escaped, started = true, true
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			cur.WriteRune(r)
+		case r == '\'' || r == '"':
+			quote, started = r, true
+		case r == ' ' || r == '\t' || r == '\r':
+			if started {
+				out = append(out, cur.String())
+				cur.Reset()
+				started = false
+			}
+		default:
+			cur.WriteRune(r)
+			started = true
+		}
+	}
+	if quote != 0 || escaped {
+		return nil, errors.New("unterminated quote or escape")
+	}
+	if started {
+		out = append(out, cur.String())
+	}
+	// "vllm serve MODEL --flags" pasted whole: keep the flags.
+	if len(out) >= 3 && out[1] == "serve" && !strings.HasPrefix(out[2], "-") {
+		out = out[3:]
+	}
+	return out, nil
 }
 
 // servedModel is the study key's ServedModel: the --model argument when it
@@ -362,8 +513,11 @@ func checkExecutable(path string) error {
 
 // baseCommand starts the engine without a candidate's flags.
 func (ss *searchSetup) baseCommand() []string {
-	if ss.engine == engineSim {
+	switch ss.engine {
+	case engineSim:
 		return []string{ss.enginePath, "serve", ss.modelArg, "--gpu", ss.target.GPU.Name, "--gpu-count", fmt.Sprint(ss.target.GPUCount)}
+	case engineSimVirtual: // no process: the equivalent vllm-sim command, for --dry-run
+		return []string{"vllm-sim", "serve", ss.modelArg, "--gpu", ss.target.GPU.Name, "--gpu-count", fmt.Sprint(ss.target.GPUCount)}
 	}
 	return []string{ss.enginePath, "serve", ss.modelArg}
 }
@@ -418,6 +572,11 @@ func runSearch(c *cli.Context) error {
 		return err
 	}
 	defer st.Close()
+	if c.Bool("resume") && !c.Bool("new-study") {
+		if err := checkResumable(c.Context, st, ss.key); err != nil {
+			return err
+		}
+	}
 	study, err := st.EnsureStudy(c.Context, ss.key)
 	if err != nil {
 		return err
@@ -454,6 +613,7 @@ func runSearch(c *cli.Context) error {
 	cfg := ss.loop
 	cfg.Study = study.ID
 	cfg.Workload, cfg.SLO, cfg.Metrics, cfg.Default = ss.workload, ss.slo, ss.metrics, ss.space.DefaultConfig()
+	cfg.Enqueue = ss.enqueue
 	cfg.Progress, cfg.Terminal, cfg.Logger = c.App.ErrWriter, writerIsTerminal(c.App.ErrWriter), log
 	cfg.Width = terminalWidth(c.App.ErrWriter)
 	loop, err := tuner.New(cfg, runner, prop, tuner.StudyStore{Store: st, Study: study.ID})
@@ -612,7 +772,11 @@ func dryRun(c *cli.Context, ss *searchSetup, dbPath string) error {
 		prop.Tell(o.Config, o.Result)
 	}
 	n := c.Int("proposals")
-	fmt.Fprintf(w, "\nfirst %d proposals (the runner adds --host 127.0.0.1 --port PORT):\n", n)
+	if ss.engine == engineSimVirtual {
+		fmt.Fprintf(w, "\nfirst %d proposals (--engine sim-virtual starts no process: it simulates these vllm-sim command lines in-process on a virtual clock):\n", n)
+	} else {
+		fmt.Fprintf(w, "\nfirst %d proposals (the runner adds --host 127.0.0.1 --port PORT):\n", n)
+	}
 	for i := range n {
 		cfg, err := prop.Ask(c.Context)
 		if errors.Is(err, tuner.ErrSpaceExhausted) {
@@ -659,7 +823,7 @@ func printPrune(w io.Writer, rep search.PruneReport) {
 func shellJoin(args []string) string {
 	out := make([]string, len(args))
 	for i, a := range args {
-		if a == "" || strings.ContainsAny(a, " \t\n'\"\\$`*?[]{}()<>|&;#~!") {
+		if a == "" || strings.ContainsAny(a, " \t\r\n'\"\\$`*?[]{}()<>|&;#~!") {
 			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 		} else {
 			out[i] = a
@@ -675,25 +839,20 @@ func printReport(w io.Writer, rep tuner.Report, ss *searchSetup) {
 	m := rep.Metrics
 	r := rep.Recommended
 	def := ss.space.DefaultConfig()
-	estimated := false
-	if len(rep.Front) > 0 {
+	if len(rep.Front) > 0 || r != nil {
 		what := "SLO-feasible configs"
 		if len(rep.SLO) == 0 {
 			what = "no SLO set"
 		}
-		fmt.Fprintf(w, "Pareto front (%s, conservative values; * recommended):\n", what)
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "  CONFIG\tRUNS\t%s\t%s ms\tVRAM GiB\tFLAGS (vs default)\n", m.Throughput, m.Latency)
-		for _, cnd := range rep.Front {
-			estimated = estimated || cnd.VRAMEstimated
-			mark := " "
-			if r != nil && r.ConfigID == cnd.ConfigID {
-				mark = "*"
+		fmt.Fprintf(w, "Pareto front (%s, conservative values):\n", what)
+		rows, recID := rep.Front, ""
+		if r != nil {
+			recID = r.ConfigID
+			if !slices.ContainsFunc(rows, func(c tuner.Candidate) bool { return c.ConfigID == recID }) {
+				rows = append(slices.Clone(rows), *r)
 			}
-			fmt.Fprintf(tw, "%s %s\t%d\t%.1f\t%.2f\t%s\t%s\n", mark, cnd.ConfigID, cnd.Throughput.N, cnd.Score, cnd.ConservativeLatency,
-				fmtVRAM(cnd.VRAM.Median, cnd.VRAMEstimated), flagsVsDefault(cnd.Config, def))
 		}
-		tw.Flush()
+		printCandidates(w, rows, m, def, recID, def.ID(), len(rep.Front))
 	}
 	if d := rep.Default; d != nil && d.Throughput.N > 0 {
 		feas := "meets the SLO"
@@ -711,7 +870,6 @@ func printReport(w io.Writer, rep tuner.Report, ss *searchSetup) {
 		}
 		return
 	}
-	estimated = estimated || r.VRAMEstimated
 	what := "config " + r.ConfigID
 	if rep.RecommendedIsDefault {
 		what = "vLLM's default config " + r.ConfigID
@@ -727,8 +885,20 @@ func printReport(w io.Writer, rep tuner.Report, ss *searchSetup) {
 		fmt.Fprintf(w, "  %+.1f%% %s over vLLM's default config\n", *rep.GainPct, m.Throughput)
 	}
 	fmt.Fprintf(w, "  %s\n", shellJoin(append([]string{"vllm", "serve", ss.modelArg}, r.Config.Flags()...)))
-	if estimated {
-		fmt.Fprintln(w, vramEstimateNote)
+	for _, b := range rep.Enqueued {
+		if b.Throughput.N == 0 {
+			fmt.Fprintf(w, "your config %s (--enqueue): no usable measurement (%s)\n", b.ConfigID, strings.Join(b.Violations, ", "))
+			continue
+		}
+		fmt.Fprintf(w, "your config %s (--enqueue): %s median %.1f over %d runs, %s median %.2f ms", b.ConfigID, m.Throughput, b.Throughput.Median, b.Throughput.N, m.Latency, b.Latency.Median)
+		switch {
+		case b.ConfigID == r.ConfigID:
+			fmt.Fprintf(w, "; it is the recommendation: keep it\n")
+		case b.Gain != nil:
+			fmt.Fprintf(w, "; the recommendation is %s over it: %s\n", b.Gain, strings.Replace(b.Gain.Verdict(), "keep the default", "keep yours", 1))
+		default:
+			fmt.Fprintln(w)
+		}
 	}
 }
 

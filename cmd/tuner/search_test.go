@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,9 +36,10 @@ func virtualArgs(db string, extra ...string) []string {
 }
 
 var (
-	fixtureOnce sync.Once
-	fixtureDB   string
-	fixtureErr  string
+	fixtureOnce   sync.Once
+	fixtureDB     string
+	fixtureErr    string
+	fixtureReport string // the fixture search's --json report
 )
 
 // virtualFixture is a database with one finished sim-virtual study, shared
@@ -51,10 +53,11 @@ func virtualFixture(t *testing.T) string {
 			return
 		}
 		fixtureDB = filepath.Join(dir, "tuner.db")
-		code, out, errb := runTuner(t, virtualArgs(fixtureDB)...)
+		code, out, errb := runTuner(t, virtualArgs(fixtureDB, "--json")...)
 		if code != 0 {
 			fixtureErr = "fixture search failed: " + out + errb
 		}
+		fixtureReport = out
 	})
 	if fixtureErr != "" {
 		t.Fatal(fixtureErr)
@@ -111,12 +114,22 @@ func TestSearchVirtualAndResume(t *testing.T) {
 	if rep.SearchTrials != 10 || rep.RanThisRun != 4 {
 		t.Fatalf("resumed report: %d search trials, %d this run; want 10 and 4", rep.SearchTrials, rep.RanThisRun)
 	}
+	// --resume with a changed option would start a new study at trial #1:
+	// refused, naming the study and the change; --new-study starts it.
+	code, _, errb = runTuner(t, virtualArgs(db, "--trials", "1", "--repeats", "1", "--resume", "--slo", "tpot_p99<=40ms")...)
+	if code != exitUsage || !strings.Contains(errb, "study "+rep.Study+" differs in SLO (tpot_p99<=30ms, now tpot_p99<=40ms)") || !strings.Contains(errb, "--new-study") {
+		t.Fatalf("--resume with another --slo: exit %d, %s", code, errb)
+	}
+	code, _, errb = runTuner(t, virtualArgs(db, "--trials", "1", "--repeats", "1", "--resume", "--new-study", "--slo", "tpot_p99<=40ms")...)
+	if code != 0 {
+		t.Fatalf("--new-study: exit %d, %s", code, errb)
+	}
 	s := openTestStore(t, db)
 	studies, _ := s.Studies(context.Background())
-	if len(studies) != 1 {
-		t.Fatalf("%d studies, want 1", len(studies))
+	if len(studies) != 2 {
+		t.Fatalf("%d studies, want 2 (the first and the --new-study one)", len(studies))
 	}
-	ts, _ := s.Trials(context.Background(), studies[0].ID, store.TrialFilter{})
+	ts, _ := s.Trials(context.Background(), rep.Study, store.TrialFilter{})
 	seen := map[string]bool{}
 	for _, tr := range ts {
 		if seen[tr.ConfigID] {
@@ -192,6 +205,13 @@ func TestSearchDryRun(t *testing.T) {
 	}
 	if _, err := os.Stat(db); !os.IsNotExist(err) {
 		t.Errorf("dry run created the database (%v)", err)
+	}
+	// sim-virtual starts no process: its lines name vllm-sim, never ''.
+	code, out, errb = runTuner(t, "--db", db, "search", "--model", testModel, "--gpu", testGPU, "--engine", "sim-virtual",
+		"--workload", "testdata/tiny-chat.yaml", "--dry-run", "--proposals", "2")
+	if code != 0 || strings.Contains(out, "''") || strings.Count(out, "vllm-sim serve "+testModel+" --gpu H100-80GB --gpu-count 1 --") != 2 ||
+		!strings.Contains(out, "starts no process") {
+		t.Errorf("sim-virtual dry run (exit %d, %s):\n%s", code, errb, out)
 	}
 }
 
@@ -391,6 +411,65 @@ func FuzzCheckEngineVersion(f *testing.F) {
 		}
 		if c, err := spaces.CompareVersions(v, v); err != nil || c != 0 {
 			t.Fatalf("accepted %q: CompareVersions = %d, %v", v, c, err)
+		}
+	})
+}
+
+// TestSearchEnqueue: known configs given as flags or in a file run in the
+// study and the summary compares the recommendation with them; bad ones
+// are usage errors naming the value or the file and line.
+func TestSearchEnqueue(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "prod.flags")
+	if err := os.WriteFile(file, []byte("# today's production\nvllm serve "+testModel+" --max-num-seqs 64 --kv-cache-dtype fp8\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad.flags")
+	if err := os.WriteFile(bad, []byte("--max-num-seqs 64\n\n--max-num-seqs lots\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "t.db")
+	code, out, errb := runTuner(t, virtualArgs(db, "--trials", "4", "--enqueue", "@"+file, "--enqueue", "--max-num-seqs 96")...)
+	if code != 0 {
+		t.Fatalf("search: exit %d\n%s\n%s", code, out, errb)
+	}
+	if n := strings.Count(out, "(--enqueue): output_throughput median"); n != 2 || !strings.Contains(out, "over 3 runs") {
+		t.Fatalf("summary compares with %d enqueued configs, want 2:\n%s", n, out)
+	}
+	if !strings.Contains(errb, "trial #2 [search]") {
+		t.Fatalf("progress:\n%s", errb)
+	}
+	runCLICases(t, []cliCase{
+		{name: "bad value", args: virtualArgs(filepath.Join(dir, "x.db"), "--enqueue", "--max-num-seqs lots"), code: exitUsage,
+			stderr: []string{`--enqueue "--max-num-seqs lots"`}},
+		{name: "bad file line", args: virtualArgs(filepath.Join(dir, "x.db"), "--enqueue", "@"+bad), code: exitUsage,
+			stderr: []string{"--enqueue " + bad + ":3"}},
+		{name: "unknown flag", args: virtualArgs(filepath.Join(dir, "x.db"), "--enqueue", "--no-such-flag 1"), code: exitUsage,
+			stderr: []string{"--enqueue", "no-such-flag"}},
+	})
+	if _, err := os.Stat(filepath.Join(dir, "x.db")); err == nil {
+		t.Fatal("a bad --enqueue created the database")
+	}
+}
+
+func FuzzSplitFlags(f *testing.F) {
+	for _, s := range []string{"--a 1 --b", `--x 'a b' --y "c d"`, "vllm serve m --z", `'unterminated`, "\t--a\r"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		args, err := splitFlags(line)
+		if err != nil {
+			return
+		}
+		for _, a := range args {
+			if strings.ContainsAny(a, " \t\r") && !strings.ContainsAny(line, `'"\`) {
+				t.Fatalf("%q: argument %q holds a separator without quoting", line, a)
+			}
+		}
+		// Quoting the arguments again and splitting gives them back.
+		again, err := splitFlags(shellJoin(args))
+		if err != nil || (len(args) > 0 && fmt.Sprint(again) != fmt.Sprint(args) && !(len(args) >= 3 && args[1] == "serve")) {
+			t.Fatalf("%q: %q then %q (%v)", line, args, again, err)
 		}
 	})
 }

@@ -40,10 +40,17 @@ func openReader(c *cli.Context) (*store.Store, error) {
 	}
 	s, err := store.Open(c.Context, path, store.Options{ReadOnly: true})
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("no database at %s yet: run `tuner search` first (or pass --db): %w", path, err)
+		return nil, notFoundError(fmt.Sprintf("no database at %s yet: run `tuner search` first (or pass --db)", path))
 	}
 	return s, err
 }
+
+// notFoundError is a message that stands alone (the store's own error
+// would repeat what it says) and matches store.ErrNotFound.
+type notFoundError string
+
+func (e notFoundError) Error() string { return string(e) }
+func (e notFoundError) Unwrap() error { return store.ErrNotFound }
 
 // studyMetrics reads a study's objective names (throughput, latency).
 func studyMetrics(st store.Study) tuner.Metrics {
@@ -147,7 +154,7 @@ func trialsCommand() *cli.Command {
 			if id := c.String("study"); id != "" {
 				st, err := s.Study(c.Context, id)
 				if err != nil {
-					return fmt.Errorf("study %s: %w", id, err)
+					return err // names the study
 				}
 				studies = []store.Study{st}
 			} else if studies, err = s.Studies(c.Context); err != nil {
@@ -209,25 +216,31 @@ func printTrials(w io.Writer, trials []store.Trial, studies map[string]store.Stu
 func showCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "show",
-		Usage:     "show one trial: flags, metrics, telemetry, stability, phases, log path",
-		ArgsUsage: "TRIAL",
-		Flags:     []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "machine-readable output (the stored record)"}},
+		Usage:     "show one trial (flags, metrics, telemetry, stability, phases, log path) or one config over its runs",
+		ArgsUsage: "TRIAL|CONFIG",
+		Description: "TRIAL is a trial ID (STUDY-SEQ, see `tuner trials`); CONFIG is a config ID (12 hex digits, as in\n" +
+			"`tuner pareto` and the search summary): its flags and, per study, its runs and their robust summary.",
+		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "machine-readable output (the stored record)"}},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
-				return usagef("show takes one trial ID (see `tuner trials`)")
+				return usagef("show takes one trial ID or config ID (see `tuner trials`)")
 			}
 			id := c.Args().First()
-			if _, _, err := store.ParseTrialID(id); err != nil {
-				return usagef("trial ID %q: %v", id, err)
+			isConfig := !strings.Contains(id, "-") && len(id) == 12 && isHex(id)
+			if _, _, err := store.ParseTrialID(id); err != nil && !isConfig {
+				return usagef("%q: not a trial ID (STUDY-SEQ, e.g. 3f2a9c1b0d4e-17) nor a config ID (12 hex digits)", id)
 			}
 			s, err := openReader(c)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
+			if isConfig {
+				return showConfig(c, s, id)
+			}
 			t, err := s.Trial(c.Context, id)
 			if err != nil {
-				return fmt.Errorf("trial %s: %w", id, err)
+				return err // names the trial
 			}
 			if c.Bool("json") {
 				return writeJSON(c.App.Writer, t)
@@ -239,6 +252,83 @@ func showCommand() *cli.Command {
 			return printTrial(c.App.Writer, t, st)
 		},
 	}
+}
+
+func isHex(s string) bool {
+	for _, r := range s {
+		if !strings.ContainsRune("0123456789abcdef", r) {
+			return false
+		}
+	}
+	return true
+}
+
+// configView is `tuner show CONFIG`: the config and, per study that ran
+// it, its runs summarised as recommend judges them.
+type configView struct {
+	ConfigID string          `json:"config_id"`
+	Config   spaces.Config   `json:"config"`
+	Flags    []string        `json:"flags"`
+	Studies  []configInStudy `json:"studies"`
+}
+
+type configInStudy struct {
+	Study     string          `json:"study"`
+	Key       store.StudyKey  `json:"key"`
+	Trials    []string        `json:"trials"`
+	Candidate tuner.Candidate `json:"candidate"`
+}
+
+func showConfig(c *cli.Context, s *store.Store, id string) error {
+	studies, err := s.Studies(c.Context)
+	if err != nil {
+		return err
+	}
+	v := configView{ConfigID: id, Studies: []configInStudy{}}
+	for _, st := range studies {
+		ts, err := s.Trials(c.Context, st.ID, store.TrialFilter{})
+		if err != nil {
+			return err
+		}
+		var lts []tuner.Trial
+		var ids []string
+		for _, t := range ts {
+			if t.ConfigID == id {
+				lts, ids = append(lts, tuner.FromStore(t)), append(ids, t.ID)
+				v.Config = t.Config
+			}
+		}
+		if len(lts) == 0 {
+			continue
+		}
+		for _, cnd := range tuner.Aggregate(lts, st.SLO(), studyMetrics(st), tuner.DefaultConfig().MADK) {
+			v.Studies = append(v.Studies, configInStudy{Study: st.ID, Key: st.Key, Trials: ids, Candidate: cnd})
+		}
+	}
+	if len(v.Studies) == 0 {
+		return fmt.Errorf("config %s: no trial ran it (see `tuner pareto` or `tuner trials`): %w", id, store.ErrNotFound)
+	}
+	v.Flags = v.Config.Flags()
+	if c.Bool("json") {
+		return writeJSON(c.App.Writer, v)
+	}
+	w := c.App.Writer
+	fmt.Fprintf(w, "config %s: %s\n", id, shellJoin(v.Flags))
+	for _, cs := range v.Studies {
+		m, k, cnd := studyMetrics(store.Study{Key: cs.Key}), cs.Key, cs.Candidate
+		fmt.Fprintf(w, "study %s (%s on %dx %s, %s, workload %s, SLO %s): trials %s\n", cs.Study, servedName(k), k.GPUCount, k.GPU, k.Engine, k.Workload, orDash(k.SLO), strings.Join(cs.Trials, " "))
+		if cnd.Throughput.N == 0 {
+			fmt.Fprintf(w, "  no usable measurement (%d failed)\n", cnd.Failed)
+			continue
+		}
+		feas := "meets the SLO"
+		if !cnd.Feasible {
+			feas = "misses the SLO: " + strings.Join(cnd.Violations, ", ")
+		}
+		fmt.Fprintf(w, "  %s median %.1f (MAD %.1f, %d runs, %d re-measured), %s median %.2f ms, VRAM %s GiB; %s\n",
+			m.Throughput, cnd.Throughput.Median, cnd.Throughput.MAD, cnd.Throughput.N, cnd.Remeasured, m.Latency, cnd.Latency.Median, fmtVRAM(cnd.VRAM.Median, cnd.VRAMEstimated), feas)
+	}
+	return nil
 }
 
 func printTrial(w io.Writer, t store.Trial, st store.Study) error {
@@ -289,8 +379,8 @@ func printTrial(w io.Writer, t store.Trial, st store.Study) error {
 	fmt.Fprintf(w, "stability: stable=%v %s warm-up %.1fs, %d windows, throughput CV %.3f, min KS p %.3g, CI half-width %.3f, extended %d\n",
 		s.Stable, s.Reason, s.WarmupS, s.Windows, s.ThroughputCV, s.MinKSPValue, s.CIHalfWidth, s.Extended)
 	tl := r.Telemetry
-	fmt.Fprintf(w, "telemetry (%s, %d samples): peak VRAM %.2f GiB (%s) of %.2f, util %.0f%%, power %.0f W, energy %.0f J, KV usage max %.2f, running max %.0f, waiting max %.0f, preemptions %.0f\n",
-		tl.Source, tl.Samples, r.PeakVRAMGiB, r.VRAMSource, tl.TotalMemoryGiB, tl.MeanUtilPct, tl.MeanPowerW, tl.EnergyJ, tl.MaxKVCacheUsage, tl.MaxRunning, tl.MaxWaiting, tl.Preemptions)
+	fmt.Fprintf(w, "telemetry (%s, %d samples): %s, util %.0f%%, power %.0f W, energy %.0f J, KV usage max %.2f, running max %.0f, waiting max %.0f, preemptions %.0f\n",
+		tl.Source, tl.Samples, vramLine(r), tl.MeanUtilPct, tl.MeanPowerW, tl.EnergyJ, tl.MaxKVCacheUsage, tl.MaxRunning, tl.MaxWaiting, tl.Preemptions)
 	if r.KVCacheTokens > 0 {
 		fmt.Fprintf(w, "KV cache: %d tokens\n", r.KVCacheTokens)
 	}
@@ -303,6 +393,19 @@ func printTrial(w io.Writer, t store.Trial, st store.Study) error {
 		fmt.Fprintf(w, "raw: %s\n", r.RawPath)
 	}
 	return nil
+}
+
+// vramLine is a trial's peak VRAM as `show` prints it: an estimate says so
+// and what it is made of; the device total only when one was read.
+func vramLine(r *trial.Result) string {
+	s := fmt.Sprintf("peak VRAM %.2f GiB (%s)", r.PeakVRAMGiB, orDash(r.VRAMSource))
+	if r.VRAMSource == tuner.VRAMEstimate {
+		s = fmt.Sprintf("peak VRAM ~%.2f GiB (estimated: --gpu-memory-utilization x GPU memory, not measured)", r.PeakVRAMGiB)
+	}
+	if r.Telemetry.TotalMemoryGiB > 0 {
+		s += fmt.Sprintf(" of %.2f GiB", r.Telemetry.TotalMemoryGiB)
+	}
+	return s
 }
 
 func studiesCommand() *cli.Command {
@@ -406,7 +509,7 @@ func compareCommand() *cli.Command {
 			var ts [2]store.Trial
 			for i, id := range c.Args().Slice() {
 				if ts[i], err = s.Trial(c.Context, id); err != nil {
-					return fmt.Errorf("trial %s: %w", id, err)
+					return err // names the trial
 				}
 			}
 			cmp := compareTrials(ts[0], ts[1])

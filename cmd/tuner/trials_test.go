@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/trial"
 )
 
 func TestReadingCommandsWithoutDatabase(t *testing.T) {
@@ -95,4 +96,67 @@ func abs(x float64) float64 {
 		return -x
 	}
 	return x
+}
+
+// TestReadingCommandsUX: show takes a config ID; errors say a thing once;
+// a flag after the arguments gets a hint; a mistyped command a suggestion;
+// a mistyped SLO operator is called one; --format help shows no bogus
+// placeholder.
+func TestReadingCommandsUX(t *testing.T) {
+	db := virtualFixture(t)
+	s := openTestStore(t, db)
+	studies, _ := s.Studies(context.Background())
+	st := studies[0]
+	stored, _ := s.Trials(context.Background(), st.ID, store.TrialFilter{})
+	cfg := stored[0].ConfigID
+	none := filepath.Join(t.TempDir(), "none.db")
+	runCLICases(t, []cliCase{
+		{name: "show config", args: []string{"--db", db, "show", cfg}, code: 0,
+			stdout: []string{"config " + cfg + ": --", "study " + st.ID, stored[0].ID, "output_throughput median"}},
+		{name: "show config json", args: []string{"--db", db, "show", "--json", cfg}, code: 0,
+			stdout: []string{`"config_id": "` + cfg + `"`, `"studies": [`}},
+		{name: "show unknown config", args: []string{"--db", db, "show", "0123456789ab"}, code: exitFailure,
+			stderr: []string{"config 0123456789ab: no trial ran it"}},
+		{name: "flag after argument", args: []string{"--db", db, "show", stored[0].ID, "--json"}, code: exitUsage,
+			stderr: []string{"flag --json after the arguments: flags go first (tuner show --json " + stored[0].ID + ")"}},
+		{name: "mistyped command", args: []string{"--db", db, "recomend"}, code: exitUsage,
+			stderr: []string{`Did you mean "recommend"?`}},
+		{name: "study once", args: []string{"--db", db, "trials", "--study", "0123456789ab"}, code: exitFailure,
+			stderr: []string{"tuner: study 0123456789ab: not found\n"}},
+		{name: "trial once", args: []string{"--db", db, "show", st.ID + "-999"}, code: exitFailure,
+			stderr: []string{"tuner: trial " + st.ID + "-999: not found\n"}},
+		{name: "database once", args: []string{"--db", none, "trials"}, code: exitFailure,
+			stderr: []string{"tuner: no database at " + none + " yet: run `tuner search` first (or pass --db)\n"}},
+		{name: "slo operator", args: []string{"--db", db, "recommend", "--model", testModel, "--slo", "tpot_p99=<5ms"}, code: exitUsage,
+			stderr: []string{`bad operator "=<"`}},
+		{name: "format help", args: []string{"recommend", "--help"}, code: 0,
+			stdout: []string{"--format FORMAT, -f FORMAT"}},
+	})
+	for _, c := range []struct {
+		name string
+		args []string
+		bad  string
+	}{
+		{"study once", []string{"--db", db, "trials", "--study", "0123456789ab"}, "study 0123456789ab: study"},
+		{"database once", []string{"--db", none, "trials"}, "no database file"},
+		{"format help", []string{"recommend", "--help"}, "vllm serve MODEL, -f"},
+	} {
+		_, out, errb := runTuner(t, c.args...)
+		if strings.Contains(out+errb, c.bad) {
+			t.Errorf("%s: output repeats itself or shows a bogus placeholder (%q):\n%s%s", c.name, c.bad, out, errb)
+		}
+	}
+}
+
+// TestShowVRAMLine: an estimated VRAM says so, and a device total of 0
+// (not read) is not printed as "of 0.00".
+func TestShowVRAMLine(t *testing.T) {
+	est := &trial.Result{PeakVRAMGiB: 71.27, VRAMSource: "estimate"}
+	if got := vramLine(est); got != "peak VRAM ~71.27 GiB (estimated: --gpu-memory-utilization x GPU memory, not measured)" {
+		t.Errorf("estimate: %q", got)
+	}
+	nvml := &trial.Result{PeakVRAMGiB: 60.5, VRAMSource: "nvml", Telemetry: trial.Telemetry{TotalMemoryGiB: 79.19}}
+	if got := vramLine(nvml); got != "peak VRAM 60.50 GiB (nvml) of 79.19 GiB" {
+		t.Errorf("nvml: %q", got)
+	}
 }
