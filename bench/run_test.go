@@ -65,7 +65,9 @@ func startSim(t *testing.T, mut func(*sim.ServeOptions)) (base string, stop func
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- sim.Serve(ctx, o, io.Discard, sim.OnReady(func(a string) { ready <- a }), sim.DrainTimeout(0)) }()
+	go func() {
+		done <- sim.Serve(ctx, o, io.Discard, sim.OnReady(func(a string) { ready <- a }), sim.DrainTimeout(0))
+	}()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
