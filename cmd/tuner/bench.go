@@ -297,7 +297,7 @@ func openRunStore(c *cli.Context) (*store.Store, error) { return openReader(c) }
 
 func oneRunArg(c *cli.Context, cmd string) (string, error) {
 	if c.NArg() != 1 {
-		return "", usagef("bench %s takes one run ID (r<N> or latest)", cmd)
+		return "", usagef("bench %s takes one run ID (r<N> or latest), after the flags", cmd)
 	}
 	return c.Args().First(), nil
 }
@@ -435,8 +435,7 @@ func benchPlot(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	series, limit := curveSeries(&r, metric)
-	o := tuner.CurveOptions{Title: fmt.Sprintf("run %s: %s on %s", r.ID, r.Model, r.Matrix), Latency: metric, LatencyLimit: limit}
+	series, o := curveSeries(&r, metric)
 	f, err := os.Create(out)
 	if err != nil {
 		return err
@@ -460,8 +459,8 @@ func benchPlot(c *cli.Context) error {
 }
 
 // curveSeries is each cell's QPS-vs-latency curve for metric, and the
-// first cell's SLO bound on it (0: none).
-func curveSeries(r *bench.Run, metric string) ([]tuner.CurveSeries, float64) {
+// chart's options (with the first SLO bound on metric).
+func curveSeries(r *bench.Run, metric string) ([]tuner.CurveSeries, tuner.CurveOptions) {
 	var out []tuner.CurveSeries
 	limit := 0.0
 	for i := range r.Cells {
@@ -480,7 +479,7 @@ func curveSeries(r *bench.Run, metric string) ([]tuner.CurveSeries, float64) {
 			}
 		}
 	}
-	return out, limit
+	return out, tuner.CurveOptions{Title: fmt.Sprintf("run %s: %s on %s", r.ID, r.Model, r.Matrix), Latency: metric, LatencyLimit: limit}
 }
 
 func benchImport(c *cli.Context) error {
