@@ -101,6 +101,7 @@ func benchCommand() *cli.Command {
 				&cli.StringFlag{Name: "tier", Usage: "tier label"},
 				&cli.StringFlag{Name: "gpu", Usage: "GPU name (label)"},
 				&cli.IntFlag{Name: "gpus", Value: 1, Usage: "GPU count (label)"},
+				&cli.StringSliceFlag{Name: "metadata-key", Usage: "a top-level key `vllm bench serve --metadata` added (kept as a label; repeatable)"},
 			},
 			Action: benchImport,
 		}},
@@ -483,5 +484,46 @@ func curveSeries(r *bench.Run, metric string) ([]tuner.CurveSeries, tuner.CurveO
 }
 
 func benchImport(c *cli.Context) error {
-	return usagef("bench import: not available yet")
+	if c.NArg() != 1 {
+		return usagef("bench import takes one vLLM bench result JSON file, after the flags")
+	}
+	path := c.Args().First()
+	labels, err := parseLabels(c.StringSlice("label"), false)
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return usagef("bench import: %v", err)
+	}
+	run, reqs, err := bench.ParseVLLMResult(b, bench.ImportOptions{File: path, Labels: labels, Tier: c.String("tier"),
+		GPU: trial.GPUIdentity{Name: c.String("gpu"), Count: c.Int("gpus")}, Metadata: c.StringSlice("metadata-key")})
+	if err != nil {
+		return asUsage(err)
+	}
+	raws := [][]byte{nil}
+	if len(reqs) > 0 {
+		if raws[0], err = bench.EncodeRaw(reqs); err != nil {
+			return err
+		}
+	}
+	dbPath, err := studyDBPath(c)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(c.Context, dbPath, store.DefaultOptions())
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	id, err := st.ImportRun(c.Context, run, raws)
+	if err != nil {
+		return err
+	}
+	detail := "summary only (no per-request data: --save-detailed)"
+	if len(reqs) > 0 {
+		detail = fmt.Sprintf("%d requests of raw data", len(reqs))
+	}
+	fmt.Fprintf(c.App.ErrWriter, "imported %s as run %s: %s\n", path, id, detail)
+	return nil
 }

@@ -233,9 +233,31 @@ func TestE2EBenchRun(t *testing.T) {
 	}
 	checkAgainstCSV(t, tunerBin, db, r2)
 
+	// An imported vllm bench result shows beside them.
+	code, _, errb = runBin(t, tunerBin, "--db", db, "bench", "import", "--label", "git=abc", "testdata/vllm-bench-detailed.json")
+	if code != 0 || !strings.Contains(errb, "as run r3: 6 requests of raw data") {
+		t.Fatalf("import: exit %d %s", code, errb)
+	}
+	r3 := showRun(t, tunerBin, db, "r3")
+	if r3.Source != "import" || r3.Cells[0].Levels[0].Metrics.TTFT.Median != 62 {
+		t.Errorf("imported run %+v", r3)
+	}
+	code, out, _ = runBin(t, tunerBin, "--db", db, "bench", "export", "--csv", "r3")
+	if code != 0 || strings.Count(out, "\nr3,c4,") != 6 || !strings.Contains(out, "r3,c4,0,c=4,2,200.000,1024,5,120.000,20.500,202.000,") {
+		t.Errorf("imported CSV:\n%s", out)
+	}
+	code, _, errb = runBin(t, tunerBin, "--db", db, "bench", "import", "testdata/bench-config.yaml")
+	if code != exitUsage || !strings.Contains(errb, "bench-config.yaml") {
+		t.Errorf("import of a non-JSON file: exit %d %s", code, errb)
+	}
+
 	code, out, _ = runBin(t, tunerBin, "--db", db, "bench", "list")
-	if code != 0 || !strings.Contains(out, "r1") || !strings.Contains(out, "r2") || !strings.Contains(out, "git=abc") {
+	if code != 0 || !strings.Contains(out, "r1") || !strings.Contains(out, "r2") || !strings.Contains(out, "r3") || !strings.Contains(out, "git=abc") {
 		t.Errorf("list: exit %d\n%s", code, out)
+	}
+	code, out, _ = runBin(t, tunerBin, "--db", db, "bench", "list", "--model", "meta-llama/Llama-3.1-8B-Instruct")
+	if code != 0 || strings.Count(out, "\n") != 2 || !strings.Contains(out, "r3") {
+		t.Errorf("list --model:\n%s", out)
 	}
 	code, out, _ = runBin(t, tunerBin, "--db", db, "bench", "list", "--label", "git=def")
 	if code != 0 || strings.Contains(out, "r1 ") || !strings.Contains(out, "r2") {
