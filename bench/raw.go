@@ -316,3 +316,21 @@ func DecodeRaw(b []byte) ([]Request, error) {
 	}
 	return slices.Clip(out), nil
 }
+
+// Samples are the per-request values of metric ("ttft", "tpot", "itl",
+// "e2el"; ms) of the measured (non-warm-up) successful requests of one
+// load level, in request order: what a regression test compares between
+// two runs' cells.
+func Samples(reqs []Request, level int, metric string) []float64 {
+	var out []float64
+	for i := range reqs {
+		r := &reqs[i]
+		if r.Level != level || r.Warmup {
+			continue
+		}
+		if v, ok := r.Value(metric); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}

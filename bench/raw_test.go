@@ -170,3 +170,26 @@ func BenchmarkReport1M(b *testing.B) {
 		}
 	}
 }
+
+// Samples gives the measured successful requests' values of one level, the
+// same ones Summarize aggregates.
+func TestSamples(t *testing.T) {
+	reqs := synthetic(4000, 7)
+	for _, metric := range []string{"ttft", "tpot", "itl", "e2el"} {
+		var lr []Request
+		for _, r := range reqs {
+			if r.Level == 1 {
+				lr = append(lr, r)
+			}
+		}
+		xs := Samples(reqs, 1, metric)
+		m := Summarize(lr, nil)
+		d := map[string]trial.Dist{"ttft": m.TTFT, "tpot": m.TPOT, "itl": m.ITL, "e2el": m.E2EL}[metric]
+		if got := trial.Distribution(xs); got.Median != d.Median || got.P99 != d.P99 || len(xs) == 0 {
+			t.Errorf("%s: samples give median %v p99 %v, Summarize %v %v", metric, got.Median, got.P99, d.Median, d.P99)
+		}
+	}
+	if xs := Samples(reqs, 9, "ttft"); xs != nil {
+		t.Errorf("no level 9: %v", xs)
+	}
+}
