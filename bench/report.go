@@ -70,7 +70,7 @@ func (r *Run) Write(w io.Writer, format string) error {
 	lab := &table{head: []string{"label", "value"}}
 	lab.add("model", r.Model)
 	gpu := "-"
-	if r.GPU.Count > 0 || r.GPU.Name != "" {
+	if r.GPU.Name != "" {
 		gpu = fmt.Sprintf("%d x %s", max(1, r.GPU.Count), r.GPU.Name)
 	}
 	lab.add("gpu", gpu)

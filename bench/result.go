@@ -3,6 +3,7 @@ package bench
 import (
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/vllm-tuner/tuner/spaces"
@@ -98,10 +99,12 @@ func (l *LevelResult) Load() float64 {
 // summary per request. Runs store the exact pooled ITL measured live.
 func Summarize(reqs []Request, slo trial.SLO) trial.Metrics {
 	recs := make([]trial.Record, len(reqs))
+	chunks := make([]time.Duration, 2*len(reqs)) // one backing array
 	for i := range reqs {
-		recs[i] = reqs[i].Record()
+		recs[i] = reqs[i].record(chunks[2*i : 2*i : 2*i+2])
 	}
 	m := trial.Summarize(recs, slo)
+	recs = nil
 	m.ITL = itlOf(reqs, "")
 	for c, cm := range m.ByClass {
 		cm.ITL = itlOf(reqs, c)
@@ -110,7 +113,7 @@ func Summarize(reqs []Request, slo trial.SLO) trial.Metrics {
 }
 
 func itlOf(reqs []Request, class string) trial.Dist {
-	var xs []float64
+	xs := make([]float64, 0, len(reqs))
 	for i := range reqs {
 		r := &reqs[i]
 		if r.Warmup || !r.OK() || r.Output <= 1 || (class != "" && trial.PromptClass(r.Prompt) != class) {
@@ -219,4 +222,44 @@ func capacityAtSLO(levels []LevelResult, slo trial.SLO) float64 {
 		}
 	}
 	return best
+}
+
+// ReportCell rebuilds a cell's levels from raw requests alone (an imported
+// or re-analysed run): level i holds the requests of Level i, each
+// summarised by Summarize. Loads are unknown here and left 0 except the
+// concurrency, numbered by level.
+func ReportCell(name string, reqs []Request, slo trial.SLO) CellResult {
+	c := CellResult{Name: name, Requests: len(reqs)}
+	// Runs store levels one after another: split without copying.
+	sorted := slices.IsSortedFunc(reqs, func(a, b Request) int { return a.Level - b.Level })
+	if !sorted {
+		reqs = slices.Clone(reqs)
+		slices.SortStableFunc(reqs, func(a, b Request) int { return a.Level - b.Level })
+	}
+	var bounds [][2]int
+	for lo := 0; lo < len(reqs); {
+		hi := lo
+		for hi < len(reqs) && reqs[hi].Level == reqs[lo].Level {
+			hi++
+		}
+		bounds = append(bounds, [2]int{lo, hi})
+		lo = hi
+	}
+	// Levels are independent: summarise them in parallel (sorting for the
+	// percentiles is most of the work).
+	c.Levels = make([]LevelResult, len(bounds))
+	var wg sync.WaitGroup
+	for i, b := range bounds {
+		wg.Go(func() {
+			lr := reqs[b[0]:b[1]]
+			m := Summarize(lr, slo)
+			met, viol := slo.Check(&m)
+			l := LevelResult{Concurrency: lr[0].Level + 1, Metrics: m, SLOMet: met, Violations: viol}
+			l.Errors, l.SuccessRate = errorCounts(lr)
+			c.Levels[i] = l
+		})
+	}
+	wg.Wait()
+	c.Capacity = capacityAtSLO(c.Levels, slo)
+	return c
 }

@@ -101,6 +101,7 @@ func benchCommand() *cli.Command {
 				&cli.StringFlag{Name: "tier", Usage: "tier label"},
 				&cli.StringFlag{Name: "gpu", Usage: "GPU name (label)"},
 				&cli.IntFlag{Name: "gpus", Value: 1, Usage: "GPU count (label)"},
+				&cli.StringSliceFlag{Name: "metadata-key", Usage: "a top-level key `vllm bench serve --metadata` added (kept as a label; repeatable)"},
 			},
 			Action: benchImport,
 		}},
@@ -297,7 +298,7 @@ func openRunStore(c *cli.Context) (*store.Store, error) { return openReader(c) }
 
 func oneRunArg(c *cli.Context, cmd string) (string, error) {
 	if c.NArg() != 1 {
-		return "", usagef("bench %s takes one run ID (r<N> or latest)", cmd)
+		return "", usagef("bench %s takes one run ID (r<N> or latest), after the flags", cmd)
 	}
 	return c.Args().First(), nil
 }
@@ -435,8 +436,7 @@ func benchPlot(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	series, limit := curveSeries(&r, metric)
-	o := tuner.CurveOptions{Title: fmt.Sprintf("run %s: %s on %s", r.ID, r.Model, r.Matrix), Latency: metric, LatencyLimit: limit}
+	series, o := curveSeries(&r, metric)
 	f, err := os.Create(out)
 	if err != nil {
 		return err
@@ -460,8 +460,8 @@ func benchPlot(c *cli.Context) error {
 }
 
 // curveSeries is each cell's QPS-vs-latency curve for metric, and the
-// first cell's SLO bound on it (0: none).
-func curveSeries(r *bench.Run, metric string) ([]tuner.CurveSeries, float64) {
+// chart's options (with the first SLO bound on metric).
+func curveSeries(r *bench.Run, metric string) ([]tuner.CurveSeries, tuner.CurveOptions) {
 	var out []tuner.CurveSeries
 	limit := 0.0
 	for i := range r.Cells {
@@ -480,9 +480,50 @@ func curveSeries(r *bench.Run, metric string) ([]tuner.CurveSeries, float64) {
 			}
 		}
 	}
-	return out, limit
+	return out, tuner.CurveOptions{Title: fmt.Sprintf("run %s: %s on %s", r.ID, r.Model, r.Matrix), Latency: metric, LatencyLimit: limit}
 }
 
 func benchImport(c *cli.Context) error {
-	return usagef("bench import: not available yet")
+	if c.NArg() != 1 {
+		return usagef("bench import takes one vLLM bench result JSON file, after the flags")
+	}
+	path := c.Args().First()
+	labels, err := parseLabels(c.StringSlice("label"), false)
+	if err != nil {
+		return err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return usagef("bench import: %v", err)
+	}
+	run, reqs, err := bench.ParseVLLMResult(b, bench.ImportOptions{File: path, Labels: labels, Tier: c.String("tier"),
+		GPU: trial.GPUIdentity{Name: c.String("gpu"), Count: c.Int("gpus")}, Metadata: c.StringSlice("metadata-key")})
+	if err != nil {
+		return asUsage(err)
+	}
+	raws := [][]byte{nil}
+	if len(reqs) > 0 {
+		if raws[0], err = bench.EncodeRaw(reqs); err != nil {
+			return err
+		}
+	}
+	dbPath, err := studyDBPath(c)
+	if err != nil {
+		return err
+	}
+	st, err := store.Open(c.Context, dbPath, store.DefaultOptions())
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	id, err := st.ImportRun(c.Context, run, raws)
+	if err != nil {
+		return err
+	}
+	detail := "summary only (no per-request data: --save-detailed)"
+	if len(reqs) > 0 {
+		detail = fmt.Sprintf("%d requests of raw data", len(reqs))
+	}
+	fmt.Fprintf(c.App.ErrWriter, "imported %s as run %s: %s\n", path, id, detail)
+	return nil
 }
