@@ -316,7 +316,9 @@ func (s *Store) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 		return err
 	}
 	// Pass the gate: wait while a writer is queued, then let it go at once.
-	if !s.noGate {
+	// A reader never creates the gate file (a read-only command such as
+	// search --dry-run leaves nothing behind): without one no writer waits.
+	if _, err := os.Stat(s.gatePath()); err == nil && !s.noGate {
 		g, err := lockFile(ctx, s.gatePath(), false, deadline)
 		switch {
 		case err == nil:
@@ -367,7 +369,7 @@ func (s *Store) begin(ctx context.Context) (time.Time, error) {
 	return time.Now().Add(s.opts.Timeout), nil
 }
 
-// guard wraps a transaction body with the truncation check.
+// guard wraps a transaction body with the truncation and meta page checks.
 func (s *Store) guard(db *bolt.DB, fn func(tx *bolt.Tx) error) func(tx *bolt.Tx) error {
 	return func(tx *bolt.Tx) error {
 		st, err := os.Stat(s.path)
@@ -376,6 +378,10 @@ func (s *Store) guard(db *bolt.DB, fn func(tx *bolt.Tx) error) func(tx *bolt.Tx)
 		}
 		if tx.Size() > st.Size() {
 			return &CorruptError{Path: s.path, Err: fmt.Errorf("truncated: the file has %d bytes, its pages need %d", st.Size(), tx.Size())}
+		}
+		// Under bbolt's file lock, so no commit is writing a meta page.
+		if err := checkMeta(s.path); err != nil {
+			return err
 		}
 		return fn(tx)
 	}
