@@ -39,7 +39,16 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock for record timestamps; nil means time.Now.
 	Now func() time.Time
+	// MinFreeBytes is the free space BeginTrial needs on the database's
+	// file system (ErrDiskFull below it); 0 means DefaultMinFree, < 0 no
+	// check.
+	MinFreeBytes int64
 }
+
+// DefaultMinFree is twice bbolt's growth step (16 MiB): a trial that begins
+// can also be finished, so a full disk stops a search before it leaves a
+// running record behind (and a resume on it adds none).
+const DefaultMinFree = 32 << 20
 
 // DefaultOptions returns the options for a writing process.
 func DefaultOptions() Options { return Options{Timeout: DefaultTimeout} }
@@ -353,7 +362,7 @@ func (s *Store) update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 	if errors.Is(err, errNoChange) {
 		return nil
 	}
-	return err
+	return s.nameFile(err)
 }
 
 func (s *Store) begin(ctx context.Context) (time.Time, error) {
@@ -435,4 +444,33 @@ func (s *Store) withDB(deadline time.Time, readOnly bool, fn func(db *bolt.DB) e
 		}
 	}()
 	return fn(db)
+}
+
+// nameFile adds the database's path to an I/O error that lacks it (bbolt's
+// sync and allocation errors are bare errnos, e.g. "no space left on
+// device").
+func (s *Store) nameFile(err error) error {
+	var errno syscall.Errno
+	var pe *fs.PathError
+	if err == nil || !(errors.As(err, &errno) || errors.As(err, &pe)) || strings.Contains(err.Error(), s.path) {
+		return err
+	}
+	return fmt.Errorf("write database %s: %w", s.path, err)
+}
+
+// checkFree returns ErrDiskFull when the database's file system has less
+// than Options.MinFreeBytes available.
+func (s *Store) checkFree() error {
+	need := s.opts.MinFreeBytes
+	if need == 0 {
+		need = DefaultMinFree
+	}
+	if need < 0 {
+		return nil
+	}
+	free, ok := freeBytes(filepath.Dir(s.path))
+	if ok && free < need {
+		return fmt.Errorf("%w: %d MiB free on the file system of %s, a trial needs %d MiB", ErrDiskFull, free>>20, s.path, need>>20)
+	}
+	return nil
 }
