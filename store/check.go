@@ -68,6 +68,16 @@ func (s *Store) Check(ctx context.Context) (CheckReport, error) {
 				rep.Problems = append(rep.Problems, fmt.Sprintf(format, args...))
 			}
 		}
+		// Walk the page structure first (bounds-checked, in this
+		// goroutine): bbolt's Tx.Check trusts it (see walkPages).
+		raw, err := os.ReadFile(target.path)
+		if err != nil {
+			return err
+		}
+		pageProblems := walkPages(raw, maxProblems)
+		for _, p := range pageProblems {
+			problem("pages: %s", p)
+		}
 		v, err := schemaVersion(tx)
 		if err != nil {
 			return err
@@ -89,8 +99,10 @@ func (s *Store) Check(ctx context.Context) (CheckReport, error) {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		for err := range tx.Check() {
-			problem("bbolt: %v", err)
+		if len(pageProblems) == 0 {
+			for err := range tx.Check() {
+				problem("bbolt: %v", err)
+			}
 		}
 		return nil
 	})

@@ -14,7 +14,7 @@ import (
 )
 
 // filledDB writes a database with some trials and returns its path.
-func filledDB(t *testing.T, n int) (string, string) {
+func filledDB(t testing.TB, n int) (string, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "tuner.db")
 	s := openTest(t, path, false)

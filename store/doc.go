@@ -2,11 +2,12 @@
 // file of tuner in one bbolt file (default ~/.local/share/tuner/tuner.db,
 // $XDG_DATA_HOME honoured, see DefaultPath).
 //
-// # Layout (schema version 1)
+// # Layout (schema version 2)
 //
 //	meta        "schema" -> decimal schema version; "created" -> RFC 3339 time
-//	studies     study ID (12 hex digits, a hash of the StudyKey) -> Study JSON
-//	trials      one nested bucket per study ID;
+//	studies     study ID (12 hex digits, a hash of the StudyKey) -> Study JSON;
+//	            the bucket's sequence counts the studies
+//	trials      one nested bucket per study ID, created with the study;
 //	            inside: 8-byte big-endian sequence (bucket NextSequence) -> Trial JSON
 //	summaries   the same nesting and keys -> Summary JSON (the compact form
 //	            history queries read; written with its trial)
@@ -23,7 +24,12 @@
 //	model_meta  surrogate model name -> ModelMeta JSON
 //
 // Every record (study, trial, front, model metadata) is JSON with a "v"
-// field (RecordVersion). The decoders read older record versions and
+// field (RecordVersion), sealed in an envelope: a magic byte, the CRC-32C
+// of the payload, the payload (see seal). Summaries and front vectors are
+// sealed the same way. A new record type gets the envelope by writing with
+// putJSON (or encode) and reading with decodeStrict. Readers verify it, and
+// that no trial (numbered 1..the bucket's sequence) or study (counted by
+// the studies bucket's sequence) is missing. The decoders read older record versions and
 // migrations (see migrate.go) rewrite older files; a file or record newer
 // than this program is refused, never rewritten. Summaries and front vectors
 // are derived indexes, not records: compact binary (see summary.go and
@@ -47,6 +53,10 @@
 // released at once) before it opens, so once a writer waits no new reader
 // enters and the writer waits at most for the readers already inside.
 //
+// One search per study: LockStudy takes an flock on
+// <db>.sessions/study-<ID>.lock whose content names the owner (pid, host,
+// start) for the error a second search gets.
+//
 // Because the file is closed between operations, a trial in state running
 // may belong to a live search in another process. Every writable Store holds
 // a session lock file (<db>.sessions/<id>.lock) until Close, and records its
@@ -68,6 +78,8 @@
 // place), so an empty or short file is always damage: it is reported as a
 // *CorruptError naming the file, never initialised again. Page faults and
 // panics inside bbolt on a damaged file are recovered and reported the same
-// way. Check runs bbolt's consistency check and this package's invariants;
+// way, and so is a damaged meta page (bbolt would read the file as of an
+// older commit). Check walks the page structure with bounds checks, then
+// runs bbolt's consistency check and this package's invariants;
 // Backup writes a consistent copy.
 package store

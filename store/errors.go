@@ -27,6 +27,8 @@ var (
 	ErrInvalidResult = errors.New("invalid trial result")
 	// ErrClosed reports use of a closed Store.
 	ErrClosed = errors.New("store closed")
+	// ErrDiskFull reports too little free space to begin a trial.
+	ErrDiskFull = errors.New("database disk full")
 )
 
 // CorruptError says that the file at Path is damaged, and how.

@@ -91,3 +91,12 @@ func (l *fileLock) unlock() error {
 	l.f = nil
 	return err
 }
+
+// freeBytes is the space available to this user on the file system of dir.
+func freeBytes(dir string) (int64, bool) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, false
+	}
+	return int64(st.Bavail) * int64(st.Bsize), true
+}

@@ -39,7 +39,16 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock for record timestamps; nil means time.Now.
 	Now func() time.Time
+	// MinFreeBytes is the free space BeginTrial needs on the database's
+	// file system (ErrDiskFull below it); 0 means DefaultMinFree, < 0 no
+	// check.
+	MinFreeBytes int64
 }
+
+// DefaultMinFree is twice bbolt's growth step (16 MiB): a trial that begins
+// can also be finished, so a full disk stops a search before it leaves a
+// running record behind (and a resume on it adds none).
+const DefaultMinFree = 32 << 20
 
 // DefaultOptions returns the options for a writing process.
 func DefaultOptions() Options { return Options{Timeout: DefaultTimeout} }
@@ -316,7 +325,9 @@ func (s *Store) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 		return err
 	}
 	// Pass the gate: wait while a writer is queued, then let it go at once.
-	if !s.noGate {
+	// A reader never creates the gate file (a read-only command such as
+	// search --dry-run leaves nothing behind): without one no writer waits.
+	if _, err := os.Stat(s.gatePath()); err == nil && !s.noGate {
 		g, err := lockFile(ctx, s.gatePath(), false, deadline)
 		switch {
 		case err == nil:
@@ -351,7 +362,7 @@ func (s *Store) update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 	if errors.Is(err, errNoChange) {
 		return nil
 	}
-	return err
+	return s.nameFile(err)
 }
 
 func (s *Store) begin(ctx context.Context) (time.Time, error) {
@@ -367,7 +378,7 @@ func (s *Store) begin(ctx context.Context) (time.Time, error) {
 	return time.Now().Add(s.opts.Timeout), nil
 }
 
-// guard wraps a transaction body with the truncation check.
+// guard wraps a transaction body with the truncation and meta page checks.
 func (s *Store) guard(db *bolt.DB, fn func(tx *bolt.Tx) error) func(tx *bolt.Tx) error {
 	return func(tx *bolt.Tx) error {
 		st, err := os.Stat(s.path)
@@ -376,6 +387,10 @@ func (s *Store) guard(db *bolt.DB, fn func(tx *bolt.Tx) error) func(tx *bolt.Tx)
 		}
 		if tx.Size() > st.Size() {
 			return &CorruptError{Path: s.path, Err: fmt.Errorf("truncated: the file has %d bytes, its pages need %d", st.Size(), tx.Size())}
+		}
+		// Under bbolt's file lock, so no commit is writing a meta page.
+		if err := checkMeta(s.path); err != nil {
+			return err
 		}
 		return fn(tx)
 	}
@@ -429,4 +444,33 @@ func (s *Store) withDB(deadline time.Time, readOnly bool, fn func(db *bolt.DB) e
 		}
 	}()
 	return fn(db)
+}
+
+// nameFile adds the database's path to an I/O error that lacks it (bbolt's
+// sync and allocation errors are bare errnos, e.g. "no space left on
+// device").
+func (s *Store) nameFile(err error) error {
+	var errno syscall.Errno
+	var pe *fs.PathError
+	if err == nil || !(errors.As(err, &errno) || errors.As(err, &pe)) || strings.Contains(err.Error(), s.path) {
+		return err
+	}
+	return fmt.Errorf("write database %s: %w", s.path, err)
+}
+
+// checkFree returns ErrDiskFull when the database's file system has less
+// than Options.MinFreeBytes available.
+func (s *Store) checkFree() error {
+	need := s.opts.MinFreeBytes
+	if need == 0 {
+		need = DefaultMinFree
+	}
+	if need < 0 {
+		return nil
+	}
+	free, ok := freeBytes(filepath.Dir(s.path))
+	if ok && free < need {
+		return fmt.Errorf("%w: %d MiB free on the file system of %s, a trial needs %d MiB", ErrDiskFull, free>>20, s.path, need>>20)
+	}
+	return nil
 }

@@ -129,3 +129,29 @@ func TestCheckReportsDuplicates(t *testing.T) {
 		t.Fatalf("duplicates %q, want one naming %s and %s", rep.Duplicates, first.ID, dup.ID)
 	}
 }
+
+// TestBeginTrialOnFullDisk: below the free-space floor BeginTrial fails
+// naming the file and writes nothing, so repeated resumes on a full disk
+// leave no running records behind.
+func TestBeginTrialOnFullDisk(t *testing.T) {
+	ctx := context.Background()
+	s := openTest(t, "", false)
+	st, _ := s.EnsureStudy(ctx, testKey("m", "g", ""))
+	full, err := Open(ctx, s.Path(), Options{Timeout: time.Second, MinFreeBytes: 1 << 62})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer full.Close()
+	for range 3 {
+		_, err := full.BeginTrial(ctx, st.ID, randConfig(rand.New(rand.NewPCG(1, 2))), BeginOptions{})
+		if !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), s.Path()) {
+			t.Fatalf("got %v, want ErrDiskFull naming %s", err, s.Path())
+		}
+	}
+	if ts, err := s.Trials(ctx, st.ID, TrialFilter{}); err != nil || len(ts) != 0 {
+		t.Fatalf("trials after refused begins: %d, %v", len(ts), err)
+	}
+	if _, err := s.BeginTrial(ctx, st.ID, randConfig(rand.New(rand.NewPCG(1, 2))), BeginOptions{}); err != nil {
+		t.Fatalf("with the default floor: %v", err)
+	}
+}

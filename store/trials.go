@@ -27,6 +27,9 @@ func (s *Store) BeginTrial(ctx context.Context, studyID string, cfg spaces.Confi
 	if o.Repeat < 0 {
 		return Trial{}, fmt.Errorf("begin trial: negative repeat %d", o.Repeat)
 	}
+	if err := s.checkFree(); err != nil {
+		return Trial{}, fmt.Errorf("begin trial in study %s: %w", studyID, err)
+	}
 	t := Trial{
 		V:        RecordVersion,
 		StudyID:  studyID,

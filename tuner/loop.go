@@ -85,6 +85,9 @@ const (
 	StopPatience    = "front did not improve"
 	StopExhausted   = "search space exhausted"
 	StopInterrupted = "interrupted"
+	// StopError prefixes the stop reason of a run that an infrastructure
+	// error ended (e.g. the database's disk is full): the error follows.
+	StopError = "stopped by an error"
 )
 
 // Report is the outcome of a run (partial when interrupted).
@@ -243,8 +246,11 @@ func (l *Loop) Run(ctx context.Context) (Report, error) {
 	if err == nil {
 		err = l.remeasure(ctx, prog)
 	}
-	if err != nil && ctx.Err() != nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
 		reason = StopInterrupted
+	case err != nil:
+		reason = fmt.Sprintf("%s: %v", StopError, err)
 	}
 	rep := l.report(reason)
 	return rep, err
@@ -607,13 +613,26 @@ func (l *Loop) remeasurePlan(trials []Trial) []Candidate {
 	return fin
 }
 
-// finalistsOf are the best feasible candidates by conservative score, from
-// the search trials' single measurements and any repeats so far.
+// finalistsOf are the best feasible candidates by conservative score of the
+// search trials' single measurements, returned with all their measurements
+// so far. Re-measurements do not move a config in or out of the set: they
+// would change it after every final re-measurement, and each --resume of a
+// finished study would re-measure a new finalist.
 func finalistsOf(trials []Trial, cfg Config) []Candidate {
-	cands := Aggregate(trials, cfg.SLO, cfg.Metrics, cfg.MADK)
+	var search []Trial
+	for _, t := range trials {
+		if t.Phase != PhaseRepeat {
+			search = append(search, t)
+		}
+	}
+	all := map[string]Candidate{}
+	for _, c := range Aggregate(trials, cfg.SLO, cfg.Metrics, cfg.MADK) {
+		all[c.ConfigID] = c
+	}
 	var feas []Candidate
-	for _, c := range cands {
+	for _, c := range Aggregate(search, cfg.SLO, cfg.Metrics, cfg.MADK) {
 		if c.Feasible {
+			c.Trials, c.Failed = all[c.ConfigID].Trials, all[c.ConfigID].Failed
 			feas = append(feas, c)
 		}
 	}

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -84,5 +86,134 @@ func TestDBCommands(t *testing.T) {
 	after, _ := os.ReadFile(corrupt)
 	if !bytes.Equal(after, raw[:len(raw)/3]) {
 		t.Error("db check modified the corrupt file")
+	}
+}
+
+// TestCorruptFilesFailLoudly flips bytes of a real database (written by a
+// sim-virtual search) at seeded offsets, three at a time: at page headers
+// (where a flipped element count once made `trials` print "no trials"), in
+// the meta pages and anywhere in the used pages. Every reading command must
+// either print exactly what it prints for the intact file, or exit 1 with
+// an error naming the file; and when `db check` passes, every reader must
+// print the intact file's output (no changed values behind a clean check).
+func TestCorruptFilesFailLoudly(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.db")
+	if code, _, errs := runTuner(t, "--db", good, "search", "-m", "Llama-3.1-8B", "-g", "H100-80GB", "--engine", "sim-virtual",
+		"--trials", "12", "--no-surrogate", "--seed", "3"); code != 0 {
+		t.Fatalf("search: exit %d\n%s", code, errs)
+	}
+	readers := [][]string{
+		{"trials", "--json"},
+		{"trials"},
+		{"studies"},
+		{"recommend", "-m", "Llama-3.1-8B"},
+		{"pareto", "-m", "Llama-3.1-8B"},
+	}
+	want := make([]string, len(readers))
+	for i, r := range readers {
+		code, out, errs := runTuner(t, append([]string{"--db", good}, r...)...)
+		if code != 0 {
+			t.Fatalf("%v on the intact file: exit %d\n%s", r, code, errs)
+		}
+		want[i] = out
+	}
+	raw, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const page = 4096
+	pages := len(raw) / page
+	rng := rand.New(rand.NewPCG(13, 4))
+	type damage struct {
+		kind string
+		offs []int
+	}
+	var cases []damage
+	for i := range 48 {
+		var d damage
+		switch i % 4 {
+		case 0, 1: // a page header: id, flags, count, overflow
+			at := (2+rng.IntN(pages-2))*page + 8 + rng.IntN(6)
+			d = damage{"page header", []int{at, at + 1, at + 2}}
+		case 2: // a meta page
+			at := rng.IntN(2)*page + 16 + rng.IntN(61)
+			d = damage{"meta page", []int{at, at + 1, at + 2}}
+		default:
+			d = damage{"anywhere", []int{rng.IntN(len(raw)), rng.IntN(len(raw)), rng.IntN(len(raw))}}
+		}
+		cases = append(cases, d)
+	}
+	detected := 0
+	for i, d := range cases {
+		bad := bytes.Clone(raw)
+		for _, o := range d.offs {
+			bad[o] ^= 0xff
+		}
+		p := filepath.Join(t.TempDir(), "bad.db")
+		if err := os.WriteFile(p, bad, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		checkCode, checkOut, checkErr := runTuner(t, "--db", p, "db", "check")
+		if checkCode != 0 {
+			detected++
+			if checkCode != 1 || !strings.Contains(checkErr, p) {
+				t.Errorf("case %d (%s at %v): db check exit %d, want 1 naming %s\n%s%s", i, d.kind, d.offs, checkCode, p, checkOut, checkErr)
+			}
+		}
+		for j, r := range readers {
+			code, out, errs := runTuner(t, append([]string{"--db", p}, r...)...)
+			switch {
+			case code == 0 && out == want[j]:
+			case code == 0:
+				t.Errorf("case %d (%s at %v): %v exits 0 with output that differs from the intact file's (db check exit %d)\n%s", i, d.kind, d.offs, r, checkCode, out)
+			case code != 1 || !strings.Contains(errs, p):
+				t.Errorf("case %d (%s at %v): %v exit %d, want 1 with an error naming %s\n%s", i, d.kind, d.offs, r, code, p, errs)
+			case checkCode == 0:
+				t.Errorf("case %d (%s at %v): %v fails but db check passes\n%s", i, d.kind, d.offs, r, errs)
+			}
+		}
+		after, _ := os.ReadFile(p)
+		if !bytes.Equal(after, bad) {
+			t.Errorf("case %d: a reading command modified the damaged file", i)
+		}
+	}
+	t.Logf("%d of %d damaged files detected by db check; the rest read exactly as the intact file", detected, len(cases))
+}
+
+// TestReadersLeaveNoFiles: reading commands, search --dry-run among them
+// ("start nothing"), create nothing beside an existing database (the gate
+// file <db>.lock was left behind).
+func TestReadersLeaveNoFiles(t *testing.T) {
+	db := dbWithTrials(t)
+	dir := filepath.Dir(db)
+	if err := os.Remove(db + ".lock"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(db + ".sessions"); err != nil {
+		t.Fatal(err)
+	}
+	names := func() []string {
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range ents {
+			out = append(out, e.Name())
+		}
+		return out
+	}
+	before := names()
+	for _, args := range [][]string{
+		{"trials"}, {"studies"}, {"db", "check"},
+		{"search", "--model", testModel, "--gpu", testGPU, "--engine", "sim-virtual", "--dry-run", "--proposals", "1"},
+	} {
+		if code, _, errs := runTuner(t, append([]string{"--db", db}, args...)...); code != 0 {
+			t.Fatalf("%v: exit %d\n%s", args, code, errs)
+		}
+		if after := names(); !slices.Equal(after, before) {
+			t.Fatalf("%v left files: %v, before %v", args, after, before)
+		}
 	}
 }
