@@ -63,13 +63,13 @@ var (
 	// disk: Python exits 120 when it cannot flush stdout at exit).
 	reEnvironment = regexp.MustCompile(`No space left on device|\[Errno 28\]|\bENOSPC\b|Disk quota exceeded|\[Errno 122\]`)
 
-	reVersion     = regexp.MustCompile(`vLLM API server version (\S+)`)
-	reAvailKV     = regexp.MustCompile(`Available KV cache memory: (-?[\d.]+) GiB`)
-	reKVTokens    = regexp.MustCompile(`GPU KV cache size: ([\d,]+) tokens`)
-	reMaxConc     = regexp.MustCompile(`Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x`)
-	reWeights     = regexp.MustCompile(`Model loading took ([\d.]+) ?GiB`)
-	reGraph       = regexp.MustCompile(`Graph capturing finished in \d+ secs, took ([\d.]+) GiB`)
-	reInitEngine  = regexp.MustCompile(`init engine .* took ([\d.]+) seconds`)
+	reVersion    = regexp.MustCompile(`vLLM API server version (\S+)`)
+	reAvailKV    = regexp.MustCompile(`Available KV cache memory: (-?[\d.]+) GiB`)
+	reKVTokens   = regexp.MustCompile(`GPU KV cache size: ([\d,]+) tokens`)
+	reMaxConc    = regexp.MustCompile(`Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x`)
+	reWeights    = regexp.MustCompile(`Model loading took ([\d.]+) ?GiB`)
+	reGraph      = regexp.MustCompile(`Graph capturing finished in \d+ secs, took ([\d.]+) GiB`)
+	reInitEngine = regexp.MustCompile(`init engine .* took ([\d.]+) seconds`)
 	// key=value or "key": "value"; the key decides (SecretName).
 	reKeyValue = regexp.MustCompile(`([A-Za-z][\w.-]*)(["']?\s*[=:]\s*["']?)([^\s"',}]+)`)
 )

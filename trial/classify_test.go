@@ -74,10 +74,10 @@ func TestTailAndRedact(t *testing.T) {
 		"password: hunter2 ok":              "password: *** ok",
 		"no secrets here":                   "no secrets here",
 		`{"time-to-first-token": "0.042", "inter_token_latency": "11ms"}`: `{"time-to-first-token": "0.042", "inter_token_latency": "11ms"}`,
-		`bos_token="<s>" max_num_batched_tokens=8192`:                    `bos_token="<s>" max_num_batched_tokens=8192`,
-		"Authorization: Bearer abcdefghijklmnop rest":                    "Authorization: Bearer *** rest",
-		"HF_HUB_DISABLE_IMPLICIT_TOKEN=1 access_token=zzzzzzzz":          "HF_HUB_DISABLE_IMPLICIT_TOKEN=1 access_token=***",
-		"url http://127.0.0.1:8000/v1 at 10:00:00":                       "url http://127.0.0.1:8000/v1 at 10:00:00",
+		`bos_token="<s>" max_num_batched_tokens=8192`:                     `bos_token="<s>" max_num_batched_tokens=8192`,
+		"Authorization: Bearer abcdefghijklmnop rest":                     "Authorization: Bearer *** rest",
+		"HF_HUB_DISABLE_IMPLICIT_TOKEN=1 access_token=zzzzzzzz":           "HF_HUB_DISABLE_IMPLICIT_TOKEN=1 access_token=***",
+		"url http://127.0.0.1:8000/v1 at 10:00:00":                        "url http://127.0.0.1:8000/v1 at 10:00:00",
 	} {
 		if got := Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
