@@ -3,9 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/vllm-tuner/tuner/spaces"
@@ -84,5 +88,43 @@ func TestDBCommands(t *testing.T) {
 	after, _ := os.ReadFile(corrupt)
 	if !bytes.Equal(after, raw[:len(raw)/3]) {
 		t.Error("db check modified the corrupt file")
+	}
+}
+
+// TestDBCheckListsEngines: db check lists an engine group whose tuner died
+// (its record in the per-user run dir) and says how it ends.
+func TestDBCheckListsEngines(t *testing.T) {
+	good := dbWithTrials(t)
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	runDir := trial.DefaultRunDir()
+	if runDir == "" {
+		t.Fatal("no run dir")
+	}
+	// An orphaned engine worker: its own group, the marker in its env.
+	w := exec.Command("sleep", "60")
+	w.Env = append(os.Environ(), "TUNER_ENGINE_ID=m1")
+	w.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { w.Process.Kill(); w.Wait() }()
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	rec := trial.EngineRecord{PGID: w.Process.Pid, Marker: "m1", Owner: dead.Process.Pid, OwnerStart: 1, Host: host, Log: "/x/trial.log"}
+	b, _ := json.Marshal(rec)
+	if err := os.WriteFile(filepath.Join(runDir, fmt.Sprintf(".engine-%d.json", rec.PGID)), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runTuner(t, "--db", good, "db", "check")
+	want := fmt.Sprintf("engine: group %d alive (pids [%d], log /x/trial.log); its tuner (pid %d) is gone", rec.PGID, rec.PGID, rec.Owner)
+	if code != 0 || !strings.Contains(out, want) {
+		t.Errorf("db check: exit %d\n%s%s\nwant %q", code, out, errs, want)
+	}
+	code, out, _ = runTuner(t, "--db", good, "db", "check", "--json")
+	if code != 0 || !strings.Contains(out, `"engines"`) || !strings.Contains(out, `"trials": 5`) {
+		t.Errorf("db check --json: exit %d\n%s", code, out)
 	}
 }
