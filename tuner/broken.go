@@ -25,8 +25,12 @@ const brokenAfter = 3
 // healthy, with no reason the config could explain (OOM, KV cache, invalid
 // arguments have their own classes).
 func preHealthCrash(r *trial.Result) bool {
-	return r != nil && r.Status == trial.StatusFailed && r.Failure == trial.FailCrashed && len(r.Levels) == 0
+	return r != nil && r.Status == trial.StatusFailed && r.Failure == trial.FailCrashed && !reachedHealth(r)
 }
+
+// reachedHealth: the engine answered /health (the runner measures only
+// then; a crash during the first level leaves no level but measure time).
+func reachedHealth(r *trial.Result) bool { return len(r.Levels) > 0 || r.Phases.MeasureS > 0 }
 
 var reDigits = regexp.MustCompile(`\d+`)
 
@@ -41,7 +45,7 @@ func crashSignature(r *trial.Result) string {
 // (a measured level) or failed for a reason of its config. Caller holds mu.
 func (l *Loop) healthSeen() bool {
 	for _, t := range l.st.trials {
-		if r := t.Result; r != nil && (len(r.Levels) > 0 || r.Status != trial.StatusFailed ||
+		if r := t.Result; r != nil && (reachedHealth(r) || r.Status != trial.StatusFailed ||
 			r.Failure != trial.FailCrashed && r.Failure != trial.FailInterrupted) {
 			return true
 		}

@@ -31,6 +31,11 @@ func TestLoopEngineBroken(t *testing.T) {
 	}{
 		{"default config first", []int{128, 1, 2}, importErr, true, 1, 0, map[State]int{StateInterrupted: 1}},
 		{"three configs alike", []int{1, 2, 3, 4}, importErr, true, 3, 0, map[State]int{StateFailed: 2, StateInterrupted: 1}},
+		{"crash during load", []int{128, 1}, func(n, c int) (trial.Result, error) {
+			r := crash("EngineDeadError: EngineCore encountered an issue")
+			r.Phases.MeasureS = 0.5 // healthy, then died in the first level
+			return r, nil
+		}, false, 2, 2, map[State]int{StateFailed: 2}},
 		{"crash then health", []int{1, 2, 3}, func(n, c int) (trial.Result, error) {
 			if n == 1 {
 				return importErr(n, c)
