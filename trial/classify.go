@@ -2,10 +2,12 @@ package trial
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // EngineError is a classified engine failure. Kind is one of the sentinel
@@ -14,16 +16,23 @@ import (
 // the log, to explain the failure to a person.
 type EngineError struct {
 	Kind     error
-	ExitCode int // -1: killed by a signal or still running
+	ExitCode int    // -1: killed by a signal or still running
+	Signal   string // the signal that killed the engine, e.g. "signal 9 (killed)"
 	Line     string
 	Tail     []string
 }
+
+// ErrEnvironment: the engine failed for a reason outside the config (a
+// full disk, a broken install): the search must stop, not learn from it.
+var ErrEnvironment = errors.New("engine environment broken")
 
 func (e *EngineError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Kind.Error())
 	if e.ExitCode >= 0 {
 		fmt.Fprintf(&b, " (exit %d)", e.ExitCode)
+	} else if e.Signal != "" {
+		fmt.Fprintf(&b, " (killed by %s)", e.Signal)
 	}
 	if e.Line != "" {
 		fmt.Fprintf(&b, ": %s", e.Line)
@@ -38,22 +47,31 @@ func (e *EngineError) Unwrap() error { return e.Kind }
 // argument checks (an engine that got far enough to run out of memory
 // accepted its arguments).
 var (
-	reKVTooSmall = regexp.MustCompile(`larger than the available KV cache memory|is larger than the maximum number of tokens that can be stored in KV cache`)
+	// Startup messages, then the per-request ones of an engine whose KV
+	// cache cannot hold a request (each request fails with HTTP 500).
+	reKVTooSmall = regexp.MustCompile(`larger than the available KV cache memory|is larger than the maximum number of tokens that can be stored in KV cache|exceeds (?:the )?capacity of (?:the )?block_manager|(?i:KV cache (?:is )?too small|(?:insufficient|not enough) (?:free )?KV cache)`)
 	reOOM        = regexp.MustCompile(`CUDA out of memory|OutOfMemoryError|No available memory for the cache blocks|Free memory on device .* is less than desired`)
 	// Config rejections at startup (before any GPU work): vLLM's validation
 	// messages, argparse errors, and features the engine refuses for this
 	// combination ("Async scheduling is not supported with pipeline-parallel-size > 1",
 	// "Concurrent Partial Prefill is not supported by the V1 engine").
-	reInvalid = regexp.MustCompile(`must be divisible by tensor parallel size|must be greater than or equal to max_num_seqs|is smaller than max_model_len|unrecognized arguments|invalid choice|error: argument --|: error: |is not supported with|is not supported by the V1 engine|NotImplementedError: `)
+	reInvalid = regexp.MustCompile(`must be divisible by tensor parallel size|must be greater than or equal to max_num_seqs|is smaller than max_model_len|unrecognized arguments|invalid choice|error: argument --|: error: |is not supported with|is not supported by the V1 engine|NotImplementedError: |flag provided but not defined|unknown flag|unknown (?:option|argument)|unrecognized option`)
+	// A usage text: a server that prints it and exits did not take its
+	// arguments, whatever its exit code (some exit 0 on an unknown flag).
+	reUsage = regexp.MustCompile(`(?m)^\s*(?:[Uu]sage:|Usage of )`)
+	// The machine, not the config: a full disk or quota (also the log's
+	// disk: Python exits 120 when it cannot flush stdout at exit).
+	reEnvironment = regexp.MustCompile(`No space left on device|\[Errno 28\]|\bENOSPC\b|Disk quota exceeded|\[Errno 122\]`)
 
-	reVersion     = regexp.MustCompile(`vLLM API server version (\S+)`)
-	reAvailKV     = regexp.MustCompile(`Available KV cache memory: (-?[\d.]+) GiB`)
-	reKVTokens    = regexp.MustCompile(`GPU KV cache size: ([\d,]+) tokens`)
-	reMaxConc     = regexp.MustCompile(`Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x`)
-	reWeights     = regexp.MustCompile(`Model loading took ([\d.]+) ?GiB`)
-	reGraph       = regexp.MustCompile(`Graph capturing finished in \d+ secs, took ([\d.]+) GiB`)
-	reInitEngine  = regexp.MustCompile(`init engine .* took ([\d.]+) seconds`)
-	reSecretValue = regexp.MustCompile(`\bhf_[A-Za-z0-9]{16,}|(?i)((?:token|api[_-]?key|secret|password)["']?\s*[=:]\s*["']?)[^\s"',}]+`)
+	reVersion    = regexp.MustCompile(`vLLM API server version (\S+)`)
+	reAvailKV    = regexp.MustCompile(`Available KV cache memory: (-?[\d.]+) GiB`)
+	reKVTokens   = regexp.MustCompile(`GPU KV cache size: ([\d,]+) tokens`)
+	reMaxConc    = regexp.MustCompile(`Maximum concurrency for [\d,]+ tokens per request: ([\d.]+)x`)
+	reWeights    = regexp.MustCompile(`Model loading took ([\d.]+) ?GiB`)
+	reGraph      = regexp.MustCompile(`Graph capturing finished in \d+ secs, took ([\d.]+) GiB`)
+	reInitEngine = regexp.MustCompile(`init engine .* took ([\d.]+) seconds`)
+	// key=value or "key": "value"; the key decides (SecretName).
+	reKeyValue = regexp.MustCompile(`([A-Za-z][\w.-]*)(["']?\s*[=:]\s*["']?)([^\s"',}]+)`)
 )
 
 // tailLines is how many log lines an EngineError keeps.
@@ -70,11 +88,18 @@ func Classify(log []byte, exitCode int, duringLoad bool) *EngineError {
 		e.Kind = ErrKVTooSmall
 	case matchLine(log, reOOM, &e.Line):
 		e.Kind = ErrOOM
+	case matchLine(log, reEnvironment, &e.Line):
+		e.Kind = ErrEnvironment
 	case exitCode == 2 && !duringLoad:
 		e.Kind = ErrInvalidArgument
 		matchLine(log, reInvalid, &e.Line)
 	case matchLine(log, reInvalid, &e.Line) && !duringLoad:
 		e.Kind = ErrInvalidArgument
+	case exitCode == 0 && !duringLoad && matchLine(log, reUsage, &e.Line):
+		e.Kind = ErrInvalidArgument
+	case exitCode == 120:
+		e.Kind = ErrEnvironment
+		e.Line = "exit 120: the engine could not write its output (a full disk?)"
 	default:
 		// An invalid-argument line seen during load stays the fallback.
 		if rc := rootCause(log); rc != "" {
@@ -137,12 +162,22 @@ func rootCause(log []byte) string {
 }
 
 // clip bounds a shown log line.
-func clip(s string) string {
-	if len(s) > 400 {
-		return s[:400] + "..."
+func clip(s string) string { return clipN(s, 400) }
+
+// clipN cuts s to n bytes (on a rune boundary) and marks the cut.
+func clipN(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
+
+// tailLineMax bounds each line of a failure's tail: a flooding engine's
+// junk must not make a stored error string of many kilobytes.
+const tailLineMax = 200
 
 // matchLine finds the first line of log matching re and stores it (trimmed,
 // secrets masked) in *line.
@@ -171,7 +206,7 @@ func Tail(log []byte, n int) []string {
 		line := strings.TrimSpace(string(log[i+1:]))
 		log = log[:max(i, 0)]
 		if line != "" {
-			out = append(out, Redact(line))
+			out = append(out, clipN(Redact(line), tailLineMax))
 		}
 		if i < 0 {
 			break
@@ -183,16 +218,20 @@ func Tail(log []byte, n int) []string {
 	return out
 }
 
-// Redact masks Hugging Face tokens and values of token/key/secret/password
-// assignments in a log line.
+// Redact masks, in a log line, Hugging Face tokens, bearer tokens and the
+// values of secret-named keys (key=value, "key": "value"; SecretName
+// decides, so "time-to-first-token" and "max_num_batched_tokens" stay). A
+// number is never taken for a secret value.
 func Redact(s string) string {
-	return reSecretValue.ReplaceAllStringFunc(s, func(m string) string {
-		if strings.HasPrefix(m, "hf_") {
-			return "hf_***"
+	s = reKeyValue.ReplaceAllStringFunc(s, func(m string) string {
+		sub := reKeyValue.FindStringSubmatch(m)
+		if !SecretName(sub[1]) || isNumber(sub[3]) {
+			return m
 		}
-		sub := reSecretValue.FindStringSubmatch(m)
-		return sub[1] + "***"
+		return sub[1] + sub[2] + masked
 	})
+	s = reBearer.ReplaceAllString(s, "${1}${2}"+masked)
+	return reHFToken.ReplaceAllString(s, "hf_"+masked)
 }
 
 // LogFacts are the numbers a vLLM startup log reveals.

@@ -33,6 +33,13 @@ func TestClassify(t *testing.T) {
 		{"engine ERROR line beats a traceback line", "(EngineCore_DP0 pid=7) ERROR [core.py] RuntimeError: CUDA error: an illegal memory access was encountered\nTraceback (most recent call last):\n  File \"x.py\", line 1\nRuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n", 1, false, ErrCrashed, "illegal memory access"},
 		{"unlisted config ValueError", "ERROR [core.py] ValueError: Async scheduling is not supported with pipeline-parallel-size > 1.\nRuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n", 1, false, ErrInvalidArgument, "Async scheduling"},
 		{"runtime crash root cause", "INFO ok\nERROR [core.py] EngineCore encountered a fatal error.\nTraceback (most recent call last):\nAssertionError: block table overflow\nERROR [async_llm.py] EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause.\n", 1, true, ErrCrashed, "AssertionError: block table overflow"},
+		{"go flag exit 0", "flag provided but not defined: -max-num-seqs\nUsage of vllm-mock:\n  -port int\n", 0, false, ErrInvalidArgument, "flag provided but not defined"},
+		{"usage and exit 0", "Usage: mock-server [OPTIONS]\n", 0, false, ErrInvalidArgument, "Usage:"},
+		{"cobra unknown flag", "Error: unknown flag: --enable-chunked-prefill\n", 1, false, ErrInvalidArgument, "unknown flag"},
+		{"kv too small per request", "INFO ok\nERROR [scheduler.py] request cmpl-7 failed: KV cache too small for 4096 tokens (1024 free)\n", -1, true, ErrKVTooSmall, "KV cache too small"},
+		{"v0 block manager", "WARNING Input prompt (9000 tokens) is too long and exceeds the capacity of block_manager\n", -1, true, ErrKVTooSmall, "block_manager"},
+		{"disk full", "OSError: [Errno 28] No space left on device: '/root/.cache/vllm/torch_compile_cache'\n", 1, false, ErrEnvironment, "No space left"},
+		{"exit 120", "INFO starting\n", 120, false, ErrEnvironment, "exit 120"},
 		{"generic line only", "Traceback (most recent call last):\nRuntimeError: Engine core initialization failed. See root cause above.\nexit\n", 1, false, ErrCrashed, "Engine core initialization failed"},
 	}
 	for _, tt := range tests {
@@ -66,6 +73,11 @@ func TestTailAndRedact(t *testing.T) {
 		`{"api_key": "sk-123"}`:             `{"api_key": "***"}`,
 		"password: hunter2 ok":              "password: *** ok",
 		"no secrets here":                   "no secrets here",
+		`{"time-to-first-token": "0.042", "inter_token_latency": "11ms"}`: `{"time-to-first-token": "0.042", "inter_token_latency": "11ms"}`,
+		`bos_token="<s>" max_num_batched_tokens=8192`:                     `bos_token="<s>" max_num_batched_tokens=8192`,
+		"Authorization: Bearer abcdefghijklmnop rest":                     "Authorization: Bearer *** rest",
+		"HF_HUB_DISABLE_IMPLICIT_TOKEN=1 access_token=zzzzzzzz":           "HF_HUB_DISABLE_IMPLICIT_TOKEN=1 access_token=***",
+		"url http://127.0.0.1:8000/v1 at 10:00:00":                        "url http://127.0.0.1:8000/v1 at 10:00:00",
 	} {
 		if got := Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
@@ -105,5 +117,64 @@ func FuzzClassify(f *testing.F) {
 			t.Fatalf("secret in line %q", e.Line)
 		}
 		ParseLogFacts(log)
+	})
+}
+
+func TestEngineErrorSignal(t *testing.T) {
+	e := &EngineError{Kind: ErrCrashed, ExitCode: -1, Signal: "signal 9 (killed)", Line: "last line"}
+	if got, want := e.Error(), "engine crashed (killed by signal 9 (killed)): last line"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+}
+
+func TestTailBoundsLines(t *testing.T) {
+	log := []byte(strings.Repeat(strings.Repeat("x", 5000)+"\n", 50))
+	tail := Tail(log, tailLines)
+	total := 0
+	for _, l := range tail {
+		total += len(l)
+		if len(l) > tailLineMax+3 {
+			t.Fatalf("tail line of %d bytes", len(l))
+		}
+	}
+	if len(tail) != tailLines || total > tailLines*(tailLineMax+3) {
+		t.Errorf("tail %d lines, %d bytes", len(tail), total)
+	}
+}
+
+func TestPortLost(t *testing.T) {
+	const port = 8123
+	for _, tt := range []struct {
+		name string
+		log  string
+		want bool
+	}{
+		{"python bare", "ERROR [api_server.py:1850] OSError: [Errno 98] Address already in use\n", true},
+		{"uvicorn", "ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 8123): address already in use\n", true},
+		{"go server", "2026/12/02 10:00:00 listen tcp 127.0.0.1:8123: bind: address already in use\n", true},
+		{"sim", "ERROR 12-02 10:00:00 [api_server.py:1] OSError: [Errno 98] Address already in use (listen tcp 127.0.0.1:8123: bind: address already in use)\n", true},
+		{"ipv6", "listen tcp [::1]:8123: bind: address already in use\n", true},
+		{"go server other port", "listen tcp 127.0.0.1:9000: bind: address already in use\n", false},
+		{"torch distributed", "[W1202 10:00:00.000 socket.cpp:464] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).\n" +
+			"torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use\n", false},
+		{"zmq", "zmq.error.ZMQError: Address already in use (addr: 'tcp://127.0.0.1:5555')\n", false},
+		{"unrelated", "INFO listening on port 8123\nERROR something else\n", false},
+		{"empty", "", false},
+	} {
+		if got := PortLost([]byte(tt.log), port); got != tt.want {
+			t.Errorf("%s: PortLost = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func FuzzPortLost(f *testing.F) {
+	f.Add([]byte("listen tcp 127.0.0.1:8123: bind: address already in use\n"), 8123)
+	f.Add([]byte("port: 29500, name: EADDRINUSE\n"), 8000)
+	f.Add([]byte("OSError: [Errno 98] Address already in use"), 1)
+	f.Fuzz(func(t *testing.T, log []byte, port int) {
+		got := PortLost(log, port)
+		if got && !reAddrInUse.Match(log) {
+			t.Fatalf("PortLost without an address-in-use line: %q", log)
+		}
 	})
 }

@@ -1,6 +1,7 @@
 package trial
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -121,17 +122,30 @@ func normName(k string) string {
 	return strings.ReplaceAll(strings.ToLower(strings.TrimLeft(k, "-")), "-", "_")
 }
 
-// SecretName reports whether an environment variable or flag holds a secret:
-// one of its dash/underscore-separated words is a secret word (HF_TOKEN,
-// --api-key) and it is not an engine parameter of the space
-// (--long-prefill-token-threshold). --max-num-batched-tokens has no such
-// word ("TOKENS").
+// textTokenWords before TOKEN make it a unit of text, not a credential:
+// time-to-first-token, inter_token_latency, bos_token, max_token.
+var textTokenWords = []string{"FIRST", "LAST", "NEXT", "INTER", "PER", "MAX", "MIN", "NUM", "TOTAL", "INPUT", "OUTPUT",
+	"PROMPT", "GENERATED", "NEW", "SPECIAL", "BOS", "EOS", "PAD", "UNK", "SEP", "CLS", "MASK", "STOP", "DECODE"}
+
+// SecretName reports whether an environment variable, flag or log key
+// holds a secret: one of its dash/underscore/dot-separated words is a
+// secret word (HF_TOKEN, --api-key) and it is not an engine parameter of
+// the space (--long-prefill-token-threshold). TOKEN after a word of
+// textTokenWords counts text (time-to-first-token, bos_token);
+// --max-num-batched-tokens has no secret word ("TOKENS").
 func SecretName(k string) bool {
-	words := strings.FieldsFunc(strings.ToUpper(k), func(r rune) bool { return r == '-' || r == '_' })
-	if !slices.ContainsFunc(words, func(w string) bool { return slices.Contains(secretWords, w) }) {
-		return false
+	words := strings.FieldsFunc(strings.ToUpper(k), func(r rune) bool { return r == '-' || r == '_' || r == '.' })
+	secret := false
+	for i, w := range words {
+		if !slices.Contains(secretWords, w) {
+			continue
+		}
+		if w == "TOKEN" && i > 0 && slices.Contains(textTokenWords, words[i-1]) {
+			continue
+		}
+		secret = true
 	}
-	return !engineParams()[normName(k)]
+	return secret && !engineParams()[normName(k)]
 }
 
 // RedactArgs masks the values of secret flags (e.g. --api-key X, --hf-token=X)
@@ -351,12 +365,50 @@ func (e *Engine) LogError() error {
 	return err
 }
 
-// LostPort reports whether the engine failed because its port was taken
-// (another process bound it between the tuner's choice and the engine's
-// bind): not the config's fault.
-func (e *Engine) LostPort() bool { return rePortInUse.Match(e.ReadLog()) }
+// LostPort reports whether the engine failed because its API port was
+// taken (another process bound it between the tuner's choice and the
+// engine's bind): not the config's fault. See PortLost.
+func (e *Engine) LostPort() bool { return PortLost(e.ReadLog(), e.cfg.Port) }
 
-var rePortInUse = regexp.MustCompile(`Address already in use|\[Errno 98\]`)
+var (
+	// An address-in-use line in the wording of Python (OSError, uvicorn),
+	// Go (bind: address already in use), torch (EADDRINUSE) or ZMQ.
+	reAddrInUse = regexp.MustCompile(`(?i)address already in use|\[Errno 98\]|\bEADDRINUSE\b|errno: 98\b`)
+	// Ports named in such a line: host:port, [v6]:port, ('host', port),
+	// "port 29500", "port: 29500", tcp://host:port.
+	rePortNamed = regexp.MustCompile(`(?i)(?:\b(?:\d{1,3}\.){3}\d{1,3}|\blocalhost|\]|\*|\btcp://[^\s:/]+):(\d{1,5})\b|'[^']*',\s*(\d{1,5})\)|\bport\b["']?\s*[:=]?\s*(\d{1,5})\b`)
+)
+
+// PortLost reports whether log says the engine could not bind port: a line
+// about an address in use that names that port, or names no port at all
+// (Python's bare "OSError: [Errno 98] Address already in use" from the API
+// server's bind). A line about another port (torch.distributed's 29500, a
+// ZMQ socket) is another failure.
+func PortLost(log []byte, port int) bool {
+	for len(log) > 0 {
+		var ln []byte
+		if i := bytes.IndexByte(log, '\n'); i >= 0 {
+			ln, log = log[:i], log[i+1:]
+		} else {
+			ln, log = log, nil
+		}
+		if !reAddrInUse.Match(ln) {
+			continue
+		}
+		named := rePortNamed.FindAllSubmatch(ln, -1)
+		if len(named) == 0 {
+			return true
+		}
+		for _, m := range named {
+			for _, g := range m[1:] {
+				if n, err := strconv.Atoi(string(g)); err == nil && n == port {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
 
 // ErrPortInUse: the engine could not bind its port.
 var ErrPortInUse = errors.New("engine port already in use")
@@ -371,17 +423,43 @@ func readTail(path string, from, n int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !st.Mode().IsRegular() {
+		return nil, nil // a device (/dev/null, /dev/full) holds no log
+	}
 	off := max(from, st.Size()-n, 0)
 	if _, err := f.Seek(off, io.SeekStart); err != nil {
 		return nil, err
 	}
-	return io.ReadAll(f)
+	// The engine may still be writing: read no more than n.
+	return io.ReadAll(io.LimitReader(f, max(n, 0)))
 }
 
 // Failure classifies the engine's state from its exit status and log;
-// duringLoad says it had been healthy.
+// duringLoad says it had been healthy. A log the tuner could not write (a
+// full disk) makes it an environment failure: the cause may be missing.
 func (e *Engine) Failure(duringLoad bool) *EngineError {
-	return Classify(e.ReadLog(), e.ExitCode(), duringLoad)
+	f := Classify(e.ReadLog(), e.ExitCode(), duringLoad)
+	f.Signal = e.signal()
+	if err := e.LogError(); err != nil && !errors.Is(f, ErrOOM) && !errors.Is(f, ErrKVTooSmall) {
+		f.Kind, f.Line = ErrEnvironment, clip("engine log: "+err.Error())
+	}
+	return f
+}
+
+// signal names the signal that ended the engine ("" when it exited or
+// runs).
+func (e *Engine) signal() string {
+	select {
+	case <-e.done:
+	default:
+		return ""
+	}
+	if ps := e.cmd.ProcessState; ps != nil {
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return fmt.Sprintf("signal %d (%v)", int(ws.Signal()), ws.Signal())
+		}
+	}
+	return ""
 }
 
 // WaitHealthy polls /health until it answers 200. It fails with a

@@ -257,6 +257,11 @@ func TestSecretKey(t *testing.T) {
 		{"--long_prefill_token_threshold", false},
 		{"--port", false},
 		{"--keyboard", false},
+		{"time-to-first-token", false},
+		{"inter_token_latency", false},
+		{"bos_token", false},
+		{"access_token", true},
+		{"hf.token", true},
 		{"--tokenizer", false},
 		{"MONKEY_BUSINESS", false},
 	} {

@@ -290,6 +290,11 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Re
 		}
 	}()
 	fail := func(e error) (Result, error) {
+		if errors.Is(e, ErrEnvironment) {
+			// Not the config's fault: stop the search, teach it nothing.
+			r.log.Warn("engine environment broken", "config", shortID(res.ConfigID), "error", e)
+			return interrupted(fmt.Errorf("trial %s: %w", shortID(res.ConfigID), e))
+		}
 		res.Status, res.Failure, res.Error = StatusFailed, ClassOf(e), e.Error()
 		var ee *EngineError
 		if errors.As(e, &ee) && len(ee.Tail) > 0 {

@@ -100,13 +100,14 @@ func clearRecord(pgid int, dirs ...string) {
 	}
 }
 
-// readRecords lists the records in dir.
-func readRecords(dir string) []StaleEngine {
+// readRecords lists the records in dir, and the record files that hold no
+// record (torn or not ours: nothing in them can be verified, so nothing is
+// reaped for them).
+func readRecords(dir string) (out []StaleEngine, bad []string) {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		return nil
+		return nil, nil
 	}
-	var out []StaleEngine
 	for _, ent := range ents {
 		n := ent.Name()
 		if !strings.HasPrefix(n, recordPrefix) || !strings.HasSuffix(n, recordSuffix) || !ent.Type().IsRegular() {
@@ -119,15 +120,13 @@ func readRecords(dir string) []StaleEngine {
 		}
 		var s StaleEngine
 		if json.Unmarshal(b, &s.EngineRecord) != nil || recordName(s.PGID) != n {
-			// Not a record of ours (or torn): nothing in it can be
-			// verified, so nothing is reaped; drop the file.
-			_ = os.Remove(p)
+			bad = append(bad, p)
 			continue
 		}
 		s.Path = p
 		out = append(out, s)
 	}
-	return out
+	return out, bad
 }
 
 // inspect fills what /proc says about s now; foreign reports a record of
@@ -166,7 +165,8 @@ func StaleEngines(dirs ...string) []StaleEngine {
 		if d == "" {
 			continue
 		}
-		for _, s := range readRecords(d) {
+		recs, _ := readRecords(d)
+		for _, s := range recs {
 			key := strconv.Itoa(s.PGID) + "/" + s.Marker
 			if seen[key] || s.inspect() {
 				continue
@@ -190,7 +190,11 @@ func ReapStale(log *slog.Logger, dirs ...string) []int {
 		if d == "" {
 			continue
 		}
-		for _, s := range readRecords(d) {
+		recs, bad := readRecords(d)
+		for _, p := range bad {
+			_ = os.Remove(p)
+		}
+		for _, s := range recs {
 			if s.inspect() {
 				continue
 			}

@@ -152,7 +152,8 @@ type loopState struct {
 	phase        Phase
 	running      string
 	repeatsLeft  int
-	repeatBase   int // repeatDone when this run's re-measurement began
+	repeatBase   int         // repeatDone when this run's re-measurement began
+	heldBack     []heldTrial // pre-health crashes not told yet (broken.go)
 }
 
 // New checks the config and builds a loop over the given parts.
@@ -482,6 +483,9 @@ func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, pha
 	if res.Config.Len() == 0 {
 		res.Config = cfg
 	}
+	if fatal == nil {
+		fatal = l.checkBroken(cfg, phase, &res)
+	}
 	rec.Result = &res
 	rec.State = StateOf(&res)
 	// The end of the trial is written even when ctx is cancelled.
@@ -497,7 +501,7 @@ func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, pha
 		return rec, fatal
 	}
 	if phase == PhaseSearch {
-		l.prop.Tell(cfg, &res)
+		l.tell(cfg, &res)
 	}
 	l.record(prog, rec)
 	l.log.Info("trial end", "trial", rec.Number, "verdict", rec.Verdict(), "seconds", rec.Ended.Sub(rec.Started).Seconds())

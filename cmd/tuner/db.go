@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/trial"
 )
 
 func init() { register(dbCommand()) }
@@ -65,11 +67,16 @@ func dbCheck(c *cli.Context) error {
 	}
 	defer s.Close()
 	rep, err := s.Check(c.Context)
+	engines := liveEngines(c, s)
 	w := c.App.Writer
 	if c.Bool("json") {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		if jerr := enc.Encode(rep); jerr != nil {
+		out := struct {
+			store.CheckReport
+			Engines []trial.StaleEngine `json:"engines,omitempty"`
+		}{rep, engines}
+		if jerr := enc.Encode(out); jerr != nil {
 			return jerr
 		}
 	} else {
@@ -78,6 +85,13 @@ func dbCheck(c *cli.Context) error {
 		}
 		for _, d := range rep.Duplicates {
 			fmt.Fprintf(w, "duplicate: %s\n", d)
+		}
+		for _, e := range engines {
+			owner := fmt.Sprintf("its tuner (pid %d) runs", e.Owner)
+			if !e.OwnerAlive {
+				owner = fmt.Sprintf("its tuner (pid %d) is gone: the next search reaps it, or kill -9 -%d", e.Owner, e.PGID)
+			}
+			fmt.Fprintf(w, "engine: group %d alive (pids %v, log %s); %s\n", e.PGID, e.Live, e.Log, owner)
 		}
 	}
 	if err != nil {
@@ -92,6 +106,41 @@ func dbCheck(c *cli.Context) error {
 		fmt.Fprintln(w)
 	}
 	return nil
+}
+
+// liveEngines lists the engine groups still alive that were recorded in
+// the per-user run dir or in the log dirs of this database's trials (the
+// default one of each study, and every dir a stored trial logged to).
+func liveEngines(c *cli.Context, s *store.Store) []trial.StaleEngine {
+	dirs := []string{trial.DefaultRunDir()}
+	seen := map[string]bool{}
+	add := func(d string) {
+		if d != "" && !seen[d] {
+			seen[d] = true
+			dirs = append(dirs, d)
+		}
+	}
+	if studies, err := s.Studies(c.Context); err == nil {
+		for _, st := range studies {
+			add(filepath.Join(filepath.Dir(s.Path()), "logs", st.ID))
+			trs, err := s.Trials(c.Context, st.ID, store.TrialFilter{})
+			if err != nil {
+				continue
+			}
+			for _, tr := range trs {
+				if tr.Result != nil && tr.Result.LogPath != "" {
+					add(filepath.Dir(tr.Result.LogPath))
+				}
+			}
+		}
+	}
+	var out []trial.StaleEngine
+	for _, e := range trial.StaleEngines(dirs...) {
+		if len(e.Live) > 0 {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 func dbBackup(c *cli.Context) error {

@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/vllm-tuner/tuner/spaces"
@@ -215,5 +219,43 @@ func TestReadersLeaveNoFiles(t *testing.T) {
 		if after := names(); !slices.Equal(after, before) {
 			t.Fatalf("%v left files: %v, before %v", args, after, before)
 		}
+	}
+}
+
+// TestDBCheckListsEngines: db check lists an engine group whose tuner died
+// (its record in the per-user run dir) and says how it ends.
+func TestDBCheckListsEngines(t *testing.T) {
+	good := dbWithTrials(t)
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	runDir := trial.DefaultRunDir()
+	if runDir == "" {
+		t.Fatal("no run dir")
+	}
+	// An orphaned engine worker: its own group, the marker in its env.
+	w := exec.Command("sleep", "60")
+	w.Env = append(os.Environ(), "TUNER_ENGINE_ID=m1")
+	w.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { w.Process.Kill(); w.Wait() }()
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	rec := trial.EngineRecord{PGID: w.Process.Pid, Marker: "m1", Owner: dead.Process.Pid, OwnerStart: 1, Host: host, Log: "/x/trial.log"}
+	b, _ := json.Marshal(rec)
+	if err := os.WriteFile(filepath.Join(runDir, fmt.Sprintf(".engine-%d.json", rec.PGID)), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runTuner(t, "--db", good, "db", "check")
+	want := fmt.Sprintf("engine: group %d alive (pids [%d], log /x/trial.log); its tuner (pid %d) is gone", rec.PGID, rec.PGID, rec.Owner)
+	if code != 0 || !strings.Contains(out, want) {
+		t.Errorf("db check: exit %d\n%s%s\nwant %q", code, out, errs, want)
+	}
+	code, out, _ = runTuner(t, "--db", good, "db", "check", "--json")
+	if code != 0 || !strings.Contains(out, `"engines"`) || !strings.Contains(out, `"trials": 5`) {
+		t.Errorf("db check --json: exit %d\n%s", code, out)
 	}
 }

@@ -231,6 +231,39 @@ func waitRunning(t *testing.T, db string, minSeq uint64, done <-chan struct{}) s
 	return store.Trial{}
 }
 
+// TestE2EHangup: SIGHUP (an ssh session that drops) stops a search like
+// SIGINT: the trial is marked interrupted, the engine is gone, exit 130.
+func TestE2EHangup(t *testing.T) {
+	tunerBin, simBin := binaries(t)
+	db := filepath.Join(t.TempDir(), "hup.db")
+	cmd := exec.Command(tunerBin, simSearchArgs(db, simBin, "--trials", "4", "--repeats", "1")...)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	running := waitRunning(t, db, 1, done)
+	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(40 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("tuner did not exit within 40 s of SIGHUP")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
+		t.Fatalf("exit %d after SIGHUP, want 130\n%s", code, errb.String())
+	}
+	noSimProcesses(t, simBin)
+	tr, err := openTestStore(t, db).Trial(context.Background(), running.ID)
+	if err != nil || tr.State != store.StateInterrupted {
+		t.Fatalf("trial %s after SIGHUP: state %s, %v", running.ID, tr.State, err)
+	}
+}
+
 func TestE2EInterruptAndResume(t *testing.T) {
 	tunerBin, simBin := binaries(t)
 	db := filepath.Join(t.TempDir(), "resume.db")

@@ -135,16 +135,29 @@ func isFlagError(err error) bool {
 	return false
 }
 
+// stopSignals end a command cleanly: the running trial is stopped and
+// marked interrupted, and the exit code is 130 whichever one came. SIGHUP is
+// among them because a search started over ssh without nohup gets it when
+// the session drops; 130 (not the shell's 128+1) because scripts and
+// --resume key on one "interrupted, resumable" code.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+
 func main() {
-	// First SIGINT/SIGTERM cancels the context (commands stop cleanly); a
+	// The first stop signal cancels the context (commands stop cleanly); a
 	// second one exits at once.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, stopSignals...)
+	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		<-ctx.Done()
-		stop()
-		sig := make(chan os.Signal, 1)
-		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-		<-sig
+		s := <-sigs
+		if s == syscall.SIGHUP {
+			// The terminal is gone: a write to a closed stdout pipe must
+			// fail (EPIPE) rather than kill the tuner by SIGPIPE before
+			// the trial is marked.
+			signal.Ignore(syscall.SIGPIPE)
+		}
+		cancel()
+		<-sigs
 		fmt.Fprintln(os.Stderr, "tuner: second signal, exiting now")
 		os.Exit(exitInterrupted)
 	}()

@@ -47,6 +47,7 @@ type opts struct {
 	memUsed, memTot float64
 	unhealthy       bool   // /health answers 503
 	http500         bool   // every completion fails
+	http500Log      string // printed to stderr for each failed completion
 	portRace        string // marker file: the first start (no marker yet) loses its port
 }
 
@@ -107,6 +108,8 @@ func parse(args []string) (opts, error) {
 			o.portRace = val()
 		case "--fake-http500":
 			o.http500 = true
+		case "--fake-http500-log":
+			o.http500, o.http500Log = true, val()
 		case "--fake-unhealthy":
 			o.unhealthy = true
 		case "--fake-bad-flag":
@@ -245,6 +248,9 @@ func main() {
 			return
 		}
 		if o.http500 {
+			if o.http500Log != "" {
+				fmt.Fprintln(os.Stderr, o.http500Log)
+			}
 			http.Error(w, `{"error":{"message":"EngineDeadError","code":500}}`, 500)
 			return
 		}
