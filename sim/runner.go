@@ -164,9 +164,15 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 		}
 		measure += span
 		m := trial.Summarize(recs, w.SLO)
+		st := trial.Stability{Stable: true, Reason: "virtual clock", Windows: 1}
+		if !lv.closed {
+			trial.MarkOverload(recs, &m)
+			if m.Overloaded {
+				st.Stable, st.Reason = false, m.OverloadText()
+			}
+		}
 		met, viol := w.SLO.Check(&m)
-		level := trial.Level{Metrics: m, SLOMet: met, Violations: viol,
-			Stability: trial.Stability{Stable: true, Reason: "virtual clock", Windows: 1}}
+		level := trial.Level{Metrics: m, SLOMet: met, Violations: viol, Stability: st}
 		if lv.closed {
 			level.Concurrency = lv.concurrency
 		} else {
@@ -182,7 +188,6 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 		}
 	}
 	res.Status = trial.StatusOK
-	res.Stability = res.Levels[0].Stability
 	if w.Capacity {
 		res.Primary = -1
 		for i, l := range res.Levels {
@@ -194,6 +199,10 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 		if res.Primary < 0 {
 			res.Primary = 0
 		}
+	}
+	res.Stability = res.Levels[res.Primary].Stability
+	if !res.Stability.Stable {
+		res.Status = trial.StatusUnstable
 	}
 	res.Phases.MeasureS = measure
 	res.Phases.TotalS = res.Phases.StartupS + measure

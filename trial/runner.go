@@ -564,12 +564,16 @@ func (lr *levelRunner) measure(ctx context.Context, idx int, v float64) error {
 		return err
 	}
 	m, a := SummarizeLevel(recs, sc, lr.w.SLO)
+	if !closed {
+		MarkOverload(recs, &m)
+	}
 	met, viol := lr.w.SLO.Check(&m)
 	st := a.Stability
 	st.Extended, st.EarlyStopped = extended, early
 	if early {
 		st.Reason = strings.TrimSuffix(fmt.Sprintf("early stop at throughput CI half-width %.1f%%; %s", 100*earlyCI, st.Reason), "; ")
 	}
+	markOverloaded(&st, &m)
 	l := Level{Metrics: m, SLOMet: met, Violations: viol, Stability: st}
 	rl := RawLevel{Records: recs}
 	if closed {
@@ -617,6 +621,15 @@ func SummarizeLevel(recs []Record, sc StabilityConfig, slo SLO) (Metrics, Analys
 		}
 	}
 	return Summarize(recs, slo), a
+}
+
+// markOverloaded makes an overloaded level unstable (its queue grows for
+// the whole run: no steady state) and says so first in the reason.
+func markOverloaded(st *Stability, m *Metrics) {
+	if m.Overloaded {
+		st.Stable = false
+		st.Reason = strings.TrimSuffix(m.OverloadText()+"; "+st.Reason, "; ")
+	}
 }
 
 func measuredOK(done []Record) int {

@@ -148,6 +148,9 @@ func recommendCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			for _, w := range best.Warnings() {
+				fmt.Fprintf(c.App.ErrWriter, "warning: config %s: %s\n", best.ConfigID, w)
+			}
 			model := c.String("model")
 			if model == "" {
 				model = sel.Newest.Key.Model
