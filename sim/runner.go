@@ -163,6 +163,15 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 			return res, err
 		}
 		measure += span
+		if err := trial.ContextLengthError(recs); err != nil {
+			// As the live runner: a config that cannot hold the workload's
+			// longest requests is a config error, not a measurement.
+			res.Status, res.Failure, res.Error = trial.StatusFailed, trial.ClassOf(err), err.Error()
+			res.Levels = nil
+			res.Phases.MeasureS = measure
+			res.Phases.TotalS = res.Phases.StartupS + measure
+			return res, nil
+		}
 		m := trial.Summarize(recs, w.SLO)
 		st := trial.Stability{Stable: true, Reason: "virtual clock", Windows: 1}
 		if !lv.closed {

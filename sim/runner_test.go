@@ -124,11 +124,20 @@ func TestRunnerOpenLoop(t *testing.T) {
 	if !within(m.RequestThroughput, 10, 0.2) || res.Levels[0].Rate != 10 {
 		t.Errorf("request throughput %.2f, want ~10 (rate %v)", m.RequestThroughput, res.Levels[0].Rate)
 	}
-	// An overloaded open loop queues: TTFT grows far beyond the light-load one.
+	if m.Overloaded || m.OfferedRate <= 0 {
+		t.Errorf("10 req/s: overloaded %v, offered %.2f req/s", m.Overloaded, m.OfferedRate)
+	}
+	// An overloaded open loop queues: TTFT grows far beyond the light-load
+	// one, and the verdict says so with the achieved capacity.
 	w.Arrival.Rate = 200
-	over := mustOK(t, run(t, tg, defaults(t, tg), w))
+	ores := run(t, tg, defaults(t, tg), w)
+	over := ores.Metrics()
 	if over.TTFT.Mean < 5*m.TTFT.Mean {
 		t.Errorf("at 200 req/s TTFT %.0f ms should dwarf %.0f ms at 10 req/s", over.TTFT.Mean, m.TTFT.Mean)
+	}
+	t.Logf("open loop 200 req/s: %s, %s", ores.String(), ores.Stability.Reason)
+	if ores.Status != trial.StatusUnstable || !ores.Overloaded() || ores.Levels[0].SLOMet || over.RequestThroughput >= 0.95*over.OfferedRate {
+		t.Errorf("200 req/s: %s (%s), achieved %.1f of %.1f req/s", ores.String(), ores.Stability.Reason, over.RequestThroughput, over.OfferedRate)
 	}
 	// Duration-bound open loop.
 	w.Arrival.Rate, w.NumRequests, w.Duration = 5, 0, 20*time.Second

@@ -32,6 +32,7 @@ const (
 	FailStartupTimeout  FailureClass = "startup_timeout"  // /health never became 200
 	FailCrashed         FailureClass = "crashed"          // engine exited during load
 	FailUnhealthy       FailureClass = "unhealthy"        // /health 503 or requests failing en masse
+	FailContextLength   FailureClass = "context_length"   // the engine rejects the workload's longest requests (max_model_len)
 	FailInterrupted     FailureClass = "interrupted"      // the tuner was stopped
 )
 
@@ -43,6 +44,7 @@ var (
 	ErrStartupTimeout  = errors.New("engine did not become healthy in time")
 	ErrCrashed         = errors.New("engine crashed")
 	ErrUnhealthy       = errors.New("engine unhealthy")
+	ErrContextLength   = errors.New("requests longer than the engine's context")
 )
 
 // ClassOf maps an error to its failure class (FailCrashed when unknown).
@@ -60,6 +62,8 @@ func ClassOf(err error) FailureClass {
 		return FailStartupTimeout
 	case errors.Is(err, ErrUnhealthy):
 		return FailUnhealthy
+	case errors.Is(err, ErrContextLength):
+		return FailContextLength
 	}
 	return FailCrashed
 }

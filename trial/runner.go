@@ -585,6 +585,9 @@ func (lr *levelRunner) measure(ctx context.Context, idx int, v float64) error {
 	lr.raw = append(lr.raw, rl)
 	lr.r.log.Info("level measured", "load", v, "closed", closed, "requests", len(recs), "completed", m.Completed,
 		"failed", m.Failed, "out_tok_s", math.Round(m.OutputThroughput), "slo_met", met, "stable", st.Stable)
+	if err := ContextLengthError(recs); err != nil {
+		return err
+	}
 	if m.Completed+m.Failed > 0 && m.ErrorRate > cfg.UnhealthyErrorRate {
 		// A dying engine (runtime OOM: 500s, /health 503, exit soon after)
 		// is classified from its log; a live one is unhealthy.
@@ -621,6 +624,27 @@ func SummarizeLevel(recs []Record, sc StabilityConfig, slo SLO) (Metrics, Analys
 		}
 	}
 	return Summarize(recs, slo), a
+}
+
+// ContextLengthError is a config error (ErrContextLength) when the engine rejected requests
+// as longer than its context (HTTP 400, max_model_len below the workload's
+// longest prompt + output): the config cannot serve the workload, and the
+// requests it did serve are the shorter ones, so their figures would flatter
+// it. A healthy engine answering 400 is not unhealthy.
+func ContextLengthError(recs []Record) error {
+	n, first := 0, ""
+	for i := range recs {
+		if recs[i].Err != "" && RequestErrorClass(recs[i].Err) == ReqErrContextLength {
+			if n++; first == "" {
+				first = recs[i].Err
+			}
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return &EngineError{Kind: ErrContextLength, ExitCode: -1,
+		Line: fmt.Sprintf("%d of %d requests rejected as longer than max_model_len: %.200s", n, len(recs), first)}
 }
 
 // markOverloaded makes an overloaded level unstable (its queue grows for
