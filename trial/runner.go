@@ -330,7 +330,7 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Re
 		err = lr.capacity(ctx, &res)
 	} else {
 		for i, v := range loadValues(w) {
-			if err = lr.measure(ctx, i, v); err != nil {
+			if err = lr.measure(ctx, i, v, atLoad(w, v)); err != nil {
 				break
 			}
 		}
@@ -479,16 +479,12 @@ func CapacityWorkload(w Workload, v float64, rounds int) Workload {
 	return lw
 }
 
-// measure runs one load level and appends it. It returns an engine error
+// measure runs one load level (lw: the workload at load v) and appends it. It returns an engine error
 // (*EngineError) when the engine dies, ErrUnhealthy when requests fail en
 // masse, or ctx's error.
-func (lr *levelRunner) measure(ctx context.Context, idx int, v float64) error {
+func (lr *levelRunner) measure(ctx context.Context, idx int, v float64, lw Workload) error {
 	cfg := lr.r.cfg
 	sc := cfg.Stability
-	lw := atLoad(lr.w, v)
-	if lr.w.Capacity {
-		lw = CapacityWorkload(lr.w, v, cfg.CapacityRounds)
-	}
 	closed := lw.Arrival.Closed()
 	lr.r.progress(Event{Phase: "level", Level: idx, Load: v, Closed: closed})
 	select {
@@ -675,34 +671,73 @@ func firstErr(recs []Record) string {
 	return ""
 }
 
-// capacity finds the SLO capacity on the running engine (see
-// SearchCapacity); Result.Capacity is the best passing load (0 when none
-// passes) and Primary its level (else the lowest level measured).
+// capacity finds the SLO capacity on the running engine (FindCapacity).
 func (lr *levelRunner) capacity(ctx context.Context, res *Result) error {
-	cfg := lr.r.cfg
-	closed := lr.w.Arrival.Closed()
-	ceil := cfg.MaxRate
+	var err error
+	_, res.Primary, res.Capacity, err = FindCapacity(lr.w, lr.r.cfg.capacityConfig(), func(v float64, lw Workload) (Level, error) {
+		if err := lr.measure(ctx, len(lr.levels), v, lw); err != nil {
+			return Level{}, err
+		}
+		return lr.levels[len(lr.levels)-1], nil
+	})
+	return err
+}
+
+// CapacityConfig bounds capacity mode: the bracketing caps, the level
+// budget, the relative resolution and the closed-loop rounds per level
+// (see CapacityWorkload).
+type CapacityConfig struct {
+	MaxConcurrency int
+	MaxRate        float64
+	Levels         int
+	Tolerance      float64
+	Rounds         int
+}
+
+// DefaultCapacityConfig is the capacity mode of DefaultConfig.
+func DefaultCapacityConfig() CapacityConfig {
+	d := DefaultConfig()
+	return d.capacityConfig()
+}
+
+func (c Config) capacityConfig() CapacityConfig {
+	return CapacityConfig{MaxConcurrency: c.MaxConcurrency, MaxRate: c.MaxRate, Levels: c.CapacityLevels,
+		Tolerance: c.CapacityTolerance, Rounds: c.CapacityRounds}
+}
+
+// FindCapacity is capacity mode, the one search of the live and the
+// virtual runner: from the workload's first level it doubles and bisects
+// (SearchCapacity) the load at which a level meets the SLO (Level.SLOMet;
+// an overloaded level never does), measuring each load v with
+// measure(v, CapacityWorkload(w, v, c.Rounds)). It returns the levels in
+// the order measured, the primary level (the best passing one, else the
+// lowest load measured) and the capacity (its load; 0 when none passed).
+func FindCapacity(w Workload, c CapacityConfig, measure func(v float64, lw Workload) (Level, error)) (levels []Level, primary int, capacity float64, err error) {
+	closed := w.Arrival.Closed()
+	ceil := c.MaxRate
 	if closed {
-		ceil = float64(cfg.MaxConcurrency)
+		ceil = float64(c.MaxConcurrency)
 	}
 	best := -1
-	_, err := SearchCapacity(loadValues(lr.w)[0], ceil, closed, cfg.CapacityLevels, cfg.CapacityTolerance, func(v float64) (bool, error) {
-		if err := lr.measure(ctx, len(lr.levels), v); err != nil {
+	_, err = SearchCapacity(loadValues(w)[0], ceil, closed, c.Levels, c.Tolerance, func(v float64) (bool, error) {
+		l, err := measure(v, CapacityWorkload(w, v, c.Rounds))
+		if err != nil {
 			return false, err
 		}
-		i := len(lr.levels) - 1
-		ok := lr.levels[i].SLOMet
-		if ok && (best < 0 || v > loadOf(lr.levels[best])) {
+		levels = append(levels, l)
+		i := len(levels) - 1
+		if l.SLOMet && (best < 0 || v > loadOf(levels[best])) {
 			best = i
 		}
-		return ok, nil
+		return l.SLOMet, nil
 	})
-	if best >= 0 {
-		res.Primary, res.Capacity = best, loadOf(lr.levels[best])
-	} else if len(lr.levels) > 0 {
-		res.Primary, res.Capacity = lowest(lr.levels), 0
+	switch {
+	case best >= 0:
+		primary, capacity = best, loadOf(levels[best])
+	case len(levels) > 0:
+		primary = lowest(levels)
 	}
-	return err
+	return levels, primary, capacity, err
 }
 
 // SearchCapacity finds the highest load at which pass holds, assuming it
