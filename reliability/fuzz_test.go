@@ -24,7 +24,7 @@ import (
 // renders (String) to a form that parses back to the same bounds.
 func FuzzParseSLO(f *testing.F) {
 	for _, s := range []string{"", "ttft_p99<=800ms,tpot_p99<=60ms", "output_throughput>=1000", "e2el_p50<2s", "itl_p95<=250us",
-		"ttft_p99<=abc", "nosuch<=1", "ttft_p99", "ttft_p99<=-1ms", "ttft_p99<=1e12s", " tpot_p99 <= 5 ms ", "a<=b,c>=d", "ttft_p99<=NaN"} {
+		"ttft_p99<=abc", "nosuch<=1", "ttft_p99", "ttft_p99<=-1ms", "ttft_p99<=1e12s", " tpot_p99 <= 5 ms ", "a<=b,c>=d", "ttft_p99<=NaN", "error_rate<=1%", "error_rate<=150%"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

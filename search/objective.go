@@ -80,7 +80,11 @@ func evaluate(o Observation, objs pareto.Objectives, slo trial.SLO) outcome {
 // config that misses a 500 ms limit by 50 ms scores 0.1.
 func sloViolation(slo trial.SLO, m *trial.Metrics) float64 {
 	total := 0.0
-	for _, b := range slo {
+	if m.Overloaded && m.OfferedRate > 0 {
+		// The shortfall of an overloaded run (its latencies mean nothing).
+		total += math.Max(1-m.RequestThroughput/m.OfferedRate, 1e-6)
+	}
+	for _, b := range slo.Effective() {
 		v, ok := m.Value(b.Metric)
 		if !ok {
 			total += 1

@@ -26,12 +26,15 @@ type Config struct {
 	// MaxClosedRequests caps the requests a duration-bound closed-loop
 	// workload (NumRequests 0) may issue.
 	MaxClosedRequests int
+	// Capacity bounds capacity mode, the live runner's search
+	// (trial.FindCapacity; zero: trial.DefaultCapacityConfig).
+	Capacity trial.CapacityConfig
 }
 
 // DefaultConfig is a noise-free runner with realistic startup times; the
 // caller sets Target.
 func DefaultConfig() Config {
-	return Config{StartupScale: 1, MaxClosedRequests: 20000}
+	return Config{StartupScale: 1, MaxClosedRequests: 20000, Capacity: trial.DefaultCapacityConfig()}
 }
 
 // Runner evaluates a config on a workload on the virtual clock: the
@@ -68,6 +71,9 @@ func NewRunner(c Config) (*Runner, error) {
 	}
 	if c.MaxClosedRequests <= 0 {
 		c.MaxClosedRequests = DefaultConfig().MaxClosedRequests
+	}
+	if c.Capacity == (trial.CapacityConfig{}) {
+		c.Capacity = trial.DefaultCapacityConfig()
 	}
 	base, err := spaces.Default()
 	if err != nil {
@@ -126,7 +132,14 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 		GPU:           trial.GPUIdentity{Name: t.GPU.Name, Count: t.GPUCount, MemoryGiB: t.GPU.MemoryGiB},
 		VRAMSource:    "engine-metrics",
 	}
-	levels, err := levelsOf(w)
+	var levels []level
+	var err error
+	if w.Capacity {
+		// The search starts at the workload's level, at least 1 (as live).
+		_, err = levelAt(w, 1)
+	} else {
+		levels, err = levelsOf(w)
+	}
 	if err != nil {
 		return res, err
 	}
@@ -148,7 +161,9 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 
 	seed := r.cfg.Seed ^ hashString(res.ConfigID)
 	var measure float64
-	for li, lv := range levels {
+	// runLevel serves one level on fresh engines and appends it.
+	runLevel := func(lv level) (trial.Level, error) {
+		li := len(res.Levels)
 		engines := make([]*Engine, a.DataParallelSize)
 		for i := range engines {
 			var opts []EngineOption
@@ -160,13 +175,22 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 		specs := lv.workload.Requests()
 		recs, span, err := simulate(ctx, engines, specs, lv.closed, lv.concurrency, lv.workload.Duration, a.MaxModelLen)
 		if err != nil {
-			return res, err
+			return trial.Level{}, err
 		}
 		measure += span
+		if err := trial.ContextLengthError(recs); err != nil {
+			return trial.Level{}, err
+		}
 		m := trial.Summarize(recs, w.SLO)
+		st := trial.Stability{Stable: true, Reason: "virtual clock", Windows: 1}
+		if !lv.closed {
+			trial.MarkOverload(recs, &m)
+			if m.Overloaded {
+				st.Stable, st.Reason = false, m.OverloadText()
+			}
+		}
 		met, viol := w.SLO.Check(&m)
-		level := trial.Level{Metrics: m, SLOMet: met, Violations: viol,
-			Stability: trial.Stability{Stable: true, Reason: "virtual clock", Windows: 1}}
+		level := trial.Level{Metrics: m, SLOMet: met, Violations: viol, Stability: st}
 		if lv.closed {
 			level.Concurrency = lv.concurrency
 		} else {
@@ -180,20 +204,40 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 			tel.MaxWaiting = math.Max(tel.MaxWaiting, float64(e.Stats.MaxWaiting))
 			tel.Preemptions += float64(e.Stats.Preemptions)
 		}
+		return level, nil
 	}
-	res.Status = trial.StatusOK
-	res.Stability = res.Levels[0].Stability
 	if w.Capacity {
-		res.Primary = -1
-		for i, l := range res.Levels {
-			if l.SLOMet {
-				res.Primary = i
-				res.Capacity = levels[i].value
+		// The live runner's search (trial.FindCapacity), level by level.
+		_, res.Primary, res.Capacity, err = trial.FindCapacity(w, r.cfg.Capacity, func(v float64, lw trial.Workload) (trial.Level, error) {
+			lv, err := levelAt(lw, v)
+			if err != nil {
+				return trial.Level{}, err
+			}
+			return runLevel(lv)
+		})
+	} else {
+		for _, lv := range levels {
+			if _, err = runLevel(lv); err != nil {
+				break
 			}
 		}
-		if res.Primary < 0 {
-			res.Primary = 0
-		}
+	}
+	if errors.Is(err, trial.ErrContextLength) {
+		// As the live runner: a config that cannot hold the workload's
+		// longest requests is a config error, not a measurement.
+		res.Status, res.Failure, res.Error = trial.StatusFailed, trial.ClassOf(err), err.Error()
+		res.Levels, res.Primary, res.Capacity = nil, 0, 0
+		res.Phases.MeasureS = measure
+		res.Phases.TotalS = res.Phases.StartupS + measure
+		return res, nil
+	}
+	if err != nil {
+		return res, err
+	}
+	res.Status = trial.StatusOK
+	res.Stability = res.Levels[res.Primary].Stability
+	if !res.Stability.Stable {
+		res.Status = trial.StatusUnstable
 	}
 	res.Phases.MeasureS = measure
 	res.Phases.TotalS = res.Phases.StartupS + measure
@@ -225,12 +269,11 @@ type level struct {
 	value       float64
 }
 
-// levelsOf expands a workload into its load levels.
+// levelsOf expands a workload into its fixed load levels.
 func levelsOf(w trial.Workload) ([]level, error) {
-	closed := w.Arrival.Closed()
 	vals := w.Levels
 	if len(vals) == 0 {
-		if closed {
+		if w.Arrival.Closed() {
 			vals = []float64{float64(w.Arrival.Concurrency)}
 		} else {
 			vals = []float64{w.Arrival.Rate}
@@ -238,37 +281,48 @@ func levelsOf(w trial.Workload) ([]level, error) {
 	}
 	var out []level
 	for _, v := range vals {
-		lw := w
-		lw.Levels = nil
-		l := level{closed: closed, value: v}
-		if closed {
-			l.concurrency = int(math.Round(v))
-			lw.Arrival.Concurrency = l.concurrency
-			if l.concurrency <= 0 {
-				return nil, fmt.Errorf("%w: closed-loop concurrency %v must be > 0", ErrBadInput, v)
-			}
-		} else {
-			if v < 0 || math.IsNaN(v) {
-				return nil, fmt.Errorf("%w: request rate %v must be >= 0", ErrBadInput, v)
-			}
-			lw.Arrival.Rate = v
+		l, err := levelAt(w, v)
+		if err != nil {
+			return nil, err
 		}
-		if lw.NumRequests <= 0 {
-			switch {
-			case lw.Duration <= 0:
-				return nil, fmt.Errorf("%w: workload %q has neither num_requests nor duration", ErrBadInput, w.Name)
-			case !closed && v > 0:
-				lw.NumRequests = int(math.Ceil(v * lw.Duration.Seconds()))
-			default:
-				lw.NumRequests = DefaultConfig().MaxClosedRequests
-			}
-		} else {
-			lw.Duration = 0 // a request count bounds the run
-		}
-		l.workload = lw
 		out = append(out, l)
 	}
 	return out, nil
+}
+
+// levelAt is w at load v (concurrency or rate), bounded by its request
+// count, or by its duration when it has none.
+func levelAt(w trial.Workload, v float64) (level, error) {
+	closed := w.Arrival.Closed()
+	lw := w
+	lw.Levels = nil
+	l := level{closed: closed, value: v}
+	if closed {
+		l.concurrency = int(math.Round(v))
+		lw.Arrival.Concurrency = l.concurrency
+		if l.concurrency <= 0 {
+			return l, fmt.Errorf("%w: closed-loop concurrency %v must be > 0", ErrBadInput, v)
+		}
+	} else {
+		if v < 0 || math.IsNaN(v) {
+			return l, fmt.Errorf("%w: request rate %v must be >= 0", ErrBadInput, v)
+		}
+		lw.Arrival.Rate = v
+	}
+	if lw.NumRequests <= 0 {
+		switch {
+		case lw.Duration <= 0:
+			return l, fmt.Errorf("%w: workload %q has neither num_requests nor duration", ErrBadInput, w.Name)
+		case !closed && v > 0:
+			lw.NumRequests = int(math.Ceil(v * lw.Duration.Seconds()))
+		default:
+			lw.NumRequests = DefaultConfig().MaxClosedRequests
+		}
+	} else {
+		lw.Duration = 0 // a request count bounds the run
+	}
+	l.workload = lw
+	return l, nil
 }
 
 // simulate serves specs on engines (round-robin, one per DP rank) on the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -94,7 +95,6 @@ func TestRunnerLevels(t *testing.T) {
 	tg := h100(t, 1)
 	w := closedWorkload(512, 128, 1, 100)
 	w.Levels = []float64{1, 8, 64}
-	w.Capacity = true
 	w.SLO = trial.SLO{{Metric: "tpot_p99", Op: "<=", Limit: 9}}
 	res := run(t, tg, defaults(t, tg), w)
 	if len(res.Levels) != 3 {
@@ -108,8 +108,48 @@ func TestRunnerLevels(t *testing.T) {
 		}
 		prev = l.Metrics.OutputThroughput
 	}
-	if res.Primary != 1 || res.Capacity != 8 {
-		t.Errorf("capacity mode: primary %d capacity %v, want level 1 (concurrency 8)", res.Primary, res.Capacity)
+}
+
+// TestRunnerCapacitySearch: capacity mode on the virtual clock is the live
+// runner's search (trial.FindCapacity): from the workload's level it
+// doubles until the SLO breaks, then bisects; the capacity is the highest
+// passing load and every load tried above it failed.
+func TestRunnerCapacitySearch(t *testing.T) {
+	tg := h100(t, 1)
+	w := closedWorkload(512, 128, 1, 100)
+	w.Capacity = true
+	w.SLO = trial.SLO{{Metric: "tpot_p99", Op: "<=", Limit: 9}}
+	res := run(t, tg, defaults(t, tg), w)
+	var loads []float64
+	for _, l := range res.Levels {
+		loads = append(loads, float64(l.Concurrency))
+		t.Logf("concurrency %d: TPOT p99 %.2f ms, SLO met %v", l.Concurrency, l.Metrics.TPOT.P99, l.SLOMet)
+	}
+	// The same search over the same verdicts.
+	met := map[float64]bool{}
+	for _, l := range res.Levels {
+		met[float64(l.Concurrency)] = l.SLOMet
+	}
+	var want []float64
+	c := trial.DefaultCapacityConfig()
+	capWant, _ := trial.SearchCapacity(1, float64(c.MaxConcurrency), true, c.Levels, c.Tolerance, func(v float64) (bool, error) {
+		want = append(want, v)
+		return met[v], nil
+	})
+	if !slices.Equal(loads, want) || len(loads) < 4 {
+		t.Fatalf("loads tried %v, want the live search's %v", loads, want)
+	}
+	if res.Capacity != capWant || capWant < 2 || !res.Levels[res.Primary].SLOMet || float64(res.Levels[res.Primary].Concurrency) != res.Capacity {
+		t.Errorf("capacity %v (primary %d), want %v", res.Capacity, res.Primary, capWant)
+	}
+	for _, l := range res.Levels {
+		if float64(l.Concurrency) > res.Capacity && l.SLOMet {
+			t.Errorf("concurrency %d above the capacity %v meets the SLO", l.Concurrency, res.Capacity)
+		}
+		// A closed level of capacity mode runs at least 3 rounds.
+		if l.Metrics.Completed < 3*l.Concurrency {
+			t.Errorf("concurrency %d: %d requests, want >= %d", l.Concurrency, l.Metrics.Completed, 3*l.Concurrency)
+		}
 	}
 }
 
@@ -124,11 +164,20 @@ func TestRunnerOpenLoop(t *testing.T) {
 	if !within(m.RequestThroughput, 10, 0.2) || res.Levels[0].Rate != 10 {
 		t.Errorf("request throughput %.2f, want ~10 (rate %v)", m.RequestThroughput, res.Levels[0].Rate)
 	}
-	// An overloaded open loop queues: TTFT grows far beyond the light-load one.
+	if m.Overloaded || m.OfferedRate <= 0 {
+		t.Errorf("10 req/s: overloaded %v, offered %.2f req/s", m.Overloaded, m.OfferedRate)
+	}
+	// An overloaded open loop queues: TTFT grows far beyond the light-load
+	// one, and the verdict says so with the achieved capacity.
 	w.Arrival.Rate = 200
-	over := mustOK(t, run(t, tg, defaults(t, tg), w))
+	ores := run(t, tg, defaults(t, tg), w)
+	over := ores.Metrics()
 	if over.TTFT.Mean < 5*m.TTFT.Mean {
 		t.Errorf("at 200 req/s TTFT %.0f ms should dwarf %.0f ms at 10 req/s", over.TTFT.Mean, m.TTFT.Mean)
+	}
+	t.Logf("open loop 200 req/s: %s, %s", ores.String(), ores.Stability.Reason)
+	if ores.Status != trial.StatusUnstable || !ores.Overloaded() || ores.Levels[0].SLOMet || over.RequestThroughput >= 0.95*over.OfferedRate {
+		t.Errorf("200 req/s: %s (%s), achieved %.1f of %.1f req/s", ores.String(), ores.Stability.Reason, over.RequestThroughput, over.OfferedRate)
 	}
 	// Duration-bound open loop.
 	w.Arrival.Rate, w.NumRequests, w.Duration = 5, 0, 20*time.Second
@@ -190,13 +239,14 @@ func TestRunnerBadInputAndCancel(t *testing.T) {
 	if _, err := NewRunner(DefaultConfig()); !errors.Is(err, ErrBadInput) {
 		t.Errorf("no target: err %v", err)
 	}
-	// Requests longer than max_model_len fail as data, not as an error.
+	// Requests longer than max_model_len fail the trial as a config error
+	// (context_length), not the run.
 	tg.MaxModelLen = 1024
 	c.Target = tg
 	r, _ = NewRunner(c)
 	res, err := r.Run(context.Background(), defaults(t, tg), closedWorkload(1000, 100, 4, 10))
-	if err != nil || res.Metrics().Failed != 10 || res.Metrics().ErrorRate != 1 {
-		t.Errorf("too-long requests: err %v, metrics %+v", err, res.Metrics())
+	if err != nil || res.Status != trial.StatusFailed || res.Failure != trial.FailContextLength {
+		t.Errorf("too-long requests: err %v, result %s: %s", err, res.String(), res.Error)
 	}
 }
 

@@ -466,3 +466,68 @@ func checkUsage(rec *Record, usage int) {
 		rec.OutputLen = 0
 	}
 }
+
+// OverloadShortfall: MarkOverload asks the achieved request rate to fall
+// below the offered one by more than this fraction.
+const OverloadShortfall = 0.05
+
+// MarkOverload judges an open-loop level (recs as Summarize got them, m
+// its metrics). OfferedRate is the measured requests sent per second in
+// the throughput window; TTFTGrowthMS is how much the median TTFT of the
+// last third of the measured requests (by send) exceeds the first third's.
+// The level is Overloaded when it completes clearly fewer requests than
+// were offered (OverloadShortfall) and the queue grows as that shortfall
+// predicts: a queue filling at offered - achieved req/s adds
+// (offered/achieved - 1) x dt to the wait of a request sent dt later, and
+// at least half of that must show between the two thirds. Both are asked
+// for: in a steady state a window's achieved rate scatters a few percent
+// around the offered one (requests straddle its edges) while TTFT does not
+// grow with time; an overloaded run does both, whatever its length and
+// warm-up. A closed loop is never overloaded: its clients wait.
+func MarkOverload(recs []Record, m *Metrics) {
+	var measured, ok []*Record
+	for i := range recs {
+		if r := &recs[i]; !r.Warmup {
+			measured = append(measured, r)
+			if r.OK() {
+				ok = append(ok, r)
+			}
+		}
+	}
+	t0, t1 := time.Duration(math.MaxInt64), time.Duration(0)
+	for _, r := range measured {
+		t0, t1 = min(t0, r.Start), max(t1, r.Start)
+	}
+	sent := len(measured) - 1 // n sends span n-1 gaps
+	if w := steadyWindow(measured); w.steady {
+		t0, t1, sent = w.t0, w.t1, 0
+		for _, r := range measured {
+			if r.Start >= t0 && r.Start < t1 {
+				sent++
+			}
+		}
+	}
+	if t1 <= t0 {
+		return
+	}
+	m.OfferedRate = float64(sent) / (t1 - t0).Seconds()
+	slices.SortStableFunc(ok, func(a, b *Record) int { return cmpDur(a.Start, b.Start) })
+	third := len(ok) / 3
+	if third < 3 || m.RequestThroughput <= 0 {
+		return
+	}
+	median := func(rs []*Record, f func(*Record) time.Duration) float64 {
+		xs := make([]float64, len(rs))
+		for i, r := range rs {
+			xs[i] = ms(f(r))
+		}
+		return Median(xs)
+	}
+	ttft := func(r *Record) time.Duration { return r.TTFT() }
+	start := func(r *Record) time.Duration { return r.Start }
+	early, late := ok[:third], ok[len(ok)-third:]
+	m.TTFTGrowthMS = median(late, ttft) - median(early, ttft)
+	dt := median(late, start) - median(early, start)
+	predicted := (m.OfferedRate/m.RequestThroughput - 1) * dt
+	m.Overloaded = m.RequestThroughput < (1-OverloadShortfall)*m.OfferedRate && m.TTFTGrowthMS >= predicted/2
+}

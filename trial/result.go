@@ -32,6 +32,7 @@ const (
 	FailStartupTimeout  FailureClass = "startup_timeout"  // /health never became 200
 	FailCrashed         FailureClass = "crashed"          // engine exited during load
 	FailUnhealthy       FailureClass = "unhealthy"        // /health 503 or requests failing en masse
+	FailContextLength   FailureClass = "context_length"   // the engine rejects the workload's longest requests (max_model_len)
 	FailInterrupted     FailureClass = "interrupted"      // the tuner was stopped
 )
 
@@ -43,6 +44,7 @@ var (
 	ErrStartupTimeout  = errors.New("engine did not become healthy in time")
 	ErrCrashed         = errors.New("engine crashed")
 	ErrUnhealthy       = errors.New("engine unhealthy")
+	ErrContextLength   = errors.New("requests longer than the engine's context")
 )
 
 // ClassOf maps an error to its failure class (FailCrashed when unknown).
@@ -60,6 +62,8 @@ func ClassOf(err error) FailureClass {
 		return FailStartupTimeout
 	case errors.Is(err, ErrUnhealthy):
 		return FailUnhealthy
+	case errors.Is(err, ErrContextLength):
+		return FailContextLength
 	}
 	return FailCrashed
 }
@@ -101,11 +105,20 @@ type Metrics struct {
 	Errors map[string]int `json:"errors,omitempty"`
 	// TokenMismatches counts successful requests that returned fewer
 	// output tokens than asked for (see Record.TokenMismatch).
-	TokenMismatches int  `json:"token_mismatches,omitempty"`
-	TTFT            Dist `json:"ttft_ms"`
-	TPOT            Dist `json:"tpot_ms"`
-	ITL             Dist `json:"itl_ms"`
-	E2EL            Dist `json:"e2el_ms"`
+	TokenMismatches int `json:"token_mismatches,omitempty"`
+	// OfferedRate is the open-loop send rate over the window (req/s; 0 for
+	// a closed loop); Overloaded says the engine did not keep up with it
+	// (see MarkOverload): RequestThroughput is then its achieved capacity
+	// and the latencies grow with the run's length, not with the config.
+	OfferedRate float64 `json:"offered_rate,omitempty"`
+	Overloaded  bool    `json:"overloaded,omitempty"`
+	// TTFTGrowthMS is the median TTFT of the last third of the measured
+	// requests (by send) minus that of the first third (open loop).
+	TTFTGrowthMS float64 `json:"ttft_growth_ms,omitempty"`
+	TTFT         Dist    `json:"ttft_ms"`
+	TPOT         Dist    `json:"tpot_ms"`
+	ITL          Dist    `json:"itl_ms"`
+	E2EL         Dist    `json:"e2el_ms"`
 	// ByClass holds the same aggregates per prompt-length class (short, medium, long).
 	ByClass map[string]*Metrics `json:"by_class,omitempty"`
 }
@@ -158,6 +171,12 @@ func (m *Metrics) Value(name string) (float64, bool) {
 		return d.Max, true
 	}
 	return 0, false
+}
+
+// OverloadText describes an overloaded level: achieved against offered
+// rate and the TTFT growth.
+func (m *Metrics) OverloadText() string {
+	return fmt.Sprintf("overloaded: completes %.3g of %.3g req/s offered, TTFT median grows by %.3g s", m.RequestThroughput, m.OfferedRate, m.TTFTGrowthMS/1000)
 }
 
 // Level is the measurement at one load level of a trial.
@@ -275,9 +294,21 @@ func (r *Result) Objective(name string) (float64, bool) {
 // Usable reports whether the trial produced a measurement.
 func (r *Result) Usable() bool { return r.Status == StatusOK || r.Status == StatusUnstable }
 
+// Overloaded reports whether the primary level offered more load than
+// the engine served (see MarkOverload); its latencies rank nothing.
+func (r *Result) Overloaded() bool {
+	m := r.Metrics()
+	return r.Usable() && m != nil && m.Overloaded
+}
+
+// String is the verdict: ok, unstable, overloaded (stored as unstable) or
+// failed:<class>.
 func (r *Result) String() string {
 	if r.Status == StatusFailed {
 		return fmt.Sprintf("failed:%s", r.Failure)
+	}
+	if r.Overloaded() {
+		return "overloaded"
 	}
 	return string(r.Status)
 }

@@ -351,7 +351,7 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Re
 		err = lr.capacity(ctx, &res)
 	} else {
 		for i, v := range loadValues(w) {
-			if err = lr.measure(ctx, i, v); err != nil {
+			if err = lr.measure(ctx, i, v, atLoad(w, v)); err != nil {
 				break
 			}
 		}
@@ -500,16 +500,12 @@ func CapacityWorkload(w Workload, v float64, rounds int) Workload {
 	return lw
 }
 
-// measure runs one load level and appends it. It returns an engine error
+// measure runs one load level (lw: the workload at load v) and appends it. It returns an engine error
 // (*EngineError) when the engine dies, ErrUnhealthy when requests fail en
 // masse, or ctx's error.
-func (lr *levelRunner) measure(ctx context.Context, idx int, v float64) error {
+func (lr *levelRunner) measure(ctx context.Context, idx int, v float64, lw Workload) error {
 	cfg := lr.r.cfg
 	sc := cfg.Stability
-	lw := atLoad(lr.w, v)
-	if lr.w.Capacity {
-		lw = CapacityWorkload(lr.w, v, cfg.CapacityRounds)
-	}
 	closed := lw.Arrival.Closed()
 	lr.r.progress(Event{Phase: "level", Level: idx, Load: v, Closed: closed})
 	select {
@@ -585,12 +581,16 @@ func (lr *levelRunner) measure(ctx context.Context, idx int, v float64) error {
 		return err
 	}
 	m, a := SummarizeLevel(recs, sc, lr.w.SLO)
+	if !closed {
+		MarkOverload(recs, &m)
+	}
 	met, viol := lr.w.SLO.Check(&m)
 	st := a.Stability
 	st.Extended, st.EarlyStopped = extended, early
 	if early {
 		st.Reason = strings.TrimSuffix(fmt.Sprintf("early stop at throughput CI half-width %.1f%%; %s", 100*earlyCI, st.Reason), "; ")
 	}
+	markOverloaded(&st, &m)
 	l := Level{Metrics: m, SLOMet: met, Violations: viol, Stability: st}
 	rl := RawLevel{Records: recs}
 	if closed {
@@ -602,6 +602,9 @@ func (lr *levelRunner) measure(ctx context.Context, idx int, v float64) error {
 	lr.raw = append(lr.raw, rl)
 	lr.r.log.Info("level measured", "load", v, "closed", closed, "requests", len(recs), "completed", m.Completed,
 		"failed", m.Failed, "out_tok_s", math.Round(m.OutputThroughput), "slo_met", met, "stable", st.Stable)
+	if err := ContextLengthError(recs); err != nil {
+		return err
+	}
 	if m.Completed+m.Failed > 0 && m.ErrorRate > cfg.UnhealthyErrorRate {
 		// A dying engine (runtime OOM: 500s, /health 503, exit soon after)
 		// is classified from its log; a live one is unhealthy.
@@ -640,6 +643,36 @@ func SummarizeLevel(recs []Record, sc StabilityConfig, slo SLO) (Metrics, Analys
 	return Summarize(recs, slo), a
 }
 
+// ContextLengthError is a config error (ErrContextLength) when the engine rejected requests
+// as longer than its context (HTTP 400, max_model_len below the workload's
+// longest prompt + output): the config cannot serve the workload, and the
+// requests it did serve are the shorter ones, so their figures would flatter
+// it. A healthy engine answering 400 is not unhealthy.
+func ContextLengthError(recs []Record) error {
+	n, first := 0, ""
+	for i := range recs {
+		if recs[i].Err != "" && RequestErrorClass(recs[i].Err) == ReqErrContextLength {
+			if n++; first == "" {
+				first = recs[i].Err
+			}
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return &EngineError{Kind: ErrContextLength, ExitCode: -1,
+		Line: fmt.Sprintf("%d of %d requests rejected as longer than max_model_len: %.200s", n, len(recs), first)}
+}
+
+// markOverloaded makes an overloaded level unstable (its queue grows for
+// the whole run: no steady state) and says so first in the reason.
+func markOverloaded(st *Stability, m *Metrics) {
+	if m.Overloaded {
+		st.Stable = false
+		st.Reason = strings.TrimSuffix(m.OverloadText()+"; "+st.Reason, "; ")
+	}
+}
+
 func measuredOK(done []Record) int {
 	n := 0
 	for i := range done {
@@ -659,34 +692,73 @@ func firstErr(recs []Record) string {
 	return ""
 }
 
-// capacity finds the SLO capacity on the running engine (see
-// SearchCapacity); Result.Capacity is the best passing load (0 when none
-// passes) and Primary its level (else the lowest level measured).
+// capacity finds the SLO capacity on the running engine (FindCapacity).
 func (lr *levelRunner) capacity(ctx context.Context, res *Result) error {
-	cfg := lr.r.cfg
-	closed := lr.w.Arrival.Closed()
-	ceil := cfg.MaxRate
+	var err error
+	_, res.Primary, res.Capacity, err = FindCapacity(lr.w, lr.r.cfg.capacityConfig(), func(v float64, lw Workload) (Level, error) {
+		if err := lr.measure(ctx, len(lr.levels), v, lw); err != nil {
+			return Level{}, err
+		}
+		return lr.levels[len(lr.levels)-1], nil
+	})
+	return err
+}
+
+// CapacityConfig bounds capacity mode: the bracketing caps, the level
+// budget, the relative resolution and the closed-loop rounds per level
+// (see CapacityWorkload).
+type CapacityConfig struct {
+	MaxConcurrency int
+	MaxRate        float64
+	Levels         int
+	Tolerance      float64
+	Rounds         int
+}
+
+// DefaultCapacityConfig is the capacity mode of DefaultConfig.
+func DefaultCapacityConfig() CapacityConfig {
+	d := DefaultConfig()
+	return d.capacityConfig()
+}
+
+func (c Config) capacityConfig() CapacityConfig {
+	return CapacityConfig{MaxConcurrency: c.MaxConcurrency, MaxRate: c.MaxRate, Levels: c.CapacityLevels,
+		Tolerance: c.CapacityTolerance, Rounds: c.CapacityRounds}
+}
+
+// FindCapacity is capacity mode, the one search of the live and the
+// virtual runner: from the workload's first level it doubles and bisects
+// (SearchCapacity) the load at which a level meets the SLO (Level.SLOMet;
+// an overloaded level never does), measuring each load v with
+// measure(v, CapacityWorkload(w, v, c.Rounds)). It returns the levels in
+// the order measured, the primary level (the best passing one, else the
+// lowest load measured) and the capacity (its load; 0 when none passed).
+func FindCapacity(w Workload, c CapacityConfig, measure func(v float64, lw Workload) (Level, error)) (levels []Level, primary int, capacity float64, err error) {
+	closed := w.Arrival.Closed()
+	ceil := c.MaxRate
 	if closed {
-		ceil = float64(cfg.MaxConcurrency)
+		ceil = float64(c.MaxConcurrency)
 	}
 	best := -1
-	_, err := SearchCapacity(loadValues(lr.w)[0], ceil, closed, cfg.CapacityLevels, cfg.CapacityTolerance, func(v float64) (bool, error) {
-		if err := lr.measure(ctx, len(lr.levels), v); err != nil {
+	_, err = SearchCapacity(loadValues(w)[0], ceil, closed, c.Levels, c.Tolerance, func(v float64) (bool, error) {
+		l, err := measure(v, CapacityWorkload(w, v, c.Rounds))
+		if err != nil {
 			return false, err
 		}
-		i := len(lr.levels) - 1
-		ok := lr.levels[i].SLOMet
-		if ok && (best < 0 || v > loadOf(lr.levels[best])) {
+		levels = append(levels, l)
+		i := len(levels) - 1
+		if l.SLOMet && (best < 0 || v > loadOf(levels[best])) {
 			best = i
 		}
-		return ok, nil
+		return l.SLOMet, nil
 	})
-	if best >= 0 {
-		res.Primary, res.Capacity = best, loadOf(lr.levels[best])
-	} else if len(lr.levels) > 0 {
-		res.Primary, res.Capacity = lowest(lr.levels), 0
+	switch {
+	case best >= 0:
+		primary, capacity = best, loadOf(levels[best])
+	case len(levels) > 0:
+		primary = lowest(levels)
 	}
-	return err
+	return levels, primary, capacity, err
 }
 
 // SearchCapacity finds the highest load at which pass holds, assuming it

@@ -2,6 +2,7 @@ package trial
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -17,8 +18,16 @@ type Bound struct {
 // SLO is a conjunction of bounds.
 type SLO []Bound
 
+// DefaultMaxErrorRate bounds the error rate of every SLO that does not
+// bound error_rate itself (see SLO.Effective): a level failing 20% of its
+// requests (rate-limited, rejected, cut off) does not meet the SLO, even
+// when no SLO was given.
+const DefaultMaxErrorRate = 0.01
+
 // ParseSLO parses "ttft_p99<=800ms,tpot_p99<=60ms,output_throughput>=1000".
-// Latency values take ms, s or us (default ms). Empty input is no SLO.
+// Latency values take ms, s or us (default ms); error_rate takes a fraction
+// (0.05) or a percentage (5%). Empty input is no SLO; either way
+// error_rate<=1% applies unless the input bounds error_rate (Effective).
 func ParseSLO(s string) (SLO, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -67,9 +76,19 @@ func ParseSLO(s string) (SLO, error) {
 				val, mult = strings.TrimSuffix(val, "s"), 1e3
 			}
 		}
+		pct := false
+		if name == "error_rate" {
+			val, pct = strings.CutSuffix(val, "%")
+		}
 		f, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
 		if err != nil || f < 0 || f != f || f*mult > 1e12 {
 			return nil, fmt.Errorf("slo term %d %q: bad value %q", i+1, term, val)
+		}
+		if pct {
+			f /= 100
+		}
+		if name == "error_rate" && f > 1 {
+			return nil, fmt.Errorf("slo term %d %q: error_rate is a fraction (0.01) or a percentage (1%%)", i+1, term)
 		}
 		out = append(out, Bound{Metric: name, Op: op, Limit: f * mult})
 	}
@@ -85,10 +104,26 @@ func isLatency(metric string) bool {
 	return false
 }
 
-// Check reports whether m meets every bound and lists the violated ones.
+// Effective is the SLO a level is judged by: s, plus error_rate <=
+// DefaultMaxErrorRate when s has no error_rate bound. String and the
+// stored study keys keep the user's bounds only.
+func (s SLO) Effective() SLO {
+	for _, b := range s {
+		if b.Metric == "error_rate" {
+			return s
+		}
+	}
+	return append(slices.Clip(s), Bound{Metric: "error_rate", Op: "<=", Limit: DefaultMaxErrorRate})
+}
+
+// Check reports whether m meets every bound of the effective SLO and is
+// not overloaded, and lists what it breaks.
 func (s SLO) Check(m *Metrics) (bool, []string) {
 	var bad []string
-	for _, b := range s {
+	if m.Overloaded {
+		bad = append(bad, m.OverloadText())
+	}
+	for _, b := range s.Effective() {
 		v, ok := m.Value(b.Metric)
 		if !ok || !b.holds(v) {
 			bad = append(bad, fmt.Sprintf("%s=%.4g (want %s %.4g)", b.Metric, v, b.Op, b.Limit))

@@ -25,3 +25,45 @@ func TestParseSLOOperatorErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestSLOErrorRateBound: error_rate takes a fraction or a percentage, and
+// every SLO (an empty one too) bounds it at 1% unless it says otherwise.
+func TestSLOErrorRateBound(t *testing.T) {
+	tests := []struct {
+		slo      string
+		errRate  float64
+		met      bool
+		rendered string // String(): the user's bounds only
+	}{
+		{"", 0.2, false, ""},
+		{"", 0.01, true, ""},
+		{"", 0, true, ""},
+		{"tpot_p99<=50ms", 0.2, false, "tpot_p99<=50ms"},
+		{"tpot_p99<=50ms,error_rate<=25%", 0.2, true, "tpot_p99<=50ms,error_rate<=0.25"},
+		{"error_rate<=0.25", 0.2, true, "error_rate<=0.25"},
+		{"error_rate<=0%", 0.001, false, "error_rate<=0"},
+		{"error_rate<=100%", 0.85, true, "error_rate<=1"},
+	}
+	for _, tt := range tests {
+		slo, err := ParseSLO(tt.slo)
+		if err != nil {
+			t.Fatalf("ParseSLO(%q): %v", tt.slo, err)
+		}
+		m := Metrics{ErrorRate: tt.errRate, TPOT: Dist{P99: 10}}
+		met, viol := slo.Check(&m)
+		if met != tt.met {
+			t.Errorf("%q at error rate %g: met %v (%v), want %v", tt.slo, tt.errRate, met, viol, tt.met)
+		}
+		if !met && !strings.Contains(strings.Join(viol, ";"), "error_rate") {
+			t.Errorf("%q: violations %v do not name error_rate", tt.slo, viol)
+		}
+		if slo.String() != tt.rendered {
+			t.Errorf("%q renders %q, want %q", tt.slo, slo.String(), tt.rendered)
+		}
+	}
+	for _, bad := range []string{"error_rate<=5", "error_rate<=150%", "error_rate<=x%", "ttft_p99<=5%"} {
+		if _, err := ParseSLO(bad); err == nil {
+			t.Errorf("ParseSLO(%q) accepted", bad)
+		}
+	}
+}

@@ -141,3 +141,56 @@ func TestThroughputMatchesQueueingServer(t *testing.T) {
 		})
 	}
 }
+
+// TestOverloadDetected offers a queueing server (4 slots x 16 tokens per
+// 50 ms: 80 req/s) more than it serves and less: the overloaded level is
+// marked with its achieved capacity, is not a steady state and meets no
+// SLO (not even an empty one), the other is untouched.
+func TestOverloadDetected(t *testing.T) {
+	const capacity = 80.0
+	cases := []struct {
+		name       string
+		rate       float64
+		n          int
+		overloaded bool
+	}{
+		{"1.5x capacity", 1.5 * capacity, 240, true},
+		{"half capacity", 0.5 * capacity, 120, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mux := http.NewServeMux()
+			mux.Handle("/v1/completions", &queueServer{slots: 4, ttft: 20 * time.Millisecond, itl: 2 * time.Millisecond})
+			srv := httptest.NewServer(mux)
+			defer srv.Close()
+			c := NewClient(srv.URL, "m", time.Minute)
+			defer c.Close()
+			w := Workload{Prompt: LengthDist{Kind: "fixed", Value: 8}, Output: LengthDist{Kind: "fixed", Value: 16},
+				NumRequests: tc.n, Warmup: 10, Seed: 1, Arrival: Arrival{Kind: "constant", Rate: tc.rate}}
+			recs := c.Drive(context.Background(), w.Requests(), Load{Rate: tc.rate}, nil)
+			m, _ := SummarizeLevel(recs, DefaultStabilityConfig(), nil)
+			MarkOverload(recs, &m)
+			t.Logf("offered %.1f req/s, achieved %.1f, TTFT growth %.0f ms, overloaded %v", m.OfferedRate, m.RequestThroughput, m.TTFTGrowthMS, m.Overloaded)
+			if m.Overloaded != tc.overloaded {
+				t.Fatalf("overloaded = %v, want %v", m.Overloaded, tc.overloaded)
+			}
+			if math.Abs(m.OfferedRate/tc.rate-1) > 0.05 {
+				t.Errorf("offered rate %.1f, want %.1f", m.OfferedRate, tc.rate)
+			}
+			met, viol := SLO(nil).Check(&m)
+			if met == tc.overloaded {
+				t.Errorf("SLO met %v (%v) for overloaded %v", met, viol, tc.overloaded)
+			}
+			if tc.overloaded {
+				// The achieved rate is the server's capacity.
+				if math.Abs(m.RequestThroughput/capacity-1) > 0.02 {
+					t.Errorf("achieved %.1f req/s, capacity %.1f", m.RequestThroughput, capacity)
+				}
+				res := Result{Status: StatusOK, Levels: []Level{{Metrics: m}}}
+				if res.String() != "overloaded" || !res.Overloaded() {
+					t.Errorf("verdict %q", res.String())
+				}
+			}
+		})
+	}
+}

@@ -102,6 +102,14 @@ type Candidate struct {
 	ConservativeLatency float64  `json:"conservative_latency"`
 	Feasible            bool     `json:"feasible"`
 	Violations          []string `json:"violations,omitempty"`
+	// Requests, FailedRequests and TokenMismatches sum the primary levels'
+	// measured requests over the usable runs; Overloaded counts the runs
+	// whose engine did not keep up with the offered load (infeasible: their
+	// latencies grow with the run, they rank nothing).
+	Requests        int `json:"requests,omitempty"`
+	FailedRequests  int `json:"failed_requests,omitempty"`
+	TokenMismatches int `json:"token_mismatches,omitempty"`
+	Overloaded      int `json:"overloaded,omitempty"`
 	// excess is the summed relative SLO excess of the conservative values
 	// (0 when feasible), used to name the closest candidate.
 	excess float64
@@ -162,7 +170,13 @@ func Aggregate(trials []Trial, slo trial.SLO, m Metrics, k float64) []Candidate 
 		}
 		a.tp, a.lat, a.vram = append(a.tp, v[0]), append(a.lat, v[1]), append(a.vram, v[2])
 		if pm := t.Result.Metrics(); pm != nil {
-			for _, b := range slo {
+			a.c.Requests += pm.Completed + pm.Failed
+			a.c.FailedRequests += pm.Failed
+			a.c.TokenMismatches += pm.TokenMismatches
+			if pm.Overloaded {
+				a.c.Overloaded++
+			}
+			for _, b := range slo.Effective() {
 				x, _ := pm.Value(b.Metric)
 				a.slo[b.Metric] = append(a.slo[b.Metric], x)
 			}
@@ -183,9 +197,14 @@ func Aggregate(trials []Trial, slo trial.SLO, m Metrics, k float64) []Candidate 
 			c.Violations = append(c.Violations, fmt.Sprintf("failed in %d of %d trials", c.Failed, c.Failed+len(c.Trials)))
 			c.excess += float64(c.Failed)
 		}
+		if c.Overloaded > 0 {
+			c.Feasible = false
+			c.Violations = append(c.Violations, fmt.Sprintf("overloaded in %d of %d runs (the offered load exceeds its capacity)", c.Overloaded, len(c.Trials)))
+			c.excess += 1
+		}
 		if len(a.tp) > 0 {
 			c.SLOValues = map[string]Stat{}
-			for _, b := range slo {
+			for _, b := range slo.Effective() {
 				st := Robust(a.slo[b.Metric])
 				c.SLOValues[b.Metric] = st
 				v := st.High(k)
@@ -204,6 +223,21 @@ func Aggregate(trials []Trial, slo trial.SLO, m Metrics, k float64) []Candidate 
 			}
 		}
 		out = append(out, c)
+	}
+	return out
+}
+
+// Warnings name what a recommendation of c should not hide: failed
+// requests (allowed by the SLO's error_rate bound but not none) and
+// outputs shorter than asked (a server ignoring ignore_eos: the runs
+// measured shorter requests than the workload's).
+func (c *Candidate) Warnings() []string {
+	var out []string
+	if c.FailedRequests > 0 {
+		out = append(out, fmt.Sprintf("%d of %d measured requests failed (%.2g%%)", c.FailedRequests, c.Requests, 100*float64(c.FailedRequests)/float64(max(1, c.Requests))))
+	}
+	if c.TokenMismatches > 0 {
+		out = append(out, fmt.Sprintf("%d requests returned fewer output tokens than asked for although ignore_eos was set: the server stopped early, the throughput counts shorter requests than the workload's", c.TokenMismatches))
 	}
 	return out
 }

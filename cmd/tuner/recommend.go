@@ -225,6 +225,9 @@ func recommendCommand() *cli.Command {
 				}
 				return err
 			}
+			for _, w := range best.Warnings() {
+				fmt.Fprintf(ew, "warning: config %s: %s\n", best.ConfigID, w)
+			}
 			doc.Feasible, doc.Candidate = true, best
 			doc.DefaultConfigID = defaultIDOf(sel.Newest, trials)
 			doc.IsDefault = doc.DefaultConfigID == best.ConfigID

@@ -48,6 +48,7 @@ type opts struct {
 	unhealthy       bool   // /health answers 503
 	http500         bool   // every completion fails
 	http500Log      string // printed to stderr for each failed completion
+	maxModelLen     int    // --max-model-len: longer requests get vLLM's HTTP 400
 	portRace        string // marker file: the first start (no marker yet) loses its port
 }
 
@@ -112,6 +113,8 @@ func parse(args []string) (opts, error) {
 			o.http500, o.http500Log = true, val()
 		case "--fake-unhealthy":
 			o.unhealthy = true
+		case "--max-model-len":
+			o.maxModelLen, err = strconv.Atoi(val())
 		case "--fake-bad-flag":
 			return o, fmt.Errorf("error: unrecognized arguments: --fake-bad-flag")
 		default:
@@ -252,6 +255,11 @@ func main() {
 				fmt.Fprintln(os.Stderr, o.http500Log)
 			}
 			http.Error(w, `{"error":{"message":"EngineDeadError","code":500}}`, 500)
+			return
+		}
+		if n := len(req.Prompt) + req.MaxTokens; o.maxModelLen > 0 && n > o.maxModelLen {
+			http.Error(w, fmt.Sprintf(`{"object":"error","message":"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the messages, %d in the completion).","type":"BadRequestError","code":400}`,
+				o.maxModelLen, n, len(req.Prompt), req.MaxTokens), 400)
 			return
 		}
 		if n := served.Add(1); o.crashAfter > 0 && n > int64(o.crashAfter) {

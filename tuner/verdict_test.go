@@ -1,0 +1,53 @@
+package tuner
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+// TestAggregateHonestVerdicts: a config whose runs fail 20% of their
+// requests does not meet even an empty SLO, an overloaded run makes its
+// config infeasible whatever its latencies, and a recommended config with
+// failed requests or short outputs carries warnings.
+func TestAggregateHonestVerdicts(t *testing.T) {
+	with := func(r trial.Result, f func(m *trial.Metrics)) trial.Result {
+		m := r.Levels[0].Metrics
+		f(&m)
+		r.Levels = []trial.Level{{Metrics: m}}
+		return r
+	}
+	failing := with(result(trial.StatusOK, 2000, 10, 70), func(m *trial.Metrics) {
+		m.Completed, m.Failed, m.ErrorRate = 80, 20, 0.2
+	})
+	overloaded := with(result(trial.StatusUnstable, 1900, 5, 70), func(m *trial.Metrics) {
+		m.Overloaded, m.OfferedRate, m.RequestThroughput = true, 8, 3.9
+	})
+	short := with(result(trial.StatusOK, 1000, 40, 70), func(m *trial.Metrics) {
+		m.Completed, m.Failed, m.ErrorRate, m.TokenMismatches = 995, 5, 0.005, 12
+	})
+	trials := []Trial{
+		mkTrial(0, 1, PhaseSearch, failing),
+		mkTrial(1, 2, PhaseSearch, overloaded),
+		mkTrial(2, 3, PhaseSearch, short),
+	}
+	cands := Aggregate(trials, nil, DefaultMetrics(), 1)
+	if cands[0].Feasible || !strings.Contains(strings.Join(cands[0].Violations, ";"), "error_rate") {
+		t.Errorf("20%% failed requests: feasible %v, violations %v", cands[0].Feasible, cands[0].Violations)
+	}
+	if cands[1].Feasible || cands[1].Overloaded != 1 || !strings.Contains(strings.Join(cands[1].Violations, ";"), "overloaded") {
+		t.Errorf("overloaded: feasible %v, violations %v", cands[1].Feasible, cands[1].Violations)
+	}
+	best, err := Recommend(cands, DefaultMetrics(), nil, PreferLatency)
+	if err != nil || best.ConfigID != cands[2].ConfigID {
+		t.Fatalf("recommended %v (%v), want the only honest config", best, err)
+	}
+	w := strings.Join(best.Warnings(), "; ")
+	if !strings.Contains(w, "5 of 1000 measured requests failed") || !strings.Contains(w, "12 requests returned fewer output tokens") {
+		t.Errorf("warnings %q", w)
+	}
+	if len(cands[1].Warnings()) != 0 {
+		t.Errorf("clean runs warn: %v", cands[1].Warnings())
+	}
+}
