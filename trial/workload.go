@@ -129,6 +129,8 @@ type Workload struct {
 	Levels []float64 `yaml:"levels,omitempty" json:"levels,omitempty"`
 	// Capacity asks the trial to find the highest level meeting the SLOs.
 	Capacity bool `yaml:"capacity,omitempty" json:"capacity,omitempty"`
+	// Endpoint is the API the load is sent to ("" or completions, chat).
+	Endpoint Endpoint `yaml:"endpoint,omitempty" json:"endpoint,omitempty"`
 
 	// sharegpt holds the loaded ShareGPT pairs (prompt, output lengths).
 	sharegpt [][2]int

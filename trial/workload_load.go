@@ -80,6 +80,7 @@ type rawWorkload struct {
 	SLO         string      `yaml:"slo"`
 	Levels      []float64   `yaml:"levels"`
 	Capacity    bool        `yaml:"capacity"`
+	Endpoint    string      `yaml:"endpoint"`
 }
 
 // ParseWorkload decodes and validates a workload YAML document (unknown
@@ -119,6 +120,13 @@ func ParseWorkload(file string, b []byte) (Workload, error) {
 			return w, err
 		}
 		w.Output = *raw.Output
+	}
+	if raw.Endpoint != "" {
+		e, err := ParseEndpoint(raw.Endpoint)
+		if err != nil {
+			return w, loc.errf("$.endpoint", "endpoint", "unknown %q (completions or chat)", raw.Endpoint)
+		}
+		w.Endpoint = e
 	}
 	if raw.PrefixLen < 0 {
 		return w, loc.errf("$.prefix_len", "prefix_len", "must be >= 0")

@@ -90,6 +90,7 @@ func TestParseWorkloadErrors(t *testing.T) {
 		{"capacity needs slo", "name: x\nprompt: {kind: fixed, value: 1}\noutput: {kind: fixed, value: 1}\narrival: {kind: closed}\nnum_requests: 1\ncapacity: true\n", "capacity", 6},
 		{"level", "name: x\nprompt: {kind: fixed, value: 1}\noutput: {kind: fixed, value: 1}\narrival: {kind: closed, concurrency: 1}\nnum_requests: 1\nlevels: [1, 2.5]\n", "levels[1]", 6},
 		{"type", "name: x\nprompt: {kind: fixed, value: many}\n", "", 2},
+		{"endpoint", "name: x\nprompt: {kind: fixed, value: 1}\noutput: {kind: fixed, value: 1}\narrival: {kind: closed, concurrency: 1}\nnum_requests: 1\nendpoint: responses\n", "endpoint", 6},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,12 +119,13 @@ seed: 9
 slo: ttft_p99<=500ms,tpot_p99<=50ms
 levels: [4, 8, 16]
 capacity: true
+endpoint: chat
 `
 	w, err := ParseWorkload("c.yaml", []byte(y))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.Duration != 30*time.Second || w.PrefixLen != 64 || len(w.SLO) != 2 || w.SLO[0].Limit != 500 || len(w.Levels) != 3 || !w.Capacity || w.Seed != 9 {
+	if w.Duration != 30*time.Second || w.PrefixLen != 64 || len(w.SLO) != 2 || w.SLO[0].Limit != 500 || len(w.Levels) != 3 || !w.Capacity || w.Seed != 9 || w.Endpoint != EndpointChat {
 		t.Errorf("workload = %+v", w)
 	}
 }
