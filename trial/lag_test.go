@@ -57,7 +57,7 @@ func startStampServer(b *testing.B, args ...string) string {
 // the first chunks meet the start of the load as a trial's do. Run with -cpu 2; first-* is the first chunk of each request, lag-*
 // every other chunk; streams=100 shows the floor of the harness.
 // cpu-us/event is the client process's CPU time (user+sys) over the load,
-// connection warm-up excluded.
+// connection warm-up excluded (warm-cpu-ms: its CPU per iteration).
 func BenchmarkStreamLag(b *testing.B) {
 	base := startStampServer(b, "-gap", "20ms")
 	for _, n := range []int{100, 2000} {
@@ -68,11 +68,13 @@ func BenchmarkStreamLag(b *testing.B) {
 func benchLag(b *testing.B, base string, streams int) {
 	const tokens = 50
 	var first, rest []float64
-	var cpu time.Duration
+	var cpu, warm time.Duration
 	for b.Loop() {
 		c := NewClient(base, "m", time.Minute)
+		w0 := cpuTime()
 		c.Warm(context.Background(), streams) // as Drive does in closed loop
 		r0 := cpuTime()
+		warm += r0 - w0
 		m0 := monoNow()
 		start := time.Now()
 		m1 := monoNow()
@@ -102,6 +104,7 @@ func benchLag(b *testing.B, base string, streams int) {
 	slices.Sort(first)
 	slices.Sort(rest)
 	b.ReportMetric(float64(cpu)/1e3/float64(len(first)+len(rest)), "cpu-us/event")
+	b.ReportMetric(float64(warm)/1e6/float64(b.N), "warm-cpu-ms")
 	b.ReportMetric(Percentile(first, 50), "first-p50-us")
 	b.ReportMetric(Percentile(first, 99), "first-p99-us")
 	b.ReportMetric(first[len(first)-1], "first-max-us")

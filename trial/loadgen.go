@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -21,6 +22,7 @@ type Client struct {
 	model   string
 	timeout time.Duration
 	maxLine int
+	chat    bool // /v1/chat/completions instead of /v1/completions
 	hc      *http.Client
 	tr      *http.Transport
 	bufs    sync.Pool
@@ -38,6 +40,34 @@ func WithMaxLineBytes(n int) ClientOption {
 			c.maxLine = n
 		}
 	}
+}
+
+// Endpoint names the API a load is sent to.
+type Endpoint string
+
+// The endpoints a Client can drive: vLLM bench's "openai" and "openai-chat"
+// backends.
+const (
+	EndpointCompletions Endpoint = "completions" // POST /v1/completions, token-id prompts
+	EndpointChat        Endpoint = "chat"        // POST /v1/chat/completions, text prompts
+)
+
+// ParseEndpoint checks an endpoint name ("" is completions).
+func ParseEndpoint(s string) (Endpoint, error) {
+	switch e := Endpoint(s); e {
+	case "", EndpointCompletions:
+		return EndpointCompletions, nil
+	case EndpointChat:
+		return e, nil
+	}
+	return "", fmt.Errorf("endpoint %q: want completions or chat", s)
+}
+
+// WithEndpoint selects the API (default completions). The chat endpoint is
+// for servers and models that only serve chat; its metrics are the same:
+// a token chunk is one whose delta carries text.
+func WithEndpoint(e Endpoint) ClientOption {
+	return func(c *Client) { c.chat = e == EndpointChat }
 }
 
 // NewClient returns a client for base (e.g. "http://127.0.0.1:8000") and the
@@ -95,6 +125,64 @@ func (c *Client) body(spec RequestSpec, salt int) []byte {
 	return b
 }
 
+// chatBody renders vLLM bench's chat call (openai-chat backend) with the
+// prompt as text: one word per prompt token, drawn from words that are one
+// token each in common BPE vocabularies (a space and three letters, also
+// one token by vLLM-sim's four-bytes rule). The chat template adds a few
+// tokens; the usage chunk's prompt_tokens corrects the record. max_tokens
+// is sent beside max_completion_tokens for servers that know only one.
+func (c *Client) chatBody(spec RequestSpec, salt int) []byte {
+	b := make([]byte, 0, 256+4*spec.PromptLen)
+	b = append(b, `{"model":`...)
+	b = strconv.AppendQuote(b, c.model)
+	b = append(b, `,"messages":[{"role":"user","content":"`...)
+	for j := range spec.PromptLen {
+		w := promptWord(spec.Index, spec.PrefixLen, j, salt)
+		if j == 0 {
+			w = w[1:]
+		}
+		b = append(b, w...)
+	}
+	n := int64(max(1, spec.OutputLen))
+	b = append(b, `"}],"max_completion_tokens":`...)
+	b = strconv.AppendInt(b, n, 10)
+	b = append(b, `,"max_tokens":`...)
+	b = strconv.AppendInt(b, n, 10)
+	b = append(b, `,"ignore_eos":true,"temperature":0,"stream":true,"stream_options":{"include_usage":true}}`...)
+	return b
+}
+
+// promptWord is the word at position j of request idx's chat prompt: a
+// hash of the position alone in the shared prefix, of the position, request
+// and salt after it, so that two requests share no block of words past the
+// prefix (a word index derived from promptToken's arithmetic sequence
+// repeated whole prompts every 15 requests: prefix-cache hits the workload
+// never asked for).
+func promptWord(idx, prefix, j, salt int) string {
+	h := uint64(j) * 0xc2b2ae3d27d4eb4f
+	if j >= prefix {
+		h += uint64(idx)*0x9e3779b97f4a7c15 + uint64(salt)*0x165667b19e3779f9
+	}
+	h = (h ^ h>>30) * 0xbf58476d1ce4e5b9 // splitmix64's finaliser
+	h = (h ^ h>>27) * 0x94d049bb133111eb
+	h ^= h >> 31
+	return promptWords[h%uint64(len(promptWords))]
+}
+
+// promptWords are the words of chat prompts (see chatBody), each with its
+// leading space.
+var promptWords = func() []string {
+	ws := strings.Fields(`the and for you not are but can all any new one out way day man how its who did get may him old see
+now use two boy her has had let put say she too own set why ask men run end big far few top red yes air sea sun car dog cat box
+cup hot low war law art job key age act add bed bit buy cut eat egg eye fit fly fun gas hat hit ice kid lie lot map mix net oil
+pay pen pie pop raw row sad sit sky son tea ten tie toy try van web win wet yet zoo arm bag bus dry fan fix gap hay jam lab leg
+mad mom nod odd pan pig rat rub sum tap tip tub via wax`)
+	for i, w := range ws {
+		ws[i] = " " + w
+	}
+	return ws
+}()
+
 // Do sends one request and returns its record; runStart is the origin of
 // Record.Start. Failures are recorded in Record.Err, never returned.
 func (c *Client) Do(ctx context.Context, spec RequestSpec, runStart time.Time) Record {
@@ -103,13 +191,18 @@ func (c *Client) Do(ctx context.Context, spec RequestSpec, runStart time.Time) R
 
 func (c *Client) do(ctx context.Context, spec RequestSpec, runStart time.Time, salt int) Record {
 	rec := Record{Index: spec.Index, PromptLen: spec.PromptLen, OutputLen: 0, Warmup: spec.Warmup, Requested: max(1, spec.OutputLen)}
-	body := c.body(spec, salt)
+	path, body, parse := "/v1/completions", []byte(nil), parseChunk
+	if c.chat {
+		path, body, parse = "/v1/chat/completions", c.chatBody(spec, salt), parseChatChunk
+	} else {
+		body = c.body(spec, salt)
+	}
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/v1/completions", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(body))
 	if err != nil {
 		rec.Err = err.Error()
 		return rec
@@ -157,7 +250,7 @@ func (c *Client) do(ctx context.Context, spec RequestSpec, runStart time.Time, s
 			rec.Err = fmt.Sprintf("malformed stream: more than %d events for max_tokens %d", limit, max(1, spec.OutputLen))
 			break
 		}
-		ch, err := parseChunk(data)
+		ch, err := parse(data)
 		if err != nil {
 			rec.Err = fmt.Sprintf("malformed chunk: %.120q", data)
 			break

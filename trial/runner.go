@@ -343,7 +343,7 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Re
 	}
 	defer stopTelemetry()
 
-	client := NewClient(eng.BaseURL(), model, r.cfg.RequestTimeout, WithMaxLineBytes(r.cfg.MaxLineBytes))
+	client := NewClient(eng.BaseURL(), model, r.cfg.RequestTimeout, WithMaxLineBytes(r.cfg.MaxLineBytes), WithEndpoint(w.Endpoint))
 	defer client.Close()
 	lr := &levelRunner{r: r, eng: eng, client: client, w: w}
 	tm := time.Now()
@@ -434,6 +434,9 @@ func shortID(id string) string {
 // checkWorkload rejects workloads the runner cannot drive (bad input, an
 // error, not a failed trial).
 func checkWorkload(w Workload) error {
+	if _, err := ParseEndpoint(string(w.Endpoint)); err != nil {
+		return fmt.Errorf("workload %q: %w", w.Name, err)
+	}
 	if w.NumRequests <= 0 && w.Duration <= 0 {
 		return fmt.Errorf("workload %q: neither num_requests nor duration", w.Name)
 	}

@@ -166,7 +166,14 @@ var errMalformed = errors.New("malformed chunk")
 // parseChunk reads an OpenAI completion stream event without decoding it
 // fully: it walks the top-level object, looks into "choices" only to see
 // whether it is empty, and decodes "usage" and errors (rare) in detail.
-func parseChunk(b []byte) (chunk, error) {
+func parseChunk(b []byte) (chunk, error) { return parseEvent(b, false) }
+
+// parseChatChunk reads a chat completion stream event: Content is set when
+// the first choice's delta carries text (content or reasoning_content), so
+// the role-only first chunk ("content":"") is not a token.
+func parseChatChunk(b []byte) (chunk, error) { return parseEvent(b, true) }
+
+func parseEvent(b []byte, chat bool) (chunk, error) {
 	var c chunk
 	i := skipWS(b, 0)
 	if bytes.Equal(bytes.TrimRight(b[i:], " \t\r\n"), []byte("[DONE]")) {
@@ -186,6 +193,9 @@ func parseChunk(b []byte) (chunk, error) {
 			if v[0] == '[' {
 				j := skipWS(b, vs+1)
 				c.Content = b[j] != ']'
+				if chat && c.Content {
+					c.Content = b[j] == '{' && deltaText(b, j)
+				}
 			}
 		case "usage":
 			c.Usage, c.PromptTokens, c.CompletionTokens = false, 0, 0
@@ -224,6 +234,31 @@ func parseChunk(b []byte) (chunk, error) {
 		c.Message = jsonString(message)
 	}
 	return c, nil
+}
+
+// deltaText reports whether the choice object at b[i] has a "delta" with
+// a non-empty "content" or "reasoning_content" string.
+func deltaText(b []byte, i int) bool {
+	text := false
+	walkObject(b, i, func(key []byte, vs, ve int) error {
+		if string(key) != "delta" {
+			return nil
+		}
+		text = false
+		if b[vs] != '{' {
+			return nil
+		}
+		return walkObject(b, vs, func(k []byte, s, e int) error {
+			switch string(k) {
+			case "content", "reasoning_content":
+				if b[s] == '"' && e-s > 2 {
+					text = true
+				}
+			}
+			return nil
+		})
+	})
+	return text
 }
 
 // walkObject calls fn for each key of the object starting at b[i] ('{')

@@ -145,6 +145,8 @@ type Workload struct {
 	// ThinkMS, when set, is a closed-loop user's pause after each response
 	// in milliseconds (locust's wait_time).
 	ThinkMS *LengthDist `yaml:"think_ms,omitempty" json:"think_ms,omitempty"`
+	// Endpoint is the API the load is sent to ("" or completions, chat).
+	Endpoint Endpoint `yaml:"endpoint,omitempty" json:"endpoint,omitempty"`
 
 	// sharegpt holds the loaded ShareGPT pairs (prompt, output lengths).
 	sharegpt [][2]int

@@ -81,6 +81,7 @@ type rawWorkload struct {
 	Levels      []float64   `yaml:"levels"`
 	Capacity    bool        `yaml:"capacity"`
 	ThinkMS     *LengthDist `yaml:"think_ms"`
+	Endpoint    string      `yaml:"endpoint"`
 }
 
 // ParseWorkload decodes and validates a workload YAML document (unknown
@@ -125,6 +126,13 @@ func ParseWorkload(file string, b []byte) (Workload, error) {
 		if err := validateDist(loc, "$.think_ms", "think_ms", *raw.ThinkMS, 0); err != nil {
 			return w, err
 		}
+	}
+	if raw.Endpoint != "" {
+		e, err := ParseEndpoint(raw.Endpoint)
+		if err != nil {
+			return w, loc.errf("$.endpoint", "endpoint", "unknown %q (completions or chat)", raw.Endpoint)
+		}
+		w.Endpoint = e
 	}
 	if raw.PrefixLen < 0 {
 		return w, loc.errf("$.prefix_len", "prefix_len", "must be >= 0")

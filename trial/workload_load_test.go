@@ -93,6 +93,7 @@ func TestParseWorkloadErrors(t *testing.T) {
 		{"zipf exponent", "name: x\nprompt: {kind: zipf, min: 1, max: 100, exponent: 1}\noutput: {kind: fixed, value: 1}\narrival: {kind: closed, concurrency: 1}\nnum_requests: 1\n", "prompt.exponent", 2},
 		{"zipf range", "name: x\nprompt: {kind: zipf, min: 9, max: 3, exponent: 2}\noutput: {kind: fixed, value: 1}\narrival: {kind: closed, concurrency: 1}\nnum_requests: 1\n", "prompt", 2},
 		{"think", "name: x\nprompt: {kind: fixed, value: 1}\noutput: {kind: fixed, value: 1}\narrival: {kind: closed, concurrency: 1}\nnum_requests: 1\nthink_ms: {kind: uniform, min: 3, max: 1}\n", "think_ms", 6},
+		{"endpoint", "name: x\nprompt: {kind: fixed, value: 1}\noutput: {kind: fixed, value: 1}\narrival: {kind: closed, concurrency: 1}\nnum_requests: 1\nendpoint: responses\n", "endpoint", 6},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -121,12 +122,13 @@ seed: 9
 slo: ttft_p99<=500ms,tpot_p99<=50ms
 levels: [4, 8, 16]
 capacity: true
+endpoint: chat
 `
 	w, err := ParseWorkload("c.yaml", []byte(y))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.Duration != 30*time.Second || w.PrefixLen != 64 || len(w.SLO) != 2 || w.SLO[0].Limit != 500 || len(w.Levels) != 3 || !w.Capacity || w.Seed != 9 {
+	if w.Duration != 30*time.Second || w.PrefixLen != 64 || len(w.SLO) != 2 || w.SLO[0].Limit != 500 || len(w.Levels) != 3 || !w.Capacity || w.Seed != 9 || w.Endpoint != EndpointChat {
 		t.Errorf("workload = %+v", w)
 	}
 }

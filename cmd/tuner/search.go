@@ -50,6 +50,7 @@ func searchCommand() *cli.Command {
 			&cli.StringFlag{Name: "engine", Value: engineVLLM, Usage: "vllm (vllm serve), sim (the bundled vllm-sim, same process path) or sim-virtual (in-process, virtual clock)"},
 			&cli.StringFlag{Name: "workload", Aliases: []string{"w"}, Value: "chat", Usage: "workload preset (chat, short-high-concurrency, long-prefill) or YAML file"},
 			&cli.IntFlag{Name: "requests", Usage: "measured requests per trial (overrides the workload's num_requests)"},
+			&cli.StringFlag{Name: "endpoint", Usage: "API of the load: completions (token-id prompts) or chat (/v1/chat/completions, for chat-only servers; same metrics) (default: the workload's, else completions)"},
 			&cli.DurationFlag{Name: "duration", Usage: "measurement duration per trial (overrides the workload's duration)"},
 			&cli.StringFlag{Name: "space", Usage: "user space file (YAML) applied on top of the default space"},
 			&cli.StringFlag{Name: "slo", Usage: "SLO bounds, e.g. 'ttft_p99<=500ms,tpot_p99<=50ms' (default: the workload's)"},
@@ -181,6 +182,11 @@ func resolveSearch(c *cli.Context) (*searchSetup, error) {
 	if err := ss.space.FitRequests(longestRequest(&ss.workload)); err != nil {
 		return nil, asUsage(fmt.Errorf("--workload %s: %w", ss.workload.Name, err))
 	}
+	if c.IsSet("endpoint") {
+		if ss.workload.Endpoint, err = trial.ParseEndpoint(c.String("endpoint")); err != nil {
+			return nil, usagef("--endpoint: %v", err)
+		}
+	}
 	ss.slo = ss.workload.SLO
 	if v := c.String("slo"); v != "" {
 		if ss.slo, err = trial.ParseSLO(v); err != nil {
@@ -213,7 +219,7 @@ func resolveSearch(c *cli.Context) (*searchSetup, error) {
 	}
 	ss.key = store.StudyKey{
 		Model: t.Model.Name, GPU: t.GPU.Name, GPUCount: t.GPUCount, Engine: ss.engine, EngineVersion: t.EngineVersion,
-		Workload: ss.workload.Name, Objectives: ss.metrics.Objectives(), SLO: ss.slo.String(), SpaceHash: ss.space.Hash(),
+		Workload: workloadKey(ss.workload), Objectives: ss.metrics.Objectives(), SLO: ss.slo.String(), SpaceHash: ss.space.Hash(),
 		ServedModel: servedModel(ss.modelArg, t.Model.Name),
 	}
 	switch ss.engine {
@@ -957,6 +963,15 @@ func terminalWidth(w io.Writer) int {
 }
 
 var execLookPath = exec.LookPath
+
+// workloadKey names the workload in the study key: a load sent to the chat
+// endpoint is another measurement than the same load on completions.
+func workloadKey(w trial.Workload) string {
+	if w.Endpoint == trial.EndpointChat {
+		return w.Name + "+chat-endpoint"
+	}
+	return w.Name
+}
 
 // loadWorkloadArg reads --workload: a built-in name or a YAML file. Bad
 // files are usage errors naming the line and field.

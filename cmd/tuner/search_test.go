@@ -157,6 +157,7 @@ func TestSearchUsageErrors(t *testing.T) {
 		{"slo", base("--slo", "ttft_p99<=fast"), "--slo"},
 		{"latency", base("--latency", "ttft_p50"), "--latency"},
 		{"sampler", base("--sampler", "grid"), "--sampler"},
+		{"endpoint", base("--endpoint", "responses"), "--endpoint"},
 		{"env", base("--engine-env", "LD_PRELOAD=/x.so"), "allowlist"},
 		{"env form", base("--engine-env", "VLLM_X"), "NAME=VALUE"},
 		{"workload", base("--workload", "nope.yaml"), "nope.yaml"},

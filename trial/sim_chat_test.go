@@ -1,0 +1,87 @@
+package trial_test
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+// TestSimChatEndpoint runs one workload on the real vllm-sim through
+// /v1/chat/completions and through /v1/completions: each request gets the
+// same output and chunks on both, its chat prompt the template's 4 tokens
+// more (as vllm-sim's usage chunk reports), and the latency medians agree
+// within the live-vs-virtual slack.
+func TestSimChatEndpoint(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-time simulator runs")
+	}
+	tg := simTarget(t)
+	cfg := simConfig(t, tg, nil)
+	// A light load (concurrency 2) so that a request's latencies depend on
+	// its own prompt and output, not on which others share its batch.
+	w := simWorkload()
+	w.Arrival.Concurrency, w.NumRequests, w.Warmup = 2, 24, 2
+	w.Output = trial.LengthDist{Kind: "fixed", Value: 24}
+	r := simRunner(t)
+	var ms [2]*trial.Metrics
+	var recs [2]map[int]trial.Record
+	for i, e := range []trial.Endpoint{trial.EndpointChat, trial.EndpointCompletions} {
+		w.Endpoint = e
+		res, err := r.Run(context.Background(), cfg, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Usable() {
+			t.Fatalf("%s: trial %s: %s", e, res.String(), res.Error)
+		}
+		ms[i] = res.Metrics()
+		raw, err := trial.ReadRaw(res.RawPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs[i] = map[int]trial.Record{}
+		for _, l := range raw.Levels {
+			for _, rec := range l.Records {
+				recs[i][rec.Index] = rec
+			}
+		}
+	}
+	trial.NoLeftoversForTest(t)
+	chat, comp := ms[0], ms[1]
+	if chat.Failed != 0 || comp.Failed != 0 {
+		t.Fatalf("failed requests: chat %d, completions %d", chat.Failed, comp.Failed)
+	}
+	// The same request (index) on both endpoints: the same output, and the
+	// prompt the chat template's 4 tokens longer (vllm-sim's usage says so).
+	same := 0
+	for i, c := range recs[0] {
+		p, ok := recs[1][i]
+		if !ok {
+			continue
+		}
+		same++
+		if c.OutputLen != p.OutputLen || len(c.Chunks) != len(p.Chunks) || c.PromptLen != p.PromptLen+4 {
+			t.Errorf("request %d: chat prompt %d, output %d, %d chunks; completions %d, %d, %d",
+				i, c.PromptLen, c.OutputLen, len(c.Chunks), p.PromptLen, p.OutputLen, len(p.Chunks))
+		}
+	}
+	if same < w.NumRequests {
+		t.Fatalf("%d requests on both endpoints, want at least %d", same, w.NumRequests)
+	}
+	const slackMs = 5.0 // as TestSimFullTrialMatchesVirtual: loopback, framing, scheduling
+	for _, c := range []struct {
+		name       string
+		comp, chat float64
+	}{
+		{"ttft_median", comp.TTFT.Median, chat.TTFT.Median},
+		{"tpot_median", comp.TPOT.Median, chat.TPOT.Median},
+		{"itl_median", comp.ITL.Median, chat.ITL.Median},
+	} {
+		t.Logf("%-12s completions %8.2f  chat %8.2f", c.name, c.comp, c.chat)
+		if math.Abs(c.chat-c.comp) > max(0.10*c.comp, slackMs) {
+			t.Errorf("%s: chat %.2f vs completions %.2f", c.name, c.chat, c.comp)
+		}
+	}
+}
