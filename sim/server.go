@@ -312,7 +312,7 @@ func newServer(o ServeOptions, lg *vlog) (*server, *StartupError) {
 	}
 	views := make([]engineView, a.DataParallelSize)
 	for i := 0; i < a.DataParallelSize; i++ {
-		e := NewEngine(t, a, calib, plan, WithNoise(o.Seed+uint64(i)*7919))
+		e := NewEngine(t, a, calib, plan, WithNoise(o.Seed+uint64(i)*7919), WithSlowdown(o.Slowdown))
 		le := newLiveEngine(e, scale)
 		s.engines = append(s.engines, le)
 		views[i] = le
