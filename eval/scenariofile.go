@@ -65,7 +65,7 @@ func ParseScenarios(file string, b []byte) ([]Scenario, error) {
 	fail := func(err error) ([]Scenario, error) { return nil, fmt.Errorf("%w: %w", ErrConfig, err) }
 	var raw rawScenarioFile
 	if err := yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(&raw); err != nil {
-		return fail(spaces.YAMLError(file, err))
+		return fail(spaces.YAMLError(file, b, err))
 	}
 	loc := spaces.NewLocator(file, b)
 	if len(raw.Scenarios) == 0 {

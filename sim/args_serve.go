@@ -32,6 +32,7 @@ func checkServeOptions(o *ServeOptions) error {
 	}{
 		{"--startup-scale", o.StartupScale, true, ">= 0"},
 		{"--time-scale", o.TimeScale, false, "> 0"},
+		{"--slowdown", o.Slowdown, false, "> 0"},
 		{"--fault-slow-tokens", f.SlowTokens, false, "> 0"},
 	} {
 		if math.IsInf(c.v, 0) || math.IsNaN(c.v) || c.v < 0 || (c.v == 0 && !c.zeroOK) {

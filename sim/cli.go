@@ -25,9 +25,10 @@ type ServeOptions struct {
 	Seed            uint64
 	StartupScale    float64
 	TimeScale       float64
-	Profiles        string // extra GPU/model profile file
-	HFCache         string // Hugging Face hub cache, for models the catalog lacks
-	NumGPUBlocks    int    // --num-gpu-blocks-override (0: off)
+	Slowdown        float64 // multiplies every engine step's time (1 = calibrated)
+	Profiles        string  // extra GPU/model profile file
+	HFCache         string  // Hugging Face hub cache, for models the catalog lacks
+	NumGPUBlocks    int     // --num-gpu-blocks-override (0: off)
 	DisableLogStats bool
 	// Engine holds the engine flags given (config file and CLI), by
 	// parameter name; the rest take vLLM's defaults for the target.
@@ -50,7 +51,7 @@ type Faults struct {
 // DefaultServeOptions are vllm serve's defaults plus the simulator's.
 func DefaultServeOptions() ServeOptions {
 	return ServeOptions{GPU: "H100-80GB", Version: spaces.DefaultEngineVersion, Port: 8000,
-		StartupScale: 1, TimeScale: 1, Faults: Faults{SlowTokens: 1}}
+		StartupScale: 1, TimeScale: 1, Slowdown: 1, Faults: Faults{SlowTokens: 1}}
 }
 
 // ArgError is an argparse error: vLLM prints usage and the message on
@@ -143,6 +144,7 @@ var serverFlags = map[string]simFlag{
 	"sim_profiles":                    strFlag(func(o *ServeOptions, v string) { o.Profiles = v }),
 	"startup_scale":                   floatFlag(func(o *ServeOptions, f float64) { o.StartupScale = f }),
 	"time_scale":                      floatFlag(func(o *ServeOptions, f float64) { o.TimeScale = f }),
+	"slowdown":                        floatFlag(func(o *ServeOptions, f float64) { o.Slowdown = f }),
 	"fault_startup_fail":              trueFlag(func(o *ServeOptions) { o.Faults.StartupFail = true }),
 	"fault_hang_before_healthy":       trueFlag(func(o *ServeOptions) { o.Faults.HangBeforeHealthy = true }),
 	"fault_ignore_sigterm":            trueFlag(func(o *ServeOptions) { o.Faults.IgnoreSIGTERM = true }),

@@ -104,6 +104,7 @@ type Engine struct {
 	outs     []Output
 
 	noise      bool
+	slowdown   float64 // multiplies every step time (1 = calibrated speed)
 	rng        *rand.Rand
 	nextUID    uint64
 	lastTokens int // tokens of the last step
@@ -135,11 +136,22 @@ func WithNoise(seed uint64) EngineOption {
 	}
 }
 
+// WithSlowdown multiplies every step's time by f (f > 0; e.g. 1.05 for a
+// uniformly 5% slower engine), for measuring a regression gate: the
+// simulated clock, the metrics and the client's figures all see it.
+func WithSlowdown(f float64) EngineOption {
+	return func(e *Engine) {
+		if f > 0 {
+			e.slowdown = f
+		}
+	}
+}
+
 // NewEngine builds an engine core from a successful memory plan.
 func NewEngine(t spaces.Target, a EngineArgs, c Calib, plan MemoryPlan, opts ...EngineOption) *Engine {
 	m, g := t.Model, t.GPU
 	tp := float64(a.TensorParallelSize)
-	e := &Engine{model: m, args: a, calib: c, gpu: g, plan: plan,
+	e := &Engine{model: m, args: a, calib: c, gpu: g, plan: plan, slowdown: 1,
 		pool: newBlockPool(plan.NumBlocks, a.EnablePrefixCaching)}
 	for _, o := range opts {
 		o(e)
@@ -541,6 +553,7 @@ func (e *Engine) stepTime(tokens, seqs int, kvRead, attnFlops float64) float64 {
 	} else {
 		d = gpu + cpu
 	}
+	d *= e.slowdown
 	if e.noise {
 		d *= math.Exp(c.Noise * e.rng.NormFloat64())
 		if e.rng.Float64() < c.JitterProb {

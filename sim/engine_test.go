@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"testing"
 )
 
@@ -181,5 +182,53 @@ func TestBlockAccountingProperty(t *testing.T) {
 		if e.pool.free != e.pool.total() {
 			t.Errorf("seed %d: %d of %d blocks free at the end", seed, e.pool.free, e.pool.total())
 		}
+	}
+}
+
+// WithSlowdown scales every step, so a run takes exactly F times as long
+// (noise off) with the same schedule, and noise on keeps the factor on
+// average; --slowdown on vllm-sim is that option.
+func TestSlowdownScalesEveryStep(t *testing.T) {
+	run := func(opts ...EngineOption) (total float64, steps int) {
+		tg := h100(t, 1)
+		c := DefaultConfig()
+		c.Target = tg
+		r, err := NewRunner(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, plan, se := r.Start(defaults(t, tg))
+		if se != nil {
+			t.Fatal(se)
+		}
+		e := NewEngine(tg, a, CalibFor(tg.GPU), plan, opts...)
+		for i := 0; i < 32; i++ {
+			e.Add(&Request{ID: i, PromptLen: 512 + 16*i, OutputLen: 64})
+		}
+		for e.HasWork() {
+			d, _ := e.Step()
+			total += d
+			steps++
+		}
+		return total, steps
+	}
+	base, n0 := run()
+	for _, f := range []float64{1.05, 1.27} {
+		slow, n1 := run(WithSlowdown(f))
+		if n1 != n0 || math.Abs(slow/base-f) > 1e-9 {
+			t.Errorf("slowdown %v: %d steps, %.6f x the time; want %d steps, %v x", f, n1, slow/base, n0, f)
+		}
+	}
+	noisy, _ := run(WithNoise(1))
+	noisySlow, _ := run(WithNoise(1), WithSlowdown(1.05))
+	if math.Abs(noisySlow/noisy-1.05) > 1e-9 {
+		t.Errorf("with noise: %.6f x, want 1.05 (same seed, same draws)", noisySlow/noisy)
+	}
+	o, err := ParseServeArgs([]string{"m", "--slowdown", "1.05"})
+	if err != nil || o.Slowdown != 1.05 {
+		t.Errorf("--slowdown: %v %v", o.Slowdown, err)
+	}
+	if _, err := ParseServeArgs([]string{"m", "--slowdown", "0"}); err == nil {
+		t.Error("--slowdown 0 accepted")
 	}
 }

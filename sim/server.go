@@ -40,6 +40,12 @@ func OnReady(f func(addr string)) ServeOption { return func(h *serveHooks) { h.r
 // DrainTimeout bounds how long a SIGTERM waits for in-flight requests.
 func DrainTimeout(d time.Duration) ServeOption { return func(h *serveHooks) { h.drain = d } }
 
+// defaultDrain bounds the wait for in-flight requests after SIGTERM. With
+// none in flight the server stops at once: http.Server.Shutdown would wait
+// up to 5 s for connections opened but not yet used (a client's pool), which
+// made every engine stop of a search take 1-5 s.
+const defaultDrain = time.Second
+
 // vlog writes vLLM-style log lines.
 type vlog struct {
 	mu  sync.Mutex
@@ -87,6 +93,7 @@ type server struct {
 	finished  atomic.Int64
 	nextID    atomic.Uint64
 	dead      atomic.Bool
+	inflight  atomic.Int64 // HTTP requests being handled
 	fatal     chan error
 	rngMu     sync.Mutex
 	rng       *rand.Rand
@@ -98,7 +105,7 @@ type server struct {
 // ErrCrashed or ErrEngineDead. The port is not listened on before the
 // engine has "loaded".
 func Serve(ctx context.Context, o ServeOptions, logw io.Writer, opts ...ServeOption) error {
-	hooks := serveHooks{drain: 5 * time.Second}
+	hooks := serveHooks{drain: defaultDrain}
 	for _, f := range opts {
 		f(&hooks)
 	}
@@ -186,12 +193,10 @@ func Serve(ctx context.Context, o ServeOptions, logw io.Writer, opts ...ServeOpt
 	select {
 	case <-ctx.Done():
 		lg.api("launcher.py", "Shutting down FastAPI HTTP server.")
-		dctx, cancel := context.WithTimeout(context.Background(), hooks.drain)
-		err := srv.Shutdown(dctx)
-		cancel()
-		if err != nil {
-			srv.Close()
-		}
+		ln.Close() // no new connections
+		srv.SetKeepAlivesEnabled(false)
+		s.drainRequests(hooks.drain)
+		srv.Close()
 		stopEngines()
 		return nil
 	case err := <-s.fatal:
@@ -307,7 +312,7 @@ func newServer(o ServeOptions, lg *vlog) (*server, *StartupError) {
 	}
 	views := make([]engineView, a.DataParallelSize)
 	for i := 0; i < a.DataParallelSize; i++ {
-		e := NewEngine(t, a, calib, plan, WithNoise(o.Seed+uint64(i)*7919))
+		e := NewEngine(t, a, calib, plan, WithNoise(o.Seed+uint64(i)*7919), WithSlowdown(o.Slowdown))
 		le := newLiveEngine(e, scale)
 		s.engines = append(s.engines, le)
 		views[i] = le
@@ -341,7 +346,24 @@ func (s *server) eosLength() int {
 	return 1 + int(s.rng.ExpFloat64()*255)
 }
 
+// drainRequests waits until no request is in flight, at most d.
+func (s *server) drainRequests(d time.Duration) {
+	deadline := time.Now().Add(d)
+	for s.inflight.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 func (s *server) routes() http.Handler {
+	mux := s.mux()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.inflight.Add(1)
+		defer s.inflight.Add(-1)
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func (s *server) mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/health", s.handleHealth)
 	mux.HandleFunc("/ping", s.handleHealth)

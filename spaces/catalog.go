@@ -127,7 +127,7 @@ func indexByName(n int, name func(int) string, want string) int {
 func parseCatalog(file string, b []byte) (*Catalog, error) {
 	var c Catalog
 	if err := yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(&c); err != nil {
-		return nil, &FileError{File: file, Line: yamlErrLine(err), Msg: yamlErrMsg(err)}
+		return nil, YAMLError(file, b, err)
 	}
 	for i, g := range c.GPUs {
 		where := fmt.Sprintf("gpus[%d]", i)

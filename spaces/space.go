@@ -280,7 +280,7 @@ func (l locator) errf(path, field, format string, args ...any) *FileError {
 func parseSpace(file string, b []byte, base *Space) (*Space, error) {
 	var raw rawSpace
 	if err := yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(&raw); err != nil {
-		return nil, &FileError{File: file, Line: yamlErrLine(err), Msg: yamlErrMsg(err)}
+		return nil, YAMLError(file, b, err)
 	}
 	f, _ := parser.ParseBytes(b, 0)
 	loc := locator{file: file, ast: f}

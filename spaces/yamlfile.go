@@ -8,12 +8,6 @@ import (
 	"github.com/goccy/go-yaml/parser"
 )
 
-// YAMLError turns a decoding error of a YAML file into a FileError naming
-// the file and, where the decoder knows it, the line.
-func YAMLError(file string, err error) *FileError {
-	return &FileError{File: file, Line: yamlErrLine(err), Msg: yamlErrMsg(err)}
-}
-
 // Locator maps YAML paths ($.a.b[2]) of one parsed document to line
 // numbers, so semantic errors found after decoding name the line too.
 type Locator struct {

@@ -90,7 +90,7 @@ type rawWorkload struct {
 func ParseWorkload(file string, b []byte) (Workload, error) {
 	var raw rawWorkload
 	if err := yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(&raw); err != nil {
-		return Workload{}, yamlFileError(file, err)
+		return Workload{}, yamlFileError(file, b, err)
 	}
 	f, _ := parser.ParseBytes(b, 0)
 	loc := wlocator{file: file, ast: f}
@@ -273,17 +273,9 @@ func (l wlocator) errf(path, field, format string, args ...any) error {
 	return e
 }
 
-func yamlFileError(file string, err error) error {
-	e := &spaces.FileError{File: file, Msg: err.Error()}
-	var se yaml.Error
-	if errors.As(err, &se) {
-		e.Msg = se.GetMessage()
-		if tk := se.GetToken(); tk != nil && tk.Position != nil {
-			e.Line = tk.Position.Line
-		}
-	}
-	return e
-}
+// yamlFileError locates a decoding error without quoting the file (see
+// spaces.YAMLError): a path given by mistake must not print its content.
+func yamlFileError(file string, b []byte, err error) error { return spaces.YAMLError(file, b, err) }
 
 // ShareGPT filtering, as vLLM bench's is_valid_sequence.
 const (
@@ -324,6 +316,10 @@ func (w *Workload) LoadShareGPT(r io.Reader) error {
 	dec := json.NewDecoder(r)
 	tok, err := dec.Token()
 	if err != nil {
+		var se *json.SyntaxError
+		if errors.As(err, &se) { // its message quotes a character of the file
+			return fmt.Errorf("byte %d: not valid JSON", se.Offset)
+		}
 		return fmt.Errorf("read: %w", err)
 	}
 	if d, ok := tok.(json.Delim); !ok || d != '[' {
@@ -338,6 +334,10 @@ func (w *Workload) LoadShareGPT(r io.Reader) error {
 			} `json:"conversations"`
 		}
 		if err := dec.Decode(&item); err != nil {
+			var se *json.SyntaxError
+			if errors.As(err, &se) { // its message quotes a character of the file
+				return fmt.Errorf("conversation %d: byte %d: not valid JSON", i, se.Offset)
+			}
 			return fmt.Errorf("conversation %d: %w", i, err)
 		}
 		p, o := -1, -1

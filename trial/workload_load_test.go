@@ -76,7 +76,7 @@ func TestParseWorkloadErrors(t *testing.T) {
 		name, yaml, field string
 		line              int
 	}{
-		{"unknown field", "name: x\nprompt: {kind: fixed, value: 1}\noutput: {kind: fixed, value: 1}\narrival: {kind: closed, concurrency: 1}\nnum_requests: 1\nbogus: 3\n", "", 6},
+		{"unknown field", "name: x\nprompt: {kind: fixed, value: 1}\noutput: {kind: fixed, value: 1}\narrival: {kind: closed, concurrency: 1}\nnum_requests: 1\nbogus: 3\n", "bogus", 6}, // the field is named, the file never quoted
 		{"missing name", "prompt: {kind: fixed, value: 1}\n", "name", 0},
 		{"bad kind", "name: x\nprompt:\n  kind: pareto\noutput: {kind: fixed, value: 1}\narrival: {kind: closed, concurrency: 1}\nnum_requests: 1\n", "prompt.kind", 3},
 		{"uniform", "name: x\nprompt: {kind: uniform, min: 5, max: 2}\noutput: {kind: fixed, value: 1}\narrival: {kind: closed, concurrency: 1}\nnum_requests: 1\n", "prompt", 2},

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vllm-tuner/tuner/sim"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
@@ -210,4 +211,55 @@ func TestRecommendServedModel(t *testing.T) {
 		{name: "short name", args: []string{"--db", db, "recommend", "--model", "Llama-3.1-8B-Instruct"}, code: 0,
 			stderr: []string{"using study ", testModel + " on 1x H100-80GB, engine sim-virtual"}},
 	})
+}
+
+// recommend -f yaml writes a --config file that the study's vLLM version
+// loads as the measured flags (vllm-sim's loader follows the version it
+// impersonates); a version without --config is refused with the command line.
+func TestRecommendYAMLIsTheMeasuredConfig(t *testing.T) {
+	for _, version := range []string{"0.11.0", "0.28.0", "0.5.4"} {
+		t.Run(version, func(t *testing.T) {
+			db := filepath.Join(t.TempDir(), "t.db")
+			if code, out, errb := runTuner(t, virtualArgs(db, "--engine-version", version, "--trials", "3", "--finalists", "1", "--repeats", "2")...); code != 0 {
+				t.Fatalf("search: exit %d\n%s%s", code, out, errb)
+			}
+			code, out, errb := runTuner(t, "--db", db, "recommend", "--model", testModel, "--format", "json")
+			if code != 0 {
+				t.Fatalf("recommend json: %d %s", code, errb)
+			}
+			var rec struct {
+				Flags []string `json:"flags"`
+				YAML  string   `json:"yaml"`
+			}
+			if err := json.Unmarshal([]byte(out), &rec); err != nil {
+				t.Fatal(err)
+			}
+			sp, _ := spaces.Default()
+			measured, err := sp.ParseFlags(rec.Flags)
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, out, errb = runTuner(t, "--db", db, "recommend", "--model", testModel, "-f", "yaml")
+			if version == "0.5.4" {
+				if code == 0 || rec.YAML != "" || !strings.Contains(errb, "has no --config option") || !strings.Contains(errb, "vllm serve "+testModel+" --") {
+					t.Fatalf("exit %d, json yaml %q, stderr %q: want a refusal printing the command line", code, rec.YAML, errb)
+				}
+				return
+			}
+			if code != 0 || !strings.Contains(out, "(for vLLM "+version+")") {
+				t.Fatalf("yaml: exit %d %q %s", code, out, errb)
+			}
+			path := filepath.Join(t.TempDir(), "best.yaml")
+			if err := os.WriteFile(path, []byte(out), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			o, err := sim.ParseServeArgs([]string{testModel, "--config", path, "--sim-version", version})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !o.Engine.Equal(measured) {
+				t.Errorf("vLLM %s loads\n %v\nmeasured\n %v\nfrom:\n%s", version, o.Engine, measured, out)
+			}
+		})
+	}
 }

@@ -474,3 +474,25 @@ func FuzzSplitFlags(f *testing.F) {
 		}
 	})
 }
+
+// A file that is not a workload is reported by position, never by content:
+// --workload /etc/shadow must not print a line of it.
+func TestWorkloadErrorQuotesNoContent(t *testing.T) {
+	tests := []struct{ file, want string }{
+		{"testdata/not-a-workload", "unknown field"},
+		{"testdata/bad-sharegpt.yaml", "byte "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			code, _, errb := runTuner(t, "search", "--model", testModel, "--gpu", testGPU, "--engine", "sim-virtual", "--workload", tt.file, "--dry-run")
+			if code != exitUsage || !strings.Contains(errb, tt.want) {
+				t.Fatalf("exit %d, stderr %q; want exit 2 with %q", code, errb, tt.want)
+			}
+			for _, secret := range []string{"$6$", "Zq3kB9", "root", "daemon", "'r'"} {
+				if strings.Contains(errb, secret) {
+					t.Errorf("the error quotes the file (%q): %s", secret, errb)
+				}
+			}
+		})
+	}
+}

@@ -51,7 +51,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	for _, a := range args[1:] {
 		if a == "-h" || a == "--help" {
-			fmt.Fprintln(stdout, sim.Usage)
+			fmt.Fprint(stdout, sim.ServeHelp())
 			return 0
 		}
 	}
