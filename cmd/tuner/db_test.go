@@ -259,3 +259,32 @@ func TestDBCheckListsEngines(t *testing.T) {
 		t.Errorf("db check --json: exit %d\n%s", code, out)
 	}
 }
+
+// TestDBCheckListsDuplicates: a config measured twice by the search (two
+// searches on one study at once) is listed by db check, which still exits 0
+// (the file is sound).
+func TestDBCheckListsDuplicates(t *testing.T) {
+	path := dbWithTrials(t)
+	ctx := context.Background()
+	s, err := store.Open(ctx, path, store.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	studies, _ := s.Studies(ctx)
+	ts, err := s.Trials(ctx, studies[0].ID, store.TrialFilter{})
+	if err != nil || len(ts) == 0 {
+		t.Fatalf("trials: %v", err)
+	}
+	dup, err := s.BeginTrial(ctx, ts[0].StudyID, ts[0].Config, store.BeginOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.FinishTrial(ctx, dup.ID, ts[0].Result); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	runCLICases(t, []cliCase{
+		{"text", []string{"--db", path, "db", "check"}, 0, []string{"duplicate: study " + ts[0].StudyID, ts[0].ID + " and " + dup.ID, "1 duplicate measurements"}, nil},
+		{"json", []string{"--db", path, "db", "check", "--json"}, 0, []string{`"duplicates": [`}, nil},
+	})
+}
