@@ -22,7 +22,7 @@ func TestEvalSearchCommand(t *testing.T) {
 			[]string{"# Search-quality benchmark", "| random |", "| grid |"}, []string{"ground truth", "report written to"}},
 		{"bad scenarios file", []string{"eval", "search", "--scenarios-file", badScenarios}, 2, nil, []string{"bad-scenarios.yaml:3", "scenarios[0].model"}},
 		{"own scenario as JSON", []string{"eval", "search", "--quick", "--scenarios-file", "../../examples/eval-scenarios.yaml",
-			"--scenarios", "qwen7b-l40s-short", "--strategies", "random", "--trials", "2", "--samples", "30", "--refine", "5", "--json"}, 0,
+			"--scenarios", "qwen7b-l40s-short", "--strategies", "random", "--trials", "2", "--samples", "30", "--refine", "5", "--json", "--out", t.TempDir()}, 0,
 			[]string{`"scenario": "qwen7b-l40s-short"`, `"gpu_hours_to"`}, nil},
 	}
 	runCLICases(t, tests)
