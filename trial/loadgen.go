@@ -247,7 +247,9 @@ func (c *Client) do(ctx context.Context, spec RequestSpec, runStart time.Time, s
 			break
 		}
 		if events > limit {
-			rec.Err = fmt.Sprintf("malformed stream: more than %d events for max_tokens %d", limit, max(1, spec.OutputLen))
+			// Far more chunks than asked: excess tokens, cut off here so
+			// that a server streaming without end cannot grow the record.
+			rec.Err = errExcessTokens + fmt.Sprintf("more than %d events for max_tokens %d: stream dropped", limit, max(1, spec.OutputLen))
 			break
 		}
 		ch, err := parse(data)

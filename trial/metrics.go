@@ -449,6 +449,9 @@ func checkUsage(rec *Record, usage int) {
 		rec.OutputLen = usage
 	}
 	if rec.Err != "" || chunks == 0 {
+		if strings.HasPrefix(rec.Err, errExcessTokens) {
+			rec.OutputLen = 0 // the client cut the stream off: its counts are no data
+		}
 		return
 	}
 	asked := rec.Requested
