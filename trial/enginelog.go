@@ -67,8 +67,14 @@ func (r *redactor) mask(b []byte) []byte {
 			b = bytes.ReplaceAll(b, s, []byte(masked))
 		}
 	}
-	b = reBearer.ReplaceAll(b, []byte("${1}${2}"+masked))
-	return reHFToken.ReplaceAll(b, []byte("hf_"+masked))
+	// Cheap tests first: most lines hold neither pattern.
+	if bytes.Contains(b, []byte("earer")) || bytes.Contains(b, []byte("EARER")) {
+		b = reBearer.ReplaceAll(b, []byte("${1}${2}"+masked))
+	}
+	if bytes.Contains(b, []byte("hf_")) {
+		b = reHFToken.ReplaceAll(b, []byte("hf_"+masked))
+	}
+	return b
 }
 
 // cut is where a line longer than maxLine may be split: at most keep

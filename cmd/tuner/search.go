@@ -77,6 +77,7 @@ func searchCommand() *cli.Command {
 			&cli.StringFlag{Name: "vllm-sim", Usage: "vllm-sim executable (--engine sim; default: next to tuner, then on PATH)"},
 			&cli.StringFlag{Name: "log-dir", Usage: "per-trial engine logs and raw data (default: beside the database)"},
 			&cli.IntFlag{Name: "extend", Value: trial.DefaultStabilityConfig().MaxExtensions, Usage: "times an unsteady measurement is extended before the trial is marked unstable"},
+			&cli.IntFlag{Name: "engine-log-mib", Value: trial.DefaultMaxLogBytes >> 20, Usage: "cap of each engine log file in MiB (then rotated to .log.1: the newest output is kept)"},
 			&cli.DurationFlag{Name: "startup-timeout", Value: trial.DefaultConfig().StartupTimeout, Usage: "limit from engine start to /health 200"},
 			&cli.BoolFlag{Name: "json", Usage: "print the final report as JSON"},
 		),
@@ -437,6 +438,9 @@ func runnerKnobs(c *cli.Context) (startup time.Duration, extend int, err error) 
 	}
 	if n := c.Int("proposals"); n < 0 {
 		return 0, 0, usagef("--proposals %d: must be >= 0", n)
+	}
+	if n := c.Int("engine-log-mib"); n <= 0 {
+		return 0, 0, usagef("--engine-log-mib %d: must be > 0", n)
 	}
 	return startup, extend, nil
 }
@@ -1015,6 +1019,7 @@ func newProcessRunner(c *cli.Context, ss *searchSetup, log *slog.Logger) (tuner.
 	rc.GPUIdentity = trial.GPUIdentity{Name: ss.target.GPU.Name, Count: ss.target.GPUCount, MemoryGiB: ss.target.GPU.MemoryGiB}
 	rc.Stability.MaxExtensions = ss.extend
 	rc.StartupTimeout = ss.startupTimeout
+	rc.MaxLogBytes = int64(c.Int("engine-log-mib")) << 20
 	r, err := trial.NewRunner(rc)
 	if err != nil {
 		return nil, nil, err

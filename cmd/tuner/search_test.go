@@ -336,6 +336,7 @@ func TestSearchBadFlagsWriteNothing(t *testing.T) {
 		{"startup-timeout negative", []string{"--startup-timeout", "-1s"}, "--startup-timeout -1s"},
 		{"startup-timeout 0", []string{"--startup-timeout", "0s"}, "--startup-timeout 0s"},
 		{"extend negative", []string{"--extend", "-1"}, "--extend -1"},
+		{"engine-log-mib 0", []string{"--engine-log-mib", "0"}, "--engine-log-mib 0"},
 		{"proposals negative", []string{"--proposals", "-1"}, "--proposals -1"},
 		{"engine-version bogus", []string{"--engine-version", "0.0.bogus"}, `--engine-version "0.0.bogus"`},
 		{"engine-version word", []string{"--engine-version", "latest"}, `--engine-version "latest"`},
