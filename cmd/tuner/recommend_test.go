@@ -174,6 +174,8 @@ func TestRecommendAcrossStudies(t *testing.T) {
 		{name: "faster config", args: []string{"--db", db, "recommend", "--model", "m"}, code: 0,
 			stdout: []string{"--max-num-seqs 512"},
 			stderr: []string{"2 studies (", "+6.2% (1 vs 2 runs) output_throughput over vLLM's default config: too few runs to tell", "estimated from --gpu-memory-utilization"}},
+		{name: "vram estimates", args: []string{"--db", db, "recommend", "--model", "m", "--prefer", "vram"}, code: 0,
+			stderr: []string{"--prefer vram ranked estimates"}},
 		{name: "default", args: []string{"--db", db, "recommend", "--model", "m", "--slo", "tpot_p99<=30ms"}, code: 0,
 			stdout: []string{"--max-num-seqs 256"},
 			stderr: []string{"this is vLLM's default config: keep the defaults"}},
