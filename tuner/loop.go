@@ -533,7 +533,11 @@ func (l *Loop) record(prog progress, t Trial) {
 func (l *Loop) trialLine(t *Trial) string {
 	s := fmt.Sprintf("trial #%d [%s] %s %-14s", t.Number, t.Phase, t.ConfigID, t.Verdict())
 	if v, ok := l.cfg.Metrics.Vector(t.Result); ok {
-		s += fmt.Sprintf(" %s=%.1f %s=%.1fms vram=%.1fGiB", l.cfg.Metrics.Throughput, v[0], l.cfg.Metrics.Latency, v[1], v[2])
+		est := ""
+		if t.Result.VRAMSource == VRAMEstimate {
+			est = "~" // estimated from --gpu-memory-utilization
+		}
+		s += fmt.Sprintf(" %s=%.1f %s=%.1fms vram=%s%.1fGiB", l.cfg.Metrics.Throughput, v[0], l.cfg.Metrics.Latency, v[1], est, v[2])
 		if pm := t.Result.Metrics(); pm != nil && len(l.cfg.SLO) > 0 {
 			if met, bad := l.cfg.SLO.Check(pm); met {
 				s += " slo=met"

@@ -581,3 +581,18 @@ func TestLoopEnqueue(t *testing.T) {
 		t.Fatalf("resumed runs %v, want [32]", got)
 	}
 }
+
+// TestTrialLineMarksEstimatedVRAM: the per-trial progress line marks a VRAM
+// estimated from --gpu-memory-utilization.
+func TestTrialLineMarksEstimatedVRAM(t *testing.T) {
+	l := mustLoop(t, testConfig(t), &fakeRunner{eval: linearEval}, newListProposer(1), &memStore{})
+	for _, tt := range []struct {
+		source, want string
+	}{{"estimate", "vram=~70.0GiB"}, {"nvml", "vram=70.0GiB"}} {
+		r := result(trial.StatusOK, 1000, 20, 70)
+		r.VRAMSource = tt.source
+		if got := l.trialLine(&Trial{State: StateOK, Result: &r}); !strings.Contains(got, tt.want) {
+			t.Errorf("%s: %q lacks %q", tt.source, got, tt.want)
+		}
+	}
+}

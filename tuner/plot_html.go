@@ -46,6 +46,27 @@ func WriteFrontHTML(w io.Writer, front []ChartPoint, o ChartOptions) error {
 	if o.VRAMEstimated {
 		vram = "peak VRAM (GiB, estimated from --gpu-memory-utilization)"
 	}
+	// The axes as the static chart's: zoomed to the points, widened for an
+	// SLO bound close to them; a far bound is named in the subtitle.
+	var xs, ys []float64
+	for _, q := range all {
+		xs, ys = append(xs, q.Latency), append(ys, q.Throughput)
+	}
+	x0, x1 := paddedRange(xs)
+	y0, y1 := paddedRange(ys)
+	sub := fmt.Sprintf("Pareto front: %d configs; colour = %s", len(front), vram)
+	if o.LatencyLimit > 0 {
+		x0, x1 = near(x0, x1, o.LatencyLimit)
+		if _, where := edge(o.LatencyLimit, x0, x1, "right", "left"); where != "" {
+			sub += fmt.Sprintf("; SLO %s <= %g ms%s", o.Latency, o.LatencyLimit, where)
+		}
+	}
+	if o.ThroughputLimit > 0 {
+		y0, y1 = near(y0, y1, o.ThroughputLimit)
+		if _, where := edge(o.ThroughputLimit, y0, y1, "top", "bottom"); where != "" {
+			sub += fmt.Sprintf("; SLO %s >= %g%s", o.Throughput, o.ThroughputLimit, where)
+		}
+	}
 	sc := charts.NewScatter()
 	sc.ClearPresetJSAssets()
 	// "</script" cannot occur in the bundled file (checked by a test), so
@@ -53,9 +74,9 @@ func WriteFrontHTML(w io.Writer, front []ChartPoint, o ChartOptions) error {
 	sc.AddCustomizedHeaders("<script>" + echartsJS + "</script>")
 	sc.SetGlobalOptions(
 		charts.WithInitializationOpts(opts.Initialization{PageTitle: "tuner: Pareto front", Width: "1100px", Height: "650px"}),
-		charts.WithTitleOpts(opts.Title{Title: o.Title, Subtitle: fmt.Sprintf("Pareto front: %d configs; colour = %s", len(front), vram)}),
-		charts.WithXAxisOpts(opts.XAxis{Name: o.Latency + " (ms)", Type: "value", Scale: opts.Bool(true)}),
-		charts.WithYAxisOpts(opts.YAxis{Name: yName, Type: "value", Scale: opts.Bool(true)}),
+		charts.WithTitleOpts(opts.Title{Title: o.Title, Subtitle: sub}),
+		charts.WithXAxisOpts(opts.XAxis{Name: o.Latency + " (ms)", Type: "value", Min: roundAxis(x0), Max: roundAxis(x1)}),
+		charts.WithYAxisOpts(opts.YAxis{Name: yName, Type: "value", Min: roundAxis(y0), Max: roundAxis(y1)}),
 		charts.WithVisualMapOpts(opts.VisualMap{
 			Calculable: opts.Bool(true), Min: float32(lo), Max: float32(hi), Dimension: "2",
 			Text: []string{"VRAM GiB high", "low"}, Right: "10", Top: "middle",
@@ -96,4 +117,13 @@ func WriteFrontHTML(w io.Writer, front []ChartPoint, o ChartOptions) error {
 		sc.AddSeries("recommended", data([]ChartPoint{*o.Recommended}, "pin", 30))
 	}
 	return sc.Render(w)
+}
+
+// roundAxis rounds an axis bound to 3 significant digits for tidy ticks.
+func roundAxis(v float64) float64 {
+	if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return v
+	}
+	p := math.Pow(10, math.Floor(math.Log10(math.Abs(v)))-2)
+	return math.Round(v/p) * p
 }

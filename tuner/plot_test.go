@@ -141,6 +141,14 @@ func TestFrontHTML(t *testing.T) {
 	if strings.Contains(echartsJS, "</script") || len(echartsJS) < 900_000 {
 		t.Errorf("bundled ECharts: %d bytes, contains </script: %v", len(echartsJS), strings.Contains(echartsJS, "</script"))
 	}
+	// A far bound does not stretch the axes; the subtitle names it.
+	buf.Reset()
+	if err := WriteFrontHTML(&buf, front, ChartOptions{Title: "t", Throughput: "output_throughput", Latency: "tpot_p99", LatencyLimit: 500}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "SLO tpot_p99 \u003c= 500 ms (beyond the right edge)") || strings.Contains(buf.String(), `"max":500`) {
+		t.Error("HTML: a far SLO bound stretched the axis or is not named")
+	}
 	if err := WriteFrontHTML(io.Discard, nil, ChartOptions{}); err == nil {
 		t.Error("empty chart accepted")
 	}

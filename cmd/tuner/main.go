@@ -40,6 +40,10 @@ func register(c ...*cli.Command) {
 	commands = append(commands, c...)
 }
 
+// parsesFlagsAfterArgs are the commands that read flags after their
+// arguments themselves (surrogate import FILE --schema F).
+var parsesFlagsAfterArgs = map[string]bool{"import": true}
+
 // hintFlagsAfterArgs makes a command (and its subcommands) refuse flags
 // written after its arguments with a hint: urfave/cli stops parsing flags
 // at the first argument, so `show ID --json` would read "--json" as a
@@ -49,7 +53,7 @@ func hintFlagsAfterArgs(cmd *cli.Command) {
 		hintFlagsAfterArgs(sub)
 	}
 	action := cmd.Action
-	if action == nil {
+	if action == nil || parsesFlagsAfterArgs[cmd.Name] {
 		return
 	}
 	cmd.Action = func(c *cli.Context) error {

@@ -300,6 +300,9 @@ func (r recommendation) note(best *tuner.Candidate) string {
 	fmt.Fprintf(&b, "config %s: %s median %.1f over %d runs (%d re-measured), %s median %.2f ms, VRAM %s",
 		best.ConfigID, r.Metrics.Throughput, best.Throughput.Median, best.Throughput.N, best.Remeasured, r.Metrics.Latency, best.Latency.Median,
 		vramText(best.VRAM.Median, best.VRAMEstimated))
+	if r.Prefer == tuner.PreferVRAM && best.VRAMEstimated {
+		b.WriteString("\n--prefer vram ranked estimates: peak VRAM was estimated from --gpu-memory-utilization, not measured")
+	}
 	switch {
 	case r.IsDefault:
 		b.WriteString("\nthis is vLLM's default config: keep the defaults")

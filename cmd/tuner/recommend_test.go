@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vllm-tuner/tuner/sim"
 	"github.com/vllm-tuner/tuner/spaces"
@@ -152,6 +153,13 @@ func crossStudyDB(t *testing.T) string {
 			t.Fatal(err)
 		}
 	}
+	// An older study of another engine: left out, and said so.
+	other, err := s.EnsureStudy(ctx, store.StudyKey{Model: "m", GPU: "H100-80GB", Engine: "vllm", Workload: "chat", SLO: "tpot_p99<=50ms"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(other.ID, fast, 9999, 10)
+	time.Sleep(2 * time.Millisecond) // the next studies are newer
 	for i, slo := range []string{"tpot_p99<=50ms", "tpot_p99<=60ms"} {
 		st, err := s.EnsureStudy(ctx, store.StudyKey{Model: "m", GPU: "H100-80GB", Engine: "sim", Workload: "chat", SLO: slo})
 		if err != nil {
@@ -174,7 +182,9 @@ func TestRecommendAcrossStudies(t *testing.T) {
 	runCLICases(t, []cliCase{
 		{name: "faster config", args: []string{"--db", db, "recommend", "--model", "m"}, code: 0,
 			stdout: []string{"--max-num-seqs 512"},
-			stderr: []string{"2 studies (", "+6.2% (1 vs 2 runs) output_throughput over vLLM's default config: too few runs to tell", "estimated from --gpu-memory-utilization"}},
+			stderr: []string{"2 studies (", "engine sim", "1 other studies of the model left out", "+6.2% (1 vs 2 runs) output_throughput over vLLM's default config: too few runs to tell", "estimated from --gpu-memory-utilization"}},
+		{name: "vram estimates", args: []string{"--db", db, "recommend", "--model", "m", "--prefer", "vram"}, code: 0,
+			stderr: []string{"--prefer vram ranked estimates"}},
 		{name: "default", args: []string{"--db", db, "recommend", "--model", "m", "--slo", "tpot_p99<=30ms"}, code: 0,
 			stdout: []string{"--max-num-seqs 256"},
 			stderr: []string{"this is vLLM's default config: keep the defaults"}},

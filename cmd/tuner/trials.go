@@ -189,13 +189,13 @@ func printTrials(w io.Writer, trials []store.Trial, studies map[string]store.Stu
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TRIAL\tSTATE\tCONFIG\tREPEAT\tTHROUGHPUT\tLATENCY\tVRAM GiB\tSLO\tDURATION")
+	fmt.Fprintln(tw, "TRIAL\tSTATE\tCONFIG\tREPEAT\tTHROUGHPUT\tLATENCY\tVRAM GiB (~ estimated)\tSLO\tDURATION")
 	for _, t := range trials {
 		m := studyMetrics(studies[t.StudyID])
 		lt := tuner.FromStore(t)
 		tp, lat, vram, slo := "-", "-", "-", "-"
 		if v, ok := m.Vector(t.Result); ok {
-			tp, lat, vram = fmt.Sprintf("%.1f", v[0]), fmt.Sprintf("%s=%.1fms", m.Latency, v[1]), fmt.Sprintf("%.1f", v[2])
+			tp, lat, vram = fmt.Sprintf("%.1f", v[0]), fmt.Sprintf("%s=%.1fms", m.Latency, v[1]), fmtVRAM(v[2], t.Result.VRAMSource == tuner.VRAMEstimate)
 			if pm := t.Result.Metrics(); pm != nil {
 				if met, _ := studies[t.StudyID].SLO().Check(pm); met {
 					slo = "met"
