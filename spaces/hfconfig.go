@@ -175,7 +175,10 @@ func FindHFConfig(model, cacheDir string) (string, error) {
 		}
 		return p, nil
 	}
-	if cacheDir == "" || !strings.Contains(model, "/") || strings.Contains(model, "..") {
+	if filepath.IsAbs(model) || strings.HasPrefix(model, ".") || strings.HasPrefix(model, "~") {
+		return "", fmt.Errorf("%w: no directory %s", ErrNoHFConfig, model)
+	}
+	if cacheDir == "" || strings.Count(model, "/") != 1 || strings.Contains(model, "..") {
 		return "", fmt.Errorf("%w for %s (not a local directory, not an ORG/NAME id)", ErrNoHFConfig, model)
 	}
 	repo := filepath.Join(cacheDir, "models--"+strings.ReplaceAll(model, "/", "--"))

@@ -125,6 +125,8 @@ func TestFindHFConfig(t *testing.T) {
 		{model: "acme/no-ref", wantName: "acme/no-ref", wantSource: filepath.Join(cache, "models--acme--no-ref", "snapshots", "1", "config.json"), wantLayers: 32},
 		{model: "acme/missing", wantErr: []string{"unknown profile", "no config.json for acme/missing in the Hugging Face cache", "--profiles"}},
 		{model: "../etc", wantErr: []string{"--profiles"}},
+		{model: "./no-such-dir", wantErr: []string{"no config.json: no directory ./no-such-dir", "--profiles"}},
+		{model: "a/b/c", wantErr: []string{"not an ORG/NAME id"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.model, func(t *testing.T) {
