@@ -33,6 +33,8 @@ type hfConfig struct {
 	ExpertsPerToken    int       `json:"num_experts_per_tok"`
 	MoEIntermediate    int       `json:"moe_intermediate_size"`
 	SharedIntermediate int       `json:"shared_expert_intermediate_size"`
+	RoutedExperts      int       `json:"n_routed_experts"` // DeepSeek: not modelled
+	KVLoraRank         int       `json:"kv_lora_rank"`     // MLA attention: not modelled
 	TextConfig         *hfConfig `json:"text_config"`
 }
 
@@ -96,7 +98,16 @@ func ParseHFConfig(file, name string, b []byte) (Model, error) {
 		}
 		m.DtypeBytes = b
 	}
+	// Architectures whose memory or compute these facts cannot describe are
+	// refused rather than guessed: MLA's compressed KV cache, DeepSeek's
+	// routed plus dense layers.
+	if c.KVLoraRank > 0 || c.RoutedExperts > 0 {
+		return Model{}, &FileError{File: file, Field: "kv_lora_rank/n_routed_experts", Msg: "MLA attention and DeepSeek-style experts are not modelled: describe the model with --profiles"}
+	}
 	m.Experts = max(c.LocalExperts, c.Experts)
+	if m.Experts == 0 && c.ExpertsPerToken > 0 {
+		return Model{}, &FileError{File: file, Field: "num_experts_per_tok", Msg: "experts per token without a known expert count (num_local_experts or num_experts)"}
+	}
 	m.ExpertsPerToken = c.ExpertsPerToken
 	if m.Experts > 0 && (m.ExpertsPerToken <= 0 || m.ExpertsPerToken > m.Experts) {
 		return Model{}, &FileError{File: file, Field: "num_experts_per_tok", Msg: "must be in 1..the number of experts"}
@@ -175,7 +186,10 @@ func FindHFConfig(model, cacheDir string) (string, error) {
 		}
 		return p, nil
 	}
-	if cacheDir == "" || !strings.Contains(model, "/") || strings.Contains(model, "..") {
+	if filepath.IsAbs(model) || strings.HasPrefix(model, ".") || strings.HasPrefix(model, "~") {
+		return "", fmt.Errorf("%w: no directory %s", ErrNoHFConfig, model)
+	}
+	if cacheDir == "" || strings.Count(model, "/") != 1 || strings.Contains(model, "..") {
 		return "", fmt.Errorf("%w for %s (not a local directory, not an ORG/NAME id)", ErrNoHFConfig, model)
 	}
 	repo := filepath.Join(cacheDir, "models--"+strings.ReplaceAll(model, "/", "--"))

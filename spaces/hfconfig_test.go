@@ -75,6 +75,8 @@ func TestParseHFConfigErrors(t *testing.T) {
 		{"missing layers", `{"hidden_size": 4096}`, "num_hidden_layers: missing"},
 		{"kv heads", `{"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 3, "intermediate_size": 128, "vocab_size": 10, "max_position_embeddings": 64}`, "num_key_value_heads"},
 		{"dtype", `{"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 10, "max_position_embeddings": 64, "torch_dtype": "int3"}`, "torch_dtype: unsupported dtype"},
+		{"mla", `{"num_hidden_layers": 61, "hidden_size": 7168, "num_attention_heads": 128, "num_key_value_heads": 128, "intermediate_size": 18432, "moe_intermediate_size": 2048, "vocab_size": 129280, "max_position_embeddings": 163840, "kv_lora_rank": 512, "n_routed_experts": 256, "num_experts_per_tok": 8}`, "not modelled"},
+		{"experts per token alone", `{"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 10, "max_position_embeddings": 64, "num_experts_per_tok": 2}`, "num_experts_per_tok: experts per token without"},
 		{"experts", `{"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 10, "max_position_embeddings": 64, "num_local_experts": 4, "num_experts_per_tok": 5}`, "num_experts_per_tok"},
 	}
 	for _, tt := range tests {
@@ -125,6 +127,8 @@ func TestFindHFConfig(t *testing.T) {
 		{model: "acme/no-ref", wantName: "acme/no-ref", wantSource: filepath.Join(cache, "models--acme--no-ref", "snapshots", "1", "config.json"), wantLayers: 32},
 		{model: "acme/missing", wantErr: []string{"unknown profile", "no config.json for acme/missing in the Hugging Face cache", "--profiles"}},
 		{model: "../etc", wantErr: []string{"--profiles"}},
+		{model: "./no-such-dir", wantErr: []string{"no config.json: no directory ./no-such-dir", "--profiles"}},
+		{model: "a/b/c", wantErr: []string{"not an ORG/NAME id"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.model, func(t *testing.T) {
