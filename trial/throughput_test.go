@@ -170,7 +170,7 @@ func TestOverloadDetected(t *testing.T) {
 			recs := c.Drive(context.Background(), w.Requests(), Load{Rate: tc.rate}, nil)
 			m, _ := SummarizeLevel(recs, DefaultStabilityConfig(), nil)
 			MarkOverload(recs, &m)
-			t.Logf("offered %.1f req/s, achieved %.1f, TTFT growth %.0f ms, overloaded %v", m.OfferedRate, m.RequestThroughput, m.TTFTGrowthMS, m.Overloaded)
+			t.Logf("offered %.1f req/s, achieved %.1f, in flight %v, overloaded %v", m.OfferedRate, m.AchievedRate, m.InFlight, m.Overloaded)
 			if m.Overloaded != tc.overloaded {
 				t.Fatalf("overloaded = %v, want %v", m.Overloaded, tc.overloaded)
 			}
@@ -183,8 +183,8 @@ func TestOverloadDetected(t *testing.T) {
 			}
 			if tc.overloaded {
 				// The achieved rate is the server's capacity.
-				if math.Abs(m.RequestThroughput/capacity-1) > 0.02 {
-					t.Errorf("achieved %.1f req/s, capacity %.1f", m.RequestThroughput, capacity)
+				if math.Abs(m.AchievedRate/capacity-1) > 0.02 {
+					t.Errorf("achieved %.1f req/s, capacity %.1f", m.AchievedRate, capacity)
 				}
 				res := Result{Status: StatusOK, Levels: []Level{{Metrics: m}}}
 				if res.String() != "overloaded" || !res.Overloaded() {
