@@ -154,7 +154,7 @@ func TestOverloadDetected(t *testing.T) {
 		n          int
 		overloaded bool
 	}{
-		{"1.5x capacity", 1.5 * capacity, 240, true},
+		{"2x capacity", 2 * capacity, 320, true},
 		{"half capacity", 0.5 * capacity, 120, false},
 	}
 	for _, tc := range cases {
