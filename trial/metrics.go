@@ -126,6 +126,7 @@ const (
 // window is the interval throughputs are counted over.
 type window struct {
 	t0, t1 time.Duration // steady window [t0, t1), valid when steady
+	first  time.Duration // first measured send
 	span   time.Duration // vLLM bench's duration
 	steady bool
 }
@@ -175,7 +176,7 @@ func steadyWindow(measured []*Record) window {
 	if len(measured) == 0 {
 		return w
 	}
-	w.span = last - first
+	w.first, w.span = first, last-first
 	if t0 < lastSend && float64(lastSend-t0) >= minSteadyShare*float64(w.span) {
 		w.t0, w.t1, w.steady = t0, lastSend, true
 	}
@@ -245,9 +246,11 @@ func summarize(recs, pool []*Record, w window, slo SLO) Metrics {
 	}
 	m.ThroughputWindow = WindowSpan
 	m.DurationS = m.BenchDurationS
+	m.WindowStartS = w.first.Seconds()
 	if w.steady {
 		m.ThroughputWindow = WindowSteady
 		m.DurationS = (w.t1 - w.t0).Seconds()
+		m.WindowStartS = w.t0.Seconds()
 	}
 	if m.DurationS > 0 && m.Completed > 0 {
 		if w.steady {

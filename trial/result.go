@@ -89,6 +89,8 @@ type Metrics struct {
 	// over (ThroughputWindow: "steady", or "span" as vLLM bench).
 	DurationS        float64 `json:"duration_s"`
 	ThroughputWindow string  `json:"throughput_window,omitempty"`
+	// WindowStartS is where that window starts, from the level's start.
+	WindowStartS float64 `json:"window_start_s,omitempty"`
 	// BenchDurationS and BenchOutputThroughput are vLLM bench's figures:
 	// first measured send to last completion, and the measured requests'
 	// output tokens over it.
