@@ -82,7 +82,7 @@ func sloViolation(slo trial.SLO, m *trial.Metrics) float64 {
 	total := 0.0
 	if m.Overloaded && m.OfferedRate > 0 {
 		// The shortfall of an overloaded run (its latencies mean nothing).
-		total += math.Max(1-m.RequestThroughput/m.OfferedRate, 1e-6)
+		total += math.Max(1-m.AchievedRate/m.OfferedRate, 1e-6)
 	}
 	for _, b := range slo.Effective() {
 		v, ok := m.Value(b.Metric)

@@ -27,8 +27,12 @@
 //     with a Gate that can stop or extend issuing. Failed requests are
 //     records with Err, never dropped.
 //   - Metrics (metrics.go): Summarize(records, SLO) computes vLLM bench's
-//     aggregates; Record is the raw data (also written per trial by
-//     WriteRaw, read back by ReadRaw, so any metric can be recomputed).
+//     latency aggregates and throughputs over the steady window (tokens
+//     by arrival between the first measured completion and the last
+//     measured send, vLLM bench's figure beside them); MarkOverload judges
+//     an open-loop level; RequestErrorClass classifies failed requests;
+//     Record is the raw data (also written per trial by WriteRaw, read
+//     back by ReadRaw, so any metric can be recomputed).
 //   - Stability (stability.go): Analyze cuts the warm-up (MSER-5 on E2EL),
 //     compares steady windows pairwise by two-sample KS (stats.KSTest, our
 //     asymptotic p-value), checks the window throughput CV and reports the

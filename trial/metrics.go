@@ -126,6 +126,7 @@ const (
 // window is the interval throughputs are counted over.
 type window struct {
 	t0, t1 time.Duration // steady window [t0, t1), valid when steady
+	first  time.Duration // first measured send
 	span   time.Duration // vLLM bench's duration
 	steady bool
 }
@@ -175,7 +176,7 @@ func steadyWindow(measured []*Record) window {
 	if len(measured) == 0 {
 		return w
 	}
-	w.span = last - first
+	w.first, w.span = first, last-first
 	if t0 < lastSend && float64(lastSend-t0) >= minSteadyShare*float64(w.span) {
 		w.t0, w.t1, w.steady = t0, lastSend, true
 	}
@@ -245,9 +246,11 @@ func summarize(recs, pool []*Record, w window, slo SLO) Metrics {
 	}
 	m.ThroughputWindow = WindowSpan
 	m.DurationS = m.BenchDurationS
+	m.WindowStartS = w.first.Seconds()
 	if w.steady {
 		m.ThroughputWindow = WindowSteady
 		m.DurationS = (w.t1 - w.t0).Seconds()
+		m.WindowStartS = w.t0.Seconds()
 	}
 	if m.DurationS > 0 && m.Completed > 0 {
 		if w.steady {
@@ -470,67 +473,63 @@ func checkUsage(rec *Record, usage int) {
 	}
 }
 
-// OverloadShortfall: MarkOverload asks the achieved request rate to fall
-// below the offered one by more than this fraction.
-const OverloadShortfall = 0.05
+// Overload criteria of MarkOverload: the achieved request rate is below
+// the offered one by more than OverloadShortfall, and the requests in
+// flight grew by more than OverloadSigmas standard deviations of their
+// steady-state scatter (Poisson: the variance of a count is its mean).
+const (
+	OverloadShortfall = 0.05
+	OverloadSigmas    = 2.5
+)
 
 // MarkOverload judges an open-loop level (recs as Summarize got them, m
-// its metrics). OfferedRate is the measured requests sent per second in
-// the throughput window; TTFTGrowthMS is how much the median TTFT of the
-// last third of the measured requests (by send) exceeds the first third's.
-// The level is Overloaded when it completes clearly fewer requests than
-// were offered (OverloadShortfall) and the queue grows as that shortfall
-// predicts: a queue filling at offered - achieved req/s adds
-// (offered/achieved - 1) x dt to the wait of a request sent dt later, and
-// at least half of that must show between the two thirds. Both are asked
-// for: in a steady state a window's achieved rate scatters a few percent
-// around the offered one (requests straddle its edges) while TTFT does not
-// grow with time; an overloaded run does both, whatever its length and
-// warm-up. A closed loop is never overloaded: its clients wait.
+// its metrics) over the last two thirds of its measured sends, [t1, t2]:
+// by then a steady state has filled the pipeline, and until t2 the load is
+// fully on. OfferedRate and AchievedRate are the requests sent and
+// completed (any request, warm-up included) per second in it; InFlight is
+// the number of requests in flight at t1 and t2, whose difference is the
+// sends minus the completions. The level is Overloaded when it completes
+// clearly fewer requests than were offered and the backlog grew beyond the
+// scatter of a steady state. Why the backlog and not latencies: a FIFO
+// queue makes TTFT grow with the send time, but an engine that admits
+// every request (max-num-seqs above the load) shares its batch among all
+// of them, so they slow down together and complete in a burst at the end,
+// late-sent ones with the shortest E2EL; the count in flight grows in both
+// cases. A closed loop is never overloaded: its clients wait.
 func MarkOverload(recs []Record, m *Metrics) {
-	var measured, ok []*Record
+	first, last := time.Duration(math.MaxInt64), time.Duration(-1)
 	for i := range recs {
-		if r := &recs[i]; !r.Warmup {
-			measured = append(measured, r)
-			if r.OK() {
-				ok = append(ok, r)
-			}
+		if !recs[i].Warmup {
+			first, last = min(first, recs[i].Start), max(last, recs[i].Start)
 		}
 	}
-	t0, t1 := time.Duration(math.MaxInt64), time.Duration(0)
-	for _, r := range measured {
-		t0, t1 = min(t0, r.Start), max(t1, r.Start)
-	}
-	sent := len(measured) - 1 // n sends span n-1 gaps
-	if w := steadyWindow(measured); w.steady {
-		t0, t1, sent = w.t0, w.t1, 0
-		for _, r := range measured {
-			if r.Start >= t0 && r.Start < t1 {
-				sent++
-			}
-		}
-	}
-	if t1 <= t0 {
+	if last <= first {
 		return
 	}
-	m.OfferedRate = float64(sent) / (t1 - t0).Seconds()
-	slices.SortStableFunc(ok, func(a, b *Record) int { return cmpDur(a.Start, b.Start) })
-	third := len(ok) / 3
-	if third < 3 || m.RequestThroughput <= 0 {
-		return
-	}
-	median := func(rs []*Record, f func(*Record) time.Duration) float64 {
-		xs := make([]float64, len(rs))
-		for i, r := range rs {
-			xs[i] = ms(f(r))
+	t1, t2 := first+(last-first)/3, last
+	var sent, done int
+	inFlight := func(t time.Duration) int {
+		n := 0
+		for i := range recs {
+			if r := &recs[i]; r.Start <= t && r.Start+r.Latency() > t {
+				n++
+			}
 		}
-		return Median(xs)
+		return n
 	}
-	ttft := func(r *Record) time.Duration { return r.TTFT() }
-	start := func(r *Record) time.Duration { return r.Start }
-	early, late := ok[:third], ok[len(ok)-third:]
-	m.TTFTGrowthMS = median(late, ttft) - median(early, ttft)
-	dt := median(late, start) - median(early, start)
-	predicted := (m.OfferedRate/m.RequestThroughput - 1) * dt
-	m.Overloaded = m.RequestThroughput < (1-OverloadShortfall)*m.OfferedRate && m.TTFTGrowthMS >= predicted/2
+	for i := range recs {
+		r := &recs[i]
+		if r.Start > t1 && r.Start <= t2 {
+			sent++
+		}
+		if end := r.Start + r.Latency(); end > t1 && end <= t2 {
+			done++
+		}
+	}
+	d := (t2 - t1).Seconds()
+	m.OfferedRate, m.AchievedRate = float64(sent)/d, float64(done)/d
+	m.InFlight = [2]int{inFlight(t1), inFlight(t2)}
+	growth := float64(m.InFlight[1] - m.InFlight[0])
+	m.Overloaded = m.AchievedRate < (1-OverloadShortfall)*m.OfferedRate &&
+		growth > OverloadSigmas*math.Sqrt(float64(m.InFlight[0]+m.InFlight[1]))
 }

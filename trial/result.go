@@ -89,6 +89,8 @@ type Metrics struct {
 	// over (ThroughputWindow: "steady", or "span" as vLLM bench).
 	DurationS        float64 `json:"duration_s"`
 	ThroughputWindow string  `json:"throughput_window,omitempty"`
+	// WindowStartS is where that window starts, from the level's start.
+	WindowStartS float64 `json:"window_start_s,omitempty"`
 	// BenchDurationS and BenchOutputThroughput are vLLM bench's figures:
 	// first measured send to last completion, and the measured requests'
 	// output tokens over it.
@@ -106,15 +108,16 @@ type Metrics struct {
 	// TokenMismatches counts successful requests that returned fewer
 	// output tokens than asked for (see Record.TokenMismatch).
 	TokenMismatches int `json:"token_mismatches,omitempty"`
-	// OfferedRate is the open-loop send rate over the window (req/s; 0 for
-	// a closed loop); Overloaded says the engine did not keep up with it
-	// (see MarkOverload): RequestThroughput is then its achieved capacity
-	// and the latencies grow with the run's length, not with the config.
-	OfferedRate float64 `json:"offered_rate,omitempty"`
-	Overloaded  bool    `json:"overloaded,omitempty"`
-	// TTFTGrowthMS is the median TTFT of the last third of the measured
-	// requests (by send) minus that of the first third (open loop).
-	TTFTGrowthMS float64 `json:"ttft_growth_ms,omitempty"`
+	// OfferedRate and AchievedRate are the open-loop requests sent and
+	// completed per second while the load is fully on (req/s; 0 for a
+	// closed loop), InFlight the requests in flight at the start and the
+	// end of that span; Overloaded says the engine did not keep up (see
+	// MarkOverload): AchievedRate is then its capacity, and its latencies
+	// grow with the run's length, not with the config.
+	OfferedRate  float64 `json:"offered_rate,omitempty"`
+	AchievedRate float64 `json:"achieved_rate,omitempty"`
+	InFlight     [2]int  `json:"in_flight,omitzero"`
+	Overloaded   bool    `json:"overloaded,omitempty"`
 	TTFT         Dist    `json:"ttft_ms"`
 	TPOT         Dist    `json:"tpot_ms"`
 	ITL          Dist    `json:"itl_ms"`
@@ -174,9 +177,9 @@ func (m *Metrics) Value(name string) (float64, bool) {
 }
 
 // OverloadText describes an overloaded level: achieved against offered
-// rate and the TTFT growth.
+// rate and the growing backlog.
 func (m *Metrics) OverloadText() string {
-	return fmt.Sprintf("overloaded: completes %.3g of %.3g req/s offered, TTFT median grows by %.3g s", m.RequestThroughput, m.OfferedRate, m.TTFTGrowthMS/1000)
+	return fmt.Sprintf("overloaded: completes %.3g of %.3g req/s offered, requests in flight grow from %d to %d", m.AchievedRate, m.OfferedRate, m.InFlight[0], m.InFlight[1])
 }
 
 // Level is the measurement at one load level of a trial.

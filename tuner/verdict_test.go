@@ -22,7 +22,7 @@ func TestAggregateHonestVerdicts(t *testing.T) {
 		m.Completed, m.Failed, m.ErrorRate = 80, 20, 0.2
 	})
 	overloaded := with(result(trial.StatusUnstable, 1900, 5, 70), func(m *trial.Metrics) {
-		m.Overloaded, m.OfferedRate, m.RequestThroughput = true, 8, 3.9
+		m.Overloaded, m.OfferedRate, m.AchievedRate = true, 8, 3.9
 	})
 	short := with(result(trial.StatusOK, 1000, 40, 70), func(m *trial.Metrics) {
 		m.Completed, m.Failed, m.ErrorRate, m.TokenMismatches = 995, 5, 0.005, 12
