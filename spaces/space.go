@@ -13,8 +13,6 @@ import (
 	"strings"
 
 	"github.com/goccy/go-yaml"
-	"github.com/goccy/go-yaml/ast"
-	"github.com/goccy/go-yaml/parser"
 )
 
 // Param is one searchable (or known but fixed) engine flag.
@@ -259,37 +257,18 @@ type rawConstraint struct {
 	Message string `yaml:"message"`
 }
 
-// locator turns a YAML path into a line number for error messages.
-type locator struct {
-	file string
-	ast  *ast.File
-}
-
-func (l locator) errf(path, field, format string, args ...any) *FileError {
-	e := &FileError{File: l.file, Field: field, Msg: fmt.Sprintf(format, args...)}
-	if l.ast != nil {
-		if p, err := yaml.PathString(path); err == nil {
-			if n, err := p.FilterFile(l.ast); err == nil && n != nil && n.GetToken() != nil && n.GetToken().Position != nil {
-				e.Line = n.GetToken().Position.Line
-			}
-		}
-	}
-	return e
-}
-
 func parseSpace(file string, b []byte, base *Space) (*Space, error) {
 	var raw rawSpace
 	if err := yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(&raw); err != nil {
 		return nil, YAMLError(file, b, err)
 	}
-	f, _ := parser.ParseBytes(b, 0)
-	loc := locator{file: file, ast: f}
+	loc := NewLocator(file, b)
 
 	s := &Space{Engine: raw.Engine}
 	if base != nil {
 		s = base.clone()
 		if raw.Engine != "" && raw.Engine != base.Engine {
-			return nil, loc.errf("$.engine", "engine", "engine %q does not match the default space's %q", raw.Engine, base.Engine)
+			return nil, loc.Errf("$.engine", "engine", "engine %q does not match the default space's %q", raw.Engine, base.Engine)
 		}
 	}
 	seen := map[string]bool{}
@@ -297,23 +276,23 @@ func parseSpace(file string, b []byte, base *Space) (*Space, error) {
 		path := fmt.Sprintf("$.params[%d]", i)
 		field := fmt.Sprintf("params[%d]", i)
 		if rp.Name == "" {
-			return nil, loc.errf(path, field+".name", "missing")
+			return nil, loc.Errf(path, field+".name", "missing")
 		}
 		name := ParamName(rp.Name)
 		field = "params." + name
 		if seen[name] {
-			return nil, loc.errf(path+".name", field, "listed twice")
+			return nil, loc.Errf(path+".name", field, "listed twice")
 		}
 		seen[name] = true
 		idx := s.index(name)
 		if base != nil && idx < 0 {
-			return nil, loc.errf(path+".name", field, "unknown parameter (no vLLM flag %s in the default space)", FlagName(name))
+			return nil, loc.Errf(path+".name", field, "unknown parameter (no vLLM flag %s in the default space)", FlagName(name))
 		}
 		if rp.Drop {
 			// Dropped: neither searched nor passed, so the engine uses its own
 			// default; the param stays known so constraints can still read it.
 			if idx < 0 {
-				return nil, loc.errf(path+".drop", field, "cannot drop a parameter the space does not have")
+				return nil, loc.Errf(path+".drop", field, "cannot drop a parameter the space does not have")
 			}
 			s.Params[idx].Tune = false
 			s.Params[idx].Fixed = nil
@@ -338,11 +317,11 @@ func parseSpace(file string, b []byte, base *Space) (*Space, error) {
 		path := fmt.Sprintf("$.constraints[%d]", i)
 		field := fmt.Sprintf("constraints[%d]", i)
 		if rc.Expr == "" {
-			return nil, loc.errf(path, field+".expr", "missing")
+			return nil, loc.Errf(path, field+".expr", "missing")
 		}
 		e, err := ParseExpr(rc.Expr)
 		if err != nil {
-			return nil, loc.errf(path+".expr", field+".expr", "%v", err)
+			return nil, loc.Errf(path+".expr", field+".expr", "%v", err)
 		}
 		name := rc.Name
 		if name == "" {
@@ -356,28 +335,28 @@ func parseSpace(file string, b []byte, base *Space) (*Space, error) {
 			if isContextIdent(id) || s.index(id) >= 0 || base.index(id) >= 0 {
 				continue
 			}
-			return nil, loc.errf(fmt.Sprintf("$.constraints[%d].expr", i-len(s.Constraints)+len(raw.Constraints)),
+			return nil, loc.Errf(fmt.Sprintf("$.constraints[%d].expr", i-len(s.Constraints)+len(raw.Constraints)),
 				"constraints."+c.Name, "unknown identifier %q", id)
 		}
 	}
 	return s, nil
 }
 
-func applyRaw(p *Param, rp rawParam, loc locator, path, field string, isNew bool) error {
+func applyRaw(p *Param, rp rawParam, loc Locator, path, field string, isNew bool) error {
 	if rp.Kind != "" {
 		k := Kind(rp.Kind)
 		switch k {
 		case Int, Float, Bool, Categorical:
 		default:
-			return loc.errf(path+".kind", field+".kind", "unknown kind %q (int, float, bool, categorical)", rp.Kind)
+			return loc.Errf(path+".kind", field+".kind", "unknown kind %q (int, float, bool, categorical)", rp.Kind)
 		}
 		if !isNew && k != p.Kind {
-			return loc.errf(path+".kind", field+".kind", "cannot change kind from %s to %s", p.Kind, k)
+			return loc.Errf(path+".kind", field+".kind", "cannot change kind from %s to %s", p.Kind, k)
 		}
 		p.Kind = k
 	}
 	if p.Kind == "" {
-		return loc.errf(path, field+".kind", "missing")
+		return loc.Errf(path, field+".kind", "missing")
 	}
 	if rp.Min != nil {
 		p.Min = *rp.Min
@@ -418,36 +397,36 @@ func applyRaw(p *Param, rp rawParam, loc locator, path, field string, isNew bool
 	case Int, Float:
 		if len(p.Values) == 0 {
 			if p.Min > p.Max {
-				return loc.errf(path+".min", field+".min", "min %v > max %v", p.Min, p.Max)
+				return loc.Errf(path+".min", field+".min", "min %v > max %v", p.Min, p.Max)
 			}
 			if p.Log && p.Min <= 0 {
-				return loc.errf(path+".min", field+".min", "log scale needs min > 0, got %v", p.Min)
+				return loc.Errf(path+".min", field+".min", "log scale needs min > 0, got %v", p.Min)
 			}
 			if p.Step < 0 {
-				return loc.errf(path+".step", field+".step", "step must be >= 0")
+				return loc.Errf(path+".step", field+".step", "step must be >= 0")
 			}
 		}
 		if p.Kind == Int {
 			for _, v := range p.Values {
 				if v != math.Trunc(v) {
-					return loc.errf(path+".values", field+".values", "value %v is not an integer", v)
+					return loc.Errf(path+".values", field+".values", "value %v is not an integer", v)
 				}
 			}
 		}
 	case Categorical:
 		if len(p.Choices) == 0 {
-			return loc.errf(path+".choices", field+".choices", "a categorical needs choices")
+			return loc.Errf(path+".choices", field+".choices", "a categorical needs choices")
 		}
 	}
 	for i := 1; i < len(p.Values); i++ {
 		if p.Values[i] == p.Values[i-1] {
-			return loc.errf(path+".values", field+".values", "value %v listed twice", p.Values[i])
+			return loc.Errf(path+".values", field+".values", "value %v listed twice", p.Values[i])
 		}
 	}
 	if rp.Default != nil {
 		v, err := p.scalar(rp.Default)
 		if err != nil {
-			return loc.errf(path+".default", field+".default", "%v", err)
+			return loc.Errf(path+".default", field+".default", "%v", err)
 		}
 		p.Default = v
 		if rp.Defaults == nil {
@@ -463,44 +442,44 @@ func applyRaw(p *Param, rp rawParam, loc locator, path, field string, isNew bool
 			if d.When != "" {
 				e, err := ParseExpr(d.When)
 				if err != nil {
-					return loc.errf(dp+".when", df+".when", "%v", err)
+					return loc.Errf(dp+".when", df+".when", "%v", err)
 				}
 				cv.When = e
 			}
 			switch {
 			case d.Expr != "" && d.Value != nil:
-				return loc.errf(dp, df, "give value or expr, not both")
+				return loc.Errf(dp, df, "give value or expr, not both")
 			case d.Expr != "":
 				e, err := ParseExpr(d.Expr)
 				if err != nil {
-					return loc.errf(dp+".expr", df+".expr", "%v", err)
+					return loc.Errf(dp+".expr", df+".expr", "%v", err)
 				}
 				cv.Expr = e
 			case d.Value != nil:
 				v, err := p.scalar(d.Value)
 				if err != nil {
-					return loc.errf(dp+".value", df+".value", "%v", err)
+					return loc.Errf(dp+".value", df+".value", "%v", err)
 				}
 				if !p.Contains(v) {
-					return loc.errf(dp+".value", df+".value", "default %s outside the range %s", v, p.RangeString())
+					return loc.Errf(dp+".value", df+".value", "default %s outside the range %s", v, p.RangeString())
 				}
 				cv.Value = v
 			default:
-				return loc.errf(dp, df, "needs value or expr")
+				return loc.Errf(dp, df, "needs value or expr")
 			}
 			p.Rules = append(p.Rules, cv)
 		}
 	}
 	if p.Default.IsZero() && len(p.Rules) == 0 {
-		return loc.errf(path, field+".default", "missing")
+		return loc.Errf(path, field+".default", "missing")
 	}
 	if !p.Default.IsZero() && !p.Contains(p.Default) {
-		return loc.errf(path+".default", field+".default", "default %s outside the range %s", p.Default, p.RangeString())
+		return loc.Errf(path+".default", field+".default", "default %s outside the range %s", p.Default, p.RangeString())
 	}
 	if rp.Fixed != nil {
 		v, err := p.scalar(rp.Fixed)
 		if err != nil {
-			return loc.errf(path+".fixed", field+".fixed", "%v", err)
+			return loc.Errf(path+".fixed", field+".fixed", "%v", err)
 		}
 		p.Fixed = &v
 	}

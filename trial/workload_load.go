@@ -15,8 +15,6 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml"
-	"github.com/goccy/go-yaml/ast"
-	"github.com/goccy/go-yaml/parser"
 
 	"github.com/vllm-tuner/tuner/spaces"
 )
@@ -92,22 +90,21 @@ func ParseWorkload(file string, b []byte) (Workload, error) {
 	if err := yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(&raw); err != nil {
 		return Workload{}, yamlFileError(file, b, err)
 	}
-	f, _ := parser.ParseBytes(b, 0)
-	loc := wlocator{file: file, ast: f}
+	loc := spaces.NewLocator(file, b)
 	w := Workload{
 		Name: raw.Name, PrefixLen: raw.PrefixLen, ShareGPT: raw.ShareGPT,
 		NumRequests: raw.NumRequests, Warmup: raw.Warmup, Seed: raw.Seed,
 		Levels: raw.Levels, Capacity: raw.Capacity, ThinkMS: raw.ThinkMS,
 	}
 	if w.Name == "" {
-		return w, loc.errf("$.name", "name", "missing")
+		return w, loc.Errf("$.name", "name", "missing")
 	}
 	if raw.ShareGPT == "" {
 		if raw.Prompt == nil {
-			return w, loc.errf("$", "prompt", "missing (or give sharegpt)")
+			return w, loc.Errf("$", "prompt", "missing (or give sharegpt)")
 		}
 		if raw.Output == nil {
-			return w, loc.errf("$", "output", "missing (or give sharegpt)")
+			return w, loc.Errf("$", "output", "missing (or give sharegpt)")
 		}
 	}
 	if raw.Prompt != nil {
@@ -130,147 +127,130 @@ func ParseWorkload(file string, b []byte) (Workload, error) {
 	if raw.Endpoint != "" {
 		e, err := ParseEndpoint(raw.Endpoint)
 		if err != nil {
-			return w, loc.errf("$.endpoint", "endpoint", "unknown %q (completions or chat)", raw.Endpoint)
+			return w, loc.Errf("$.endpoint", "endpoint", "unknown %q (completions or chat)", raw.Endpoint)
 		}
 		w.Endpoint = e
 	}
 	if raw.PrefixLen < 0 {
-		return w, loc.errf("$.prefix_len", "prefix_len", "must be >= 0")
+		return w, loc.Errf("$.prefix_len", "prefix_len", "must be >= 0")
 	}
 	if raw.Arrival == nil {
-		return w, loc.errf("$", "arrival", "missing")
+		return w, loc.Errf("$", "arrival", "missing")
 	}
 	w.Arrival = *raw.Arrival
 	a := w.Arrival
 	switch a.Kind {
 	case "closed":
 		if a.Concurrency <= 0 && len(w.Levels) == 0 && !w.Capacity {
-			return w, loc.errf("$.arrival", "arrival.concurrency", "closed loop needs concurrency > 0")
+			return w, loc.Errf("$.arrival", "arrival.concurrency", "closed loop needs concurrency > 0")
 		}
 		if a.Rate != 0 || a.Burstiness != 0 {
-			return w, loc.errf("$.arrival", "arrival", "closed loop takes no rate or burstiness")
+			return w, loc.Errf("$.arrival", "arrival", "closed loop takes no rate or burstiness")
 		}
 	case "poisson", "gamma", "constant":
 		if !(a.Rate > 0) && len(w.Levels) == 0 && !w.Capacity {
-			return w, loc.errf("$.arrival", "arrival.rate", "open loop needs rate > 0 req/s")
+			return w, loc.Errf("$.arrival", "arrival.rate", "open loop needs rate > 0 req/s")
 		}
 		if a.Kind == "gamma" && !(a.Burstiness > 0) {
-			return w, loc.errf("$.arrival", "arrival.burstiness", "gamma arrivals need burstiness > 0")
+			return w, loc.Errf("$.arrival", "arrival.burstiness", "gamma arrivals need burstiness > 0")
 		}
 		if a.Concurrency != 0 {
-			return w, loc.errf("$.arrival", "arrival.concurrency", "open loop takes no concurrency (use kind: closed)")
+			return w, loc.Errf("$.arrival", "arrival.concurrency", "open loop takes no concurrency (use kind: closed)")
 		}
 		if math.IsInf(a.Rate, 0) || math.IsNaN(a.Rate) {
-			return w, loc.errf("$.arrival.rate", "arrival.rate", "must be finite (use kind: closed for 'inf')")
+			return w, loc.Errf("$.arrival.rate", "arrival.rate", "must be finite (use kind: closed for 'inf')")
 		}
 	case "":
-		return w, loc.errf("$.arrival", "arrival.kind", "missing (poisson, gamma, constant or closed)")
+		return w, loc.Errf("$.arrival", "arrival.kind", "missing (poisson, gamma, constant or closed)")
 	default:
-		return w, loc.errf("$.arrival.kind", "arrival.kind", "unknown %q (poisson, gamma, constant or closed)", a.Kind)
+		return w, loc.Errf("$.arrival.kind", "arrival.kind", "unknown %q (poisson, gamma, constant or closed)", a.Kind)
 	}
 	if raw.Duration != "" {
 		d, err := time.ParseDuration(raw.Duration)
 		if err != nil || d <= 0 {
-			return w, loc.errf("$.duration", "duration", "bad duration %q (e.g. 60s, 5m)", raw.Duration)
+			return w, loc.Errf("$.duration", "duration", "bad duration %q (e.g. 60s, 5m)", raw.Duration)
 		}
 		w.Duration = d
 	}
 	if w.NumRequests < 0 {
-		return w, loc.errf("$.num_requests", "num_requests", "must be >= 0")
+		return w, loc.Errf("$.num_requests", "num_requests", "must be >= 0")
 	}
 	if w.NumRequests == 0 && w.Duration == 0 {
-		return w, loc.errf("$", "num_requests", "give num_requests or duration")
+		return w, loc.Errf("$", "num_requests", "give num_requests or duration")
 	}
 	if w.NumRequests > 1_000_000 {
-		return w, loc.errf("$.num_requests", "num_requests", "too many (%d > 1,000,000)", w.NumRequests)
+		return w, loc.Errf("$.num_requests", "num_requests", "too many (%d > 1,000,000)", w.NumRequests)
 	}
 	if w.Warmup < 0 || w.Warmup > 1_000_000 {
-		return w, loc.errf("$.warmup", "warmup", "must be in [0, 1000000]")
+		return w, loc.Errf("$.warmup", "warmup", "must be in [0, 1000000]")
 	}
 	for i, l := range w.Levels {
 		if !(l > 0) || math.IsInf(l, 0) {
-			return w, loc.errf(fmt.Sprintf("$.levels[%d]", i), fmt.Sprintf("levels[%d]", i), "must be > 0 and finite")
+			return w, loc.Errf(fmt.Sprintf("$.levels[%d]", i), fmt.Sprintf("levels[%d]", i), "must be > 0 and finite")
 		}
 		if a.Kind == "closed" && l != math.Trunc(l) {
-			return w, loc.errf(fmt.Sprintf("$.levels[%d]", i), fmt.Sprintf("levels[%d]", i), "closed-loop levels are concurrencies (integers)")
+			return w, loc.Errf(fmt.Sprintf("$.levels[%d]", i), fmt.Sprintf("levels[%d]", i), "closed-loop levels are concurrencies (integers)")
 		}
 	}
 	slo, err := ParseSLO(raw.SLO)
 	if err != nil {
-		return w, loc.errf("$.slo", "slo", "%v", err)
+		return w, loc.Errf("$.slo", "slo", "%v", err)
 	}
 	w.SLO = slo
 	if w.Capacity && len(w.SLO) == 0 {
-		return w, loc.errf("$.capacity", "capacity", "capacity mode needs an slo")
+		return w, loc.Errf("$.capacity", "capacity", "capacity mode needs an slo")
 	}
 	return w, nil
 }
 
-func validateDist(loc wlocator, path, field string, d LengthDist, depth int) error {
+func validateDist(loc spaces.Locator, path, field string, d LengthDist, depth int) error {
 	const maxLen = 1 << 20
 	switch d.Kind {
 	case "fixed":
 		if d.Value < 1 || d.Value > maxLen {
-			return loc.errf(path, field+".value", "fixed length must be in [1, %d]", maxLen)
+			return loc.Errf(path, field+".value", "fixed length must be in [1, %d]", maxLen)
 		}
 	case "uniform":
 		if d.Min < 1 || d.Max < d.Min || d.Max > maxLen {
-			return loc.errf(path, field, "uniform needs 1 <= min <= max <= %d", maxLen)
+			return loc.Errf(path, field, "uniform needs 1 <= min <= max <= %d", maxLen)
 		}
 	case "normal":
 		if !(d.Mean >= 1) || !(d.Std >= 0) || d.Mean > maxLen || d.Std > maxLen || d.Min < 0 || d.Max < 0 || (d.Max > 0 && d.Max < d.Min) || d.Max > maxLen {
-			return loc.errf(path, field, "normal needs mean >= 1, std >= 0, 0 <= min <= max")
+			return loc.Errf(path, field, "normal needs mean >= 1, std >= 0, 0 <= min <= max")
 		}
 	case "zipf":
 		if d.Min < 1 || d.Max < d.Min || d.Max > maxLen {
-			return loc.errf(path, field, "zipf needs 1 <= min <= max <= %d", maxLen)
+			return loc.Errf(path, field, "zipf needs 1 <= min <= max <= %d", maxLen)
 		}
 		if !(d.Exponent > 1) || d.Exponent > 100 {
-			return loc.errf(path, field+".exponent", "zipf needs 1 < exponent <= 100")
+			return loc.Errf(path, field+".exponent", "zipf needs 1 < exponent <= 100")
 		}
 	case "mixture":
 		if len(d.Mixture) == 0 {
-			return loc.errf(path, field+".mixture", "mixture needs components")
+			return loc.Errf(path, field+".mixture", "mixture needs components")
 		}
 		if depth > 3 {
-			return loc.errf(path, field+".mixture", "mixtures nested too deep")
+			return loc.Errf(path, field+".mixture", "mixtures nested too deep")
 		}
 		for i, c := range d.Mixture {
 			p := fmt.Sprintf("%s.mixture[%d]", path, i)
 			fl := fmt.Sprintf("%s.mixture[%d]", field, i)
 			if !(c.Weight > 0) || math.IsInf(c.Weight, 0) {
-				return loc.errf(p, fl+".weight", "weight must be > 0")
+				return loc.Errf(p, fl+".weight", "weight must be > 0")
 			}
 			if err := validateDist(loc, p+".dist", fl+".dist", c.Dist, depth+1); err != nil {
 				return err
 			}
 		}
 	case "":
-		return loc.errf(path, field+".kind", "missing (fixed, uniform, normal, zipf or mixture)")
+		return loc.Errf(path, field+".kind", "missing (fixed, uniform, normal, zipf or mixture)")
 	default:
-		return loc.errf(path+".kind", field+".kind", "unknown %q (fixed, uniform, normal, zipf or mixture)", d.Kind)
+		return loc.Errf(path+".kind", field+".kind", "unknown %q (fixed, uniform, normal, zipf or mixture)", d.Kind)
 	}
 	if d.Kind != "mixture" && len(d.Mixture) > 0 {
-		return loc.errf(path, field+".mixture", "only for kind: mixture")
+		return loc.Errf(path, field+".mixture", "only for kind: mixture")
 	}
 	return nil
-}
-
-type wlocator struct {
-	file string
-	ast  *ast.File
-}
-
-func (l wlocator) errf(path, field, format string, args ...any) error {
-	e := &spaces.FileError{File: l.file, Field: field, Msg: fmt.Sprintf(format, args...)}
-	if l.ast != nil {
-		if p, err := yaml.PathString(path); err == nil {
-			if n, err := p.FilterFile(l.ast); err == nil && n != nil && n.GetToken() != nil && n.GetToken().Position != nil {
-				e.Line = n.GetToken().Position.Line
-			}
-		}
-	}
-	return e
 }
 
 // yamlFileError locates a decoding error without quoting the file (see
