@@ -104,8 +104,14 @@ func TestClientBoundedMemory(t *testing.T) {
 				recs = c.Drive(context.Background(), specsN(reqs, 8, 4), Load{Concurrency: conc}, nil)
 			})
 			t.Logf("peak memory %.1f MB (%s), server wrote %.0f MB", float64(peak)/1e6, how, float64(tt.srv.sent.Load())/1e6)
-			if peak > 200e6 {
-				t.Errorf("peak memory %.0f MB, want under 200 MB", float64(peak)/1e6)
+			// 24-59 MB measured; unbounded buffering took 5.8 GB. The race
+			// detector's shadow memory took the bounded client to 221-309 MB.
+			limit := 200e6
+			if raceEnabled {
+				limit = 800e6
+			}
+			if float64(peak) > limit {
+				t.Errorf("peak memory %.0f MB, want under %.0f MB", float64(peak)/1e6, limit/1e6)
 			}
 			if len(recs) != reqs {
 				t.Fatalf("%d records, want %d", len(recs), reqs)
