@@ -233,7 +233,7 @@ func (c *Client) do(ctx context.Context, spec RequestSpec, runStart time.Time, s
 	// time, and parsing the first ones does not make the later ones late.
 	rec.Chunks = make([]time.Duration, 0, max(1, spec.OutputLen))
 	tokens := -1
-	limit := maxEvents(spec.OutputLen)
+	limit := maxEvents(spec)
 	for events := 1; ; events++ {
 		data, err := sr.Next()
 		now := sr.at().Sub(t0)
@@ -247,7 +247,7 @@ func (c *Client) do(ctx context.Context, spec RequestSpec, runStart time.Time, s
 			break
 		}
 		if events > limit {
-			rec.Err = fmt.Sprintf("malformed stream: more than %d events for max_tokens %d", limit, max(1, spec.OutputLen))
+			rec.Err = fmt.Sprintf("malformed stream: more than %d events for %d prompt tokens and max_tokens %d", limit, spec.PromptLen, max(1, spec.OutputLen))
 			break
 		}
 		ch, err := parse(data)
@@ -287,10 +287,15 @@ func (c *Client) do(ctx context.Context, spec RequestSpec, runStart time.Time, s
 	return rec
 }
 
-// maxEvents bounds the events of one response: one per token at most,
-// plus a role chunk, usage, [DONE] and slack for empty chunks (a split
-// multi-byte character); twice that means the server ignores max_tokens.
-func maxEvents(outputLen int) int { return 2*max(1, outputLen) + 16 }
+// maxEvents bounds the events of one response, so that an endless stream
+// of chunks ends: an honest server sends one per token at most, plus a
+// role chunk, usage, [DONE] and a few empty chunks (a split multi-byte
+// character). The bound is loose on purpose: a server that echoes the
+// prompt (up to prompt + max_tokens chunks) stays under it, and the usage
+// check names what it did.
+func maxEvents(spec RequestSpec) int {
+	return 4*(max(0, spec.PromptLen)+max(1, spec.OutputLen)) + 64
+}
 
 func requestError(ctx context.Context, err error) string {
 	switch {
