@@ -161,7 +161,8 @@ func (c *Client) chatBody(spec RequestSpec, salt int) []byte {
 func promptWord(idx, prefix, j, salt int) string {
 	h := uint64(j) * 0xc2b2ae3d27d4eb4f
 	if j >= prefix {
-		h += uint64(idx)*0x9e3779b97f4a7c15 + uint64(salt)*0x165667b19e3779f9
+		// The constant keeps request 0 of salt 0 off the prefix words.
+		h += uint64(idx)*0x9e3779b97f4a7c15 + uint64(salt)*0x165667b19e3779f9 + 0x2545f4914f6cdd1d
 	}
 	h = (h ^ h>>30) * 0xbf58476d1ce4e5b9 // splitmix64's finaliser
 	h = (h ^ h>>27) * 0x94d049bb133111eb
