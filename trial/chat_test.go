@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -247,4 +249,71 @@ func dupKeys(b []byte) bool {
 		}
 	}
 	return false
+}
+
+// TestChatPromptsOnSim: vllm-sim (prefix caching on, as vLLM's default)
+// finds exactly the declared prefix of the chat prompts in its cache and
+// nothing more: with requests one at a time, prefix_len 32 (two blocks)
+// hits 32 tokens per request after the first, prefix_len 0 hits none, on
+// one level and across two (salts).
+func TestChatPromptsOnSim(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real simulator process")
+	}
+	e, err := StartEngine(context.Background(), EngineConfig{
+		Command: []string{simBin(t), "serve", "Llama-3.1-8B", "--gpu", "H100-80GB"}, Flags: []string{"--startup-scale", "0.01"},
+		LogPath: t.TempDir() + "/engine.log", StopGrace: time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Stop()
+	if err := e.WaitHealthy(context.Background(), 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c := NewClient(e.BaseURL(), "Llama-3.1-8B", 30*time.Second, WithEndpoint(EndpointChat))
+	defer c.Close()
+	run := func(n, prefix, salt int) {
+		specs := specsN(n, 96, 2)
+		for i := range specs {
+			specs[i].PrefixLen = prefix
+		}
+		for i, r := range c.Drive(context.Background(), specs, Load{Concurrency: 1, Salt: salt}, nil) {
+			if !r.OK() {
+				t.Fatalf("request %d: %s", i, r.Err)
+			}
+		}
+	}
+	run(30, 0, 0)
+	run(30, 0, 1)
+	if h := prefixHits(t, e.BaseURL()); h != 0 {
+		t.Fatalf("%v prefix-cache hits over 60 chat prompts without a shared prefix, want 0", h)
+	}
+	run(10, 32, 2)
+	if h := prefixHits(t, e.BaseURL()); h != 32*9 {
+		t.Errorf("%v prefix-cache hits over 10 chat prompts with a 32-token prefix, want %d", h, 32*9)
+	}
+}
+
+// prefixHits reads vllm:prefix_cache_hits_total from the engine's /metrics.
+func prefixHits(t *testing.T, base string) float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for l := range strings.Lines(string(b)) {
+		if strings.HasPrefix(l, "vllm:prefix_cache_hits_total") {
+			f := strings.Fields(l)
+			v, err := strconv.ParseFloat(f[len(f)-1], 64)
+			if err != nil {
+				t.Fatalf("metrics line %q: %v", l, err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("no vllm:prefix_cache_hits_total in /metrics")
+	return 0
 }

@@ -84,13 +84,14 @@ func TestClientBoundedMemory(t *testing.T) {
 		t.Skip("streams gigabytes over loopback")
 	}
 	tests := []struct {
-		name string
-		srv  *hostileServer
+		name  string
+		class string // the request error class every request must get
+		srv   *hostileServer
 	}{
-		{"50 MB line", &hostileServer{mode: "line", lineBytes: 50 << 20}},
-		{"endless line", &hostileServer{mode: "endless"}},
-		{"endless event", &hostileServer{mode: "event"}},
-		{"events past max_tokens", &hostileServer{mode: "events"}},
+		{"50 MB line", ReqErrMalformed, &hostileServer{mode: "line", lineBytes: 50 << 20}},
+		{"endless line", ReqErrMalformed, &hostileServer{mode: "endless"}},
+		{"endless event", ReqErrMalformed, &hostileServer{mode: "event"}},
+		{"events past max_tokens", ReqErrExcessTokens, &hostileServer{mode: "events"}},
 	}
 	const conc, reqs = 32, 64
 	for _, tt := range tests {
@@ -104,15 +105,21 @@ func TestClientBoundedMemory(t *testing.T) {
 				recs = c.Drive(context.Background(), specsN(reqs, 8, 4), Load{Concurrency: conc}, nil)
 			})
 			t.Logf("peak memory %.1f MB (%s), server wrote %.0f MB", float64(peak)/1e6, how, float64(tt.srv.sent.Load())/1e6)
-			if peak > 200e6 {
-				t.Errorf("peak memory %.0f MB, want under 200 MB", float64(peak)/1e6)
+			// 24-59 MB measured; unbounded buffering took 5.8 GB. The race
+			// detector's shadow memory took the bounded client to 221-309 MB.
+			limit := 200e6
+			if raceEnabled {
+				limit = 800e6
+			}
+			if float64(peak) > limit {
+				t.Errorf("peak memory %.0f MB, want under %.0f MB", float64(peak)/1e6, limit/1e6)
 			}
 			if len(recs) != reqs {
 				t.Fatalf("%d records, want %d", len(recs), reqs)
 			}
 			for i, r := range recs {
-				if r.OK() || !strings.HasPrefix(r.Err, "malformed stream: ") {
-					t.Fatalf("record %d: ok %v, Err %q, want a malformed-stream error", i, r.OK(), r.Err)
+				if r.OK() || RequestErrorClass(r.Err) != tt.class {
+					t.Fatalf("record %d: ok %v, Err %q, want a %s error", i, r.OK(), r.Err, tt.class)
 				}
 			}
 			m := Summarize(recs, nil)

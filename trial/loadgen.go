@@ -161,7 +161,8 @@ func (c *Client) chatBody(spec RequestSpec, salt int) []byte {
 func promptWord(idx, prefix, j, salt int) string {
 	h := uint64(j) * 0xc2b2ae3d27d4eb4f
 	if j >= prefix {
-		h += uint64(idx)*0x9e3779b97f4a7c15 + uint64(salt)*0x165667b19e3779f9
+		// The constant keeps request 0 of salt 0 off the prefix words.
+		h += uint64(idx)*0x9e3779b97f4a7c15 + uint64(salt)*0x165667b19e3779f9 + 0x2545f4914f6cdd1d
 	}
 	h = (h ^ h>>30) * 0xbf58476d1ce4e5b9 // splitmix64's finaliser
 	h = (h ^ h>>27) * 0x94d049bb133111eb
@@ -233,7 +234,7 @@ func (c *Client) do(ctx context.Context, spec RequestSpec, runStart time.Time, s
 	// time, and parsing the first ones does not make the later ones late.
 	rec.Chunks = make([]time.Duration, 0, max(1, spec.OutputLen))
 	tokens := -1
-	limit := maxEvents(spec.OutputLen)
+	limit := maxEvents(spec)
 	for events := 1; ; events++ {
 		data, err := sr.Next()
 		now := sr.at().Sub(t0)
@@ -249,7 +250,7 @@ func (c *Client) do(ctx context.Context, spec RequestSpec, runStart time.Time, s
 		if events > limit {
 			// Far more chunks than asked: excess tokens, cut off here so
 			// that a server streaming without end cannot grow the record.
-			rec.Err = errExcessTokens + fmt.Sprintf("more than %d events for max_tokens %d: stream dropped", limit, max(1, spec.OutputLen))
+			rec.Err = errExcessTokens + fmt.Sprintf("more than %d events for %d prompt tokens and max_tokens %d: stream dropped", limit, spec.PromptLen, max(1, spec.OutputLen))
 			break
 		}
 		ch, err := parse(data)
@@ -285,10 +286,15 @@ func (c *Client) do(ctx context.Context, spec RequestSpec, runStart time.Time, s
 	return rec
 }
 
-// maxEvents bounds the events of one response: one per token at most,
-// plus a role chunk, usage, [DONE] and slack for empty chunks (a split
-// multi-byte character); twice that means the server ignores max_tokens.
-func maxEvents(outputLen int) int { return 2*max(1, outputLen) + 16 }
+// maxEvents bounds the events of one response, so that an endless stream
+// of chunks ends: an honest server sends one per token at most, plus a
+// role chunk, usage, [DONE] and a few empty chunks (a split multi-byte
+// character). The bound is loose on purpose: a server that echoes the
+// prompt (up to prompt + max_tokens chunks) stays under it, and the usage
+// check names what it did.
+func maxEvents(spec RequestSpec) int {
+	return 4*(max(0, spec.PromptLen)+max(1, spec.OutputLen)) + 64
+}
 
 func requestError(ctx context.Context, err error) string {
 	switch {

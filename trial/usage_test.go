@@ -48,7 +48,7 @@ func TestClientChecksUsage(t *testing.T) {
 		{"usage below chunks", asked, 3, ReqErrBadUsage, false, 0},
 		{"echo: more chunks than asked", 3 * asked, -1, ReqErrExcessTokens, false, 0},
 		{"echo with usage", 3 * asked, 3 * asked, ReqErrBadUsage, false, 0},
-		{"echo past the chunk cap", 10 * asked, 10 * asked, ReqErrExcessTokens, false, 0},
+		{"echo past the chunk cap", 40 * asked, 40 * asked, ReqErrExcessTokens, false, 0},
 		{"ignore_eos ignored", 3, 3, "", true, 3},
 		{"ignore_eos ignored, no usage", 3, -1, "", true, 3},
 	}
