@@ -263,3 +263,41 @@ func TestExecuteUnreachable(t *testing.T) {
 		t.Errorf("wrong model: %v", err)
 	}
 }
+
+// capacity: true searches the highest load meeting the SLO with
+// trial.SearchCapacity (doubling while it holds, within the level budget);
+// --restart-per-cell launches once per cell.
+func TestExecuteCapacityAndRestart(t *testing.T) {
+	base, _ := startSim(t, nil)
+	m, err := ParseMatrix("c.yaml", []byte(`name: c
+cells:
+  - {name: cap, prompt: {kind: fixed, value: 32}, output: {kind: fixed, value: 4}, arrival: {kind: closed, concurrency: 1}, capacity: true, num_requests: 8, slo: "ttft_p99<=30s"}
+  - {name: plain, prompt: {kind: fixed, value: 32}, output: {kind: fixed, value: 4}, arrival: {kind: closed, concurrency: 2}, num_requests: 8}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, base)
+	launch := cfg.Launch
+	launches := 0
+	cfg.Launch = func(ctx context.Context) (Server, ServerInfo, error) {
+		launches++
+		return launch(ctx)
+	}
+	cfg.RestartPerCell, cfg.CapacityLevels = true, 3
+	sink := &memSink{}
+	run, err := Execute(context.Background(), cfg, m, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := run.Cells[0]
+	if !c.CapacitySearched || c.Capacity != 4 || len(c.Levels) != 3 || c.Levels[2].Concurrency != 4 {
+		t.Errorf("capacity %v searched %v over %d levels, want 4 over 1, 2, 4", c.Capacity, c.CapacitySearched, len(c.Levels))
+	}
+	if run.Cells[1].Capacity != 0 {
+		t.Errorf("a cell without an SLO has no capacity: %v", run.Cells[1].Capacity)
+	}
+	if launches != 2 {
+		t.Errorf("%d launches, want one per cell", launches)
+	}
+}
