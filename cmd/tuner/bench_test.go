@@ -233,8 +233,8 @@ func TestE2EBenchRun(t *testing.T) {
 	if code != 0 || !strings.Contains(errb, "as run r3: 6 requests of raw data") {
 		t.Fatalf("import: exit %d %s", code, errb)
 	}
-	r3 := showRun(t, tunerBin, db, "r3")
-	if r3.Source != "import" || r3.Cells[0].Levels[0].Metrics.TTFT.Median != 62 {
+	r3 := showRun(t, tunerBin, db, "latest")
+	if r3.ID != "r3" || r3.Source != "import" || r3.Cells[0].Levels[0].Metrics.TTFT.Median != 62 {
 		t.Errorf("imported run %+v", r3)
 	}
 	code, out, _ = runBin(t, tunerBin, "--db", db, "bench", "export", "--csv", "r3")
