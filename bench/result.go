@@ -93,10 +93,12 @@ func (l *LevelResult) Load() float64 {
 	return l.Rate
 }
 
-// Summarize computes a level's metrics from raw requests as trial.Summarize
-// does; ITL (pooled over every gap in vLLM bench) is approximated by the
-// distribution of the requests' mean ITL, since the raw data keeps a
-// summary per request. Runs store the exact pooled ITL measured live.
+// Summarize computes a level's metrics from raw requests with
+// trial.Summarize: TTFT, TPOT, E2EL and the token and request counts are
+// exact (to the microsecond); ITL (pooled over every gap in vLLM bench) is
+// the distribution of the requests' mean ITL, and a throughput counted by
+// token arrival time is approximate, since the raw data keeps a summary
+// per request. Runs store the metrics measured live.
 func Summarize(reqs []Request, slo trial.SLO) trial.Metrics {
 	recs := make([]trial.Record, len(reqs))
 	chunks := make([]time.Duration, 2*len(reqs)) // one backing array
@@ -122,30 +124,6 @@ func itlOf(reqs []Request, class string) trial.Dist {
 		xs = append(xs, msOf(r.ITL.Mean))
 	}
 	return trial.Distribution(xs)
-}
-
-// pooledITL is vLLM bench's ITL (every inter-chunk gap) of the measured
-// successful records, overall and per prompt class.
-func pooledITL(recs []trial.Record) (trial.Dist, map[string]trial.Dist) {
-	all := []float64{}
-	by := map[string][]float64{}
-	for i := range recs {
-		r := &recs[i]
-		if r.Warmup || !r.OK() {
-			continue
-		}
-		c := trial.PromptClass(r.PromptLen)
-		for j := 1; j < len(r.Chunks); j++ {
-			g := float64(r.Chunks[j]-r.Chunks[j-1]) / float64(time.Millisecond)
-			all = append(all, g)
-			by[c] = append(by[c], g)
-		}
-	}
-	out := map[string]trial.Dist{}
-	for c, xs := range by {
-		out[c] = trial.Distribution(xs)
-	}
-	return trial.Distribution(all), out
 }
 
 // errorCounts counts the measured requests' error classes.
