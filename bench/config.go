@@ -22,7 +22,7 @@ func ConfigFileFlags(path string) ([]string, error) {
 	}
 	var ms yaml.MapSlice
 	if err := yaml.NewDecoder(bytes.NewReader(b)).Decode(&ms); err != nil {
-		return nil, yamlError(path, err)
+		return nil, spaces.YAMLError(path, b, err)
 	}
 	var out []string
 	for _, it := range ms {

@@ -253,7 +253,7 @@ func detailed(top map[string]json.RawMessage, vals map[string]float64) ([]Reques
 			return nil, fmt.Errorf("request %d: negative or NaN value", i)
 		}
 		if errs[i] != "" || ttfts[i] == 0 && len(itls[i]) == 0 && out[i] == 0 {
-			r.Err = ErrorClass(strings.TrimSpace(errs[i]))
+			r.Err = errorClass(strings.TrimSpace(errs[i]))
 			if r.Err == "" {
 				r.Err = "other"
 			}

@@ -14,8 +14,6 @@ import (
 	"strings"
 
 	"github.com/goccy/go-yaml"
-	"github.com/goccy/go-yaml/ast"
-	"github.com/goccy/go-yaml/parser"
 
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/trial"
@@ -96,23 +94,22 @@ func LoadMatrix(path string) (Matrix, error) {
 func ParseMatrix(file string, b []byte) (Matrix, error) {
 	var raw rawMatrix
 	if err := yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(&raw); err != nil {
-		return Matrix{}, yamlError(file, err)
+		return Matrix{}, spaces.YAMLError(file, b, err)
 	}
-	f, _ := parser.ParseBytes(b, 0)
-	loc := locator{file: file, ast: f}
+	loc := spaces.NewLocator(file, b)
 	m := Matrix{Name: raw.Name, Description: raw.Description, File: file}
 	if m.Name == "" {
-		return m, loc.errf("$.name", "name", "missing")
+		return m, loc.Errf("$.name", "name", "missing")
 	}
 	for name, d := range raw.Distributions {
 		if _, ok := d["kind"]; !ok {
-			return m, loc.errf("$.distributions."+name, "distributions."+name+".kind", "missing")
+			return m, loc.Errf("$.distributions."+name, "distributions."+name+".kind", "missing")
 		}
 	}
 	for name, l := range raw.Loads {
 		for k := range l {
 			if !slices.Contains(loadFields, k) {
-				return m, loc.errf("$.loads."+name+"."+k, "loads."+name+"."+k, "a load sets only %s", strings.Join(loadFields, ", "))
+				return m, loc.Errf("$.loads."+name+"."+k, "loads."+name+"."+k, "a load sets only %s", strings.Join(loadFields, ", "))
 			}
 		}
 	}
@@ -124,20 +121,20 @@ func ParseMatrix(file string, b []byte) (Matrix, error) {
 	var specs []spec
 	switch {
 	case len(raw.Cells) > 0 && len(raw.Cross) > 0:
-		return m, loc.errf("$.cross", "cross", "give cells or cross, not both")
+		return m, loc.Errf("$.cross", "cross", "give cells or cross, not both")
 	case len(raw.Cells) > 0:
 		for i, c := range raw.Cells {
 			p := fmt.Sprintf("$.cells[%d]", i)
 			name, _ := c["name"].(string)
 			if name == "" {
-				return m, loc.errf(p, fmt.Sprintf("cells[%d].name", i), "missing")
+				return m, loc.Errf(p, fmt.Sprintf("cells[%d].name", i), "missing")
 			}
 			specs = append(specs, spec{name: name, fields: c, path: p})
 		}
 	case len(raw.Cross) > 0:
 		for k := range raw.Cross {
 			if !slices.Contains(crossAxes, k) {
-				return m, loc.errf("$.cross."+k, "cross."+k, "unknown axis (%s)", strings.Join(crossAxes, ", "))
+				return m, loc.Errf("$.cross."+k, "cross."+k, "unknown axis (%s)", strings.Join(crossAxes, ", "))
 			}
 		}
 		combos := []spec{{fields: map[string]any{}}}
@@ -147,7 +144,7 @@ func ParseMatrix(file string, b []byte) (Matrix, error) {
 				continue
 			}
 			if len(names) == 0 {
-				return m, loc.errf("$.cross."+axis, "cross."+axis, "empty")
+				return m, loc.Errf("$.cross."+axis, "cross."+axis, "empty")
 			}
 			var next []spec
 			for _, c := range combos {
@@ -159,25 +156,25 @@ func ParseMatrix(file string, b []byte) (Matrix, error) {
 			}
 			combos = next
 			if len(combos) > MaxCells {
-				return m, loc.errf("$.cross", "cross", "more than %d cells", MaxCells)
+				return m, loc.Errf("$.cross", "cross", "more than %d cells", MaxCells)
 			}
 		}
 		specs = combos
 	default:
-		return m, loc.errf("$", "cells", "missing (give cells or cross)")
+		return m, loc.Errf("$", "cells", "missing (give cells or cross)")
 	}
 	if len(specs) > MaxCells {
-		return m, loc.errf("$.cells", "cells", "more than %d cells", MaxCells)
+		return m, loc.Errf("$.cells", "cells", "more than %d cells", MaxCells)
 	}
 	seen := map[string]bool{}
 	for i, s := range specs {
 		if seen[s.name] {
-			return m, loc.errf(s.path+".name", fmt.Sprintf("cells[%d].name", i), "duplicate cell name %q", s.name)
+			return m, loc.Errf(s.path+".name", fmt.Sprintf("cells[%d].name", i), "duplicate cell name %q", s.name)
 		}
 		seen[s.name] = true
 		doc := copyMap(raw.Defaults)
 		if _, ok := doc["name"]; ok {
-			return m, loc.errf("$.defaults.name", "defaults.name", "cells are named by cells[].name")
+			return m, loc.Errf("$.defaults.name", "defaults.name", "cells are named by cells[].name")
 		}
 		// where each key came from, for error lines
 		origin := map[string]string{}
@@ -188,7 +185,7 @@ func ParseMatrix(file string, b []byte) (Matrix, error) {
 			lname, _ := ln.(string)
 			l, ok := raw.Loads[lname]
 			if !ok {
-				return m, loc.errf(pathOr(s.path, "load", "$.cross.load"), cellField(s.name, "load"), "unknown load %q (%s)", ln, strings.Join(sortedKeys(raw.Loads), ", "))
+				return m, loc.Errf(pathOr(s.path, "load", "$.cross.load"), cellField(s.name, "load"), "unknown load %q (%s)", ln, strings.Join(sortedKeys(raw.Loads), ", "))
 			}
 			for k, v := range l {
 				doc[k] = v
@@ -210,14 +207,14 @@ func ParseMatrix(file string, b []byte) (Matrix, error) {
 			}
 			d, ok := raw.Distributions[name]
 			if !ok {
-				return m, loc.errf(origin[k], cellField(s.name, k), "unknown distribution %q (%s)", name, strings.Join(sortedKeys(raw.Distributions), ", "))
+				return m, loc.Errf(origin[k], cellField(s.name, k), "unknown distribution %q (%s)", name, strings.Join(sortedKeys(raw.Distributions), ", "))
 			}
 			doc[k] = d
 			origin[k] = "$.distributions." + name
 		}
 		yb, err := yaml.Marshal(doc)
 		if err != nil {
-			return m, loc.errf(s.path, cellField(s.name, ""), "%v", err)
+			return m, loc.Errf(s.path, cellField(s.name, ""), "%v", err)
 		}
 		w, err := trial.ParseWorkload(file, yb)
 		if err != nil {
@@ -231,14 +228,14 @@ func ParseMatrix(file string, b []byte) (Matrix, error) {
 
 // relocate maps an error of the synthetic cell document back to the line
 // of the matrix file the offending key came from.
-func relocate(loc locator, err error, cell, cellPath string, origin map[string]string) error {
+func relocate(loc spaces.Locator, err error, cell, cellPath string, origin map[string]string) error {
 	var fe *spaces.FileError
 	if !errors.As(err, &fe) {
 		return err
 	}
 	root, rest, _ := strings.Cut(fe.Field, ".")
 	root, _, _ = strings.Cut(root, "[")
-	out := &spaces.FileError{File: loc.file, Field: cellField(cell, fe.Field), Msg: fe.Msg}
+	out := &spaces.FileError{File: loc.File(), Field: cellField(cell, fe.Field), Msg: fe.Msg}
 	p, ok := origin[root]
 	if !ok {
 		p = cellPath
@@ -248,12 +245,12 @@ func relocate(loc locator, err error, cell, cellPath string, origin map[string]s
 	}
 	if rest != "" && !strings.HasPrefix(p, "$.cross") {
 		p2 := p + "." + rest
-		if l := loc.line(p2); l > 0 {
+		if l := loc.Line(p2); l > 0 {
 			out.Line = l
 			return out
 		}
 	}
-	out.Line = loc.line(p)
+	out.Line = loc.Line(p)
 	return out
 }
 
@@ -292,40 +289,4 @@ func hashCells(cells []Cell) string {
 	b, _ := json.Marshal(cells)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
-}
-
-type locator struct {
-	file string
-	ast  *ast.File
-}
-
-func (l locator) line(path string) int {
-	if l.ast == nil || path == "" {
-		return 0
-	}
-	p, err := yaml.PathString(path)
-	if err != nil {
-		return 0
-	}
-	n, err := p.FilterFile(l.ast)
-	if err != nil || n == nil || n.GetToken() == nil || n.GetToken().Position == nil {
-		return 0
-	}
-	return n.GetToken().Position.Line
-}
-
-func (l locator) errf(path, field, format string, args ...any) error {
-	return &spaces.FileError{File: l.file, Line: l.line(path), Field: field, Msg: fmt.Sprintf(format, args...)}
-}
-
-func yamlError(file string, err error) error {
-	e := &spaces.FileError{File: file, Msg: err.Error()}
-	var se yaml.Error
-	if errors.As(err, &se) {
-		e.Msg = se.GetMessage()
-		if tk := se.GetToken(); tk != nil && tk.Position != nil {
-			e.Line = tk.Position.Line
-		}
-	}
-	return e
 }

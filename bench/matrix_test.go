@@ -119,7 +119,7 @@ func TestMatrixErrors(t *testing.T) {
 		line              int
 	}{
 		{"no name", "cells: []\n", "name", 0},
-		{"unknown top key", "name: x\nbogus: 1\n", "", 2},
+		{"unknown top key", "name: x\nbogus: 1\n", "bogus", 2},
 		{"no cells", "name: x\n", "cells", 0},
 		{"cells and cross", head + "cells: [{name: a}]\ncross: {prompt: [p]}\n", "cross", 7},
 		{"cell without name", head + "cells:\n  - prompt: p\n", "cells[0].name", 7},

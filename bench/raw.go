@@ -10,7 +10,6 @@ import (
 	"io"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/vllm-tuner/tuner/trial"
@@ -74,38 +73,19 @@ func (r *Request) Value(metric string) (float64, bool) {
 
 func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// ErrorClass names the kind of a request error: timeout, cancelled,
-// http_<code>, refused, reset, stream, malformed, engine_error,
-// no_content or other.
-func ErrorClass(msg string) string {
-	switch {
-	case msg == "":
+// errorClass is a request's error class (trial.RequestErrorClass), "" when
+// it succeeded.
+func errorClass(msg string) string {
+	if msg == "" {
 		return ""
-	case msg == "timeout", msg == "cancelled":
-		return msg
-	case strings.HasPrefix(msg, "http "):
-		code, _, _ := strings.Cut(strings.TrimPrefix(msg, "http "), ":")
-		return "http_" + code
-	case strings.Contains(msg, "connection refused"):
-		return "refused"
-	case strings.Contains(msg, "connection reset"), strings.Contains(msg, "EOF"):
-		return "reset"
-	case strings.HasPrefix(msg, "stream"):
-		return "stream"
-	case strings.HasPrefix(msg, "malformed"):
-		return "malformed"
-	case strings.HasPrefix(msg, "engine error"):
-		return "engine_error"
-	case msg == "no content chunk":
-		return "no_content"
 	}
-	return "other"
+	return trial.RequestErrorClass(msg)
 }
 
 // FromRecord turns a client record of load level `level` into a Request.
 func FromRecord(level int, rec *trial.Record) Request {
 	r := Request{Level: level, Index: rec.Index, Start: rec.Start.Truncate(time.Microsecond), Prompt: rec.PromptLen,
-		Output: rec.Tokens(), Err: ErrorClass(rec.Err), Warmup: rec.Warmup}
+		Output: rec.Tokens(), Err: errorClass(rec.Err), Warmup: rec.Warmup}
 	if rec.Err == "" && len(rec.Chunks) == 0 {
 		r.Err = "no_content"
 	}

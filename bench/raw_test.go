@@ -103,10 +103,11 @@ func TestFromRecord(t *testing.T) {
 	if d, _ := r.TPOT(); d != ms(2.75) {
 		t.Errorf("TPOT %v", d)
 	}
-	for msg, class := range map[string]string{"timeout": "timeout", "http 503: busy": "http_503", "Post x: dial tcp: connect: connection refused": "refused",
-		"stream: unexpected EOF": "reset", "malformed chunk: x": "malformed", "engine error: oom": "engine_error", "weird": "other"} {
-		if got := ErrorClass(msg); got != class {
-			t.Errorf("ErrorClass(%q) = %q, want %q", msg, got, class)
+	// Classes are the trial's (trial.RequestErrorClass); success is "".
+	for msg, class := range map[string]string{"": "", "timeout": "timeout", "http 503: busy": "http_503", "Post x: dial tcp: connect: connection refused": "refused",
+		"stream: unexpected EOF": "stream", "malformed chunk: x": "malformed", "engine error: oom": "engine_error", "weird": "other"} {
+		if got := errorClass(msg); got != class {
+			t.Errorf("errorClass(%q) = %q, want %q", msg, got, class)
 		}
 	}
 }

@@ -391,8 +391,15 @@ func (e *executor) level(ctx context.Context, srv Server, client *trial.Client, 
 	// chunk: vLLM bench's pooled ITL, the steady throughput window); the
 	// raw data reproduces the latency figures to the microsecond.
 	m := trial.Summarize(recs, w.SLO)
+	st := a.Stability
+	if !closed {
+		// An open loop above capacity queues for the whole level: its
+		// latencies depend on the level's length, and it meets no SLO.
+		trial.MarkOverload(recs, &m)
+		st.NoteOverload(&m)
+	}
 	met, viol := w.SLO.Check(&m)
-	l := LevelResult{Metrics: m, SLOMet: met, Violations: viol, Stability: a.Stability, Telemetry: telemetry,
+	l := LevelResult{Metrics: m, SLOMet: met, Violations: viol, Stability: st, Telemetry: telemetry,
 		WindowThroughput: a.WindowThroughput, ElapsedS: time.Since(start).Seconds()}
 	if throttled {
 		l.Stability.Throttled, l.Stability.Stable = true, false

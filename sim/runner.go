@@ -185,8 +185,10 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 		st := trial.Stability{Stable: true, Reason: "virtual clock", Windows: 1}
 		if !lv.closed {
 			trial.MarkOverload(recs, &m)
-			if m.Overloaded {
-				st.Stable, st.Reason = false, m.OverloadText()
+			st.Reason = ""
+			st.NoteOverload(&m)
+			if st.Reason == "" {
+				st.Reason = "virtual clock"
 			}
 		}
 		met, viol := w.SLO.Check(&m)

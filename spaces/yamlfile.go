@@ -21,6 +21,9 @@ func NewLocator(file string, b []byte) Locator {
 	return Locator{file: file, ast: f}
 }
 
+// File is the file the locator names in its errors.
+func (l Locator) File() string { return l.file }
+
 // Line is the line of the node at path (0 when unknown).
 func (l Locator) Line(path string) int {
 	if l.ast == nil || path == "" {

@@ -369,7 +369,9 @@ const (
 	ReqErrMalformed     = "malformed"    // a chunk that is not the OpenAI format
 	ReqErrEngine        = "engine_error" // an error object inside the stream
 	ReqErrNoContent     = "no_content"   // a stream without a content chunk
-	ReqErrOther         = "other"        // connection errors and anything else
+	ReqErrRefused       = "refused"      // the connection was refused: nothing listens
+	ReqErrReset         = "reset"        // the connection was reset before a stream began
+	ReqErrOther         = "other"        // anything else
 )
 
 // Prefixes of the Record.Err texts checkUsage writes.
@@ -404,6 +406,10 @@ func RequestErrorClass(err string) string {
 		return ReqErrEngine
 	case err == "no content chunk":
 		return ReqErrNoContent
+	case strings.Contains(err, "connection refused"):
+		return ReqErrRefused
+	case strings.Contains(err, "connection reset"):
+		return ReqErrReset
 	}
 	return ReqErrOther
 }

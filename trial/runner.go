@@ -593,7 +593,7 @@ func (lr *levelRunner) measure(ctx context.Context, idx int, v float64, lw Workl
 	if early {
 		st.Reason = strings.TrimSuffix(fmt.Sprintf("early stop at throughput CI half-width %.1f%%; %s", 100*earlyCI, st.Reason), "; ")
 	}
-	markOverloaded(&st, &m)
+	st.NoteOverload(&m)
 	l := Level{Metrics: m, SLOMet: met, Violations: viol, Stability: st}
 	rl := RawLevel{Records: recs}
 	if closed {
@@ -667,9 +667,10 @@ func ContextLengthError(recs []Record) error {
 		Line: fmt.Sprintf("%d of %d requests rejected as longer than max_model_len: %.200s", n, len(recs), first)}
 }
 
-// markOverloaded makes an overloaded level unstable (its queue grows for
-// the whole run: no steady state) and says so first in the reason.
-func markOverloaded(st *Stability, m *Metrics) {
+// NoteOverload makes the stability of a level MarkOverload found
+// overloaded unstable (its queue grows for the whole run: no steady state)
+// and says so first in the reason.
+func (st *Stability) NoteOverload(m *Metrics) {
 	if m.Overloaded {
 		st.Stable = false
 		st.Reason = strings.TrimSuffix(m.OverloadText()+"; "+st.Reason, "; ")

@@ -99,7 +99,8 @@ func TestRequestErrorClass(t *testing.T) {
 		{"no content chunk", ReqErrNoContent},
 		{"bad usage: usage.completion_tokens 1e15 > max_tokens 64", ReqErrBadUsage},
 		{"excess tokens: 325 content chunks > max_tokens 64", ReqErrExcessTokens},
-		{`Post "http://127.0.0.1:1/v1/completions": dial tcp 127.0.0.1:1: connect: connection refused`, ReqErrOther},
+		{`Post "http://127.0.0.1:1/v1/completions": dial tcp 127.0.0.1:1: connect: connection refused`, ReqErrRefused},
+		{`Post "http://127.0.0.1:8000/v1/completions": read tcp 127.0.0.1:5->127.0.0.1:8000: read: connection reset by peer`, ReqErrReset},
 		{"http 9999: odd", ReqErrOther},
 		{"", ReqErrOther},
 	}
@@ -111,7 +112,7 @@ func TestRequestErrorClass(t *testing.T) {
 }
 
 var reqErrClasses = []string{ReqErrContextLength, ReqErrBadUsage, ReqErrExcessTokens, ReqErrTimeout, ReqErrCancelled,
-	ReqErrStream, ReqErrMalformed, ReqErrEngine, ReqErrNoContent, ReqErrOther}
+	ReqErrStream, ReqErrMalformed, ReqErrEngine, ReqErrNoContent, ReqErrRefused, ReqErrReset, ReqErrOther}
 
 func FuzzRequestErrorClass(f *testing.F) {
 	for _, s := range []string{"http 400: maximum context length is 4", "400 Bad Request: x", "http 500: y", "timeout", "stream", "http :", "1000 x: y", ":"} {
