@@ -145,6 +145,7 @@ type loopState struct {
 	repeatDone   int
 	ranThisRun   int
 	durs         []time.Duration // finished trials of this run
+	lastEnd      time.Time       // when the last finished trial of this run was recorded
 	front        [][]float64     // feasible single-trial vectors
 	best         float64
 	sinceImprove int
@@ -211,15 +212,15 @@ func (l *Loop) status() Status {
 	return st
 }
 
+// meanDur is the wall time per finished trial of this run: the trials
+// themselves and the loop's own time between them (asks, surrogate fits,
+// store writes), which on a long history is a large share of a virtual
+// trial. The ETA and the budget's reserve both count in it.
 func (s *loopState) meanDur() (time.Duration, bool) {
-	if len(s.durs) == 0 {
+	if len(s.durs) == 0 || !s.lastEnd.After(s.start) {
 		return 0, false
 	}
-	var sum time.Duration
-	for _, d := range s.durs {
-		sum += d
-	}
-	return sum / time.Duration(len(s.durs)), true
+	return s.lastEnd.Sub(s.start) / time.Duration(len(s.durs)), true
 }
 
 // Run runs the study until a budget, patience or the search space ends it,
@@ -516,6 +517,7 @@ func (l *Loop) record(prog progress, t Trial) {
 	if t.State.Finished() {
 		l.st.ranThisRun++
 		l.st.durs = append(l.st.durs, t.Ended.Sub(t.Started))
+		l.st.lastEnd = l.now()
 		if t.Phase == PhaseRepeat {
 			l.st.repeatDone++
 			l.st.repeatsLeft = max(0, l.st.repeatsLeft-1)

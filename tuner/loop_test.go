@@ -596,3 +596,43 @@ func TestTrialLineMarksEstimatedVRAM(t *testing.T) {
 		}
 	}
 }
+
+// slowAsk is a proposer whose every ask takes a while on the fake clock,
+// as TPE and the surrogate do on a long history.
+type slowAsk struct {
+	*listProposer
+	clock *fakeClock
+	d     time.Duration
+}
+
+func (p *slowAsk) Ask(ctx context.Context) (spaces.Config, error) {
+	p.clock.Advance(p.d)
+	return p.listProposer.Ask(ctx)
+}
+
+// The ETA counts the loop's own time between trials, not only the trials.
+func TestLoopETACountsLoopOverhead(t *testing.T) {
+	const trialDur, askDur = 10 * time.Second, 5 * time.Second
+	clock := &fakeClock{t: time.Unix(1e9, 0)}
+	var l *Loop
+	var eta time.Duration = -1
+	r := &fakeRunner{eval: func(n, call int) (trial.Result, error) {
+		if n == 3 {
+			eta = l.status().ETA // two of four trials done
+		}
+		clock.Advance(trialDur)
+		return linearEval(n, call)
+	}}
+	cfg := testConfig(t)
+	cfg.MaxTrials, cfg.Repeats = 4, 1
+	l = mustLoop(t, cfg, r, &slowAsk{newListProposer(1, 2, 3, 4), clock, askDur}, &memStore{})
+	l.now = clock.Now
+	if _, err := l.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Two trials left at 15 s each (10 s trial + 5 s ask); the trials
+	// alone would say 20 s.
+	if want := 2 * (trialDur + askDur); eta != want {
+		t.Fatalf("ETA %s with two trials left, want %s", eta, want)
+	}
+}
