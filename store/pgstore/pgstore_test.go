@@ -1,0 +1,203 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/pgstore"
+	"github.com/vllm-tuner/tuner/store/pgstore/pgtest"
+	"github.com/vllm-tuner/tuner/store/storetest"
+)
+
+var _ storetest.Backend = (*pgstore.Store)(nil)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+func pgOpener(t *testing.T, now func() time.Time) func() storetest.Backend {
+	url := pgtest.DB(t)
+	return func() storetest.Backend {
+		s, err := pgstore.Open(context.Background(), pgstore.Config{URL: url, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+}
+
+func TestConformance(t *testing.T) { storetest.Run(t, pgOpener) }
+
+// TestSameAsBolt runs one script through both backends and compares every
+// record a reader can see.
+func TestSameAsBolt(t *testing.T) {
+	ctx := context.Background()
+	pg, err := pgstore.Open(ctx, pgstore.Config{URL: pgtest.DB(t), Now: storetest.Clock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	bolt, err := store.Open(ctx, filepath.Join(t.TempDir(), "tuner.db"), store.Options{NoSync: true, Now: storetest.Clock(), MinFreeBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bolt.Close()
+	storetest.Script(t, pg, 42, 30)
+	storetest.Script(t, bolt, 42, 30)
+	a, b := storetest.Snapshot(t, bolt), storetest.Snapshot(t, pg)
+	if len(a) != len(b) {
+		t.Fatalf("bbolt shows %d record sets, PostgreSQL %d", len(a), len(b))
+	}
+	for k, va := range a {
+		// Sessions are random per writer; compare without them.
+		va, vb := dropSessions(va), dropSessions(b[k])
+		if va != vb {
+			t.Errorf("%s differs:\nbbolt %.300s\npg    %.300s", k, va, vb)
+		}
+	}
+}
+
+func dropSessions(s string) string {
+	for {
+		i := strings.Index(s, `"session":"`)
+		if i < 0 {
+			return s
+		}
+		j := strings.IndexByte(s[i+11:], '"')
+		s = s[:i] + s[i+11+j+1:]
+	}
+}
+
+// TestConcurrentWriters: two Stores (two workers' connections) write one
+// study at once: sequences are unique and the maintained fronts equal the
+// rebuilt ones (the front row lock loses no point).
+func TestConcurrentWriters(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.DB(t)
+	var stores []*pgstore.Store
+	for range 3 {
+		s, err := pgstore.Open(ctx, pgstore.Config{URL: url})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		stores = append(stores, s)
+	}
+	st, err := stores[0].EnsureStudy(ctx, storetest.Key("m", "g", "chat", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(stores))
+	for i, s := range stores {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(i), 7))
+			for range 20 {
+				cfg := storetest.Config(r)
+				tr, err := s.BeginTrial(ctx, st.ID, cfg, store.BeginOptions{})
+				if err == nil {
+					_, err = s.FinishTrial(ctx, tr.ID, storetest.Result(r, cfg))
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	ts, err := stores[0].Trials(ctx, st.ID, store.TrialFilter{})
+	if err != nil || len(ts) != 60 {
+		t.Fatalf("%d trials, %v; want 60", len(ts), err)
+	}
+	for i, tr := range ts {
+		if tr.Seq != uint64(i+1) || tr.State == store.StateRunning {
+			t.Fatalf("trial %d: seq %d state %s", i, tr.Seq, tr.State)
+		}
+	}
+	m, _ := stores[1].Front(ctx, st.ID, store.FrontQuery{})
+	rb, err := stores[2].RebuildFront(ctx, st.ID)
+	if err != nil || !store.SameFront(m, rb) || len(m.Points) == 0 {
+		t.Fatalf("maintained front %d points, rebuilt %d (%v)", len(m.Points), len(rb.Points), err)
+	}
+}
+
+// TestConnectErrors: a wrong password or an unreachable server is
+// ErrConnect naming host and database, never the password.
+func TestConnectErrors(t *testing.T) {
+	url := pgtest.DB(t)
+	db := url[strings.LastIndexByte(url, '/')+1 : strings.IndexByte(url, '?')]
+	wrong := strings.Replace(url, pgtest.Password, "Wr0ngPassw0rd", 1)
+	dead := "postgres://tuner:S3cretDead@127.0.0.1:1/nodb?sslmode=disable&connect_timeout=5"
+	for _, tc := range []struct{ name, url, secret, want string }{
+		{"wrong password", wrong, "Wr0ngPassw0rd", "127.0.0.1:"},
+		{"unreachable", dead, "S3cretDead", "127.0.0.1:1/nodb"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			s, err := pgstore.Open(ctx, pgstore.Config{URL: tc.url})
+			if err == nil {
+				s.Close()
+				t.Fatal("opened")
+			}
+			if !errors.Is(err, pgstore.ErrConnect) {
+				t.Errorf("error %v is not ErrConnect", err)
+			}
+			msg := err.Error()
+			if strings.Contains(msg, tc.secret) {
+				t.Errorf("error shows the password: %s", msg)
+			}
+			if !strings.Contains(msg, tc.want) {
+				t.Errorf("error %q does not name %q", msg, tc.want)
+			}
+		})
+	}
+	if strings.Contains(wrong, db) {
+		s, err := pgstore.Open(context.Background(), pgstore.Config{URL: url})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if p := s.Path(); strings.Contains(p, pgtest.Password) || !strings.Contains(p, db) {
+			t.Errorf("Path %q shows the password or lacks the database", p)
+		}
+	}
+}
+
+// TestMigrations: Open migrates once; a second Migrate applies nothing; a
+// read-only Open of an unmigrated database asks for a migration.
+func TestMigrations(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.DB(t)
+	if _, err := pgstore.Open(ctx, pgstore.Config{URL: url, ReadOnly: true}); !errors.Is(err, store.ErrNeedsMigration) {
+		t.Fatalf("read-only open of an empty database: %v, want ErrNeedsMigration", err)
+	}
+	s, err := pgstore.Open(ctx, pgstore.Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	n, err := s.Migrate(ctx)
+	if err != nil || n != 0 {
+		t.Fatalf("second migrate applied %d (%v), want 0", n, err)
+	}
+	ro, err := pgstore.Open(ctx, pgstore.Config{URL: url, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if _, err := ro.EnsureStudy(ctx, storetest.Key("m", "g", "chat", "")); !errors.Is(err, store.ErrReadOnly) {
+		t.Fatalf("write through a read-only store: %v, want ErrReadOnly", err)
+	}
+}
