@@ -15,6 +15,7 @@ import (
 	"github.com/vllm-tuner/tuner/store/pgstore"
 	"github.com/vllm-tuner/tuner/store/pgstore/pgtest"
 	"github.com/vllm-tuner/tuner/store/storetest"
+	"github.com/vllm-tuner/tuner/tuner"
 )
 
 var _ storetest.Backend = (*pgstore.Store)(nil)
@@ -200,4 +201,43 @@ func TestMigrations(t *testing.T) {
 	if _, err := ro.EnsureStudy(ctx, storetest.Key("m", "g", "chat", "")); !errors.Is(err, store.ErrReadOnly) {
 		t.Fatalf("write through a read-only store: %v, want ErrReadOnly", err)
 	}
+}
+
+// The search loop's store interface.
+var _ tuner.TrialStore = (*pgstore.Store)(nil)
+
+// TestLockStudy: one search per study across processes: a second lock
+// fails with ErrStudyLocked until the first is released.
+func TestLockStudy(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.DB(t)
+	a, err := pgstore.Open(ctx, pgstore.Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := pgstore.Open(ctx, pgstore.Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	st, err := a.EnsureStudy(ctx, storetest.Key("m", "g", "chat", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := a.LockStudy(ctx, st.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.LockStudy(ctx, st.ID); !errors.Is(err, store.ErrStudyLocked) {
+		t.Fatalf("second lock: %v, want ErrStudyLocked", err)
+	}
+	if err := l.Unlock(); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := b.LockStudy(ctx, st.ID)
+	if err != nil {
+		t.Fatalf("lock after unlock: %v", err)
+	}
+	l2.Unlock()
 }
