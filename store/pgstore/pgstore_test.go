@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/dbcopy"
 	"github.com/vllm-tuner/tuner/store/pgstore"
 	"github.com/vllm-tuner/tuner/store/pgstore/pgtest"
 	"github.com/vllm-tuner/tuner/store/storetest"
@@ -240,4 +241,62 @@ func TestLockStudy(t *testing.T) {
 		t.Fatalf("lock after unlock: %v", err)
 	}
 	l2.Unlock()
+}
+
+var (
+	_ dbcopy.Source = (*pgstore.Store)(nil)
+	_ dbcopy.Target = (*pgstore.Store)(nil)
+)
+
+// TestCopyRoundTrip: bbolt -> PostgreSQL -> a new bbolt file keeps every
+// record (sessions included) and the fronts; a second copy into a database
+// that has the studies is refused.
+func TestCopyRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	src, err := store.Open(ctx, filepath.Join(dir, "a.db"), store.Options{NoSync: true, Now: storetest.Clock(), MinFreeBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	storetest.Script(t, src, 5, 20)
+	want := storetest.Snapshot(t, src)
+
+	pg, err := pgstore.Open(ctx, pgstore.Config{URL: pgtest.DB(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	n, err := dbcopy.Copy(ctx, pg, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Studies != 3 || n.Trials != 61 || n.Models != 1 {
+		t.Fatalf("copied %+v, want 3 studies, 61 trials, 1 model", n)
+	}
+	back, err := store.Open(ctx, filepath.Join(dir, "b.db"), store.Options{NoSync: true, MinFreeBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer back.Close()
+	if _, err := dbcopy.Copy(ctx, back, pg); err != nil {
+		t.Fatal(err)
+	}
+	for name, got := range map[string]map[string]string{"PostgreSQL": storetest.Snapshot(t, pg), "bbolt copy": storetest.Snapshot(t, back)} {
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d record sets, want %d", name, len(got), len(want))
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s: %s differs:\nwant %.300s\ngot  %.300s", name, k, v, got[k])
+			}
+		}
+	}
+	rep, err := back.Check(ctx)
+	if err != nil || len(rep.Problems) != 0 {
+		t.Fatalf("check of the copy: %v %v", rep.Problems, err)
+	}
+	if _, err := dbcopy.Copy(ctx, pg, src); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("copy into a database with the studies: %v, want ErrExists", err)
+	}
 }
