@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/store/dbcopy"
 	"github.com/vllm-tuner/tuner/store/pgstore"
@@ -298,5 +300,49 @@ func TestCopyRoundTrip(t *testing.T) {
 	}
 	if _, err := dbcopy.Copy(ctx, pg, src); !errors.Is(err, store.ErrExists) {
 		t.Fatalf("copy into a database with the studies: %v, want ErrExists", err)
+	}
+}
+
+// TestCheck: a healthy database checks clean; a front edited behind the
+// store's back, a trial whose state column disagrees with its record and a
+// lost trial are each reported.
+func TestCheck(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.DB(t)
+	s, err := pgstore.Open(ctx, pgstore.Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	studies := storetest.Script(t, s, 3, 10)
+	rep, err := s.Check(ctx)
+	if err != nil || rep.Studies != 3 || rep.Trials != 31 || rep.Running != 1 || rep.Fronts == 0 || rep.Models != 1 {
+		t.Fatalf("healthy check: %+v, %v", rep, err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	id := studies[0].ID
+	for _, sql := range []string{
+		"UPDATE fronts SET rec = json_build_object('v', 2, 'key', key, 'objectives', rec->'objectives', 'points', '[]'::json) WHERE key = 'study/" + id + "'",
+		"UPDATE trials SET state = 'ok' WHERE study_id = '" + id + "' AND seq = 2 AND state <> 'ok'",
+		"DELETE FROM trials WHERE study_id = '" + studies[2].ID + "' AND seq = 3",
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err = s.Check(ctx)
+	if !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("check of a damaged database: %v", err)
+	}
+	want := []string{"front study/" + id, "trial 3 missing", "10 trials begun, 9 readable"}
+	all := strings.Join(rep.Problems, "\n")
+	for _, w := range want {
+		if !strings.Contains(all, w) {
+			t.Errorf("problems lack %q:\n%s", w, all)
+		}
 	}
 }
