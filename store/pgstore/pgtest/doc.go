@@ -5,8 +5,9 @@
 // and dies with the test binary (Pdeathsig); Stop ends it and removes the
 // directory.
 //
-// A package's TestMain calls Main, which starts one cluster for all its
-// tests; each test takes a database of its own with DB. Outside CI the
+// A package's TestMain calls Main; the first test that calls DB starts one
+// cluster for all the package's tests, each of which takes a database of
+// its own, and Main stops it after the tests. Outside CI the
 // tests skip with a message when the PostgreSQL binaries are missing; under
 // CI=true a missing server fails them.
 package pgtest

@@ -10,6 +10,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -204,37 +205,43 @@ func (c *Cluster) Stop() {
 }
 
 var (
+	once    sync.Once
 	shared  *Cluster
-	missing error
+	failure error
+	mainRun bool
 )
 
-// Main runs a package's tests with one shared cluster: call it from
-// TestMain as os.Exit(pgtest.Main(m)).
+// Main runs a package's tests and stops the shared cluster after them
+// (the first DB call starts it, so tests that need none pay nothing): call
+// it from TestMain as os.Exit(pgtest.Main(m)), or call Stop after m.Run.
 func Main(m *testing.M) int {
-	c, err := Start(context.Background())
-	switch {
-	case err == nil:
-		shared = c
-		defer c.Stop()
-	case errors.Is(err, ErrNoServer) && os.Getenv("CI") != "true":
-		missing = err
-	default:
-		// In CI a missing or broken server fails the run.
-		fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
-		return 1
-	}
+	mainRun = true
+	defer Stop()
 	return m.Run()
 }
 
-// DB returns the URL of a new database on the shared cluster for t; it
-// skips t when the server is missing outside CI.
+// Stop ends the shared cluster, if one was started.
+func Stop() {
+	if shared != nil {
+		shared.Stop()
+		shared = nil
+	}
+}
+
+// DB returns the URL of a new database on the shared cluster for t. When
+// the server binaries are missing it skips t, or fails it under CI=true.
 func DB(t testing.TB) string {
 	t.Helper()
-	if shared == nil {
-		if missing == nil {
-			t.Fatal("pgtest: no cluster (call pgtest.Main from TestMain)")
-		}
-		t.Skipf("skipping the PostgreSQL test: %v (install Debian's postgresql, or set PG_BIN)", missing)
+	if !mainRun {
+		t.Fatal("pgtest: call pgtest.Main from TestMain (it stops the cluster)")
+	}
+	once.Do(func() { shared, failure = Start(context.Background()) })
+	switch {
+	case failure == nil:
+	case errors.Is(failure, ErrNoServer) && os.Getenv("CI") != "true":
+		t.Skipf("skipping the PostgreSQL test: %v (install Debian's postgresql, or set PG_BIN)", failure)
+	default:
+		t.Fatalf("pgtest: %v", failure)
 	}
 	url, err := shared.CreateDB(context.Background())
 	if err != nil {
@@ -242,6 +249,3 @@ func DB(t testing.TB) string {
 	}
 	return url
 }
-
-// Shared returns the package's cluster (nil when the tests skip).
-func Shared() *Cluster { return shared }
