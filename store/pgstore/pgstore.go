@@ -78,11 +78,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if pw, ok := u.User.Password(); ok {
 		s.secret = pw
+		u.User = url.User(u.User.Username())
 	}
-	s.display = u.Redacted()
-	if u.User != nil {
-		s.display = strings.Replace(s.display, ":xxxxx@", "@", 1)
+	if q := u.Query(); q.Has("password") { // libpq also reads it from the query
+		s.secret = q.Get("password")
+		q.Del("password")
+		u.RawQuery = q.Encode()
 	}
+	s.display = u.String()
 	pc, err := pgxpool.ParseConfig(cfg.URL)
 	if err != nil {
 		return nil, s.scrub(fmt.Errorf("open store %s: %w", s.display, err))

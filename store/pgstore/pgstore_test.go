@@ -167,6 +167,13 @@ func TestConnectErrors(t *testing.T) {
 			}
 		})
 	}
+	t.Run("password in the query", func(t *testing.T) {
+		u := strings.Replace(wrong, "Wr0ngPassw0rd@", "@", 1) + "&password=QueryS3cret"
+		_, err := pgstore.Open(context.Background(), pgstore.Config{URL: u})
+		if err == nil || strings.Contains(err.Error(), "QueryS3cret") {
+			t.Fatalf("error %v", err)
+		}
+	})
 	if strings.Contains(wrong, db) {
 		s, err := pgstore.Open(context.Background(), pgstore.Config{URL: url})
 		if err != nil {
