@@ -353,3 +353,54 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestInterruptedWhenConnectionDies: a writer whose connections die (its
+// process killed: the server ends its backends) leaves a running trial the
+// next writer marks interrupted, while a live writer's trial is kept.
+func TestInterruptedWhenConnectionDies(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.DB(t)
+	a, err := pgstore.Open(ctx, pgstore.Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	st, err := a.EnsureStudy(ctx, storetest.Key("m", "g", "chat", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := a.BeginTrial(ctx, st.ID, storetest.Config(rand.New(rand.NewPCG(1, 1))), store.BeginOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := pgstore.Open(ctx, pgstore.Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	got, err := b.Trial(ctx, tr.ID)
+	if err != nil || got.State != store.StateInterrupted {
+		t.Fatalf("trial of a killed writer: %s, %v; want interrupted", got.State, err)
+	}
+	// b is alive: its running trial survives c's open.
+	tr2, err := b.BeginTrial(ctx, st.ID, storetest.Config(rand.New(rand.NewPCG(2, 2))), store.BeginOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := pgstore.Open(ctx, pgstore.Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if got, err := c.Trial(ctx, tr2.ID); err != nil || got.State != store.StateRunning {
+		t.Fatalf("a live writer's trial: %s, %v; want running", got.State, err)
+	}
+}

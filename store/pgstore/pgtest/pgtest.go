@@ -235,7 +235,15 @@ func DB(t testing.TB) string {
 	if !mainRun {
 		t.Fatal("pgtest: call pgtest.Main from TestMain (it stops the cluster)")
 	}
-	once.Do(func() { shared, failure = Start(context.Background()) })
+	once.Do(func() {
+		// A free port can be taken between the probe and the server's
+		// bind: try a few.
+		for range 3 {
+			if shared, failure = Start(context.Background()); failure == nil || errors.Is(failure, ErrNoServer) {
+				return
+			}
+		}
+	})
 	switch {
 	case failure == nil:
 	case errors.Is(failure, ErrNoServer) && os.Getenv("CI") != "true":
