@@ -40,6 +40,9 @@ var ErrNoServer = errors.New("PostgreSQL server binaries (initdb, postgres) not 
 // then /usr/lib/postgresql/*/bin (Debian's layout), newest first.
 func BinDir() (string, error) {
 	if d := os.Getenv("PG_BIN"); d != "" {
+		if _, err := os.Stat(filepath.Join(d, "initdb")); err != nil {
+			return "", fmt.Errorf("%w in PG_BIN=%s", ErrNoServer, d)
+		}
 		return d, nil
 	}
 	if p, err := exec.LookPath("initdb"); err == nil {
