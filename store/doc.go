@@ -1,6 +1,8 @@
 // Package store keeps every study, trial, Pareto front and surrogate model
 // file of tuner in one bbolt file (default ~/.local/share/tuner/tuner.db,
-// $XDG_DATA_HOME honoured, see DefaultPath).
+// $XDG_DATA_HOME honoured, see DefaultPath). store/pgstore keeps the same
+// records in PostgreSQL (backend.go exports what it shares with this
+// package; store/storetest is the suite both pass).
 //
 // # Layout (schema version 2)
 //

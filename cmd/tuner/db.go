@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/pgstore"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -18,7 +19,7 @@ func init() { register(dbCommand()) }
 func dbCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "db",
-		Usage: "check, back up or export the database",
+		Usage: "check, back up, export, migrate or copy the database",
 		Subcommands: []*cli.Command{
 			{
 				Name:      "check",
@@ -44,6 +45,8 @@ func dbCommand() *cli.Command {
 				},
 				Action: dbExport,
 			},
+			dbMigrateCommand(),
+			dbCopyCommand(),
 		},
 	}
 }
@@ -60,6 +63,9 @@ func openDB(c *cli.Context) (*store.Store, error) {
 func dbCheck(c *cli.Context) error {
 	if c.NArg() != 0 {
 		return usagef("db check takes no arguments (the file comes from --db or TUNER_DB)")
+	}
+	if db, err := dbArg(c); err == nil && pgstore.IsURL(db) {
+		return dbCheckPG(c, db)
 	}
 	s, err := openDB(c)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/pgstore/pgtest"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -32,7 +33,7 @@ var (
 // runE2EMain runs the package's tests and removes the binaries the
 // end-to-end tests built.
 func runE2EMain(m *testing.M) int {
-	code := m.Run()
+	code := pgtest.Main(m) // m.Run, then stops the PostgreSQL cluster if a test started one
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}

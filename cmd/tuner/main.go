@@ -97,7 +97,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		EnableBashCompletion: true,
 		Suggest:              true, // "did you mean" for a mistyped command or flag
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "db", Usage: "bbolt database file", EnvVars: []string{"TUNER_DB"}},
+			&cli.StringFlag{Name: "db", Usage: "bbolt database file, or a postgres:// URL (search, db migrate/check/copy)", EnvVars: []string{"TUNER_DB"}},
 			&cli.BoolFlag{Name: "verbose", Usage: "debug logging on stderr"},
 		},
 		OnUsageError: func(c *cli.Context, err error, isSubcommand bool) error {

@@ -243,7 +243,7 @@ func resolveSearch(c *cli.Context) (*searchSetup, error) {
 // study of the same model and GPU setup does: a changed option (another
 // --slo, workload or space) would otherwise start a new study at trial #1
 // without a word. It names the study and the options that differ.
-func checkResumable(ctx context.Context, st *store.Store, key store.StudyKey) error {
+func checkResumable(ctx context.Context, st studyLister, key store.StudyKey) error {
 	all, err := st.Studies(ctx)
 	if err != nil {
 		return err
@@ -542,7 +542,7 @@ func (ss *searchSetup) engineCommand(cfg spaces.Config) []string {
 
 // history reads the finished trials of the same model and GPU from other
 // studies (for pruning and warm start) and the study's own.
-func history(ctx context.Context, st *store.Store, key store.StudyKey, studyID string) (own, other []search.Observation, err error) {
+func history(ctx context.Context, st historyReader, key store.StudyKey, studyID string) (own, other []search.Observation, err error) {
 	trials, err := st.HistoryTrials(ctx, store.HistoryQuery{Model: key.Model, GPU: key.GPU, GPUCount: key.GPUCount})
 	if err != nil {
 		return nil, nil, fmt.Errorf("read history: %w", err)
@@ -570,14 +570,14 @@ func runSearch(c *cli.Context) error {
 		return err
 	}
 	log := cmdLogger(c)
-	dbPath, err := studyDBPath(c)
+	dbPath, err := dbArg(c)
 	if err != nil {
 		return err
 	}
 	if c.Bool("dry-run") {
 		return dryRun(c, ss, dbPath)
 	}
-	st, err := store.Open(c.Context, dbPath, store.Options{Logger: log})
+	st, err := openSearchDB(c.Context, dbPath, log)
 	if err != nil {
 		return err
 	}
@@ -593,13 +593,13 @@ func runSearch(c *cli.Context) error {
 	}
 	// One search per study: a second one would stop the first one's engine
 	// (taken for a stale one) and measure configs twice.
-	lock, err := st.LockStudy(c.Context, study.ID)
+	unlock, stale, err := st.lockStudy(c.Context, study.ID)
 	if err != nil {
 		return err
 	}
-	defer lock.Unlock()
-	if lock.Stale != nil {
-		fmt.Fprintf(c.App.ErrWriter, "note: the previous search of study %s, %s, ended without releasing its lock (the process is gone); taking it over\n", study.ID, lock.Stale)
+	defer unlock()
+	if stale != "" {
+		fmt.Fprintf(c.App.ErrWriter, "note: the previous search of study %s, %s, ended without releasing its lock (the process is gone); taking it over\n", study.ID, stale)
 	}
 	own, other, err := history(c.Context, st, ss.key, study.ID)
 	if err != nil {
@@ -612,7 +612,7 @@ func runSearch(c *cli.Context) error {
 	}
 	ss.logDir = c.String("log-dir")
 	if ss.logDir == "" {
-		ss.logDir = filepath.Join(filepath.Dir(dbPath), "logs", study.ID)
+		ss.logDir = filepath.Join(dataDir(dbPath), "logs", study.ID)
 	}
 	runner, closeRunner, err := newRunner(c, ss, log)
 	if err != nil {
@@ -760,7 +760,7 @@ func (ss *searchSetup) applyPrune(own, other []search.Observation, disabled bool
 func dryRun(c *cli.Context, ss *searchSetup, dbPath string) error {
 	w := c.App.Writer
 	var own, other []search.Observation
-	if st, err := store.Open(c.Context, dbPath, store.Options{ReadOnly: true}); err == nil {
+	if st, err := openHistory(c.Context, dbPath); err == nil {
 		own, other, err = history(c.Context, st, ss.key, ss.key.ID())
 		st.Close()
 		if err != nil {

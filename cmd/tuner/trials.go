@@ -15,6 +15,7 @@ import (
 
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/pgstore"
 	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
 )
@@ -24,7 +25,19 @@ func init() {
 }
 
 // studyDBPath is the database file: --db / TUNER_DB, else the default path.
+// A postgres:// URL is refused here (without printing it): the commands
+// that call this read bbolt files only; see dbArg.
 func studyDBPath(c *cli.Context) (string, error) {
+	p, err := dbArg(c)
+	if err == nil && pgstore.IsURL(p) {
+		return "", usagef("this command reads a bbolt database file; --db postgres://... works with search and db migrate/check/copy (copy to a file first)")
+	}
+	return p, err
+}
+
+// dbArg is --db / TUNER_DB (a bbolt file or a postgres:// URL), else the
+// default file.
+func dbArg(c *cli.Context) (string, error) {
 	if p := c.String("db"); p != "" {
 		return p, nil
 	}

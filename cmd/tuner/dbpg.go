@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/dbcopy"
+	"github.com/vllm-tuner/tuner/store/pgstore"
+)
+
+func dbMigrateCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "migrate",
+		Usage:     "apply pending schema migrations (opening for writing applies them too)",
+		ArgsUsage: " ",
+		Action:    dbMigrate,
+	}
+}
+
+func dbCopyCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "copy",
+		Usage:     "copy every study (with its trials) and model between databases: a bbolt file or a postgres:// URL each",
+		ArgsUsage: " ",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "from", Required: true, Usage: "source database (file or postgres:// URL)"},
+			&cli.StringFlag{Name: "to", Required: true, Usage: "target database (file or postgres:// URL); studies already there with trials are refused"},
+		},
+		Action: dbCopy,
+	}
+}
+
+func dbMigrate(c *cli.Context) error {
+	if c.NArg() != 0 {
+		return usagef("db migrate takes no arguments (the database comes from --db or TUNER_DB)")
+	}
+	db, err := dbArg(c)
+	if err != nil {
+		return err
+	}
+	if !pgstore.IsURL(db) {
+		// The bbolt store migrates a file when it opens it for writing.
+		s, err := store.Open(c.Context, db, store.DefaultOptions())
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		fmt.Fprintf(c.App.Writer, "ok: %s: schema %d\n", s.Path(), store.SchemaVersion)
+		return nil
+	}
+	s, err := pgstore.Open(c.Context, pgstore.Config{URL: db, Logger: cmdLogger(c)})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	fmt.Fprintf(c.App.Writer, "ok: %s: schema %d\n", s.Path(), pgstore.SchemaVersion())
+	return nil
+}
+
+// copyEnd is one side of a copy: a source and a target, closed after.
+type copyEnd interface {
+	dbcopy.Source
+	dbcopy.Target
+	Path() string
+	Close() error
+}
+
+func openCopyEnd(ctx context.Context, db string, readOnly bool) (copyEnd, error) {
+	if pgstore.IsURL(db) {
+		return pgstore.Open(ctx, pgstore.Config{URL: db, ReadOnly: readOnly})
+	}
+	return store.Open(ctx, db, store.Options{ReadOnly: readOnly, Timeout: store.DefaultTimeout})
+}
+
+func dbCopy(c *cli.Context) error {
+	if c.NArg() != 0 {
+		return usagef("db copy takes no arguments: --from and --to")
+	}
+	if c.String("from") == c.String("to") {
+		return usagef("db copy: --from and --to are the same database")
+	}
+	src, err := openCopyEnd(c.Context, c.String("from"), true)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFoundError("db copy: no database at --from")
+	}
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := openCopyEnd(c.Context, c.String("to"), false)
+	if err != nil {
+		return err
+	}
+	defer dst.Close()
+	n, err := dbcopy.Copy(c.Context, dst, src)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "copied %d studies (%d trials) and %d models from %s to %s\n", n.Studies, n.Trials, n.Models, src.Path(), dst.Path())
+	return nil
+}
+
+// dbCheckPG is `tuner db check` on a PostgreSQL database.
+func dbCheckPG(c *cli.Context, db string) error {
+	s, err := pgstore.Open(c.Context, pgstore.Config{URL: db, ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	rep, err := s.Check(c.Context)
+	w := c.App.Writer
+	if c.Bool("json") {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if jerr := enc.Encode(rep); jerr != nil {
+			return jerr
+		}
+	} else {
+		for _, p := range rep.Problems {
+			fmt.Fprintf(w, "problem: %s\n", p)
+		}
+		for _, d := range rep.Duplicates {
+			fmt.Fprintf(w, "duplicate: %s\n", d)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if !c.Bool("json") {
+		fmt.Fprintf(w, "ok: %s: schema %d, %d studies, %d trials (%d running), %d fronts, %d models",
+			rep.Path, rep.Schema, rep.Studies, rep.Trials, rep.Running, rep.Fronts, rep.Models)
+		if n := len(rep.Duplicates); n > 0 {
+			fmt.Fprintf(w, "; %d duplicate measurements (listed above)", n)
+		}
+		fmt.Fprintln(w)
+	}
+	return nil
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/pgstore"
+	"github.com/vllm-tuner/tuner/store/pgstore/pgtest"
+)
+
+// TestSearchPostgres: a sim-virtual search against a PostgreSQL database,
+// then db check on it, a copy to a bbolt file and db check on the copy:
+// the same trials, no password printed anywhere.
+func TestSearchPostgres(t *testing.T) {
+	url := pgtest.DB(t)
+	code, out, errb := runTuner(t, virtualArgs(url, "--trials", "6", "--repeats", "1")...)
+	if code != 0 {
+		t.Fatalf("search: exit %d\n%s\n%s", code, out, errb)
+	}
+	for _, want := range []string{"study ", "6 search trials", "recommended: config"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("search output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out+errb, pgtest.Password) {
+		t.Errorf("the password is printed:\n%s\n%s", out, errb)
+	}
+	code, out, errb = runTuner(t, "--db", url, "db", "check")
+	if code != 0 || !strings.Contains(out, "ok: ") || strings.Contains(out, pgtest.Password) {
+		t.Fatalf("db check: exit %d\n%s\n%s", code, out, errb)
+	}
+	file := filepath.Join(t.TempDir(), "copy.db")
+	code, out, errb = runTuner(t, "db", "copy", "--from", url, "--to", file)
+	if code != 0 || !strings.Contains(out, "copied 1 studies") || strings.Contains(out, pgtest.Password) {
+		t.Fatalf("db copy: exit %d\n%s\n%s", code, out, errb)
+	}
+	code, out, errb = runTuner(t, "--db", file, "db", "check")
+	if code != 0 {
+		t.Fatalf("db check of the copy: exit %d\n%s\n%s", code, out, errb)
+	}
+	ctx := context.Background()
+	pg, err := pgstore.Open(ctx, pgstore.Config{URL: url, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	bolt := openTestStore(t, file)
+	studies, err := pg.Studies(ctx)
+	if err != nil || len(studies) != 1 {
+		t.Fatalf("studies: %v %v", studies, err)
+	}
+	a, err1 := pg.Trials(ctx, studies[0].ID, store.TrialFilter{})
+	b, err2 := bolt.Trials(ctx, studies[0].ID, store.TrialFilter{})
+	if err1 != nil || err2 != nil || len(a) < 6 || len(a) != len(b) {
+		t.Fatalf("trials: PostgreSQL %d (%v), copy %d (%v)", len(a), err1, len(b), err2)
+	}
+	// The study resumes on PostgreSQL like on a file.
+	code, out, errb = runTuner(t, virtualArgs(url, "--trials", "8", "--repeats", "1", "--resume")...)
+	if code != 0 {
+		t.Fatalf("resume: exit %d\n%s\n%s", code, out, errb)
+	}
+}
+
+// TestPostgresErrors: a wrong password or an unreachable server exits 1
+// naming host and database (never the password) before any trial starts;
+// bbolt-only commands refuse a URL without printing it; db migrate
+// migrates an empty database.
+func TestPostgresErrors(t *testing.T) {
+	url := pgtest.DB(t)
+	wrong := strings.Replace(url, pgtest.Password, "N0tThePassw0rd", 1)
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		want   string
+		secret string
+	}{
+		{"wrong password", virtualArgs(wrong), 1, "127.0.0.1:", "N0tThePassw0rd"},
+		{"unreachable", virtualArgs("postgres://u:Secr3tX@127.0.0.1:1/tunerdb?connect_timeout=5"), 1, "127.0.0.1:1/tunerdb", "Secr3tX"},
+		{"bbolt-only command", []string{"--db", url, "trials"}, 2, "reads a bbolt database file", pgtest.Password},
+		{"migrate", []string{"--db", url, "db", "migrate"}, 0, "schema 1", pgtest.Password},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errb := runTuner(t, tc.args...)
+			if code != tc.code || !strings.Contains(out+errb, tc.want) {
+				t.Fatalf("exit %d (want %d), output lacks %q:\n%s\n%s", code, tc.code, tc.want, out, errb)
+			}
+			if strings.Contains(out+errb, tc.secret) {
+				t.Errorf("the password is printed:\n%s\n%s", out, errb)
+			}
+			if strings.Contains(errb, "trial #") {
+				t.Errorf("a trial ran:\n%s", errb)
+			}
+		})
+	}
+}

@@ -1,0 +1,5 @@
+// Package dbcopy moves studies and surrogate models between two tuner
+// databases of any backend (bbolt file, PostgreSQL), record for record:
+// trial IDs, sequence numbers, states, times and notes are kept, and the
+// target's fronts are maintained as the trials are written.
+package dbcopy

@@ -1,0 +1,89 @@
+package pgstore_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"path/filepath"
+	"testing"
+
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/pgstore"
+	"github.com/vllm-tuner/tuner/store/pgstore/pgtest"
+	"github.com/vllm-tuner/tuner/store/storetest"
+)
+
+// BenchmarkTrialOverhead is the store's cost per trial on each backend:
+// "write" begins and finishes one trial (the fronts updated in the same
+// transaction), "history" reads the 200-trial history of a model and GPU
+// (what a search reads when it starts), "trial" is both. Neither backend
+// syncs to disk here (bbolt NoSync, the test cluster's fsync=off), so the
+// figures compare the stores' own work and round trips.
+func BenchmarkTrialOverhead(b *testing.B) {
+	backends := map[string]func(b *testing.B) storetest.Backend{
+		"bbolt": func(b *testing.B) storetest.Backend {
+			s, err := store.Open(context.Background(), filepath.Join(b.TempDir(), "t.db"), store.Options{NoSync: true, MinFreeBytes: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return s
+		},
+		"postgres": func(b *testing.B) storetest.Backend {
+			s, err := pgstore.Open(context.Background(), pgstore.Config{URL: pgtest.DB(b)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return s
+		},
+	}
+	for _, name := range []string{"bbolt", "postgres"} {
+		b.Run(name, func(b *testing.B) {
+			s := backends[name](b)
+			defer s.Close()
+			ctx := context.Background()
+			r := rand.New(rand.NewPCG(1, 1))
+			hist, err := s.EnsureStudy(ctx, storetest.Key("hist", "H100", "chat", ""))
+			if err != nil {
+				b.Fatal(err)
+			}
+			write := func(studyID string) {
+				cfg := storetest.Config(r)
+				tr, err := s.BeginTrial(ctx, studyID, cfg, store.BeginOptions{})
+				if err == nil {
+					_, err = s.FinishTrial(ctx, tr.ID, storetest.Result(r, cfg))
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			for range 200 {
+				write(hist.ID)
+			}
+			st, err := s.EnsureStudy(ctx, storetest.Key("m", "H100", "chat", ""))
+			if err != nil {
+				b.Fatal(err)
+			}
+			read := func() {
+				h, err := s.History(ctx, store.HistoryQuery{Model: "hist", GPU: "H100"})
+				if err != nil || len(h) != 200 {
+					b.Fatalf("history: %d, %v", len(h), err)
+				}
+			}
+			b.Run("write", func(b *testing.B) {
+				for b.Loop() {
+					write(st.ID)
+				}
+			})
+			b.Run("history", func(b *testing.B) {
+				for b.Loop() {
+					read()
+				}
+			})
+			b.Run("trial", func(b *testing.B) {
+				for b.Loop() {
+					write(st.ID)
+					read()
+				}
+			})
+		})
+	}
+}

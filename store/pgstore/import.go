@@ -1,0 +1,51 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/vllm-tuner/tuner/store"
+)
+
+// ImportStudy writes a study and all its trials exactly as given and adds
+// the finished ones to the fronts, in one transaction (see
+// store.Store.ImportStudy; the same rules).
+func (s *Store) ImportStudy(ctx context.Context, st store.Study, trials []store.Trial) error {
+	if err := store.CheckImport(st, trials); err != nil {
+		return err
+	}
+	key, err := st.Key.Normalize()
+	if err != nil || key.ID() != st.ID {
+		return fmt.Errorf("import study %s: its key does not give its ID", st.ID)
+	}
+	err = s.tx(ctx, true, func(tx pgx.Tx) error {
+		if err := insertStudy(ctx, tx, st, 0); err != nil {
+			return err
+		}
+		var next int64
+		if err := tx.QueryRow(ctx, "SELECT next_seq FROM studies WHERE id = $1 FOR UPDATE", st.ID).Scan(&next); err != nil {
+			return err
+		}
+		if next != 0 {
+			return fmt.Errorf("study %s has %d trials: %w", st.ID, next, store.ErrExists)
+		}
+		if _, err := tx.Exec(ctx, "UPDATE studies SET next_seq = $2 WHERE id = $1", st.ID, int64(len(trials))); err != nil {
+			return err
+		}
+		for i := range trials {
+			t := &trials[i]
+			if err := putTrial(ctx, tx, t, true); err != nil {
+				return err
+			}
+			if t.State != store.StateRunning {
+				if err := addToFronts(ctx, tx, st, t); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	return s.wrap("import study "+st.ID, err)
+}

@@ -1,0 +1,118 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/vllm-tuner/tuner/store"
+)
+
+// migrations are the schema versions in order: migrations[i] brings a
+// database from version i to i+1. Append only; never edit a released one.
+var migrations = []string{
+	// 1: studies, trials with their summaries, fronts, models.
+	`CREATE TABLE studies (
+		id        text PRIMARY KEY,
+		created   timestamptz NOT NULL,
+		model     text NOT NULL,
+		gpu       text NOT NULL,
+		gpu_count integer NOT NULL,
+		engine    text NOT NULL,
+		group_key text NOT NULL,
+		next_seq  bigint NOT NULL DEFAULT 0,
+		rec       json NOT NULL
+	);
+	CREATE INDEX studies_history ON studies (model, gpu);
+	CREATE TABLE trials (
+		study_id text NOT NULL REFERENCES studies (id),
+		seq      bigint NOT NULL CHECK (seq > 0),
+		state    text NOT NULL,
+		session  text,
+		rec      json NOT NULL,
+		summary  json NOT NULL,
+		PRIMARY KEY (study_id, seq)
+	);
+	CREATE INDEX trials_running ON trials (session) WHERE state = 'running';
+	CREATE TABLE fronts (
+		key text PRIMARY KEY,
+		rec json NOT NULL
+	);
+	CREATE TABLE meta (
+		key   text PRIMARY KEY,
+		value text NOT NULL
+	);
+	CREATE TABLE models (
+		name text PRIMARY KEY,
+		data bytea NOT NULL,
+		meta json NOT NULL
+	);`,
+}
+
+// SchemaVersion is the schema this program writes.
+func SchemaVersion() int { return len(migrations) }
+
+// migrateLock serialises migrations of one database across processes.
+const migrateLock = 0x7475_6e00
+
+// Migrate applies the pending migrations in one transaction and returns
+// how many it applied. Open calls it; `tuner db migrate` runs it alone.
+func (s *Store) Migrate(ctx context.Context) (int, error) {
+	applied := 0
+	err := s.tx(ctx, true, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(migrateLock)); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+			version integer PRIMARY KEY,
+			applied timestamptz NOT NULL DEFAULT now())`); err != nil {
+			return err
+		}
+		var v int
+		if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM schema_migrations").Scan(&v); err != nil {
+			return err
+		}
+		if v > len(migrations) {
+			return fmt.Errorf("schema %d, this program knows %d: %w", v, len(migrations), store.ErrTooNew)
+		}
+		for i := v; i < len(migrations); i++ {
+			if _, err := tx.Exec(ctx, migrations[i]); err != nil {
+				return fmt.Errorf("migration %d: %w", i+1, err)
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version) VALUES ($1)", i+1); err != nil {
+				return err
+			}
+			if i == 0 {
+				// As the bbolt store's meta bucket: when the database was made.
+				if _, err := tx.Exec(ctx, "INSERT INTO meta (key, value) VALUES ('created', $1)", s.cfg.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+					return err
+				}
+			}
+			s.log.Info("database migrated", "db", s.where, "schema", i+1)
+			applied++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, s.wrap("migrate", err)
+	}
+	return applied, nil
+}
+
+// schemaVersion reads the applied version (0 for an empty database).
+func (s *Store) schemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := s.pool.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM schema_migrations").Scan(&v)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42P01" { // undefined_table
+		return 0, nil
+	}
+	if err != nil {
+		return 0, s.wrap("read schema version", err)
+	}
+	return v, nil
+}

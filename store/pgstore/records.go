@@ -1,0 +1,620 @@
+package pgstore
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/vllm-tuner/tuner/pareto"
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+// EnsureStudy returns the study for key, creating it when new (the key is
+// normalised as the bbolt store does, so IDs agree across backends).
+func (s *Store) EnsureStudy(ctx context.Context, key store.StudyKey) (store.Study, error) {
+	key, err := key.Normalize()
+	if err != nil {
+		return store.Study{}, err
+	}
+	st := store.Study{V: store.RecordVersion, ID: key.ID(), Key: key, Created: s.cfg.Now().UTC()}
+	err = s.tx(ctx, true, func(tx pgx.Tx) error {
+		if err := insertStudy(ctx, tx, st, 0); err != nil {
+			return err
+		}
+		var err error
+		st, err = getStudy(ctx, tx, st.ID, false)
+		return err
+	})
+	if err != nil {
+		return store.Study{}, s.wrap("ensure study", err)
+	}
+	return st, nil
+}
+
+// insertStudy writes a study unless one with its ID exists.
+func insertStudy(ctx context.Context, tx pgx.Tx, st store.Study, nextSeq uint64) error {
+	rec, err := store.MarshalRecord(st)
+	if err != nil {
+		return err
+	}
+	k := st.Key
+	_, err = tx.Exec(ctx, `INSERT INTO studies (id, created, model, gpu, gpu_count, engine, group_key, next_seq, rec)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::text::json) ON CONFLICT (id) DO NOTHING`,
+		st.ID, st.Created, k.Model, k.GPU, k.GPUCount, k.Engine, k.GroupKey(), int64(nextSeq), string(rec))
+	return err
+}
+
+func getStudy(ctx context.Context, q querier, id string, lock bool) (store.Study, error) {
+	sql := "SELECT rec::text FROM studies WHERE id = $1"
+	if lock {
+		sql += " FOR UPDATE"
+	}
+	var raw string
+	if err := q.QueryRow(ctx, sql, id).Scan(&raw); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return store.Study{}, fmt.Errorf("study %s: %w", id, store.ErrNotFound)
+		}
+		return store.Study{}, err
+	}
+	return store.UnmarshalStudy([]byte(raw))
+}
+
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Study returns a study by ID.
+func (s *Store) Study(ctx context.Context, id string) (store.Study, error) {
+	var st store.Study
+	err := s.tx(ctx, false, func(tx pgx.Tx) error {
+		var err error
+		st, err = getStudy(ctx, tx, id, false)
+		return err
+	})
+	return st, s.wrapRead(err)
+}
+
+// wrapRead keeps not-found errors as they are (their text names the
+// record) and names the database in the others.
+func (s *Store) wrapRead(err error) error {
+	if err == nil || errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return s.wrap("read", err)
+}
+
+// Studies lists every study, oldest first.
+func (s *Store) Studies(ctx context.Context) ([]store.Study, error) {
+	var out []store.Study
+	err := s.tx(ctx, false, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, "SELECT rec::text FROM studies ORDER BY created, id")
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Study, error) {
+			var raw string
+			if err := r.Scan(&raw); err != nil {
+				return store.Study{}, err
+			}
+			return store.UnmarshalStudy([]byte(raw))
+		})
+		return err
+	})
+	return out, s.wrapRead(err)
+}
+
+// BeginTrial records a trial in state running and returns it with its
+// sequence number and ID. One transaction.
+func (s *Store) BeginTrial(ctx context.Context, studyID string, cfg spaces.Config, o store.BeginOptions) (store.Trial, error) {
+	if o.Repeat < 0 {
+		return store.Trial{}, fmt.Errorf("begin trial: negative repeat %d", o.Repeat)
+	}
+	t := store.Trial{
+		V: store.RecordVersion, StudyID: studyID, State: store.StateRunning,
+		ConfigID: cfg.ID(), Config: cfg, Repeat: o.Repeat,
+		Started: s.cfg.Now().UTC(), Notes: o.Notes, Session: s.session,
+	}
+	err := s.tx(ctx, true, func(tx pgx.Tx) error {
+		var seq int64
+		// The row lock on the study orders concurrent writers' sequences.
+		err := tx.QueryRow(ctx, "UPDATE studies SET next_seq = next_seq + 1 WHERE id = $1 RETURNING next_seq", studyID).Scan(&seq)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("study %s: %w", studyID, store.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		t.Seq, t.ID = uint64(seq), store.TrialID(studyID, uint64(seq))
+		return putTrial(ctx, tx, &t, true)
+	})
+	if err != nil {
+		return store.Trial{}, s.wrap("begin trial in study "+studyID, err)
+	}
+	return t, nil
+}
+
+// putTrial writes a trial and its summary (insert for a new one).
+func putTrial(ctx context.Context, tx pgx.Tx, t *store.Trial, insert bool) error {
+	rec, err := store.MarshalRecord(t)
+	if err != nil {
+		return fmt.Errorf("trial %s: %w", t.ID, err)
+	}
+	sm := store.Summarize(t)
+	sum, err := store.MarshalRecord(sm)
+	if err != nil {
+		return fmt.Errorf("trial %s summary: %w", t.ID, err)
+	}
+	if insert {
+		_, err = tx.Exec(ctx, `INSERT INTO trials (study_id, seq, state, session, rec, summary)
+			VALUES ($1, $2, $3, $4, $5::text::json, $6::text::json)`,
+			t.StudyID, int64(t.Seq), string(t.State), t.Session, string(rec), string(sum))
+		return err
+	}
+	tag, err := tx.Exec(ctx, `UPDATE trials SET state = $3, rec = $4::text::json, summary = $5::text::json
+		WHERE study_id = $1 AND seq = $2`, t.StudyID, int64(t.Seq), string(t.State), string(rec), string(sum))
+	if err == nil && tag.RowsAffected() != 1 {
+		err = fmt.Errorf("trial %s: %w", t.ID, store.ErrNotFound)
+	}
+	return err
+}
+
+func getTrial(ctx context.Context, q querier, studyID string, seq uint64, lock bool) (store.Trial, error) {
+	sql := "SELECT rec::text FROM trials WHERE study_id = $1 AND seq = $2"
+	if lock {
+		sql += " FOR UPDATE"
+	}
+	var raw string
+	if err := q.QueryRow(ctx, sql, studyID, int64(seq)).Scan(&raw); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return store.Trial{}, fmt.Errorf("trial %s: %w", store.TrialID(studyID, seq), store.ErrNotFound)
+		}
+		return store.Trial{}, err
+	}
+	return store.UnmarshalTrial([]byte(raw))
+}
+
+func collectTrials(rows pgx.Rows) ([]store.Trial, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Trial, error) {
+		var raw string
+		if err := r.Scan(&raw); err != nil {
+			return store.Trial{}, err
+		}
+		return store.UnmarshalTrial([]byte(raw))
+	})
+}
+
+// FinishTrial records how a running trial ended (state from store.StateOf)
+// and updates the study's and the group's fronts in the same transaction.
+// It fails with store.ErrState unless the trial is running.
+func (s *Store) FinishTrial(ctx context.Context, id string, res *trial.Result) (store.Trial, error) {
+	if res == nil {
+		return store.Trial{}, fmt.Errorf("finish trial %s: nil result: %w", id, store.ErrInvalidResult)
+	}
+	if _, err := json.Marshal(res); err != nil {
+		return store.Trial{}, fmt.Errorf("finish trial %s: %w: %v", id, store.ErrInvalidResult, err)
+	}
+	studyID, seq, err := store.ParseTrialID(id)
+	if err != nil {
+		return store.Trial{}, err
+	}
+	var t store.Trial
+	err = s.tx(ctx, true, func(tx pgx.Tx) error {
+		st, err := getStudy(ctx, tx, studyID, false)
+		if err != nil {
+			return err
+		}
+		if t, err = getTrial(ctx, tx, studyID, seq, true); err != nil {
+			return err
+		}
+		if t.State != store.StateRunning {
+			return fmt.Errorf("trial is %s: %w", t.State, store.ErrState)
+		}
+		t.State, t.Result, t.Ended = store.StateOf(res), res, s.cfg.Now().UTC()
+		if err := putTrial(ctx, tx, &t, false); err != nil {
+			return err
+		}
+		return addToFronts(ctx, tx, st, &t)
+	})
+	if err != nil {
+		return store.Trial{}, s.wrap("finish trial "+id, err)
+	}
+	return t, nil
+}
+
+// addToFronts inserts an eligible trial into its study's and group's fronts.
+func addToFronts(ctx context.Context, tx pgx.Tx, st store.Study, t *store.Trial) error {
+	p, ok := store.FrontPoint(st, t, store.FrontQuery{})
+	if !ok {
+		return nil
+	}
+	objs := st.Key.Objectives
+	if err := insertPoint(ctx, tx, store.StudyFrontName(st.ID), objs, p); err != nil {
+		return err
+	}
+	return insertPoint(ctx, tx, store.GroupFrontName(st.Key.GroupKey()), objs, p)
+}
+
+func insertPoint(ctx context.Context, tx pgx.Tx, name string, objs pareto.Objectives, p store.Point) error {
+	empty, err := store.MarshalRecord(store.EmptyFront(name, objs))
+	if err != nil {
+		return err
+	}
+	// Create the row if missing, then lock it: concurrent finishes of one
+	// group's trials queue on the row instead of losing a point.
+	if _, err := tx.Exec(ctx, "INSERT INTO fronts (key, rec) VALUES ($1, $2::text::json) ON CONFLICT (key) DO NOTHING", name, string(empty)); err != nil {
+		return err
+	}
+	var raw string
+	if err := tx.QueryRow(ctx, "SELECT rec::text FROM fronts WHERE key = $1 FOR UPDATE", name).Scan(&raw); err != nil {
+		return err
+	}
+	f, err := store.UnmarshalFront([]byte(raw))
+	if err != nil {
+		return err
+	}
+	if !f.Objectives.Equal(objs) {
+		return fmt.Errorf("front %s has objectives %s, want %s: %w", name, f.Objectives, objs, store.ErrCorrupt)
+	}
+	f, changed, err := store.InsertPoint(f, p)
+	if err != nil || !changed {
+		return err
+	}
+	rec, err := store.MarshalRecord(f)
+	if err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, "UPDATE fronts SET rec = $2::text::json WHERE key = $1", name, string(rec))
+	return err
+}
+
+// SetNotes replaces a trial's notes.
+func (s *Store) SetNotes(ctx context.Context, id, notes string) error {
+	studyID, seq, err := store.ParseTrialID(id)
+	if err != nil {
+		return err
+	}
+	err = s.tx(ctx, true, func(tx pgx.Tx) error {
+		t, err := getTrial(ctx, tx, studyID, seq, true)
+		if err != nil {
+			return err
+		}
+		t.Notes = notes
+		return putTrial(ctx, tx, &t, false)
+	})
+	return s.wrapRead(err)
+}
+
+// Trial returns one trial by ID.
+func (s *Store) Trial(ctx context.Context, id string) (store.Trial, error) {
+	studyID, seq, err := store.ParseTrialID(id)
+	if err != nil {
+		return store.Trial{}, err
+	}
+	var t store.Trial
+	err = s.tx(ctx, false, func(tx pgx.Tx) error {
+		var err error
+		t, err = getTrial(ctx, tx, studyID, seq, false)
+		return err
+	})
+	return t, s.wrapRead(err)
+}
+
+// Trials returns a study's trials in sequence order.
+func (s *Store) Trials(ctx context.Context, studyID string, f store.TrialFilter) ([]store.Trial, error) {
+	var out []store.Trial
+	err := s.tx(ctx, false, func(tx pgx.Tx) error {
+		if _, err := getStudy(ctx, tx, studyID, false); err != nil {
+			return err
+		}
+		states := make([]string, len(f.States))
+		for i, st := range f.States {
+			states[i] = string(st)
+		}
+		rows, err := tx.Query(ctx, `SELECT rec::text FROM trials WHERE study_id = $1
+			AND (cardinality($2::text[]) = 0 OR state = ANY($2))
+			AND ($3 = '' OR rec->>'config_id' = $3) ORDER BY seq`, studyID, states, f.ConfigID)
+		if err != nil {
+			return err
+		}
+		out, err = collectTrials(rows)
+		return err
+	})
+	return out, s.wrapRead(err)
+}
+
+// Front returns a study's front: the maintained record for the zero
+// query, else computed from the trials' summaries.
+func (s *Store) Front(ctx context.Context, studyID string, q store.FrontQuery) (store.Front, error) {
+	st, err := s.Study(ctx, studyID)
+	if err != nil {
+		return store.Front{}, err
+	}
+	name := store.StudyFrontName(studyID)
+	if len(q.SLO) == 0 && !q.IncludeUnstable {
+		return s.readFront(ctx, name, st.Key.Objectives)
+	}
+	return s.computeFront(ctx, name, st.Key.Objectives, []store.Study{st}, q)
+}
+
+// GroupFront returns the front of a model and GPU setup across studies.
+func (s *Store) GroupFront(ctx context.Context, g store.Group, q store.FrontQuery) (store.Front, error) {
+	objs := g.Objectives
+	if len(objs) == 0 {
+		objs = store.DefaultObjectives("")
+	}
+	name := store.GroupFrontName(g.Key())
+	if len(q.SLO) == 0 && !q.IncludeUnstable {
+		return s.readFront(ctx, name, objs)
+	}
+	studies, err := s.groupStudies(ctx, g.Key())
+	if err != nil {
+		return store.Front{}, err
+	}
+	return s.computeFront(ctx, name, objs, studies, q)
+}
+
+// RebuildFront computes a study's front from its trials' summaries; it
+// always equals Front(ctx, id, FrontQuery{}).
+func (s *Store) RebuildFront(ctx context.Context, studyID string) (store.Front, error) {
+	st, err := s.Study(ctx, studyID)
+	if err != nil {
+		return store.Front{}, err
+	}
+	return s.computeFront(ctx, store.StudyFrontName(studyID), st.Key.Objectives, []store.Study{st}, store.FrontQuery{})
+}
+
+// RebuildGroupFront is RebuildFront for a group front.
+func (s *Store) RebuildGroupFront(ctx context.Context, g store.Group) (store.Front, error) {
+	objs := g.Objectives
+	if len(objs) == 0 {
+		objs = store.DefaultObjectives("")
+	}
+	studies, err := s.groupStudies(ctx, g.Key())
+	if err != nil {
+		return store.Front{}, err
+	}
+	return s.computeFront(ctx, store.GroupFrontName(g.Key()), objs, studies, store.FrontQuery{})
+}
+
+func (s *Store) groupStudies(ctx context.Context, groupKey string) ([]store.Study, error) {
+	all, err := s.Studies(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Study
+	for _, st := range all {
+		if st.Key.GroupKey() == groupKey {
+			out = append(out, st)
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) readFront(ctx context.Context, name string, objs pareto.Objectives) (store.Front, error) {
+	var f store.Front
+	err := s.tx(ctx, false, func(tx pgx.Tx) error {
+		var raw string
+		err := tx.QueryRow(ctx, "SELECT rec::text FROM fronts WHERE key = $1", name).Scan(&raw)
+		if errors.Is(err, pgx.ErrNoRows) {
+			f = store.EmptyFront(name, objs)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		f, err = store.UnmarshalFront([]byte(raw))
+		return err
+	})
+	return f, s.wrapRead(err)
+}
+
+func (s *Store) computeFront(ctx context.Context, name string, objs pareto.Objectives, studies []store.Study, q store.FrontQuery) (store.Front, error) {
+	var cands []store.Point
+	for _, st := range studies {
+		sums, err := s.summaries(ctx, st.ID)
+		if err != nil {
+			return store.Front{}, err
+		}
+		for i := range sums {
+			if p, ok := store.SummaryFrontPoint(st, &sums[i], q); ok {
+				cands = append(cands, p)
+			}
+		}
+	}
+	return store.FrontOf(name, objs, cands), nil
+}
+
+func (s *Store) summaries(ctx context.Context, studyID string) ([]store.Summary, error) {
+	var out []store.Summary
+	err := s.tx(ctx, false, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, "SELECT summary::text FROM trials WHERE study_id = $1 ORDER BY seq", studyID)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Summary, error) {
+			var raw string
+			var sm store.Summary
+			if err := r.Scan(&raw); err != nil {
+				return sm, err
+			}
+			return sm, json.Unmarshal([]byte(raw), &sm)
+		})
+		return err
+	})
+	return out, s.wrapRead(err)
+}
+
+// historyStudies selects the studies of a history query in SQL.
+func (s *Store) historyStudies(ctx context.Context, tx pgx.Tx, q store.HistoryQuery) ([]string, error) {
+	rows, err := tx.Query(ctx, `SELECT id FROM studies WHERE model = $1 AND gpu = $2
+		AND ($3 <= 0 OR gpu_count = $3) AND ($4 = '' OR engine = $4)`, q.Model, q.GPU, q.GPUCount, q.Engine)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+func historyStates(q store.HistoryQuery) []string {
+	if len(q.States) == 0 {
+		return []string{string(store.StateOK), string(store.StateUnstable), string(store.StateFailed), string(store.StateInterrupted)}
+	}
+	out := make([]string, len(q.States))
+	for i, st := range q.States {
+		out[i] = string(st)
+	}
+	return out
+}
+
+// History returns the summaries of the matching trials, oldest first (by
+// start time, then study and sequence), as the bbolt store does.
+func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Summary, error) {
+	var out []store.Summary
+	err := s.tx(ctx, false, func(tx pgx.Tx) error {
+		ids, err := s.historyStudies(ctx, tx, q)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, "SELECT summary::text FROM trials WHERE study_id = ANY($1) AND state = ANY($2)", ids, historyStates(q))
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Summary, error) {
+			var raw string
+			var sm store.Summary
+			if err := r.Scan(&raw); err != nil {
+				return sm, err
+			}
+			return sm, json.Unmarshal([]byte(raw), &sm)
+		})
+		return err
+	})
+	if err != nil {
+		return nil, s.wrapRead(err)
+	}
+	slices.SortStableFunc(out, func(a, b store.Summary) int {
+		return cmpTrial(a.Started.Compare(b.Started), a.StudyID, b.StudyID, a.Seq, b.Seq)
+	})
+	return out, nil
+}
+
+func cmpTrial(byTime int, sa, sb string, qa, qb uint64) int {
+	if byTime != 0 {
+		return byTime
+	}
+	if c := cmp.Compare(sa, sb); c != 0 {
+		return c
+	}
+	return cmp.Compare(qa, qb)
+}
+
+// HistoryTrials is History with the full trial records.
+func (s *Store) HistoryTrials(ctx context.Context, q store.HistoryQuery) ([]store.Trial, error) {
+	var out []store.Trial
+	err := s.tx(ctx, false, func(tx pgx.Tx) error {
+		ids, err := s.historyStudies(ctx, tx, q)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, "SELECT rec::text FROM trials WHERE study_id = ANY($1) AND state = ANY($2)", ids, historyStates(q))
+		if err != nil {
+			return err
+		}
+		out, err = collectTrials(rows)
+		return err
+	})
+	if err != nil {
+		return nil, s.wrapRead(err)
+	}
+	slices.SortStableFunc(out, func(a, b store.Trial) int {
+		return cmpTrial(a.Started.Compare(b.Started), a.StudyID, b.StudyID, a.Seq, b.Seq)
+	})
+	return out, nil
+}
+
+// PutModel stores (or replaces) a surrogate model file with its metadata.
+func (s *Store) PutModel(ctx context.Context, name string, data []byte, meta store.ModelMeta) error {
+	if name == "" {
+		return errors.New("put model: empty name")
+	}
+	if len(meta.Schema) > 0 && !json.Valid(meta.Schema) {
+		return fmt.Errorf("put model %s: schema is not valid JSON", name)
+	}
+	sum := sha256.Sum256(data)
+	meta.V, meta.Name, meta.Size, meta.SHA256 = store.RecordVersion, name, len(data), hex.EncodeToString(sum[:])
+	if meta.Created.IsZero() {
+		meta.Created = s.cfg.Now().UTC()
+	}
+	rec, err := store.MarshalRecord(meta)
+	if err != nil {
+		return err
+	}
+	err = s.tx(ctx, true, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO models (name, data, meta) VALUES ($1, $2, $3::text::json)
+			ON CONFLICT (name) DO UPDATE SET data = excluded.data, meta = excluded.meta`, name, data, string(rec))
+		return err
+	})
+	return s.wrap("put model "+name, err)
+}
+
+// GetModel returns a model file and its metadata; the checksum is verified.
+func (s *Store) GetModel(ctx context.Context, name string) ([]byte, store.ModelMeta, error) {
+	var data []byte
+	var raw string
+	err := s.tx(ctx, false, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, "SELECT data, meta::text FROM models WHERE name = $1", name).Scan(&data, &raw)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("model %s: %w", name, store.ErrNotFound)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, store.ModelMeta{}, s.wrapRead(err)
+	}
+	meta, err := store.UnmarshalModelMeta([]byte(raw))
+	if err != nil {
+		return nil, store.ModelMeta{}, err
+	}
+	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != meta.SHA256 {
+		return nil, store.ModelMeta{}, fmt.Errorf("model %s: checksum mismatch: %w", name, store.ErrCorrupt)
+	}
+	return data, meta, nil
+}
+
+// ListModels returns the metadata of every stored model, by name.
+func (s *Store) ListModels(ctx context.Context) ([]store.ModelMeta, error) {
+	var out []store.ModelMeta
+	err := s.tx(ctx, false, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, "SELECT meta::text FROM models ORDER BY name")
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.ModelMeta, error) {
+			var raw string
+			if err := r.Scan(&raw); err != nil {
+				return store.ModelMeta{}, err
+			}
+			return store.UnmarshalModelMeta([]byte(raw))
+		})
+		return err
+	})
+	return out, s.wrapRead(err)
+}
+
+// DeleteModel removes a model; deleting a missing one is not an error.
+func (s *Store) DeleteModel(ctx context.Context, name string) error {
+	err := s.tx(ctx, true, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, "DELETE FROM models WHERE name = $1", name)
+		return err
+	})
+	return s.wrap("delete model "+name, err)
+}

@@ -1,0 +1,70 @@
+package storetest_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/dbcopy"
+	"github.com/vllm-tuner/tuner/store/storetest"
+)
+
+// BoltOpener opens a bbolt store in a test's temp dir.
+func boltOpener(t *testing.T, now func() time.Time) func() storetest.Backend {
+	path := filepath.Join(t.TempDir(), "tuner.db")
+	return func() storetest.Backend {
+		s, err := store.Open(context.Background(), path, store.Options{Timeout: 5 * time.Second, NoSync: true, Now: now, MinFreeBytes: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+}
+
+func TestBolt(t *testing.T) { storetest.Run(t, boltOpener) }
+
+// TestBoltCopy: dbcopy between two bbolt files keeps every record (the
+// bbolt side of `tuner db copy`; the PostgreSQL round trip is in pgstore),
+// and an import with a gap in the numbering is refused.
+func TestBoltCopy(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	open := func(name string) *store.Store {
+		s, err := store.Open(ctx, filepath.Join(dir, name), store.Options{NoSync: true, Now: storetest.Clock(), MinFreeBytes: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a, b := open("a.db"), open("b.db")
+	studies := storetest.Script(t, a, 8, 12)
+	n, err := dbcopy.Copy(ctx, b, a)
+	if err != nil || n.Studies != 3 || n.Trials != 37 || n.Models != 1 {
+		t.Fatalf("copy: %+v, %v", n, err)
+	}
+	want, got := storetest.Snapshot(t, a), storetest.Snapshot(t, b)
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s differs:\nwant %.300s\ngot  %.300s", k, v, got[k])
+		}
+	}
+	if rep, err := b.Check(ctx); err != nil || len(rep.Problems) != 0 {
+		t.Fatalf("check of the copy: %v %v", rep.Problems, err)
+	}
+	if _, err := dbcopy.Copy(ctx, b, a); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("second copy: %v, want ErrExists", err)
+	}
+	ts, err := a.Trials(ctx, studies[0].ID, store.TrialFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := open("c.db")
+	if err := c.ImportStudy(ctx, studies[0], append(ts[:2:2], ts[3:]...)); err == nil || !strings.Contains(err.Error(), "want "+store.TrialID(studies[0].ID, 3)) {
+		t.Fatalf("import with a gap: %v", err)
+	}
+}
