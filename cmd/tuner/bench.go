@@ -21,7 +21,7 @@ import (
 	"github.com/vllm-tuner/tuner/tuner"
 )
 
-func init() { register(benchCommand()) }
+func init() { register(withGateCommands(benchCommand())) }
 
 func benchCommand() *cli.Command {
 	return &cli.Command{
