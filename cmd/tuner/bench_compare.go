@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -66,7 +67,7 @@ func parseShare(s string) (float64, error) {
 	t := strings.TrimSpace(s)
 	pct := strings.HasSuffix(t, "%")
 	v, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(t, "%")), 64)
-	if err != nil || v < 0 || v != v {
+	if err != nil || !(v >= 0) || math.IsInf(v, 0) {
 		return 0, fmt.Errorf("%q: want a share like 2%% or 0.02", s)
 	}
 	if pct {

@@ -295,3 +295,25 @@ func TestBenchHistory(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseShare: any input is an error or a finite share >= 0, and
+// "N%" is N/100 of "N".
+func FuzzParseShare(f *testing.F) {
+	for _, s := range []string{"2%", "0.02", " 3 %", "-1", "1e3%", "NaN", "Inf%", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := parseShare(s)
+		if err != nil {
+			return
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			t.Fatalf("parseShare(%q) = %v", s, v)
+		}
+		if !strings.HasSuffix(strings.TrimSpace(s), "%") {
+			if w, err := parseShare(strings.TrimSpace(s) + "%"); err != nil || math.Abs(w*100-v) > 1e-9*math.Max(1, v) {
+				t.Fatalf("parseShare(%q%%) = %v, %v; want %v/100", s, w, err, v)
+			}
+		}
+	})
+}
