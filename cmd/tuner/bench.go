@@ -21,7 +21,7 @@ import (
 	"github.com/vllm-tuner/tuner/tuner"
 )
 
-func init() { register(benchCommand()) }
+func init() { register(withGateCommands(benchCommand())) }
 
 func benchCommand() *cli.Command {
 	return &cli.Command{
@@ -36,7 +36,7 @@ func benchCommand() *cli.Command {
 				"with --url a running OpenAI-compatible server is benchmarked and nothing is started. The run is\n" +
 				"stored as it goes: a run stopped by Ctrl-C or a dying server keeps its finished cells (partial).",
 			Flags: []cli.Flag{
-				&cli.StringFlag{Name: "matrix", Usage: "scenario matrix YAML (e.g. examples/matrix-smoke.yaml)", Required: true},
+				&cli.StringFlag{Name: "matrix", Usage: "scenario matrix YAML (e.g. examples/matrix-smoke.yaml; default: the --tier preset's)"},
 				&cli.StringFlag{Name: "config", Usage: "vLLM config to start: a --config YAML file, a trial ID or a config ID of the database"},
 				&cli.StringFlag{Name: "engine", Value: engineVLLM, Usage: "vllm or sim (with --config)"},
 				&cli.StringFlag{Name: "url", Usage: "benchmark the running server at http://HOST:PORT (starts nothing)"},
@@ -44,7 +44,8 @@ func benchCommand() *cli.Command {
 				&cli.StringFlag{Name: "gpu", Usage: "GPU name (label; the simulator's GPU with --engine sim)"},
 				&cli.IntFlag{Name: "gpus", Value: 1, Usage: "GPU count (label; per-GPU figures)"},
 				&cli.StringSliceFlag{Name: "label", Usage: "free-form label k=v (repeatable), e.g. git=abc123"},
-				&cli.StringFlag{Name: "tier", Usage: "tier label of the run (smoke, nightly, release)"},
+				&cli.StringFlag{Name: "tier", Usage: "tier of the run: smoke, nightly or release (a preset matrix unless --matrix; stored, matched by compare --baseline-tier)"},
+				&cli.StringFlag{Name: "models", Usage: "--tier release: file of models, one a line (one run each)"},
 				&cli.BoolFlag{Name: "restart-per-cell", Usage: "restart the engine before every cell"},
 				&cli.StringFlag{Name: "telemetry", Value: "auto", Usage: "auto (NVML when available, plus /metrics), nvml, engine (/metrics only) or none"},
 				&cli.DurationFlag{Name: "request-timeout", Value: 5 * time.Minute, Usage: "one request's limit (a timeout is a failed request)"},
@@ -54,7 +55,7 @@ func benchCommand() *cli.Command {
 				&cli.StringFlag{Name: "vllm-sim", Usage: "vllm-sim executable (--engine sim; default: next to tuner, then on PATH)"},
 				&cli.StringFlag{Name: "log-dir", Usage: "engine logs (default: beside the database)"},
 			},
-			Action: benchRun,
+			Action: benchRunTier,
 		}, {
 			Name:  "list",
 			Usage: "list stored benchmark runs",
@@ -180,9 +181,9 @@ func benchRun(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return usagef("bench run takes no arguments, got %q", c.Args().First())
 	}
-	m, err := bench.LoadMatrix(c.String("matrix"))
+	m, err := tierMatrix(c)
 	if err != nil {
-		return asUsage(err)
+		return err
 	}
 	labels, err := parseLabels(c.StringSlice("label"), false)
 	if err != nil {

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/goccy/go-yaml"
+)
+
+// TestTierPresetsAreTheExamples keeps the embedded tier matrices equal to
+// the example files users read.
+func TestTierPresetsAreTheExamples(t *testing.T) {
+	for file, example := range map[string]string{"tiers/smoke.yaml": "../../examples/matrix-smoke.yaml", "tiers/nightly.yaml": "../../examples/matrix-platform.yaml"} {
+		a, err := tierFiles.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(example)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(a) != string(b) {
+			t.Errorf("%s differs from %s", file, example)
+		}
+	}
+}
+
+// TestBenchRunTierErrors: the tier picks the matrix; without either, or
+// with an unknown tier, or release without its model list, exit 2 before
+// anything starts.
+func TestBenchRunTierErrors(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "models.txt")
+	os.WriteFile(empty, []byte("# none\n\n"), 0o644)
+	spaced := filepath.Join(dir, "spaced.txt")
+	os.WriteFile(spaced, []byte("tiny-llama\nmeta llama\n"), 0o644)
+	db := filepath.Join(dir, "t.db")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--url", "http://127.0.0.1:1"}, "needs --matrix FILE or --tier smoke|nightly|release"},
+		{[]string{"--tier", "weekly", "--url", "http://127.0.0.1:1"}, `--tier "weekly": want smoke, nightly or release`},
+		{[]string{"--tier", "release", "--url", "http://127.0.0.1:1"}, "--tier release needs --models FILE"},
+		{[]string{"--tier", "release", "--models", empty, "--url", "http://127.0.0.1:1"}, "lists no model"},
+		{[]string{"--tier", "release", "--models", spaced, "--url", "http://127.0.0.1:1"}, "spaced.txt:2"},
+		{[]string{"--tier", "release", "--models", spaced, "--model", "x", "--url", "http://127.0.0.1:1"}, "not --model"},
+		{[]string{"--tier", "smoke", "--models", spaced, "--url", "http://127.0.0.1:1"}, "--models is for --tier release"},
+		{[]string{"--tier", "smoke"}, "needs --config"},
+	} {
+		code, _, errb := runTuner(t, append([]string{"--db", db, "bench", "run"}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(errb, tc.want) {
+			t.Errorf("%v: exit %d %q, want 2 and %q", tc.args, code, errb, tc.want)
+		}
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestCISmokeScript runs examples/ci/smoke.sh, the script the GitHub
+// Actions workflow calls, as written against real vllm-sim processes: a
+// main-branch run becomes the baseline, a pull request on the same
+// simulator passes, one on a 27% slower simulator (--slowdown 1.27) fails
+// with exit 1 and a Markdown report naming the regression. The smoke cell
+// is cut to 4 s (BENCH_ARGS --matrix) to keep the test short.
+func TestCISmokeScript(t *testing.T) {
+	tunerBin, simBin := binaries(t)
+	wf, err := os.ReadFile("../../examples/ci/github-actions.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Jobs map[string]struct {
+			Steps []struct {
+				Name string            `yaml:"name"`
+				Run  string            `yaml:"run"`
+				Env  map[string]string `yaml:"env"`
+			} `yaml:"steps"`
+		} `yaml:"jobs"`
+	}
+	if err := yaml.Unmarshal(wf, &doc); err != nil {
+		t.Fatalf("workflow: %v", err)
+	}
+	var gateEnv map[string]string
+	for _, s := range doc.Jobs["smoke"].Steps {
+		if strings.Contains(s.Run, "examples/ci/smoke.sh") {
+			gateEnv = s.Env
+		}
+	}
+	if gateEnv == nil || gateEnv["OUT"] == "" || gateEnv["TUNER_DB"] == "" {
+		t.Fatalf("the workflow has no step running examples/ci/smoke.sh with OUT and TUNER_DB: %+v", doc)
+	}
+
+	dir := t.TempDir()
+	db := filepath.Join(dir, "bench.db")
+	script, _ := filepath.Abs("../../examples/ci/smoke.sh")
+	matrix, _ := filepath.Abs("testdata/ci-smoke.yaml")
+	step := func(name string, env ...string) (int, string, string) {
+		out := filepath.Join(dir, name)
+		cmd := exec.Command(script)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "TUNER="+tunerBin, "VLLM_SIM="+simBin, "TUNER_DB="+db, "OUT="+out, "GPU="+testGPU,
+			"PORT="+strconv.Itoa(freePort(t)), "MODEL=Llama-3.1-8B", "BENCH_ARGS=--matrix "+matrix, "GIT_SHA="+name)
+		cmd.Env = append(cmd.Env, env...)
+		b, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		md, _ := os.ReadFile(filepath.Join(out, "compare.md"))
+		return code, string(b), string(md)
+	}
+	if code, out, md := step("first-pr", "ACCEPTED=false"); code != 0 || !strings.Contains(md, "No accepted baseline run yet") {
+		t.Fatalf("PR before any baseline: exit %d\n%s", code, out)
+	}
+	if code, out, _ := step("main", "ACCEPTED=true"); code != 0 || !strings.Contains(out, "new baseline") {
+		t.Fatalf("main: exit %d\n%s", code, out)
+	}
+	// An identical PR: whether the gate flags it is a matter of the
+	// simulator's run-to-run noise (measured by tuner eval gate, not
+	// here); the script must report r3 against the baseline and exit as
+	// the report says.
+	code, out, md := step("same", "ACCEPTED=false")
+	switch {
+	case !strings.Contains(md, "### Benchmark comparison: ") || !strings.Contains(md, "`r3` vs `r2`"):
+		t.Errorf("identical PR: no report of r3 vs r2: exit %d\n%s", code, out)
+	case strings.Contains(md, "No regression") != (code == 0) || (code != 0 && code != 1):
+		t.Errorf("identical PR: exit %d does not match the report\n%s", code, out)
+	}
+	code, out, md = step("slow", "ACCEPTED=false", "SIM_ARGS=--slowdown 1.27")
+	if code != 1 || !strings.Contains(md, "### Benchmark comparison: Regression — `r4` vs `r2`") || !strings.Contains(md, "| chat-c16 | tpot_p50 |") {
+		t.Errorf("slowed PR: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "slow", "junit.xml")); err != nil {
+		t.Errorf("no JUnit report: %v", err)
+	}
+	noSimProcesses(t, simBin)
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/vllm-tuner/tuner/eval"
+	"github.com/vllm-tuner/tuner/sim"
+)
+
+// withEvalGate adds `eval gate` to the eval command.
+func withEvalGate(c *cli.Command) *cli.Command {
+	c.Subcommands = append(c.Subcommands, &cli.Command{
+		Name:  "gate",
+		Usage: "measure the regression gate on the smoke tier against the simulator: false positives and power",
+		Description: "Per pair: a BASE smoke run on a fresh in-process simulator at real time (its own seed), then one\n" +
+			"NEW run per condition (the same speed, and each --slowdown), each compared with BASE by the gate\n" +
+			"of bench compare. Prints how many pairs were flagged and one run's wall time.",
+		Flags: append(gateFlags(),
+			&cli.IntFlag{Name: "pairs", Value: 20, Usage: "pairs per condition"},
+			&cli.Float64SliceFlag{Name: "slowdown", Value: cli.NewFloat64Slice(1.05, 1.27), Usage: "NEW slowdowns for the power rows"},
+			&cli.StringFlag{Name: "model", Value: "Llama-3.1-8B", Usage: "simulated model"},
+			&cli.StringFlag{Name: "gpu", Value: "H100", Usage: "simulated GPU"},
+			&cli.Float64Flag{Name: "time-scale", Value: 1, Usage: "the simulator's real seconds per simulated second (< 1 runs faster)"},
+			&cli.DurationFlag{Name: "duration", Usage: "override the smoke cell's measurement duration (default: the tier's 30 s)"},
+			&cli.BoolFlag{Name: "json", Usage: "JSON"},
+		),
+		Action: runEvalGate,
+	})
+	return c
+}
+
+func runEvalGate(c *cli.Context) error {
+	gcfg, err := gateConfig(c)
+	if err != nil {
+		return err
+	}
+	if c.Int("pairs") < 1 {
+		return usagef("--pairs %d: want at least 1", c.Int("pairs"))
+	}
+	m, err := tierMatrixOf("", "smoke")
+	if err != nil {
+		return err
+	}
+	if d := c.Duration("duration"); d > 0 {
+		for i := range m.Cells {
+			m.Cells[i].Workload.Duration = d
+		}
+	}
+	model, gpu, scale := c.String("model"), c.String("gpu"), c.Float64("time-scale")
+	if !(scale > 0) {
+		return usagef("--time-scale %v: want > 0", scale)
+	}
+	start := func(ctx context.Context, slowdown float64, seed uint64) (string, func(), error) {
+		o, err := sim.ParseServeArgs([]string{model, "--gpu", gpu, "--max-model-len", "4096"})
+		if err != nil {
+			return "", nil, asUsage(err)
+		}
+		o.Host, o.Port, o.StartupScale, o.TimeScale, o.Slowdown, o.Seed = "127.0.0.1", 0, 0, scale, slowdown, seed
+		sctx, cancel := context.WithCancel(ctx)
+		ready := make(chan string, 1)
+		done := make(chan error, 1)
+		go func() { done <- sim.Serve(sctx, o, io.Discard, sim.OnReady(func(addr string) { ready <- addr })) }()
+		stop := func() { cancel(); <-done }
+		select {
+		case addr := <-ready:
+			return "http://" + addr, stop, nil
+		case err := <-done:
+			cancel()
+			return "", nil, fmt.Errorf("simulator: %w", err)
+		case <-time.After(30 * time.Second):
+			stop()
+			return "", nil, errors.New("simulator not ready after 30 s")
+		}
+	}
+	rep, err := eval.MeasureGate(c.Context, eval.GateEvalConfig{Start: start, Matrix: m, Pairs: c.Int("pairs"),
+		Slowdowns: c.Float64Slice("slowdown"), Gate: gcfg, Progress: c.App.ErrWriter})
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return writeJSON(c.App.Writer, rep)
+	}
+	fmt.Fprintf(c.App.Writer, "%s on simulated %s, time scale %s\n\n", model, gpu, strconv.FormatFloat(scale, 'g', -1, 64))
+	return eval.WriteGateEval(c.App.Writer, rep)
+}
