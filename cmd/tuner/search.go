@@ -82,17 +82,7 @@ func searchCommand() *cli.Command {
 }
 
 // shellJoin quotes arguments that need it for a POSIX shell.
-func shellJoin(args []string) string {
-	out := make([]string, len(args))
-	for i, a := range args {
-		if a == "" || strings.ContainsAny(a, " \t\r\n'\"\\$`*?[]{}()<>|&;#~!") {
-			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-		} else {
-			out[i] = a
-		}
-	}
-	return strings.Join(out, " ")
-}
+var shellJoin = tuner.ShellJoin
 
 // printReport writes the final summary.
 func printReport(w io.Writer, rep tuner.Report, ss *tuner.Search) {
