@@ -166,7 +166,7 @@ func ParseJob(body io.Reader) (tuner.SearchSpec, error) {
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&spec); err != nil {
-		return spec, tuner.Usagef("job body: %v", err)
+		return spec, tuner.Usagef("job body: %w", err)
 	}
 	if dec.More() {
 		return spec, tuner.Usagef("job body: more than one JSON value")
