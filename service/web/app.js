@@ -40,7 +40,7 @@ async function loadJobs() {
     const tr = document.createElement("tr");
     tr.dataset.job = j.id;
     tr.innerHTML = `<td>${esc(j.id)}</td><td class="state-${esc(state)}">${esc(state)}</td>
-      <td class="progress">${e.total !== undefined ? `<span class="bar"><span style="width:${pct}%"></span></span>trial ${e.done}/${e.total || "?"} · ${fmtDur(e.elapsed_s)} elapsed · ETA ${fmtDur(e.eta_s)}` : ""}</td>
+      <td class="progress">${e.total !== undefined ? `<span class="bar"><span style="width:${pct}%"></span></span>${e.phase === "repeat" ? "re-measurement" : "trial"} ${e.done}/${e.total || "?"} · ${fmtDur(e.elapsed_s)} elapsed · ETA ${fmtDur(e.eta_s)}` : ""}</td>
       <td class="num">${e.best != null ? fmtNum(e.best) + " " + unit(e.best_unit) : "–"}</td>
       <td class="num">${e.front ?? "–"}</td><td>${esc(e.last || j.error || "")}</td>
       <td>${j.study ? `<a href="#/study/${encodeURIComponent(j.study)}">study</a>` : ""}
@@ -84,7 +84,10 @@ function listen() {
   const es = new EventSource("/api/v1/events");
   es.addEventListener("progress", (m) => {
     const e = JSON.parse(m.data);
-    progress[e.job] = Object.assign(progress[e.job] || {}, e);
+    // A state-only event (queued, study chosen, done) keeps the last
+    // progress figures.
+    const upd = e.phase ? e : { state: e.state, study: e.study, error: e.error };
+    progress[e.job] = Object.assign(progress[e.job] || {}, upd);
     clearTimeout(refreshTimer);
     refreshTimer = setTimeout(() => { loadJobs(); if (e.state !== "running") loadStudies(); }, 100);
   });
