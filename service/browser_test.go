@@ -79,8 +79,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatalf("queue from the form: %v", err)
 	}
-	// The progress cell is filled from the event stream only.
-	poll(`(() => { const c = document.querySelector('#jobs tbody tr td.progress'); return !!c && /trial [1-5]\/5/.test(c.textContent); })()`)
+	// The progress cell is filled from the event stream only (the search
+	// is quick: the page may first show it in the re-measurement phase).
+	poll(`(() => { const c = document.querySelector('#jobs tbody tr td.progress'); return !!c && /(trial [1-5]\/5|re-measurement [0-9]+\/[0-9]+) · /.test(c.textContent); })()`)
 	poll(`(() => { const c = document.querySelector('#jobs tbody tr td:nth-child(2)'); return !!c && c.textContent === 'done'; })()`)
 	if p := text(`document.querySelector('#jobs tbody tr td.progress').textContent`); !regexp.MustCompile(`^re-measurement (\d+)/(\d+) · \d+s elapsed`).MatchString(p) {
 		t.Fatalf("progress %q; want the last re-measurement with its elapsed time", p)

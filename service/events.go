@@ -47,24 +47,48 @@ func statusEvent(job, study string, s tuner.Status) Event {
 	return e
 }
 
-// hub fans events out to the SSE clients. A slow client loses events
-// rather than slowing the job: publish never blocks.
+// hub fans events out to the SSE clients. A slow client loses older
+// events rather than slowing the job: publish never blocks, and when a
+// client's buffer is full the oldest event makes room for the newest (the
+// figures are cumulative, and a job's final state is never the one lost).
 type hub struct {
 	mu   sync.Mutex
 	subs map[chan Event]struct{}
-	last map[string]Event // latest event per job, replayed to new clients
+	// The latest progress and the latest state-only event of each job,
+	// replayed to new clients so they start from the current picture.
+	progress, state map[string]Event
+	order           []string // jobs in the order first seen
 }
 
-func newHub() *hub { return &hub{subs: map[chan Event]struct{}{}, last: map[string]Event{}} }
+func newHub() *hub {
+	return &hub{subs: map[chan Event]struct{}{}, progress: map[string]Event{}, state: map[string]Event{}}
+}
 
 func (h *hub) publish(e Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.last[e.Job] = e
+	if _, ok := h.progress[e.Job]; !ok {
+		if _, ok := h.state[e.Job]; !ok {
+			h.order = append(h.order, e.Job)
+		}
+	}
+	if e.Phase != "" {
+		h.progress[e.Job] = e
+	} else {
+		h.state[e.Job] = e
+	}
 	for c := range h.subs {
 		select {
 		case c <- e:
-		default: // full: this client misses one update
+		default:
+			select {
+			case <-c: // drop the oldest
+			default:
+			}
+			select {
+			case c <- e:
+			default:
+			}
 		}
 	}
 }
@@ -72,11 +96,16 @@ func (h *hub) publish(e Event) {
 func (h *hub) subscribe() (chan Event, []Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	c := make(chan Event, 64)
+	c := make(chan Event, 256)
 	h.subs[c] = struct{}{}
-	snap := make([]Event, 0, len(h.last))
-	for _, e := range h.last {
-		snap = append(snap, e)
+	var snap []Event
+	for _, job := range h.order {
+		if e, ok := h.progress[job]; ok {
+			snap = append(snap, e)
+		}
+		if e, ok := h.state[job]; ok {
+			snap = append(snap, e)
+		}
 	}
 	return c, snap
 }

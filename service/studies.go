@@ -4,6 +4,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
@@ -28,16 +29,23 @@ func (s *Server) getStudy(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, st)
 }
 
-// trialRow is a stored trial with its objective values read out (the
+// trialRow is a stored trial without its full result (GET
+// /api/v1/trials/{id} has it): its verdict, flags and objective values (the
 // study's throughput and latency metrics, peak VRAM; absent when the trial
-// has no measurement) and its verdict.
+// has no measurement).
 type trialRow struct {
-	store.Trial
-	Verdict    string   `json:"verdict"`
-	Flags      []string `json:"flags"`
-	Throughput *float64 `json:"throughput,omitempty"`
-	Latency    *float64 `json:"latency,omitempty"`
-	VRAM       *float64 `json:"vram_gib,omitempty"`
+	ID         string      `json:"id"`
+	Seq        uint64      `json:"seq"`
+	State      store.State `json:"state"`
+	ConfigID   string      `json:"config_id"`
+	Repeat     int         `json:"repeat"`
+	Started    time.Time   `json:"started"`
+	Ended      time.Time   `json:"ended,omitzero"`
+	Verdict    string      `json:"verdict"`
+	Flags      []string    `json:"flags"`
+	Throughput *float64    `json:"throughput,omitempty"`
+	Latency    *float64    `json:"latency,omitempty"`
+	VRAM       *float64    `json:"vram_gib,omitempty"`
 }
 
 func (s *Server) studyTrials(w http.ResponseWriter, r *http.Request) {
@@ -54,7 +62,8 @@ func (s *Server) studyTrials(w http.ResponseWriter, r *http.Request) {
 	m := tuner.StudyMetrics(st)
 	rows := make([]trialRow, len(ts))
 	for i, t := range ts {
-		rows[i] = trialRow{Trial: t, Verdict: tuner.FromStore(t).Verdict(), Flags: t.Config.Flags()}
+		rows[i] = trialRow{ID: t.ID, Seq: t.Seq, State: t.State, ConfigID: t.ConfigID, Repeat: t.Repeat, Started: t.Started, Ended: t.Ended,
+			Verdict: tuner.FromStore(t).Verdict(), Flags: t.Config.Flags()}
 		if v, ok := m.Vector(t.Result); ok {
 			rows[i].Throughput, rows[i].Latency, rows[i].VRAM = &v[0], &v[1], &v[2]
 		}
