@@ -46,6 +46,12 @@ type Config struct {
 	Terminal bool      // Progress is a terminal: draw a live bar
 	Width    int       // columns of that terminal; 0 = 80
 	Logger   *slog.Logger
+	// OnStatus receives the status whenever the progress display does (a
+	// trial started or finished): the service streams it. nil = none.
+	OnStatus func(Status)
+	// OnTrial receives each finished or interrupted trial (metrics). nil =
+	// none.
+	OnTrial func(Trial)
 }
 
 // DefaultConfig returns the loop's defaults: 50 trials, 8 h, 20 min per
@@ -242,6 +248,9 @@ func (l *Loop) Run(ctx context.Context) (Report, error) {
 	rerun := l.replay(hist)
 
 	prog := newProgress(l.cfg.Progress, l.cfg.Terminal, l.cfg.Width, l.status)
+	if l.cfg.OnStatus != nil {
+		prog = hookProgress{progress: prog, hook: l.cfg.OnStatus}
+	}
 	defer prog.close()
 
 	reason, err := l.search(ctx, prog, rerun)
@@ -529,6 +538,9 @@ func (l *Loop) record(prog progress, t Trial) {
 	l.st.last = fmt.Sprintf("#%d %s", t.Number, t.Verdict())
 	l.mu.Unlock()
 	prog.finished(l.status(), l.trialLine(&t))
+	if l.cfg.OnTrial != nil {
+		l.cfg.OnTrial(t)
+	}
 }
 
 // trialLine is the one-line summary of a trial.

@@ -25,6 +25,9 @@ type Status struct {
 	Running   string        // config ID of the running trial ("" between trials)
 }
 
+// Line is the status as the CLI's progress line shows it.
+func (s Status) Line() string { return s.line() }
+
 func (s Status) line() string {
 	var b strings.Builder
 	total := "?"
@@ -214,4 +217,20 @@ func (p *liveProgress) close() {
 	defer p.mu.Unlock()
 	_ = p.bar.Clear()
 	fmt.Fprint(p.w, "\r")
+}
+
+// hookProgress passes every status it shows to a hook as well.
+type hookProgress struct {
+	progress
+	hook func(Status)
+}
+
+func (p hookProgress) started(s Status) {
+	p.progress.started(s)
+	p.hook(s)
+}
+
+func (p hookProgress) finished(s Status, trialLine string) {
+	p.progress.finished(s, trialLine)
+	p.hook(s)
 }

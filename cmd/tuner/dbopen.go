@@ -11,56 +11,30 @@ import (
 	"github.com/vllm-tuner/tuner/tuner"
 )
 
-// searchDB is what `tuner search` needs of a database: the bbolt file or a
-// PostgreSQL database (--db postgres://...).
-type searchDB interface {
-	tuner.TrialStore
-	studyLister
-	historyReader
-	EnsureStudy(ctx context.Context, key store.StudyKey) (store.Study, error)
-	// lockStudy takes the one-search-per-study lock; stale describes a
-	// previous owner that died holding it ("" when none).
-	lockStudy(ctx context.Context, studyID string) (release func() error, stale string, err error)
-	Path() string
-	Close() error
+// pgDB is a PostgreSQL database as a tuner.SearchDB.
+type pgDB struct {
+	*pgstore.Store
+	dataDir string
 }
 
-type studyLister interface {
-	Studies(ctx context.Context) ([]store.Study, error)
-}
-
-type historyReader interface {
-	HistoryTrials(ctx context.Context, q store.HistoryQuery) ([]store.Trial, error)
-}
-
-type boltDB struct{ *store.Store }
-
-func (b boltDB) lockStudy(ctx context.Context, id string) (func() error, string, error) {
-	l, err := b.LockStudy(ctx, id)
-	if err != nil {
-		return nil, "", err
-	}
-	stale := ""
-	if l.Stale != nil {
-		stale = l.Stale.String()
-	}
-	return l.Unlock, stale, nil
-}
-
-type pgDB struct{ *pgstore.Store }
-
-func (p pgDB) lockStudy(ctx context.Context, id string) (func() error, string, error) {
-	l, err := p.LockStudy(ctx, id)
+func (p pgDB) LockStudy(ctx context.Context, id string) (func() error, string, error) {
+	l, err := p.Store.LockStudy(ctx, id)
 	if err != nil {
 		return nil, "", err
 	}
 	return l.Unlock, "", nil
 }
 
-var (
-	_ searchDB = boltDB{}
-	_ searchDB = pgDB{}
-)
+func (p pgDB) DataDir() string { return p.dataDir }
+
+var _ tuner.SearchDB = pgDB{}
+
+// searchDB is a database open for a search, closed when done.
+type searchDB interface {
+	tuner.SearchDB
+	Path() string
+	Close() error
+}
 
 // openSearchDB opens --db for writing: a postgres:// URL or a bbolt file.
 // A database that cannot be reached is an error naming host and database
@@ -71,13 +45,13 @@ func openSearchDB(ctx context.Context, db string, log *slog.Logger) (searchDB, e
 		if err != nil {
 			return nil, err
 		}
-		return pgDB{s}, nil
+		return pgDB{s, dataDir(db)}, nil
 	}
 	s, err := store.Open(ctx, db, store.Options{Logger: log})
 	if err != nil {
 		return nil, err
 	}
-	return boltDB{s}, nil
+	return tuner.BoltDB{Store: s}, nil
 }
 
 // dataDir is where files beside the database go (engine logs): the bbolt
@@ -95,7 +69,7 @@ func dataDir(db string) string {
 
 // openHistory opens --db read-only for the history of a dry run.
 func openHistory(ctx context.Context, db string) (interface {
-	historyReader
+	tuner.HistoryReader
 	Close() error
 }, error) {
 	if pgstore.IsURL(db) {

@@ -16,6 +16,8 @@ import (
 	"syscall"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/vllm-tuner/tuner/tuner"
 )
 
 // version is set by the linker (-X main.version=...).
@@ -68,22 +70,15 @@ func hintFlagsAfterArgs(cmd *cli.Command) {
 	}
 }
 
-// usageError marks errors caused by bad flags, arguments or input files.
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
+// usageError marks errors caused by bad flags, arguments or input files
+// (exit code 2): the core's, so that a search spec's errors are the CLI's.
+type usageError = tuner.UsageError
 
 // usagef returns a usage error (exit code 2).
-func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+var usagef = tuner.Usagef
 
 // asUsage wraps err as a usage error (exit code 2), keeping nil as nil.
-func asUsage(err error) error {
-	if err == nil {
-		return nil
-	}
-	return usageError{err}
-}
+var asUsage = tuner.AsUsage
 
 func newApp(stdout, stderr io.Writer) *cli.App {
 	sort.Slice(commands, func(i, j int) bool { return commands[i].Name < commands[j].Name })
@@ -101,7 +96,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			&cli.BoolFlag{Name: "verbose", Usage: "debug logging on stderr"},
 		},
 		OnUsageError: func(c *cli.Context, err error, isSubcommand bool) error {
-			return usageError{err}
+			return usageError{Err: err}
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // exit codes are mapped in run
 	}

@@ -184,29 +184,10 @@ func buildFrontView(ctx context.Context, s *store.Store, sel selection, extra tr
 }
 
 // candidatePoint is a config's point on the charts: its conservative values.
-func candidatePoint(c tuner.Candidate) tuner.ChartPoint {
-	return tuner.ChartPoint{Label: "config " + c.ConfigID, Throughput: c.Score, Latency: c.ConservativeLatency, VRAM: c.VRAM.Median}
-}
+var candidatePoint = tuner.CandidatePoint
 
-// defaultConfigID is the ID of vLLM's default config for a study's target
-// under the default space ("" when the target is not in the catalog or the
-// study searched another space).
-func defaultConfigID(k store.StudyKey) string {
-	t, err := spaces.DefaultCatalog().Target(k.Model, k.GPU, k.GPUCount)
-	if err != nil {
-		return ""
-	}
-	t.EngineVersion = k.EngineVersion
-	sp, err := spaces.Default()
-	if err != nil {
-		return ""
-	}
-	r, err := sp.Resolve(t)
-	if err != nil || r.Hash() != k.SpaceHash {
-		return ""
-	}
-	return r.DefaultConfig().ID()
-}
+// defaultConfigID is the ID of vLLM's default config for a study's target.
+var defaultConfigID = tuner.DefaultConfigID
 
 // chartPoints are the front's points.
 func chartPoints(v frontView) []tuner.ChartPoint {
@@ -243,14 +224,7 @@ func chartOptions(v frontView, sel selection) tuner.ChartOptions {
 		o.VRAMEstimated = o.VRAMEstimated || c.VRAMEstimated
 	}
 	slo, _ := trial.ParseSLO(v.SLO)
-	for _, b := range slo {
-		switch {
-		case b.Metric == v.Metrics.Latency && (b.Op == "<=" || b.Op == "<"):
-			o.LatencyLimit = b.Limit
-		case b.Metric == v.Metrics.Throughput && (b.Op == ">=" || b.Op == ">"):
-			o.ThroughputLimit = b.Limit
-		}
-	}
+	o.SLOLimits(slo, v.Metrics)
 	return o
 }
 

@@ -9,7 +9,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
@@ -111,20 +110,8 @@ func otherServedNames(ctx context.Context, s *store.Store, arg string) []string 
 	return out
 }
 
-// defaultIDOf is the config ID of vLLM's default in a study: that of the
-// resolved default space, else the config of the study's first trial (the
-// search always runs the default first). trials are the study's, in order.
-func defaultIDOf(st store.Study, trials []tuner.Trial) string {
-	if id := defaultConfigID(st.Key); id != "" {
-		return id
-	}
-	for _, t := range trials {
-		if t.Number == 1 {
-			return t.ConfigID
-		}
-	}
-	return ""
-}
+// defaultIDOf is the config ID of vLLM's default in a study.
+var defaultIDOf = tuner.DefaultConfigIDOf
 
 // trialsOf reads the trials of the selected studies as the loop sees them.
 func trialsOf(ctx context.Context, s *store.Store, studies []store.Study) ([]tuner.Trial, error) {
@@ -208,94 +195,40 @@ func recommendCommand() *cli.Command {
 				fmt.Fprintln(ew, sel.describe())
 			}
 			cands := tuner.Aggregate(trials, slo, sel.Metrics, c.Float64("k"))
-			doc := recommendation{Model: servedName(sel.Newest.Key), GPU: sel.Newest.Key.GPU, GPUCount: sel.Newest.Key.GPUCount,
-				Workload: sel.Newest.Key.Workload, Engine: sel.Newest.Key.Engine, Studies: studyIDs(sel.Studies), SLO: slo.String(),
-				Prefer: prefer, Metrics: sel.Metrics}
-			if m := c.String("model"); m != "" && sel.Newest.Key.ServedModel == "" {
-				doc.Model = m // a study keyed by the catalog name serves what the user calls it
-			}
-			best, err := tuner.RecommendMeasured(cands, sel.Metrics, slo, prefer)
+			doc, err := tuner.BuildRecommendation(tuner.RecommendInput{
+				Studies: sel.Studies, Newest: sel.Newest, Trials: trials, Cands: cands,
+				SLO: slo, Metrics: sel.Metrics, Prefer: prefer, Model: c.String("model"),
+			})
 			if err != nil {
 				var inf *tuner.InfeasibleError
 				if format == "json" && errors.As(err, &inf) {
-					doc.Closest = inf.Closest
 					if werr := writeJSON(w, doc); werr != nil {
 						return werr
 					}
 				}
 				return err
 			}
+			best := doc.Candidate
 			for _, w := range best.Warnings() {
 				fmt.Fprintf(ew, "warning: config %s: %s\n", best.ConfigID, w)
 			}
-			doc.Feasible, doc.Candidate = true, best
-			doc.DefaultConfigID = defaultIDOf(sel.Newest, trials)
-			doc.IsDefault = doc.DefaultConfigID == best.ConfigID
-			for i := range cands {
-				if cands[i].ConfigID == doc.DefaultConfigID && !doc.IsDefault {
-					if g, ok := tuner.EstimateGain(best, &cands[i]); ok {
-						doc.Gain = &g
-					}
-				}
-			}
-			doc.Flags = best.Config.Flags()
-			doc.Command = shellJoin(append([]string{"vllm", "serve", doc.Model}, doc.Flags...))
-			// The YAML must mean the measured config on the study's vLLM:
-			// its --config loader decides what a false boolean becomes.
-			version := sel.Newest.Key.EngineVersion
-			if version == "" {
-				version = spaces.DefaultEngineVersion
-			}
-			yamlText, yamlErr := best.Config.YAMLFor(version)
-			doc.YAML = yamlText
-			switch format {
-			case "flags":
-				fmt.Fprintln(w, shellJoin(doc.Flags))
-			case "command":
-				fmt.Fprintln(w, doc.Command)
-			case "yaml":
-				if yamlErr != nil {
-					return fmt.Errorf("--format yaml: %w; the measured config as a command line:\n%s", yamlErr, doc.Command)
-				}
-				fmt.Fprintf(w, "# vllm serve %s --config this.yaml   (for vLLM %s)\n# config %s: %s %.1f (median of %d), %s %.2f ms, VRAM %s; study %s\n%s",
-					doc.Model, version, best.ConfigID, sel.Metrics.Throughput, best.Throughput.Median, best.Throughput.N, sel.Metrics.Latency, best.Latency.Median,
-					vramText(best.VRAM.Median, best.VRAMEstimated), sel.Newest.ID, doc.YAML)
-			case "json":
+			if format == "json" {
 				return writeJSON(w, doc)
 			}
-			fmt.Fprintln(ew, doc.note(best))
+			text, err := doc.Format(format)
+			if err != nil {
+				return err
+			}
+			fmt.Fprint(w, text)
+			fmt.Fprintln(ew, note(doc, best))
 			return nil
 		},
 	}
 }
 
-// recommendation is what `recommend --format json` prints: the pick, or
-// feasible false and the closest config when nothing meets the SLOs.
-type recommendation struct {
-	Feasible  bool             `json:"feasible"`
-	Model     string           `json:"model"`
-	GPU       string           `json:"gpu"`
-	GPUCount  int              `json:"gpu_count"`
-	Engine    string           `json:"engine"`
-	Workload  string           `json:"workload"`
-	Studies   []string         `json:"studies"`
-	SLO       string           `json:"slo"`
-	Prefer    tuner.Prefer     `json:"prefer"`
-	Metrics   tuner.Metrics    `json:"metrics"`
-	Candidate *tuner.Candidate `json:"candidate,omitempty"`
-	// Closest is the config nearest to the SLOs when none meets them.
-	Closest         *tuner.Candidate    `json:"closest,omitempty"`
-	DefaultConfigID string              `json:"default_config_id,omitempty"`
-	IsDefault       bool                `json:"is_default"`
-	Gain            *tuner.GainEstimate `json:"gain,omitempty"`
-	Flags           []string            `json:"flags,omitempty"`
-	Command         string              `json:"command,omitempty"`
-	YAML            string              `json:"yaml,omitempty"`
-}
-
 // note is the human summary of the pick for stderr: which config, whether
 // it is vLLM's default, its gain with the interval, estimated VRAM.
-func (r recommendation) note(best *tuner.Candidate) string {
+func note(r tuner.Recommendation, best *tuner.Candidate) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "config %s: %s median %.1f over %d runs (%d re-measured), %s median %.2f ms, VRAM %s",
 		best.ConfigID, r.Metrics.Throughput, best.Throughput.Median, best.Throughput.N, best.Remeasured, r.Metrics.Latency, best.Latency.Median,
@@ -313,12 +246,7 @@ func (r recommendation) note(best *tuner.Candidate) string {
 }
 
 // vramText is fmtVRAM with the estimate spelled out, for one-off lines.
-func vramText(gib float64, estimated bool) string {
-	if estimated {
-		return fmt.Sprintf("%.1f GiB (estimated from --gpu-memory-utilization, not measured)", gib)
-	}
-	return fmt.Sprintf("%.1f GiB", gib)
-}
+var vramText = tuner.VRAMText
 
 func studyIDs(sts []store.Study) []string {
 	out := make([]string, len(sts))

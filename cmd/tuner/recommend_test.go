@@ -190,7 +190,7 @@ func TestRecommendAcrossStudies(t *testing.T) {
 			stderr: []string{"this is vLLM's default config: keep the defaults"}},
 	})
 	code, out, errb := runTuner(t, "--db", db, "recommend", "--model", "m", "--slo", "tpot_p99<=30ms", "--json")
-	var doc recommendation
+	var doc tuner.Recommendation
 	if err := json.Unmarshal([]byte(out), &doc); code != 0 || err != nil || !doc.IsDefault || !doc.Feasible || doc.Gain != nil {
 		t.Fatalf("json (exit %d, %v): %+v %s", code, err, doc, errb)
 	}
@@ -201,7 +201,7 @@ func TestRecommendAcrossStudies(t *testing.T) {
 func TestRecommendJSONInfeasible(t *testing.T) {
 	db := virtualFixture(t)
 	code, out, errb := runTuner(t, "--db", db, "recommend", "--model", testModel, "--slo", "tpot_p99<=1ms", "--format", "json")
-	var doc recommendation
+	var doc tuner.Recommendation
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("stdout is not JSON (%v): %q", err, out)
 	}

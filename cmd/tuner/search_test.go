@@ -239,7 +239,7 @@ func FuzzParseEngineEnv(f *testing.F) {
 		if !ok || k == "" {
 			t.Fatalf("accepted %q without NAME=", kv)
 		}
-		if !strings.HasPrefix(k, "VLLM_") && !strings.HasPrefix(k, "NCCL_") && !slices.Contains(engineEnvAllow, k) {
+		if !strings.HasPrefix(k, "VLLM_") && !strings.HasPrefix(k, "NCCL_") && !slices.Contains(tuner.EngineEnvAllow, k) {
 			t.Fatalf("accepted %q: %s is not allowlisted", kv, k)
 		}
 	})
@@ -290,7 +290,7 @@ func TestPrintReportGolden(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.golden, func(t *testing.T) {
 			var buf bytes.Buffer
-			printReport(&buf, tt.rep, &searchSetup{space: sp, modelArg: testModel})
+			printReport(&buf, tt.rep, &tuner.Search{Space: sp, ModelArg: testModel})
 			golden := filepath.Join("testdata", tt.golden)
 			if *update {
 				if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {

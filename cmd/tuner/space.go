@@ -15,6 +15,7 @@ import (
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
+	"github.com/vllm-tuner/tuner/tuner"
 )
 
 func init() { register(spaceCommand()) }
@@ -34,73 +35,30 @@ func targetFlags() []cli.Flag {
 
 // loadSpace reads --space/--file (or the embedded default); bad files are
 // usage errors.
-func loadSpace(path string) (*spaces.Space, error) {
-	if path == "" {
-		return spaces.Default()
+var loadSpace = tuner.LoadSpace
+
+// targetSpec reads the target flags.
+func targetSpec(c *cli.Context) (tuner.TargetSpec, error) {
+	ts := tuner.TargetSpec{
+		Model: c.String("model"), GPU: c.String("gpu"), GPUs: c.Int("gpus"),
+		EngineVersion: c.String("engine-version"), Profiles: c.String("profiles"),
+		DetectGPU: detectGPU, Notes: c.App.ErrWriter,
 	}
-	s, err := spaces.Load(path)
-	return s, asUsage(err)
+	if c.IsSet("max-model-len") {
+		n := c.Int("max-model-len")
+		ts.MaxModelLen = &n
+	}
+	return ts, nil
 }
 
 // resolveTarget turns the target flags into a spaces.Target; ok is false
 // when neither --model nor --gpu was given.
 func resolveTarget(c *cli.Context) (spaces.Target, bool, error) {
-	model, gpu := c.String("model"), c.String("gpu")
-	if model == "" && gpu == "" {
-		return spaces.Target{}, false, nil
-	}
-	if model == "" {
-		return spaces.Target{}, false, usagef("--model and --gpu go together")
-	}
-	cat := spaces.DefaultCatalog()
-	if p := c.String("profiles"); p != "" {
-		var err error
-		if cat, err = spaces.LoadCatalogFile(p); err != nil {
-			return spaces.Target{}, false, asUsage(err)
-		}
-	}
-	if gpu == "" {
-		var err error
-		if gpu, err = detectGPU(); err != nil {
-			return spaces.Target{}, false, usagef("--model and --gpu go together: %v; pass --gpu", err)
-		}
-	}
-	// A model the catalog lacks is read from its config.json (a local
-	// directory or the Hugging Face cache), as vLLM itself would.
-	home, _ := os.UserHomeDir()
-	m, source, err := cat.ModelOrHF(model, spaces.HFCacheDir(os.Getenv, home))
+	ts, err := targetSpec(c)
 	if err != nil {
-		return spaces.Target{}, false, asUsage(err)
+		return spaces.Target{}, false, err
 	}
-	if source != "catalog" {
-		fmt.Fprintf(c.App.ErrWriter, "model %s: not in the catalog, facts read from %s (%d layers, %.2fB parameters)\n", model, source, m.Layers, m.ParamsB)
-	}
-	g, err := cat.GPU(gpu)
-	if err != nil {
-		return spaces.Target{}, false, asUsage(fmt.Errorf("%w; pass --profiles FILE with a gpus: entry for it", err))
-	}
-	t := spaces.Target{Model: m, GPU: g, GPUCount: max(1, c.Int("gpus"))}
-	if c.Int("gpus") < 1 {
-		return spaces.Target{}, false, usagef("--gpus must be >= 1")
-	}
-	// The lower bound is the default space's (a shorter max_model_len is
-	// outside the range every config is checked against).
-	minLen := 1
-	if ds, err := spaces.Default(); err == nil {
-		if p, ok := ds.Param("max_model_len"); ok {
-			minLen = int(p.Min)
-		}
-	}
-	if n := c.Int("max-model-len"); c.IsSet("max-model-len") && (n < minLen || n > m.MaxPositionEmbeddings) {
-		return spaces.Target{}, false, usagef("--max-model-len %d outside %d..%d (%s's max_position_embeddings)", n, minLen, m.MaxPositionEmbeddings, m.Name)
-	}
-	t.MaxModelLen, t.EngineVersion = c.Int("max-model-len"), c.String("engine-version")
-	if t.EngineVersion != "" {
-		if err := checkEngineVersion(t.EngineVersion); err != nil {
-			return spaces.Target{}, false, err
-		}
-	}
-	return t, true, nil
+	return ts.ResolveTarget()
 }
 
 // detectGPU names the first GPU NVML sees (its name is a catalog alias,

@@ -217,22 +217,6 @@ func putSurrogate(ctx context.Context, st *store.Store, name string, s *surrogat
 	return st.PutModel(ctx, name, blob, store.ModelMeta{Kind: modelKind, Schema: schema, Metrics: metrics})
 }
 
-func readCapped(path string, limit int) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(b) > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
-	}
-	return b, nil
-}
-
 // historyMatrix reads the finished trials of the selected studies and
 // encodes them with the schema of the target's resolved default space.
 func historyMatrix(c *cli.Context) (*surrogate.Matrix, int, error) {

@@ -66,17 +66,7 @@ func (e notFoundError) Error() string { return string(e) }
 func (e notFoundError) Unwrap() error { return store.ErrNotFound }
 
 // studyMetrics reads a study's objective names (throughput, latency).
-func studyMetrics(st store.Study) tuner.Metrics {
-	m := tuner.DefaultMetrics()
-	objs := st.Key.Objectives
-	if len(objs) >= 1 {
-		m.Throughput = objs[0].Name
-	}
-	if len(objs) >= 2 {
-		m.Latency = objs[1].Name
-	}
-	return m
-}
+var studyMetrics = tuner.StudyMetrics
 
 // canonicalModel maps a model name or alias to the catalog's name (the name
 // studies are keyed by); unknown names pass through.
@@ -109,12 +99,7 @@ func modelMatches(arg string, k store.StudyKey) bool {
 }
 
 // servedName is the model name a study's engine served.
-func servedName(k store.StudyKey) string {
-	if k.ServedModel != "" {
-		return k.ServedModel
-	}
-	return k.Model
-}
+var servedName = tuner.ServedName
 
 // matchStudies returns the studies of a model (and GPU, workload, engine
 // when given), newest first.

@@ -1,0 +1,141 @@
+package service
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// findBrowser is the headless Chromium the test drives. Outside CI the test
+// skips when none is installed; in CI (CI=true) that is a failure.
+func findBrowser(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless_shell"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no Chromium on PATH (CI installs it: .ci/run)")
+	}
+	t.Skip("no Chromium on PATH (apt-get install chromium)")
+	return ""
+}
+
+// TestDashboardInBrowser drives the real page in headless Chromium: queue a
+// sim-virtual search from the form, watch its progress arrive over SSE,
+// open the study, check the front chart draws one point per front member,
+// copy the recommended command, and save a screenshot (also to
+// $TUNER_SCREENSHOT when set, for the README).
+func TestDashboardInBrowser(t *testing.T) {
+	browser := findBrowser(t)
+	e := newEnv(t, "", Config{}, true)
+	dir := t.TempDir()
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.WindowSize(1400, 1100), chromedp.UserDataDir(filepath.Join(dir, "profile")),
+		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"))
+	defer cancelA()
+	ctx, cancelC := chromedp.NewContext(actx)
+	defer cancelC()
+	// The first Run starts the browser and must have no deadline; a hang
+	// guard (not a speed assertion) bounds the steps after it.
+	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancelT := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancelT()
+	text := func(js string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
+		if err != nil {
+			t.Fatalf("%s: %v", js, err)
+		}
+		return v
+	}
+	poll := func(js string) {
+		t.Helper()
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](js)); err != nil {
+			t.Fatalf("waiting for %s: %v", js, err)
+		}
+	}
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(e.ts.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`#jobform`)),
+		chromedp.SetValue(chromedp.CSS(`input[name=model]`), testModel),
+		chromedp.SetValue(chromedp.CSS(`input[name=gpu]`), testGPU),
+		chromedp.SetValue(chromedp.CSS(`select[name=engine]`), "sim-virtual"),
+		chromedp.SetValue(chromedp.CSS(`input[name=trials]`), "5"),
+		chromedp.SetValue(chromedp.CSS(`input[name=requests]`), "40"),
+		chromedp.Click(chromedp.CSS(`#queue`)),
+	)
+	if err != nil {
+		t.Fatalf("queue from the form: %v", err)
+	}
+	// The progress cell is filled from the event stream only (the search
+	// is quick: the page may first show it in the re-measurement phase).
+	poll(`(() => { const c = document.querySelector('#jobs tbody tr td.progress'); return !!c && /(trial [1-5]\/5|re-measurement [0-9]+\/[0-9]+) · /.test(c.textContent); })()`)
+	poll(`(() => { const c = document.querySelector('#jobs tbody tr td:nth-child(2)'); return !!c && c.textContent === 'done'; })()`)
+	if p := text(`document.querySelector('#jobs tbody tr td.progress').textContent`); !regexp.MustCompile(`^re-measurement (\d+)/(\d+) · \d+s elapsed`).MatchString(p) {
+		t.Fatalf("progress %q; want the last re-measurement with its elapsed time", p)
+	}
+	js, err := e.st.Jobs(context.Background())
+	if err != nil || len(js) != 1 || js[0].Study == "" {
+		t.Fatalf("jobs %+v %v", js, err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#jobs tbody tr a`)), chromedp.WaitVisible(chromedp.CSS(`#reccmd`))); err != nil {
+		t.Fatalf("open the study: %v", err)
+	}
+	poll(`(() => { const w = document.querySelector('#front').contentWindow; if (!w || !w.echarts) return false;
+		const el = w.document.querySelector('[_echarts_instance_]'); return !!(el && w.echarts.getInstanceByDom(el)); })()`)
+	points, err := chromedp.Run(ctx, chromedp.Evaluate[int](`(() => { const w = document.querySelector('#front').contentWindow;
+		const inst = w.echarts.getInstanceByDom(w.document.querySelector('[_echarts_instance_]'));
+		return inst.getOption().series.find((s) => s.name === 'Pareto front').data.length; })()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frontSize, err := chromedp.Run(ctx, chromedp.Evaluate[int](`+document.querySelector('#front').dataset.frontSize`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := text(`document.querySelector('#reccmd').textContent`)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#rec button.copy`))); err != nil {
+		t.Fatal(err)
+	}
+	poll(`!!window.lastCopied`)
+	copied := text(`window.lastCopied`)
+	if err := chromedp.Do(ctx, chromedp.Sleep(500*time.Millisecond)); err != nil { // the chart's entry animation, for the screenshot only (quality 100: PNG)
+		t.Fatal(err)
+	}
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out := e.do(t, "GET", "/api/v1/studies/"+js[0].Study+"/front", "", "")
+	if code != 200 {
+		t.Fatalf("front: %d %s", code, out)
+	}
+	if want := strings.Count(out, `"config_id"`); points != want || frontSize != want || points == 0 {
+		t.Fatalf("chart has %d front points, page says %d, API front has %d members", points, frontSize, want)
+	}
+	if !strings.HasPrefix(cmd, "vllm serve "+testModel) || copied != cmd {
+		t.Fatalf("copied %q; shown command %q", copied, cmd)
+	}
+	p := filepath.Join(dir, "dashboard.png")
+	if err := os.WriteFile(p, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := os.Getenv("TUNER_SCREENSHOT"); out != "" {
+		if err := os.WriteFile(out, shot, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("screenshot %s (%d bytes)", p, len(shot))
+}

@@ -1,0 +1,279 @@
+package service
+
+import (
+	"context"
+	"crypto/subtle"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/tuner"
+)
+
+//go:embed web
+var webFiles embed.FS
+
+// DefaultMaxBody is the largest request body the API reads.
+const DefaultMaxBody = 64 << 10
+
+// Config configures a Server.
+type Config struct {
+	Store *store.Store
+	// GPUSets are the CUDA_VISIBLE_DEVICES values of the GPU sets, one job
+	// at a time each; empty: one set that leaves the variable alone.
+	GPUSets []string
+	// Token, when set, is required as a bearer token by every API call
+	// (writes always; reads unless PublicRead).
+	Token      string
+	PublicRead bool
+	MaxBody    int64 // request body limit in bytes; 0 = DefaultMaxBody
+	Logger     *slog.Logger
+}
+
+// Server serves the API and runs the job queue.
+type Server struct {
+	cfg     Config
+	st      *store.Store
+	log     *slog.Logger
+	metrics *metrics
+	hub     *hub
+
+	mu      sync.Mutex
+	cancels map[string]context.CancelFunc // running jobs
+	wake    chan struct{}
+	ready   chan struct{}
+}
+
+// New returns a server; Run starts its job workers.
+func New(cfg Config) (*Server, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("service: no store")
+	}
+	if len(cfg.GPUSets) == 0 {
+		cfg.GPUSets = []string{""}
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Server{
+		cfg: cfg, st: cfg.Store, log: cfg.Logger, metrics: newMetrics(), hub: newHub(),
+		cancels: map[string]context.CancelFunc{}, wake: make(chan struct{}, 1), ready: make(chan struct{}),
+	}, nil
+}
+
+// Handler is the service's HTTP handler.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	read := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, s.auth(h, !s.cfg.PublicRead)) }
+	write := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, s.auth(h, true)) }
+
+	read("GET /api/v1/studies", s.listStudies)
+	read("GET /api/v1/studies/{id}", s.getStudy)
+	read("GET /api/v1/studies/{id}/trials", s.studyTrials)
+	read("GET /api/v1/studies/{id}/front", s.studyFront)
+	read("GET /api/v1/studies/{id}/front.html", s.studyFrontHTML)
+	read("GET /api/v1/studies/{id}/recommend", s.recommend)
+	read("GET /api/v1/trials/{id}", s.getTrial)
+	read("GET /api/v1/jobs", s.listJobs)
+	read("GET /api/v1/jobs/{id}", s.getJob)
+	read("GET /api/v1/events", s.events)
+	write("POST /api/v1/jobs", s.postJob)
+	write("POST /api/v1/jobs/{id}/cancel", s.cancelJob)
+	read("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}).ServeHTTP)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		select {
+		case <-s.ready:
+			io.WriteString(w, "ready\n")
+		default:
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+		}
+	})
+	sub, _ := fs.Sub(webFiles, "web")
+	mux.Handle("GET /", http.FileServerFS(sub))
+	return mux
+}
+
+// auth requires the bearer token (when one is configured) of calls that
+// need it, compared in constant time.
+func (s *Server) auth(h http.Handler, required bool) http.Handler {
+	if s.cfg.Token == "" || !required {
+		return h
+	}
+	want := []byte("Bearer " + s.cfg.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			writeError(w, http.StatusUnauthorized, "unauthorized", "missing or wrong bearer token")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// apiError is the body of every error answer.
+type apiError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, apiError{Code: code, Message: msg})
+}
+
+// writeErr maps an error to its status: usage errors are the client's
+// (400), missing records 404, the rest 500.
+func (s *Server) writeErr(w http.ResponseWriter, err error) {
+	var ue tuner.UsageError
+	switch {
+	case errors.As(err, &ue):
+		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	default:
+		s.log.Error("request failed", "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// ParseJob reads a job request body: a tuner.SearchSpec as JSON (unknown
+// fields refused) over the CLI's defaults, validated as `tuner search`
+// validates its flags. Options that name executables or directories of the
+// server are refused: the server's operator sets those.
+func ParseJob(body io.Reader) (tuner.SearchSpec, error) {
+	spec := tuner.DefaultSearchSpec()
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		return spec, tuner.Usagef("job body: %w", err)
+	}
+	if dec.More() {
+		return spec, tuner.Usagef("job body: more than one JSON value")
+	}
+	def := tuner.DefaultSearchSpec()
+	for _, f := range []struct{ name, v, def string }{
+		{"vllm", spec.VLLM, def.VLLM}, {"vllm_sim", spec.VLLMSim, ""}, {"log_dir", spec.LogDir, ""},
+		{"space", spec.Space, ""}, {"profiles", spec.Profiles, ""}, {"surrogate", spec.Surrogate, ""},
+	} {
+		if f.v != f.def {
+			return spec, tuner.Usagef("job body: %s names a file or program of the server: not settable over the API", f.name)
+		}
+	}
+	if spec.DryRun {
+		return spec, tuner.Usagef("job body: dry_run is a CLI preview (tuner search --dry-run)")
+	}
+	if strings.ContainsRune(spec.Workload, '/') || strings.HasSuffix(spec.Workload, ".yaml") {
+		return spec, tuner.Usagef("job body: workload %q: only the built-in presets over the API", spec.Workload)
+	}
+	for _, e := range spec.Enqueue {
+		if strings.HasPrefix(e, "@") {
+			return spec, tuner.Usagef("job body: enqueue %q: @FILE is not readable over the API", e)
+		}
+	}
+	return spec, spec.Validate()
+}
+
+func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+	spec, err := ParseJob(r.Body)
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body over %d bytes", mbe.Limit))
+		return
+	}
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	j, err := s.st.AddJob(r.Context(), store.Job{Kind: "search", Spec: raw, State: store.JobQueued, GPUSet: -1})
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	s.log.Info("job queued", "job", j.ID, "model", spec.Model, "gpu", spec.GPU, "engine", spec.Engine)
+	s.refreshQueue(r.Context())
+	s.poke()
+	s.hub.publish(Event{Job: j.ID, State: j.State})
+	writeJSON(w, http.StatusCreated, j)
+}
+
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
+	js, err := s.st.Jobs(r.Context())
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, nonNil(js))
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
+	j, err := s.st.Job(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, j)
+}
+
+// cancelJob cancels a queued job, or stops a running one as Ctrl-C stops
+// a search (its trial is marked interrupted; the study can be resumed).
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, err := s.st.Job(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	switch {
+	case j.State.Finished():
+		writeError(w, http.StatusConflict, "finished", fmt.Sprintf("job %s is %s", j.ID, j.State))
+		return
+	case j.State == store.JobQueued:
+		j.State, j.Ended = store.JobCancelled, time.Now().UTC()
+		if err := s.st.UpdateJob(r.Context(), j); err != nil {
+			s.writeErr(w, err)
+			return
+		}
+		s.hub.publish(Event{Job: j.ID, State: j.State})
+	default:
+		if cancel := s.cancels[j.ID]; cancel != nil {
+			cancel() // the worker records the state
+		}
+	}
+	s.refreshQueue(r.Context())
+	writeJSON(w, http.StatusAccepted, j)
+}
+
+func nonNil[T any](xs []T) []T {
+	if xs == nil {
+		return []T{}
+	}
+	return xs
+}

@@ -1,0 +1,202 @@
+"use strict";
+// The dashboard: plain DOM over the JSON API and its Server-Sent Events.
+const $ = (s, el = document) => el.querySelector(s);
+const tokenInput = $("#token");
+tokenInput.value = localStorage.getItem("tuner-token") || "";
+tokenInput.addEventListener("change", () => localStorage.setItem("tuner-token", tokenInput.value));
+
+async function api(path, opts = {}) {
+  const headers = Object.assign({}, opts.headers || {});
+  if (tokenInput.value) headers.Authorization = "Bearer " + tokenInput.value;
+  const r = await fetch("/api/v1" + path, Object.assign({}, opts, { headers }));
+  const text = await r.text();
+  let body = text;
+  try { body = JSON.parse(text); } catch (e) { /* text formats */ }
+  if (!r.ok && !(r.status === 422 && body && body.closest)) throw new Error((body && body.message) || r.statusText);
+  return body;
+}
+
+// Readable numbers with units.
+const fmtNum = (v, d = 1) => v == null || isNaN(v) ? "–" : Number(v).toLocaleString(undefined, { maximumFractionDigits: d, minimumFractionDigits: d });
+const unit = (metric) => /throughput/.test(metric) ? "tok/s" : "ms";
+function fmtDur(s) {
+  if (s == null || s < 0) return "–";
+  s = Math.round(s);
+  const h = Math.floor(s / 3600), m = Math.floor(s / 60) % 60, x = s % 60;
+  return h ? `${h}h${String(m).padStart(2, "0")}m` : m ? `${m}m${String(x).padStart(2, "0")}s` : `${x}s`;
+}
+const esc = (s) => String(s ?? "").replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
+
+// ---- home: jobs with live progress, studies, the queue form
+const progress = {}; // job id -> latest event
+async function loadJobs() {
+  const jobs = await api("/jobs");
+  const tb = $("#jobs tbody");
+  tb.innerHTML = "";
+  for (const j of jobs.slice().reverse()) {
+    const e = progress[j.id] || {};
+    const state = e.state && j.state === "running" ? e.state : j.state;
+    const pct = e.total ? Math.min(100, 100 * e.done / e.total) : 0;
+    const tr = document.createElement("tr");
+    tr.dataset.job = j.id;
+    tr.innerHTML = `<td>${esc(j.id)}</td><td class="state-${esc(state)}">${esc(state)}</td>
+      <td class="progress">${e.total !== undefined ? `<span class="bar"><span style="width:${pct}%"></span></span>${e.phase === "repeat" ? "re-measurement" : "trial"} ${e.done}/${e.total || "?"} · ${fmtDur(e.elapsed_s)} elapsed · ETA ${fmtDur(e.eta_s)}` : ""}</td>
+      <td class="num">${e.best != null ? fmtNum(e.best) + " " + unit(e.best_unit) : "–"}</td>
+      <td class="num">${e.front ?? "–"}</td><td>${esc(e.last || j.error || "")}</td>
+      <td>${j.study ? `<a href="#/study/${encodeURIComponent(j.study)}">study</a>` : ""}
+          ${j.state === "queued" || j.state === "running" ? `<button class="small cancel">cancel</button>` : ""}</td>`;
+    const c = $(".cancel", tr);
+    if (c) c.onclick = () => api(`/jobs/${j.id}/cancel`, { method: "POST" }).then(loadJobs, alert);
+    tb.appendChild(tr);
+  }
+}
+async function loadStudies() {
+  const studies = await api("/studies");
+  const tb = $("#studies tbody");
+  tb.innerHTML = "";
+  for (const s of studies) {
+    const k = s.key || {};
+    const tr = document.createElement("tr");
+    tr.innerHTML = `<td><a href="#/study/${encodeURIComponent(s.id)}">${esc(s.id)}</a></td><td>${esc(k.served_model || k.model)}</td>
+      <td>${esc(k.gpu_count)}× ${esc(k.gpu)}</td><td>${esc(k.engine)}</td><td>${esc(k.workload)}</td><td>${esc(k.slo || "–")}</td>
+      <td>${esc((s.created || "").replace("T", " ").slice(0, 16))}</td>`;
+    tb.appendChild(tr);
+  }
+}
+
+$("#jobform").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const f = new FormData(ev.target);
+  const spec = { model: f.get("model"), gpu: f.get("gpu"), gpus: +f.get("gpus"), engine: f.get("engine"), workload: f.get("workload"),
+    trials: +f.get("trials"), seed: +f.get("seed"), resume: f.get("resume") === "on" };
+  if (f.get("requests")) spec.requests = +f.get("requests");
+  if (f.get("slo")) spec.slo = f.get("slo");
+  if (f.get("budget")) spec.budget = f.get("budget");
+  $("#formerr").textContent = "";
+  try {
+    await api("/jobs", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(spec) });
+    loadJobs();
+  } catch (e) { $("#formerr").textContent = e.message; }
+});
+
+let refreshTimer = null;
+function listen() {
+  const es = new EventSource("/api/v1/events");
+  es.addEventListener("progress", (m) => {
+    const e = JSON.parse(m.data);
+    // A state-only event (queued, study chosen, done) keeps the last
+    // progress figures.
+    const upd = e.phase ? e : { state: e.state, study: e.study, error: e.error };
+    progress[e.job] = Object.assign(progress[e.job] || {}, upd);
+    clearTimeout(refreshTimer);
+    refreshTimer = setTimeout(() => { loadJobs(); if (e.state !== "running") loadStudies(); }, 100);
+  });
+}
+
+// ---- study page
+let trialRows = [], sortKey = "seq", sortDir = 1, metrics = {};
+function renderTrials() {
+  const key = (t) => sortKey === "dur" ? (Date.parse(t.ended) - Date.parse(t.started)) : t[sortKey];
+  const rows = trialRows.slice().sort((a, b) => {
+    const x = key(a), y = key(b);
+    if (x == null) return 1;
+    if (y == null) return -1;
+    return (x < y ? -1 : x > y ? 1 : 0) * sortDir;
+  });
+  const tb = $("#trials tbody");
+  tb.innerHTML = "";
+  for (const t of rows) {
+    const dur = t.ended ? (Date.parse(t.ended) - Date.parse(t.started)) / 1000 : null;
+    const tr = document.createElement("tr");
+    tr.innerHTML = `<td class="num">${t.seq}</td><td class="state-${esc(t.state)}">${esc(t.verdict)}</td><td>${esc(t.config_id)}</td>
+      <td class="num">${fmtNum(t.throughput)} ${t.throughput != null ? "tok/s" : ""}</td><td class="num">${fmtNum(t.latency, 2)} ${t.latency != null ? "ms" : ""}</td>
+      <td class="num">${fmtNum(t.vram_gib)} ${t.vram_gib != null ? "GiB" : ""}</td><td class="num">${fmtDur(dur)}</td>
+      <td class="flags">${esc((t.flags || []).join(" ") || "(vLLM default)")}</td>`;
+    tb.appendChild(tr);
+  }
+}
+document.querySelectorAll("#trials th[data-k]").forEach((th) => th.addEventListener("click", () => {
+  sortDir = sortKey === th.dataset.k ? -sortDir : (th.dataset.k === "throughput" ? -1 : 1);
+  sortKey = th.dataset.k;
+  renderTrials();
+}));
+
+function copyButton(label, text) {
+  const b = document.createElement("button");
+  b.className = "small copy";
+  b.textContent = label;
+  b.onclick = async () => {
+    try { await navigator.clipboard.writeText(text); } catch (e) { /* no clipboard permission: the text is selectable */ }
+    window.lastCopied = text;
+    b.textContent = "copied";
+    setTimeout(() => (b.textContent = label), 1500);
+  };
+  return b;
+}
+
+async function showStudy(id) {
+  $("#home").hidden = true;
+  $("#study").hidden = false;
+  const st = await api(`/studies/${encodeURIComponent(id)}`);
+  const k = st.key || {};
+  $("#studytitle").textContent = `${k.served_model || k.model} on ${k.gpu_count}× ${k.gpu} · engine ${k.engine} · workload ${k.workload} · SLO ${k.slo || "none"}`;
+  const front = await api(`/studies/${encodeURIComponent(id)}/front`);
+  metrics = front.metrics;
+  const byLabel = {};
+  for (const c of front.front) byLabel["config " + c.config_id] = c;
+  const fr = $("#front");
+  fr.onload = () => hookChart(fr, byLabel);
+  fr.src = `/api/v1/studies/${encodeURIComponent(id)}/front.html`;
+  fr.dataset.frontSize = front.front.length;
+  trialRows = await api(`/studies/${encodeURIComponent(id)}/trials`);
+  renderTrials();
+  const rec = $("#rec");
+  rec.innerHTML = "";
+  try {
+    const r = await api(`/studies/${encodeURIComponent(id)}/recommend`);
+    if (!r.feasible) {
+      rec.innerHTML = `<p class="err">No config meets the SLO${r.closest ? `; closest: config ${esc(r.closest.config_id)} (${esc((r.closest.violations || []).join(", "))})` : ""}.</p>`;
+      return;
+    }
+    const c = r.candidate;
+    rec.innerHTML = `<p><b>config ${esc(c.config_id)}</b>${r.is_default ? " (vLLM's default: keep it)" : ""}:
+      ${fmtNum(c.throughput.median)} tok/s median over ${c.throughput.n} runs, ${esc(metrics.latency)} ${fmtNum(c.latency.median, 2)} ms,
+      peak VRAM ${fmtNum(c.vram_gib.median)} GiB${c.vram_estimated ? " (estimated)" : ""}</p>
+      ${r.gain ? `<p>gain over vLLM's default: ${fmtNum(r.gain.pct)}%</p>` : ""}<h4>vllm serve command</h4>`;
+    const pre = document.createElement("pre"); pre.id = "reccmd"; pre.textContent = r.command; rec.appendChild(pre);
+    rec.appendChild(copyButton("copy command", r.command));
+    if (r.yaml) {
+      const h = document.createElement("h4"); h.textContent = "--config YAML"; rec.appendChild(h);
+      const y = document.createElement("pre"); y.textContent = r.yaml; rec.appendChild(y);
+      rec.appendChild(copyButton("copy YAML", r.yaml));
+    }
+  } catch (e) { rec.innerHTML = `<p class="err">${esc(e.message)}</p>`; }
+}
+
+// hookChart shows a clicked point's flags under the chart (the chart is the
+// go-echarts page of `tuner pareto --html`, same origin).
+function hookChart(fr, byLabel) {
+  const w = fr.contentWindow;
+  if (!w || !w.echarts) return;
+  const el = w.document.querySelector("[_echarts_instance_]") || w.document.querySelector("div.container div");
+  const chart = el && w.echarts.getInstanceByDom(el);
+  if (!chart) return;
+  chart.on("click", (p) => {
+    const name = (p.data && (p.data.name || (Array.isArray(p.data.value) ? p.data.value[3] : ""))) || p.name || "";
+    const t = trialRows.find((t) => name.includes(t.config_id));
+    const box = $("#pointflags");
+    box.hidden = false;
+    box.textContent = t ? `config ${t.config_id}: ${(t.flags || []).join(" ") || "(vLLM default)"}` : name;
+  });
+}
+function route() {
+  const m = location.hash.match(/^#\/study\/(.+)$/);
+  if (m) return showStudy(decodeURIComponent(m[1]));
+  $("#study").hidden = true;
+  $("#home").hidden = false;
+  loadJobs();
+  loadStudies();
+}
+window.addEventListener("hashchange", route);
+listen();
+route();

@@ -1,0 +1,276 @@
+package tuner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/vllm-tuner/tuner/search"
+	"github.com/vllm-tuner/tuner/sim"
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/surrogate"
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+// StartConfig is what a door adds to a resolved search to run it: where
+// progress and logs go, and the environment of its GPU set.
+type StartConfig struct {
+	Logger   *slog.Logger
+	Progress io.Writer // live progress; nil = none
+	Terminal bool      // Progress is a terminal: draw a live bar
+	Width    int       // columns of that terminal
+	// OnStatus receives the loop's status after each trial starts and
+	// finishes (the service streams it); nil = none.
+	OnStatus func(Status)
+	// OnTrial receives each finished or interrupted trial; nil = none.
+	OnTrial func(Trial)
+	// Env is added to the engine's environment after the spec's own (the
+	// service sets CUDA_VISIBLE_DEVICES of a GPU set here).
+	Env []string
+}
+
+// Run is a search ready to run: the study is created and locked.
+type Run struct {
+	Loop  *Loop
+	Study store.Study
+	// StaleLock describes a previous search of the study that died without
+	// releasing its lock (taken over), or is empty.
+	StaleLock string
+	LogDir    string
+	closers   []func()
+}
+
+// Close stops the engine runner and releases the study lock.
+func (r *Run) Close() {
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		r.closers[i]()
+	}
+	r.closers = nil
+}
+
+// SearchDB is what a search needs of its database: the bbolt file
+// (BoltDB) or a PostgreSQL database (cmd/tuner wraps store/pgstore).
+type SearchDB interface {
+	TrialStore
+	StudyLister
+	HistoryReader
+	ModelGetter
+	EnsureStudy(ctx context.Context, key store.StudyKey) (store.Study, error)
+	// LockStudy takes the one-search-per-study lock; stale describes a
+	// previous owner that died holding it ("" when none).
+	LockStudy(ctx context.Context, studyID string) (release func() error, stale string, err error)
+	// DataDir is where files beside the database go (engine logs).
+	DataDir() string
+}
+
+// BoltDB is the bbolt store as a SearchDB.
+type BoltDB struct{ *store.Store }
+
+var _ SearchDB = BoltDB{}
+
+// LockStudy takes the study's lock file.
+func (b BoltDB) LockStudy(ctx context.Context, id string) (func() error, string, error) {
+	l, err := b.Store.LockStudy(ctx, id)
+	if err != nil {
+		return nil, "", err
+	}
+	stale := ""
+	if l.Stale != nil {
+		stale = l.Stale.String()
+	}
+	return l.Unlock, stale, nil
+}
+
+// DataDir is the database file's directory.
+func (b BoltDB) DataDir() string { return filepath.Dir(b.Path()) }
+
+// Start opens the study in st (checking a resume against the existing
+// studies), locks it, reads the history, prunes the space, and builds the
+// proposer, the runner and the loop. The caller runs Loop.Run and then
+// Close.
+func (ss *Search) Start(ctx context.Context, st SearchDB, sc StartConfig) (*Run, error) {
+	log := sc.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if ss.Spec.Resume && !ss.Spec.NewStudy {
+		if err := CheckResumable(ctx, st, ss.Key); err != nil {
+			return nil, err
+		}
+	}
+	study, err := st.EnsureStudy(ctx, ss.Key)
+	if err != nil {
+		return nil, err
+	}
+	// One search per study: a second one would stop the first one's engine
+	// (taken for a stale one) and measure configs twice.
+	release, stale, err := st.LockStudy(ctx, study.ID)
+	if err != nil {
+		return nil, err
+	}
+	run := &Run{Study: study, StaleLock: stale, closers: []func(){func() { release() }}}
+	fail := func(err error) (*Run, error) {
+		run.Close()
+		return nil, err
+	}
+	own, other, err := History(ctx, st, ss.Key, study.ID)
+	if err != nil {
+		return fail(err)
+	}
+	ss.ApplyPrune(own, other)
+	prop, err := ss.NewProposer(ctx, other, st, log)
+	if err != nil {
+		return fail(err)
+	}
+	run.LogDir = ss.Spec.LogDir
+	if run.LogDir == "" {
+		run.LogDir = filepath.Join(st.DataDir(), "logs", study.ID)
+	}
+	runner, closeRunner, err := ss.newRunner(run.LogDir, sc.Env, log)
+	if err != nil {
+		return fail(err)
+	}
+	run.closers = append(run.closers, closeRunner)
+
+	cfg := ss.Loop
+	cfg.Study = study.ID
+	cfg.Workload, cfg.SLO, cfg.Metrics, cfg.Default = ss.Workload, ss.SLO, ss.Metrics, ss.Space.DefaultConfig()
+	cfg.Enqueue = ss.Enqueue
+	cfg.Progress, cfg.Terminal, cfg.Logger, cfg.Width = sc.Progress, sc.Terminal, log, sc.Width
+	cfg.OnStatus, cfg.OnTrial = sc.OnStatus, sc.OnTrial
+	if run.Loop, err = New(cfg, runner, prop, StudyStore{Store: st, Study: study.ID}); err != nil {
+		return fail(AsUsage(err))
+	}
+	return run, nil
+}
+
+// ModelGetter reads a stored surrogate model by name.
+type ModelGetter interface {
+	GetModel(ctx context.Context, name string) ([]byte, store.ModelMeta, error)
+}
+
+// NewProposer builds the proposer over the pruned space (the resolved one
+// when not pruned yet) with the GBDT surrogate unless NoSurrogate; a named
+// prior is read as a file, else from models (nil: files only).
+func (ss *Search) NewProposer(ctx context.Context, other []search.Observation, models ModelGetter, log *slog.Logger) (SearchProposer, error) {
+	pc := search.DefaultProposerConfig()
+	pc.Space = ss.Pruned
+	if pc.Space == nil {
+		pc.Space = ss.Space
+	}
+	pc.Sampler = search.SamplerKind(ss.Spec.Sampler)
+	pc.Seed = ss.Spec.Seed
+	pc.Objectives = ss.Metrics.Objectives()
+	pc.SLO = ss.SLO
+	pc.History = other
+	pc.Logger = log
+	if !ss.Spec.NoSurrogate {
+		so := surrogate.DefaultOptions()
+		so.Seed = ss.Spec.Seed
+		sc, err := search.NewSurrogateScorer(pc.Space, ss.Workload, pc.Objectives, ss.SLO, so)
+		if err != nil {
+			return SearchProposer{}, err
+		}
+		if ref := ss.Spec.Surrogate; ref != "" {
+			prior, err := LoadPrior(ctx, ref, models)
+			if err != nil {
+				return SearchProposer{}, err
+			}
+			if err := sc.SetPrior(prior, search.DefaultPriorWeight, pc.Space); err != nil {
+				return SearchProposer{}, Usagef("--surrogate %s: %v", ref, err)
+			}
+			pc.MinScreenHistory = 1 // the prior steers from the first trial after vLLM's default
+		}
+		pc.Scorer = sc
+	}
+	p, err := search.NewProposer(pc)
+	if err != nil {
+		return SearchProposer{}, AsUsage(err)
+	}
+	return SearchProposer{Proposer: p}, nil
+}
+
+// LoadPrior reads a surrogate prior: a model file (as the store keeps
+// models) when the path exists, else a model stored under that name.
+func LoadPrior(ctx context.Context, ref string, models ModelGetter) (*surrogate.Surrogate, error) {
+	var blob []byte
+	if _, err := os.Stat(ref); err == nil {
+		if blob, err = ReadCapped(ref, surrogate.DefaultLimits().MaxBytes); err != nil {
+			return nil, Usagef("--surrogate %s: %v", ref, err)
+		}
+	} else {
+		if models == nil {
+			return nil, Usagef("--surrogate %s: no such file, and no database to look the name up in", ref)
+		}
+		blob, _, err = models.GetModel(ctx, ref)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, Usagef("--surrogate %s: no such file or stored model (tuner surrogate list)", ref)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	m, err := surrogate.Unmarshal(blob)
+	if err != nil {
+		return nil, Usagef("--surrogate %s: %v", ref, err)
+	}
+	return m, nil
+}
+
+// ReadCapped reads a file of at most limit bytes.
+func ReadCapped(path string, limit int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if len(b) > limit {
+		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
+	}
+	return b, nil
+}
+
+// The runners of the engines satisfy the loop's Runner.
+var (
+	_ Runner = (*trial.Runner)(nil)
+	_ Runner = (*sim.Runner)(nil)
+)
+
+// newRunner builds the runner of the engine: sim-virtual in-process, the
+// others as engine processes through package trial.
+func (ss *Search) newRunner(logDir string, env []string, log *slog.Logger) (Runner, func(), error) {
+	if ss.Engine == EngineSimVirtual {
+		sc := sim.DefaultConfig()
+		sc.Target = ss.Target
+		sc.Noise = true
+		sc.Seed = ss.Spec.Seed
+		r, err := sim.NewFreshNoiseRunner(sc)
+		if err != nil {
+			return nil, nil, err
+		}
+		return r, func() {}, nil
+	}
+	rc := trial.DefaultConfig()
+	rc.Command = ss.BaseCommand()
+	rc.ExtraArgs = ss.EngineArgs
+	rc.Env = append(append([]string(nil), ss.EngineEnv...), env...)
+	rc.LogDir = logDir
+	rc.Logger = log
+	rc.GPUIdentity = trial.GPUIdentity{Name: ss.Target.GPU.Name, Count: ss.Target.GPUCount, MemoryGiB: ss.Target.GPU.MemoryGiB}
+	rc.Stability.MaxExtensions = ss.Spec.Extend
+	rc.StartupTimeout = ss.Spec.StartupTimeout.Std()
+	rc.MaxLogBytes = int64(ss.Spec.EngineLogMiB) << 20
+	r, err := trial.NewRunner(rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, func() { r.Close() }, nil
+}

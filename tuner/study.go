@@ -1,0 +1,260 @@
+package tuner
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+// StudyMetrics reads a study's objective names (throughput, latency).
+func StudyMetrics(st store.Study) Metrics {
+	m := DefaultMetrics()
+	objs := st.Key.Objectives
+	if len(objs) >= 1 {
+		m.Throughput = objs[0].Name
+	}
+	if len(objs) >= 2 {
+		m.Latency = objs[1].Name
+	}
+	return m
+}
+
+// ServedName is the model name a study's engine served (what vllm serve
+// and a recommendation take).
+func ServedName(k store.StudyKey) string {
+	if k.ServedModel != "" {
+		return k.ServedModel
+	}
+	return k.Model
+}
+
+// DefaultConfigID is the ID of vLLM's default config for a study's target
+// under the default space ("" when the target is not in the catalog or the
+// study searched another space).
+func DefaultConfigID(k store.StudyKey) string {
+	t, err := spaces.DefaultCatalog().Target(k.Model, k.GPU, k.GPUCount)
+	if err != nil {
+		return ""
+	}
+	t.EngineVersion = k.EngineVersion
+	sp, err := spaces.Default()
+	if err != nil {
+		return ""
+	}
+	r, err := sp.Resolve(t)
+	if err != nil || r.Hash() != k.SpaceHash {
+		return ""
+	}
+	return r.DefaultConfig().ID()
+}
+
+// DefaultConfigIDOf is the config ID of vLLM's default in a study: that of
+// the resolved default space, else the config of the study's first trial
+// (the search always runs the default first). trials are the study's, in
+// order.
+func DefaultConfigIDOf(st store.Study, trials []Trial) string {
+	if id := DefaultConfigID(st.Key); id != "" {
+		return id
+	}
+	for _, t := range trials {
+		if t.Number == 1 {
+			return t.ConfigID
+		}
+	}
+	return ""
+}
+
+// CandidatePoint is a config's point on the charts: its conservative
+// values.
+func CandidatePoint(c Candidate) ChartPoint {
+	return ChartPoint{Label: "config " + c.ConfigID, Throughput: c.Score, Latency: c.ConservativeLatency, VRAM: c.VRAM.Median}
+}
+
+// SLOLimits sets the chart's SLO lines from the bounds on its two metrics.
+func (o *ChartOptions) SLOLimits(slo trial.SLO, m Metrics) {
+	for _, b := range slo {
+		switch {
+		case b.Metric == m.Latency && (b.Op == "<=" || b.Op == "<"):
+			o.LatencyLimit = b.Limit
+		case b.Metric == m.Throughput && (b.Op == ">=" || b.Op == ">"):
+			o.ThroughputLimit = b.Limit
+		}
+	}
+}
+
+// FrontChartData is the front chart of one study as `tuner pareto --html`
+// draws it: the front, the others small and grey, vLLM's default and the
+// recommendation marked, the SLO bounds drawn.
+func FrontChartData(st store.Study, front, cands []Candidate, slo trial.SLO, m Metrics, defaultID string) ([]ChartPoint, ChartOptions) {
+	k := st.Key
+	o := ChartOptions{
+		Title:      fmt.Sprintf("%s on %dx %s, %s, workload %s", ServedName(k), k.GPUCount, k.GPU, k.Engine, k.Workload),
+		Throughput: m.Throughput, Latency: m.Latency,
+	}
+	rec, _ := RecommendMeasured(cands, m, slo, PreferThroughput)
+	onFront := map[string]bool{}
+	pts := make([]ChartPoint, len(front))
+	for i, c := range front {
+		pts[i] = CandidatePoint(c)
+		onFront[c.ConfigID] = true
+		o.VRAMEstimated = o.VRAMEstimated || c.VRAMEstimated
+	}
+	for _, c := range cands {
+		switch {
+		case c.Throughput.N == 0:
+		case c.ConfigID == defaultID:
+			p := CandidatePoint(c)
+			p.Label = "vLLM default " + c.ConfigID
+			o.Default = &p
+		case rec != nil && c.ConfigID == rec.ConfigID:
+		case !onFront[c.ConfigID]:
+			o.Others = append(o.Others, CandidatePoint(c))
+		}
+	}
+	if rec != nil {
+		p := CandidatePoint(*rec)
+		p.Label = "recommended " + rec.ConfigID
+		o.Recommended = &p
+	}
+	o.SLOLimits(slo, m)
+	return pts, o
+}
+
+// Recommendation is what `recommend --format json` prints (and the
+// service answers): the pick, or feasible false and the closest config
+// when nothing meets the SLOs.
+type Recommendation struct {
+	Feasible  bool       `json:"feasible"`
+	Model     string     `json:"model"`
+	GPU       string     `json:"gpu"`
+	GPUCount  int        `json:"gpu_count"`
+	Engine    string     `json:"engine"`
+	Workload  string     `json:"workload"`
+	Studies   []string   `json:"studies"`
+	SLO       string     `json:"slo"`
+	Prefer    Prefer     `json:"prefer"`
+	Metrics   Metrics    `json:"metrics"`
+	Candidate *Candidate `json:"candidate,omitempty"`
+	// Closest is the config nearest to the SLOs when none meets them.
+	Closest         *Candidate    `json:"closest,omitempty"`
+	DefaultConfigID string        `json:"default_config_id,omitempty"`
+	IsDefault       bool          `json:"is_default"`
+	Gain            *GainEstimate `json:"gain,omitempty"`
+	Flags           []string      `json:"flags,omitempty"`
+	Command         string        `json:"command,omitempty"`
+	YAML            string        `json:"yaml,omitempty"`
+	// EngineVersion is the vLLM version the YAML is for.
+	EngineVersion string `json:"engine_version,omitempty"`
+	yamlErr       error
+	newest        string // the newest study, named in the YAML header
+}
+
+// RecommendInput is what Recommend judges: the selected studies (Newest
+// names the setup), their trials in order and their candidates.
+type RecommendInput struct {
+	Studies []store.Study
+	Newest  store.Study
+	Trials  []Trial
+	Cands   []Candidate
+	SLO     trial.SLO
+	Metrics Metrics
+	Prefer  Prefer
+	// Model is the name the user asked for: a study keyed by the catalog
+	// name serves what the user calls it ("" = the study's).
+	Model string
+}
+
+// BuildRecommendation picks the best measured config (RecommendMeasured) and spells
+// it out as flags, a vllm serve command and a --config YAML. When nothing
+// meets the SLOs the error is an *InfeasibleError and the document names
+// the closest config.
+func BuildRecommendation(in RecommendInput) (Recommendation, error) {
+	k := in.Newest.Key
+	doc := Recommendation{Model: ServedName(k), GPU: k.GPU, GPUCount: k.GPUCount, Workload: k.Workload, Engine: k.Engine,
+		SLO: in.SLO.String(), Prefer: in.Prefer, Metrics: in.Metrics, newest: in.Newest.ID}
+	for _, st := range in.Studies {
+		doc.Studies = append(doc.Studies, st.ID)
+	}
+	if in.Model != "" && k.ServedModel == "" {
+		doc.Model = in.Model
+	}
+	best, err := RecommendMeasured(in.Cands, in.Metrics, in.SLO, in.Prefer)
+	if err != nil {
+		var inf *InfeasibleError
+		if errors.As(err, &inf) {
+			doc.Closest = inf.Closest
+		}
+		return doc, err
+	}
+	doc.Feasible, doc.Candidate = true, best
+	doc.DefaultConfigID = DefaultConfigIDOf(in.Newest, in.Trials)
+	doc.IsDefault = doc.DefaultConfigID == best.ConfigID
+	for i := range in.Cands {
+		if in.Cands[i].ConfigID == doc.DefaultConfigID && !doc.IsDefault {
+			if g, ok := EstimateGain(best, &in.Cands[i]); ok {
+				doc.Gain = &g
+			}
+		}
+	}
+	doc.Flags = best.Config.Flags()
+	doc.Command = ShellJoin(append([]string{"vllm", "serve", doc.Model}, doc.Flags...))
+	// The YAML must mean the measured config on the study's vLLM: its
+	// --config loader decides what a false boolean becomes.
+	doc.EngineVersion = k.EngineVersion
+	if doc.EngineVersion == "" {
+		doc.EngineVersion = spaces.DefaultEngineVersion
+	}
+	doc.YAML, doc.yamlErr = best.Config.YAMLFor(doc.EngineVersion)
+	return doc, nil
+}
+
+// YAMLErr is why the config has no --config YAML for its vLLM version.
+func (r Recommendation) YAMLErr() error { return r.yamlErr }
+
+// Format renders a feasible recommendation as `tuner recommend --format`
+// does: flags, command or yaml (with its header), each ending in a newline.
+func (r Recommendation) Format(format string) (string, error) {
+	best := r.Candidate
+	if best == nil {
+		return "", errors.New("no recommendation")
+	}
+	switch format {
+	case "flags":
+		return ShellJoin(r.Flags) + "\n", nil
+	case "command":
+		return r.Command + "\n", nil
+	case "yaml":
+		if r.yamlErr != nil {
+			return "", fmt.Errorf("--format yaml: %w; the measured config as a command line:\n%s", r.yamlErr, r.Command)
+		}
+		return fmt.Sprintf("# vllm serve %s --config this.yaml   (for vLLM %s)\n# config %s: %s %.1f (median of %d), %s %.2f ms, VRAM %s; study %s\n%s",
+			r.Model, r.EngineVersion, best.ConfigID, r.Metrics.Throughput, best.Throughput.Median, best.Throughput.N, r.Metrics.Latency, best.Latency.Median,
+			VRAMText(best.VRAM.Median, best.VRAMEstimated), r.newest, r.YAML), nil
+	}
+	return "", Usagef("--format %q: want flags, command, yaml or json", format)
+}
+
+// VRAMText is a VRAM figure with an estimate spelled out.
+func VRAMText(gib float64, estimated bool) string {
+	if estimated {
+		return fmt.Sprintf("%.1f GiB (estimated from --gpu-memory-utilization, not measured)", gib)
+	}
+	return fmt.Sprintf("%.1f GiB", gib)
+}
+
+// ShellJoin quotes arguments that need it for a POSIX shell.
+func ShellJoin(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a == "" || strings.ContainsAny(a, " \t\r\n'\"\\$`*?[]{}()<>|&;#~!") {
+			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		} else {
+			out[i] = a
+		}
+	}
+	return strings.Join(out, " ")
+}
