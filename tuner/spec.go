@@ -253,17 +253,6 @@ type Search struct {
 	Loop Config
 }
 
-// execLookPath is exec.LookPath; tests replace it.
-var execLookPath = exec.LookPath
-
-// SetLookPath replaces the executable lookup of Resolve (tests of the
-// doors fake a vllm on PATH); it returns the previous one.
-func SetLookPath(f func(string) (string, error)) func(string) (string, error) {
-	old := execLookPath
-	execLookPath = f
-	return old
-}
-
 // Validate reports the first problem of the spec as a usage error, as
 // Resolve does, without keeping the result.
 func (s SearchSpec) Validate() error {
@@ -368,7 +357,7 @@ func (s SearchSpec) Resolve() (*Search, error) {
 	case EngineVLLM:
 		ss.EnginePath = s.VLLM
 		if !s.DryRun {
-			if _, err := execLookPath(ss.EnginePath); err != nil {
+			if _, err := exec.LookPath(ss.EnginePath); err != nil {
 				return nil, Usagef("--engine vllm: %s not found (install vLLM, pass --vllm PATH, or use --engine sim): %v", ss.EnginePath, err)
 			}
 		}
@@ -469,7 +458,7 @@ func FindVLLMSim(path string) (string, error) {
 			return p, nil
 		}
 	}
-	if p, err := execLookPath("vllm-sim"); err == nil {
+	if p, err := exec.LookPath("vllm-sim"); err == nil {
 		return p, nil
 	}
 	return "", Usagef("--engine sim: vllm-sim not found next to tuner or on PATH (build it with `make build` or pass --vllm-sim PATH)")
