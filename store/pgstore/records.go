@@ -101,13 +101,7 @@ func (s *Store) Studies(ctx context.Context) ([]store.Study, error) {
 		if err != nil {
 			return err
 		}
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Study, error) {
-			var raw string
-			if err := r.Scan(&raw); err != nil {
-				return store.Study{}, err
-			}
-			return store.UnmarshalStudy([]byte(raw))
-		})
+		out, err = collectJSON(rows, store.UnmarshalStudy)
 		return err
 	})
 	return out, s.wrapRead(err)
@@ -184,13 +178,25 @@ func getTrial(ctx context.Context, q querier, studyID string, seq uint64, lock b
 }
 
 func collectTrials(rows pgx.Rows) ([]store.Trial, error) {
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Trial, error) {
+	return collectJSON(rows, store.UnmarshalTrial)
+}
+
+// collectJSON reads rows of one JSON text column (records are kept as the
+// bbolt store's JSON) through decode.
+func collectJSON[T any](rows pgx.Rows, decode func([]byte) (T, error)) ([]T, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (T, error) {
 		var raw string
 		if err := r.Scan(&raw); err != nil {
-			return store.Trial{}, err
+			var zero T
+			return zero, err
 		}
-		return store.UnmarshalTrial([]byte(raw))
+		return decode([]byte(raw))
 	})
+}
+
+func decodeSummary(b []byte) (store.Summary, error) {
+	var sm store.Summary
+	return sm, json.Unmarshal(b, &sm)
 }
 
 // FinishTrial records how a running trial ended (state from store.StateOf)
@@ -441,14 +447,7 @@ func (s *Store) summaries(ctx context.Context, studyID string) ([]store.Summary,
 		if err != nil {
 			return err
 		}
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Summary, error) {
-			var raw string
-			var sm store.Summary
-			if err := r.Scan(&raw); err != nil {
-				return sm, err
-			}
-			return sm, json.Unmarshal([]byte(raw), &sm)
-		})
+		out, err = collectJSON(rows, decodeSummary)
 		return err
 	})
 	return out, s.wrapRead(err)
@@ -488,14 +487,7 @@ func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Summ
 		if err != nil {
 			return err
 		}
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.Summary, error) {
-			var raw string
-			var sm store.Summary
-			if err := r.Scan(&raw); err != nil {
-				return sm, err
-			}
-			return sm, json.Unmarshal([]byte(raw), &sm)
-		})
+		out, err = collectJSON(rows, decodeSummary)
 		return err
 	})
 	if err != nil {
@@ -598,13 +590,7 @@ func (s *Store) ListModels(ctx context.Context) ([]store.ModelMeta, error) {
 		if err != nil {
 			return err
 		}
-		out, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.ModelMeta, error) {
-			var raw string
-			if err := r.Scan(&raw); err != nil {
-				return store.ModelMeta{}, err
-			}
-			return store.UnmarshalModelMeta([]byte(raw))
-		})
+		out, err = collectJSON(rows, store.UnmarshalModelMeta)
 		return err
 	})
 	return out, s.wrapRead(err)
