@@ -295,8 +295,6 @@ func benchRun(c *cli.Context) error {
 	return err
 }
 
-func openRunStore(c *cli.Context) (*store.Store, error) { return openReader(c) }
-
 func oneRunArg(c *cli.Context, cmd string) (string, error) {
 	if c.NArg() != 1 {
 		return "", usagef("bench %s takes one run ID (r<N> or latest), after the flags", cmd)
@@ -304,12 +302,22 @@ func oneRunArg(c *cli.Context, cmd string) (string, error) {
 	return c.Args().First(), nil
 }
 
-func getRun(c *cli.Context, st *store.Store, id string) (bench.Run, error) {
-	r, err := st.Run(c.Context, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return r, usagef("%v", err)
+// openRun opens the database read-only and reads run id (a missing run is
+// a usage error); the caller closes the store.
+func openRun(c *cli.Context, id string) (*store.Store, bench.Run, error) {
+	st, err := openReader(c)
+	if err != nil {
+		return nil, bench.Run{}, err
 	}
-	return r, err
+	r, err := st.Run(c.Context, id)
+	if err != nil {
+		st.Close()
+		if errors.Is(err, store.ErrNotFound) {
+			err = usagef("%v", err)
+		}
+		return nil, r, err
+	}
+	return st, r, nil
 }
 
 func benchList(c *cli.Context) error {
@@ -320,7 +328,7 @@ func benchList(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	st, err := openRunStore(c)
+	st, err := openReader(c)
 	if err != nil {
 		return err
 	}
@@ -344,15 +352,11 @@ func benchShow(c *cli.Context) error {
 	if c.Bool("json") && c.Bool("md") {
 		return usagef("--json and --md exclude each other")
 	}
-	st, err := openRunStore(c)
+	st, r, err := openRun(c, id)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	r, err := getRun(c, st, id)
-	if err != nil {
-		return err
-	}
 	switch {
 	case c.Bool("json"):
 		return writeJSON(c.App.Writer, r)
@@ -370,15 +374,11 @@ func benchExport(c *cli.Context) (err error) {
 	if !c.Bool("csv") {
 		return usagef("bench export writes CSV only (--csv)")
 	}
-	st, err := openRunStore(c)
+	st, r, err := openRun(c, id)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	r, err := getRun(c, st, id)
-	if err != nil {
-		return err
-	}
 	w := c.App.Writer
 	if p := c.String("output"); p != "" {
 		f, err := os.Create(p)
@@ -428,15 +428,11 @@ func benchPlot(c *cli.Context) error {
 	if ext != "svg" && ext != "png" && ext != "html" {
 		return usagef("--output %s: want a .svg, .png or .html file", out)
 	}
-	st, err := openRunStore(c)
+	st, r, err := openRun(c, id)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	r, err := getRun(c, st, id)
-	if err != nil {
-		return err
-	}
 	series, o := curveSeries(&r, metric)
 	f, err := os.Create(out)
 	if err != nil {

@@ -238,7 +238,7 @@ func benchCompare(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	st, err := openRunStore(c)
+	st, err := openReader(c)
 	if err != nil {
 		return err
 	}

@@ -98,7 +98,7 @@ func benchHistory(c *cli.Context) error {
 	if ext := filepath.Ext(plotPath); plotPath != "" && ext != ".svg" && ext != ".png" && ext != ".html" {
 		return usagef("--plot %s: want a .svg, .png or .html file", plotPath)
 	}
-	st, err := openRunStore(c)
+	st, err := openReader(c)
 	if err != nil {
 		return err
 	}
