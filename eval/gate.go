@@ -2,12 +2,16 @@ package eval
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +36,9 @@ type GateEvalConfig struct {
 	Gate      gate.Config
 	Progress  io.Writer
 	Logger    *slog.Logger
+	// Record, when set, is a directory where every run is kept as JSON
+	// (base<P>.json, new<P>-x<S>.json) for ReplayGate.
+	Record string
 }
 
 // GateCondition is one row of the evaluation: NEW slowed by Slowdown
@@ -154,33 +161,107 @@ func MeasureGate(ctx context.Context, cfg GateEvalConfig) (*GateEval, error) {
 				return rep, fmt.Errorf("pair %d slowdown %g: %w", p, s, err)
 			}
 			rep.RunWall, rep.Requests = append(rep.RunWall, wall), append(rep.Requests, n)
-			cr, err := gate.Compare(base, next, cfg.Gate)
-			if err != nil {
+			if err := recordRun(cfg.Record, base, p, 0); err != nil {
+				return rep, err
+			}
+			if err := recordRun(cfg.Record, next, p, s); err != nil {
+				return rep, err
+			}
+			if err := rep.Conditions[ci].score(base, next, cfg.Gate); err != nil {
 				return rep, fmt.Errorf("pair %d slowdown %g: %w", p, s, err)
-			}
-			c := &rep.Conditions[ci]
-			c.Pairs++
-			if cr.Regressed() {
-				c.Flagged++
-			}
-			for _, row := range cr.Rows {
-				if row.Verdict == gate.Regression {
-					if c.ByMetric == nil {
-						c.ByMetric = map[string]int{}
-					}
-					c.ByMetric[row.Metric.Name]++
-				}
-				if row.Metric.Name == "tpot_p50" {
-					c.TPOTEffects = append(c.TPOTEffects, row.Effect)
-					if row.Verdict == gate.Regression {
-						c.TPOT++
-					}
-				}
 			}
 		}
 		el := time.Since(start)
 		fmt.Fprintf(cfg.Progress, "eval gate: pair %d/%d, elapsed %s, eta %s\n", p+1, cfg.Pairs, el.Round(time.Second),
 			(el / time.Duration(p+1) * time.Duration(cfg.Pairs-p-1)).Round(time.Second))
+	}
+	return rep, nil
+}
+
+// score compares one pair and counts its verdicts into c.
+func (c *GateCondition) score(base, next gate.Run, cfg gate.Config) error {
+	cr, err := gate.Compare(base, next, cfg)
+	if err != nil {
+		return err
+	}
+	c.Pairs++
+	if cr.Regressed() {
+		c.Flagged++
+	}
+	for _, row := range cr.Rows {
+		if row.Verdict == gate.Regression {
+			if c.ByMetric == nil {
+				c.ByMetric = map[string]int{}
+			}
+			c.ByMetric[row.Metric.Name]++
+		}
+		if row.Metric.Name == "tpot_p50" {
+			c.TPOTEffects = append(c.TPOTEffects, row.Effect)
+			if row.Verdict == gate.Regression {
+				c.TPOT++
+			}
+		}
+	}
+	return nil
+}
+
+// recordName is the file of a recorded run: the pair's BASE for slowdown
+// 0, else NEW at that slowdown.
+func recordName(dir string, pair int, slowdown float64) string {
+	if slowdown == 0 {
+		return filepath.Join(dir, fmt.Sprintf("base%d.json", pair))
+	}
+	return filepath.Join(dir, fmt.Sprintf("new%d-x%s.json", pair, strconv.FormatFloat(slowdown, 'g', -1, 64)))
+}
+
+func recordRun(dir string, r gate.Run, pair int, slowdown float64) error {
+	if dir == "" {
+		return nil
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("eval gate: record: %w", err)
+	}
+	return os.WriteFile(recordName(dir, pair, slowdown), b, 0o644)
+}
+
+// ReplayGate scores the gate of cfg on runs kept by MeasureGate's Record:
+// the same pairs and conditions without benchmarking again, to compare
+// decision rules on one set of runs.
+func ReplayGate(dir string, pairs int, slowdowns []float64, cfg gate.Config) (*GateEval, error) {
+	conds := append([]float64{1}, slowdowns...)
+	rep := &GateEval{Matrix: "recorded " + dir, Alpha: cfg.Alpha, Threshold: cfg.Threshold}
+	for _, s := range conds {
+		rep.Conditions = append(rep.Conditions, GateCondition{Slowdown: s})
+	}
+	load := func(name string) (gate.Run, error) {
+		var r gate.Run
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return r, fmt.Errorf("eval gate replay: %w", err)
+		}
+		if err := json.Unmarshal(b, &r); err != nil {
+			return r, fmt.Errorf("eval gate replay: %s: %w", name, err)
+		}
+		return r, nil
+	}
+	for p := range pairs {
+		base, err := load(recordName(dir, p, 0))
+		if err != nil {
+			return nil, err
+		}
+		for ci, s := range conds {
+			next, err := load(recordName(dir, p, s))
+			if err != nil {
+				return nil, err
+			}
+			if err := rep.Conditions[ci].score(base, next, cfg); err != nil {
+				return nil, fmt.Errorf("pair %d slowdown %g: %w", p, s, err)
+			}
+		}
 	}
 	return rep, nil
 }

@@ -25,7 +25,11 @@
 // tail, and over a bootstrap of the quantile, whose intervals for p99 of a
 // few hundred requests rest on the two or three largest values and
 // under-cover: the permutation test is exact under "no change" at any sample
-// size, and it tests the very statistic whose effect is reported.
+// size, and it tests the very statistic whose effect is reported. It
+// permutes blocks of neighbouring requests (a tenth of a run each), not
+// single requests: a stall slows every request in flight, so tail values
+// come in clusters, and single-request permutations read one run's stall
+// as a changed tail.
 //
 // Values (medians and tails) are trial.Percentile, numpy's linear
 // interpolation, so compare shows the same figures as the run's own report.

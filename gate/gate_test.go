@@ -202,7 +202,7 @@ func TestCompareTail(t *testing.T) {
 	if got := row(t, rep, "c", "ttft_p50"); got.Verdict != NoChange {
 		t.Errorf("median: %+v", got)
 	}
-	if got := row(t, rep, "c", "ttft_p99"); got.Verdict != Regression || got.Test != "permutation" || got.Effect < 0.5 {
+	if got := row(t, rep, "c", "ttft_p99"); got.Verdict != Regression || got.Test != "block permutation" || got.Effect < 0.5 {
 		t.Errorf("p99: %+v", got)
 	}
 	// Reproducible, and independent of the order of metrics.

@@ -3,6 +3,7 @@ package stats
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -88,5 +89,82 @@ func TestPermutationTestEdges(t *testing.T) {
 	b, _ := PermutationTest([]float64{1, 3, 5, 7}, []float64{2, 4, 9}, top, cfg, rand.New(rand.NewPCG(9, 9)))
 	if a != b {
 		t.Errorf("not reproducible: %+v vs %+v", a, b)
+	}
+}
+
+func TestBlocks(t *testing.T) {
+	s := []float64{1, 2, 3, 4, 5, 6, 7}
+	for _, tc := range []struct {
+		n    int
+		want []int
+	}{{1, []int{7}}, {3, []int{2, 2, 3}}, {7, []int{1, 1, 1, 1, 1, 1, 1}}, {10, []int{1, 1, 1, 1, 1, 1, 1}}} {
+		b := Blocks(s, tc.n)
+		var got []int
+		total := 0.0
+		for _, x := range b {
+			got = append(got, len(x))
+			for _, v := range x {
+				total += v
+			}
+		}
+		if !slices.Equal(got, tc.want) || total != 28 {
+			t.Errorf("Blocks(7 values, %d): sizes %v sum %v, want %v sum 28", tc.n, got, total, tc.want)
+		}
+	}
+}
+
+// Time-clustered noise: each run has a few stalls that slow consecutive
+// values, of random number, place and strength. Both runs come from the same
+// process, so a valid test must rarely reject; permuting single values
+// treats the bursts as a shifted tail and rejects, whole blocks do not.
+// A real 50% shift of every value is still found by blocks.
+func TestBlockPermutationClusteredNoise(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	p99 := func(s []float64) float64 { return s[int(0.99*float64(len(s)-1))] }
+	run := func(scale float64) []float64 {
+		s := make([]float64, 300)
+		for i := range s {
+			s[i] = scale * math.Exp(0.2*r.NormFloat64())
+		}
+		// 0-3 stalls, each slowing 5-15 consecutive values by 1-4x.
+		for range r.IntN(4) {
+			at, n, f := r.IntN(285), 5+r.IntN(11), 1+3*r.Float64()
+			for i := at; i < at+n; i++ {
+				s[i] *= f
+			}
+		}
+		return s
+	}
+	single := PermutationConfig{Max: 999, Stop: 50}
+	block := PermutationConfig{Max: 999, Stop: 50, Blocks: 10}
+	const trials = 60
+	rejSingle, rejBlock := 0, 0
+	for range trials {
+		x, y := run(1), run(1)
+		a, err := PermutationTest(x, y, p99, single, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := PermutationTest(x, y, p99, block, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.P <= 0.05 {
+			rejSingle++
+		}
+		if b.P <= 0.05 {
+			rejBlock++
+		}
+	}
+	t.Logf("same process, %d pairs: single values rejected %d, blocks %d", trials, rejSingle, rejBlock)
+	if rejBlock > trials/10 || rejSingle <= 2*rejBlock {
+		t.Errorf("same process, %d pairs: single values rejected %d, blocks %d; want blocks near 5%% and far below single values", trials, rejSingle, rejBlock)
+	}
+	res, err := PermutationTest(run(1), run(1.5), func(s []float64) float64 { return s[len(s)/2] }, block, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.P > 0.01 || res.Observed <= 0 {
+		t.Errorf("50%% slower with blocks: %+v", res)
 	}
 }

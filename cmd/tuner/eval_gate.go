@@ -30,6 +30,9 @@ func withEvalGate(c *cli.Command) *cli.Command {
 			&cli.Float64Flag{Name: "time-scale", Value: 1, Usage: "the simulator's real seconds per simulated second (< 1 runs faster)"},
 			&cli.DurationFlag{Name: "duration", Usage: "override the smoke cell's measurement duration (default: the tier's 30 s)"},
 			&cli.BoolFlag{Name: "json", Usage: "JSON"},
+			&cli.StringFlag{Name: "matrix", Usage: "measure the gate on the matrix in `FILE` instead of the smoke tier"},
+			&cli.StringFlag{Name: "record", Usage: "keep every run's samples as JSON in `DIR`"},
+			&cli.StringFlag{Name: "replay", Usage: "score the gate on runs kept by --record in `DIR` instead of benchmarking"},
 		),
 		Action: runEvalGate,
 	})
@@ -44,7 +47,14 @@ func runEvalGate(c *cli.Context) error {
 	if c.Int("pairs") < 1 {
 		return usagef("--pairs %d: want at least 1", c.Int("pairs"))
 	}
-	m, err := tierMatrixOf("", "smoke")
+	if dir := c.String("replay"); dir != "" {
+		rep, err := eval.ReplayGate(dir, c.Int("pairs"), c.Float64Slice("slowdown"), gcfg)
+		if err != nil {
+			return err
+		}
+		return writeGateEval(c, "recorded runs", rep)
+	}
+	m, err := tierMatrixOf(c.String("matrix"), "smoke")
 	if err != nil {
 		return err
 	}
@@ -80,13 +90,17 @@ func runEvalGate(c *cli.Context) error {
 		}
 	}
 	rep, err := eval.MeasureGate(c.Context, eval.GateEvalConfig{Start: start, Matrix: m, Pairs: c.Int("pairs"),
-		Slowdowns: c.Float64Slice("slowdown"), Gate: gcfg, Progress: c.App.ErrWriter})
+		Slowdowns: c.Float64Slice("slowdown"), Gate: gcfg, Progress: c.App.ErrWriter, Record: c.String("record")})
 	if err != nil {
 		return err
 	}
+	return writeGateEval(c, fmt.Sprintf("%s on simulated %s, time scale %s", model, gpu, strconv.FormatFloat(scale, 'g', -1, 64)), rep)
+}
+
+func writeGateEval(c *cli.Context, title string, rep *eval.GateEval) error {
 	if c.Bool("json") {
 		return writeJSON(c.App.Writer, rep)
 	}
-	fmt.Fprintf(c.App.Writer, "%s on simulated %s, time scale %s\n\n", model, gpu, strconv.FormatFloat(scale, 'g', -1, 64))
+	fmt.Fprintf(c.App.Writer, "%s\n\n", title)
 	return eval.WriteGateEval(c.App.Writer, rep)
 }
