@@ -314,6 +314,17 @@ func testLifecycle(t *testing.T, open func() Backend) {
 	if err != nil || len(byCfg) == 0 || !slices.ContainsFunc(byCfg, func(x store.Trial) bool { return x.ID == ids[3] }) {
 		t.Fatalf("trials by config: %v, %v", byCfg, err)
 	}
+	// The tail from a trial number on, and nothing (no error) past the end.
+	for from, want := range map[uint64][]string{0: ids, 1: ids, 3: ids[2:], 4: ids[3:], 5: nil, 9: nil} {
+		tail, err := b.Trials(ctx, st.ID, store.TrialFilter{FromSeq: from})
+		var got []string
+		for _, x := range tail {
+			got = append(got, x.ID)
+		}
+		if err != nil || !slices.Equal(got, want) {
+			t.Fatalf("trials from %d: %v, %v; want %v", from, got, err, want)
+		}
+	}
 	if _, err := b.Trials(ctx, "000000000000", store.TrialFilter{}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("trials of a missing study: %v", err)
 	}
