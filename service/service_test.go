@@ -185,10 +185,11 @@ func TestJobRunsToDoneWithProgressFrontAndRecommendation(t *testing.T) {
 		t.Fatalf("GET job: %d %s", code, out)
 	}
 	code, out = e.do(t, "GET", "/api/v1/studies/"+got.Study+"/trials", "", "")
-	var rows []trialRow
-	if code != 200 || json.Unmarshal([]byte(out), &rows) != nil {
+	var page trialPage
+	if code != 200 || json.Unmarshal([]byte(out), &page) != nil || page.Total != len(page.Trials) {
 		t.Fatalf("trials: %d %s", code, out)
 	}
+	rows := page.Trials
 	search := 0
 	for _, r := range rows {
 		if r.Repeat == 0 {
