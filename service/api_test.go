@@ -217,7 +217,7 @@ func TestStudyListFiltersAreTheCLIs(t *testing.T) {
 		{"model=llama-8b", []string{studies[1].ID, studies[0].ID}},
 		{"model=llama-8b&workload=rag", []string{studies[1].ID}},
 		{"gpu=L4", []string{l4.ID}}, // an alias of L4-24GB, as for the CLI; the script's key "L4" is no catalog name
-		{"gpu=H100", nil}, // H100-80GB
+		{"gpu=H100", nil},           // H100-80GB
 		{"engine=vllm", nil},
 	}
 	for _, tt := range tests {

@@ -54,13 +54,13 @@ type trialRow struct {
 
 // trialPage is one page of a study's trials table.
 type trialPage struct {
-	Total   int        `json:"total"` // trials matching the filters
-	Offset  int        `json:"offset"`
-	Limit   int        `json:"limit"`
-	Sort    string     `json:"sort"`
-	Order   string     `json:"order"`
+	Total   int           `json:"total"` // trials matching the filters
+	Offset  int           `json:"offset"`
+	Limit   int           `json:"limit"`
+	Sort    string        `json:"sort"`
+	Order   string        `json:"order"`
 	Metrics tuner.Metrics `json:"metrics"`
-	Trials  []trialRow `json:"trials"`
+	Trials  []trialRow    `json:"trials"`
 }
 
 func (s *Server) studyTrials(w http.ResponseWriter, r *http.Request) {
