@@ -169,7 +169,8 @@ func (s *Server) search(ctx context.Context, set int, j *store.Job, log interfac
 				s.metrics.best.WithLabelValues(study).Set(st.Best)
 			}
 		},
-		OnTrial: s.metrics.trial,
+		OnTrial:  s.metrics.trial,
+		Observer: s.metrics,
 	})
 	if err != nil {
 		return err

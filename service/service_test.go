@@ -229,6 +229,17 @@ func TestJobRunsToDoneWithProgressFrontAndRecommendation(t *testing.T) {
 	if code != 200 || !strings.Contains(out, `tuner_trials_total{class="",verdict="ok"} 6`) || !strings.Contains(out, `tuner_best_feasible_throughput{study="`+got.Study+`"}`) {
 		t.Fatalf("metrics:\n%s", out)
 	}
+	// The core's observer: six engines started, six trials begun and
+	// finished, the surrogate refit at least once.
+	for _, want := range []string{"tuner_engine_start_seconds_count 6", `tuner_store_write_seconds_count{op="begin"} 6`,
+		`tuner_store_write_seconds_count{op="finish"} 6`, "tuner_surrogate_fit_seconds_count "} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("metrics: no %q in\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "tuner_surrogate_fit_seconds_count 0") {
+		t.Fatalf("the surrogate was never fit:\n%s", out)
+	}
 	code, out = e.do(t, "GET", "/", "", "")
 	if code != 200 || !strings.Contains(out, `id="jobform"`) {
 		t.Fatalf("dashboard: %d", code)
