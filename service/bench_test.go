@@ -1,13 +1,17 @@
 package service
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,6 +98,86 @@ func BenchmarkEndpoints10k(b *testing.B) {
 			}
 			slices.Sort(lat)
 			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+		})
+	}
+}
+
+// BenchmarkSSEClients measures a sim-virtual job's trial throughput while
+// 0 or 100 clients follow /api/v1/events over a real listener: the event
+// fan-out must not slow the job's trials.
+func BenchmarkSSEClients(b *testing.B) {
+	const trials = 30
+	for _, clients := range []int{0, 100} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			st, err := store.Open(context.Background(), filepath.Join(b.TempDir(), "sse.db"), store.Options{NoSync: true, MinFreeBytes: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			srv, err := New(Config{Store: st})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ts := httptest.NewServer(srv.Handler())
+			defer ts.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan struct{})
+			go func() { defer close(done); srv.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			var events atomic.Int64
+			var wg sync.WaitGroup
+			for range clients {
+				req, _ := http.NewRequestWithContext(ctx, "GET", ts.URL+"/api/v1/events", nil)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer resp.Body.Close()
+					sc := bufio.NewScanner(resp.Body)
+					for sc.Scan() {
+						if strings.HasPrefix(sc.Text(), "data: ") {
+							events.Add(1)
+						}
+					}
+				}()
+			}
+			c, _ := srv.hub.subscribe()
+			defer srv.hub.unsubscribe(c)
+			var elapsed time.Duration
+			n := 0
+			for b.Loop() {
+				// A new seed each run: a new study, all trials measured.
+				spec, err := ParseJob(strings.NewReader(fmt.Sprintf(`{"model":%q,"gpu":%q,"engine":"sim-virtual","trials":%d,"requests":40,"finalists":0,"seed":%d}`, testModel, testGPU, trials, n+1)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				raw, _ := json.Marshal(spec)
+				t0 := time.Now()
+				j, err := st.AddJob(ctx, store.Job{Kind: "search", Spec: raw, State: store.JobQueued})
+				if err != nil {
+					b.Fatal(err)
+				}
+				srv.poke()
+				for ev := range c {
+					if ev.Job == j.ID && ev.State.Finished() {
+						if ev.State != store.JobDone {
+							b.Fatalf("job %s: %s", ev.State, ev.Error)
+						}
+						break
+					}
+				}
+				elapsed += time.Since(t0)
+				n++
+			}
+			b.ReportMetric(float64(n*trials)/elapsed.Seconds(), "trials/s")
+			b.ReportMetric(float64(events.Load())/float64(max(clients, 1))/float64(n), "events/client/job")
+			cancel()
+			ts.CloseClientConnections()
+			wg.Wait()
 		})
 	}
 }
