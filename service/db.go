@@ -26,3 +26,5 @@ type JobQueue interface {
 }
 
 var _ DB = tuner.BoltDB{}
+
+var _ DB = tuner.PGDB{}
