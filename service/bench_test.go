@@ -1,13 +1,17 @@
 package service
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,32 +72,154 @@ func benchStudy(b *testing.B, n int) (*Server, string) {
 	return srv, j.Study
 }
 
-// BenchmarkEndpoints10k measures the front and trials endpoints over a real
-// listener on a study of 10,000 trials and reports the p99 latency.
+// BenchmarkEndpoints10k measures the front, trials and recommend
+// endpoints over a real listener on a study of 10,000 trials and reports
+// their p99 latency once the study is cached (its first read decodes every
+// trial: cold-ms, measured on a fresh server), and that of the front and
+// the trials right after a new trial was written (after-trial: the cache
+// rereads the study's tail and judges it again).
 func BenchmarkEndpoints10k(b *testing.B) {
 	srv, study := benchStudy(b, 10000)
 	ts := httptest.NewServer(srv.Handler())
 	defer ts.Close()
-	for _, ep := range []string{"front", "trials", "recommend"} {
-		b.Run(ep, func(b *testing.B) {
-			url := ts.URL + "/api/v1/studies/" + study + "/" + ep
+	base := ts.URL + "/api/v1/studies/" + study + "/"
+	get := func(b *testing.B, url string) time.Duration {
+		t0 := time.Now()
+		resp, err := http.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var v any
+		err = json.NewDecoder(resp.Body).Decode(&v)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			b.Fatalf("%s: %d %v", url, resp.StatusCode, err)
+		}
+		return time.Since(t0)
+	}
+	p99 := func(b *testing.B, lat []time.Duration) {
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+	}
+	cold := func() time.Duration {
+		fresh, err := New(Config{Store: srv.st})
+		if err != nil {
+			b.Fatal(err)
+		}
+		cts := httptest.NewServer(fresh.Handler())
+		defer cts.Close()
+		return get(b, cts.URL+"/api/v1/studies/"+study+"/front")
+	}()
+	b.ReportMetric(float64(cold.Microseconds())/1000, "cold-ms")
+	get(b, base+"front") // the shared server's first read
+	for _, ep := range []string{"front", "trials", "trials?sort=throughput&order=desc", "recommend"} {
+		b.Run(strings.ReplaceAll(ep, "?", "/"), func(b *testing.B) {
 			var lat []time.Duration
 			for b.Loop() {
-				t0 := time.Now()
-				resp, err := http.Get(url)
+				lat = append(lat, get(b, base+ep))
+			}
+			p99(b, lat)
+		})
+	}
+	ctx := context.Background()
+	seed, err := srv.st.Trial(ctx, store.TrialID(study, 2))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, ep := range []string{"front", "trials"} {
+		b.Run(ep+"-after-trial", func(b *testing.B) {
+			var lat []time.Duration
+			for b.Loop() {
+				t, err := srv.st.BeginTrial(ctx, study, seed.Config, store.BeginOptions{Repeat: 99})
+				if err == nil {
+					_, err = srv.st.FinishTrial(ctx, t.ID, seed.Result)
+				}
 				if err != nil {
 					b.Fatal(err)
 				}
-				var v any
-				err = json.NewDecoder(resp.Body).Decode(&v)
-				resp.Body.Close()
-				if err != nil || resp.StatusCode != 200 {
-					b.Fatalf("%s: %d %v", ep, resp.StatusCode, err)
-				}
-				lat = append(lat, time.Since(t0))
+				lat = append(lat, get(b, base+ep))
 			}
-			slices.Sort(lat)
-			b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+			p99(b, lat)
+		})
+	}
+}
+
+// BenchmarkSSEClients measures a sim-virtual job's trial throughput while
+// 0 or 100 clients follow /api/v1/events over a real listener: the event
+// fan-out must not slow the job's trials.
+func BenchmarkSSEClients(b *testing.B) {
+	const trials = 30
+	for _, clients := range []int{0, 100} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			st, err := store.Open(context.Background(), filepath.Join(b.TempDir(), "sse.db"), store.Options{NoSync: true, MinFreeBytes: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer st.Close()
+			srv, err := New(Config{Store: st})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ts := httptest.NewServer(srv.Handler())
+			defer ts.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan struct{})
+			go func() { defer close(done); srv.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			var events atomic.Int64
+			var wg sync.WaitGroup
+			for range clients {
+				req, _ := http.NewRequestWithContext(ctx, "GET", ts.URL+"/api/v1/events", nil)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer resp.Body.Close()
+					sc := bufio.NewScanner(resp.Body)
+					for sc.Scan() {
+						if strings.HasPrefix(sc.Text(), "data: ") {
+							events.Add(1)
+						}
+					}
+				}()
+			}
+			c, _ := srv.hub.subscribe()
+			defer srv.hub.unsubscribe(c)
+			var elapsed time.Duration
+			n := 0
+			for b.Loop() {
+				// A new seed each run: a new study, all trials measured.
+				spec, err := ParseJob(strings.NewReader(fmt.Sprintf(`{"model":%q,"gpu":%q,"engine":"sim-virtual","trials":%d,"requests":40,"finalists":0,"seed":%d}`, testModel, testGPU, trials, n+1)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				raw, _ := json.Marshal(spec)
+				t0 := time.Now()
+				j, err := st.AddJob(ctx, store.Job{Kind: "search", Spec: raw, State: store.JobQueued})
+				if err != nil {
+					b.Fatal(err)
+				}
+				srv.poke()
+				for ev := range c {
+					if ev.Job == j.ID && ev.State.Finished() {
+						if ev.State != store.JobDone {
+							b.Fatalf("job %s: %s", ev.State, ev.Error)
+						}
+						break
+					}
+				}
+				elapsed += time.Since(t0)
+				n++
+			}
+			b.ReportMetric(float64(n*trials)/elapsed.Seconds(), "trials/s")
+			b.ReportMetric(float64(events.Load())/float64(max(clients, 1))/float64(n), "events/client/job")
+			cancel()
+			ts.CloseClientConnections()
+			wg.Wait()
 		})
 	}
 }

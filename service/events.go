@@ -30,6 +30,8 @@ type Event struct {
 	Running  string         `json:"running,omitempty"`
 	Line     string         `json:"line,omitempty"` // the CLI's progress line
 	Error    string         `json:"error,omitempty"`
+
+	data []byte // the event as JSON, encoded once for every client
 }
 
 // statusEvent turns the loop's status into an event.
@@ -65,6 +67,7 @@ func newHub() *hub {
 }
 
 func (h *hub) publish(e Event) {
+	e.data, _ = json.Marshal(e)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.progress[e.Job]; !ok {
@@ -127,8 +130,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	c, snap := s.hub.subscribe()
 	defer s.hub.unsubscribe(c)
 	send := func(e Event) bool {
-		b, _ := json.Marshal(e)
-		if _, err := fmt.Fprintf(w, "event: progress\ndata: %s\n\n", b); err != nil {
+		if _, err := fmt.Fprintf(w, "event: progress\ndata: %s\n\n", e.data); err != nil {
 			return false
 		}
 		return rc.Flush() == nil

@@ -71,7 +71,7 @@ func (s *Server) claim(ctx context.Context, set int) (store.Job, context.Context
 	if ctx.Err() != nil {
 		return store.Job{}, nil, false, ctx.Err()
 	}
-	js, err := s.st.Jobs(ctx)
+	js, err := s.db.Jobs(ctx)
 	if err != nil {
 		return store.Job{}, nil, false, err
 	}
@@ -96,7 +96,7 @@ func (s *Server) claim(ctx context.Context, set int) (store.Job, context.Context
 	if j.Started.IsZero() {
 		j.Started = time.Now().UTC()
 	}
-	if err := s.st.UpdateJob(ctx, j); err != nil {
+	if err := s.db.UpdateJob(ctx, j); err != nil {
 		return store.Job{}, nil, false, err
 	}
 	jctx, cancel := context.WithCancelCause(ctx)
@@ -132,7 +132,7 @@ func (s *Server) runJob(ctx, jctx context.Context, set int, j store.Job) {
 	}
 	j.Ended = time.Now().UTC()
 	// The job's own context may be cancelled: record its end regardless.
-	if uerr := s.st.UpdateJob(context.WithoutCancel(ctx), j); uerr != nil {
+	if uerr := s.db.UpdateJob(context.WithoutCancel(ctx), j); uerr != nil {
 		log.Error("record job end", "err", uerr)
 	}
 	log.Info("job end", "state", j.State, "err", err)
@@ -160,7 +160,7 @@ func (s *Server) search(ctx context.Context, set int, j *store.Job, log interfac
 		env = []string{"CUDA_VISIBLE_DEVICES=" + v}
 	}
 	var study string
-	run, err := ss.Start(ctx, tuner.BoltDB{Store: s.st}, tuner.StartConfig{
+	run, err := ss.Start(ctx, s.db, tuner.StartConfig{
 		Logger: s.log.With("job", j.ID),
 		Env:    env,
 		OnStatus: func(st tuner.Status) {
@@ -169,7 +169,8 @@ func (s *Server) search(ctx context.Context, set int, j *store.Job, log interfac
 				s.metrics.best.WithLabelValues(study).Set(st.Best)
 			}
 		},
-		OnTrial: s.metrics.trial,
+		OnTrial:  s.metrics.trial,
+		Observer: s.metrics,
 	})
 	if err != nil {
 		return err
@@ -178,7 +179,7 @@ func (s *Server) search(ctx context.Context, set int, j *store.Job, log interfac
 	study = run.Study.ID
 	if j.Study != study {
 		j.Study = study
-		if err := s.st.UpdateJob(ctx, *j); err != nil {
+		if err := s.db.UpdateJob(ctx, *j); err != nil {
 			return err
 		}
 	}
@@ -190,7 +191,7 @@ func (s *Server) search(ctx context.Context, set int, j *store.Job, log interfac
 
 // refreshQueue sets the queue-length gauge.
 func (s *Server) refreshQueue(ctx context.Context) {
-	js, err := s.st.Jobs(ctx)
+	js, err := s.db.Jobs(ctx)
 	if err != nil {
 		return
 	}

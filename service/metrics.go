@@ -2,6 +2,7 @@ package service
 
 import (
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -17,7 +18,12 @@ type metrics struct {
 	queue    prometheus.Gauge
 	running  prometheus.Gauge
 	best     *prometheus.GaugeVec
+	start    prometheus.Histogram
+	fit      prometheus.Histogram
+	write    *prometheus.HistogramVec
 }
+
+var _ tuner.Observer = (*metrics)(nil)
 
 func newMetrics() *metrics {
 	m := &metrics{
@@ -34,8 +40,20 @@ func newMetrics() *metrics {
 		best: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tuner_best_feasible_throughput", Help: "Best SLO-feasible throughput of a study's search so far (its throughput metric).",
 		}, []string{"study"}),
+		start: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "tuner_engine_start_seconds", Help: "Time from an engine's launch to ready (the trial's startup phase).",
+			Buckets: prometheus.ExponentialBuckets(0.5, 2, 10),
+		}),
+		fit: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "tuner_surrogate_fit_seconds", Help: "Time of one refit of the search's surrogate model.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 9),
+		}),
+		write: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "tuner_store_write_seconds", Help: "Latency of a trial record write to the database (op: begin, finish).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 9),
+		}, []string{"op"}),
 	}
-	m.reg.MustRegister(m.trials, m.duration, m.queue, m.running, m.best,
+	m.reg.MustRegister(m.trials, m.duration, m.queue, m.running, m.best, m.start, m.fit, m.write,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -47,4 +65,10 @@ func (m *metrics) trial(t tuner.Trial) {
 	if !t.Ended.IsZero() && !t.Started.IsZero() {
 		m.duration.Observe(t.Ended.Sub(t.Started).Seconds())
 	}
+}
+
+func (m *metrics) EngineStarted(d time.Duration)   { m.start.Observe(d.Seconds()) }
+func (m *metrics) SurrogateFitted(d time.Duration) { m.fit.Observe(d.Seconds()) }
+func (m *metrics) StoreWritten(op string, d time.Duration) {
+	m.write.WithLabelValues(op).Observe(d.Seconds())
 }

@@ -29,6 +29,8 @@ const DefaultMaxBody = 64 << 10
 
 // Config configures a Server.
 type Config struct {
+	// DB is the database; Store, when DB is nil, is a bbolt one.
+	DB    DB
 	Store *store.Store
 	// GPUSets are the CUDA_VISIBLE_DEVICES values of the GPU sets, one job
 	// at a time each; empty: one set that leaves the variable alone.
@@ -38,13 +40,18 @@ type Config struct {
 	Token      string
 	PublicRead bool
 	MaxBody    int64 // request body limit in bytes; 0 = DefaultMaxBody
-	Logger     *slog.Logger
+	// CacheStudies is how many studies stay decoded between requests; 0 =
+	// DefaultCacheStudies.
+	CacheStudies int
+	Logger       *slog.Logger
 }
 
 // Server serves the API and runs the job queue.
 type Server struct {
 	cfg     Config
-	st      *store.Store
+	db      DB
+	st      *store.Store // the bbolt store, nil on PostgreSQL
+	cache   *studyCache
 	log     *slog.Logger
 	metrics *metrics
 	hub     *hub
@@ -57,8 +64,11 @@ type Server struct {
 
 // New returns a server; Run starts its job workers.
 func New(cfg Config) (*Server, error) {
-	if cfg.Store == nil {
-		return nil, errors.New("service: no store")
+	if cfg.DB == nil && cfg.Store != nil {
+		cfg.DB = tuner.BoltDB{Store: cfg.Store}
+	}
+	if cfg.DB == nil {
+		return nil, errors.New("service: no database")
 	}
 	if len(cfg.GPUSets) == 0 {
 		cfg.GPUSets = []string{""}
@@ -70,7 +80,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Server{
-		cfg: cfg, st: cfg.Store, log: cfg.Logger, metrics: newMetrics(), hub: newHub(),
+		cfg: cfg, db: cfg.DB, st: cfg.Store, cache: newStudyCache(cfg.CacheStudies), log: cfg.Logger, metrics: newMetrics(), hub: newHub(),
 		cancels: map[string]context.CancelFunc{}, wake: make(chan struct{}, 1), ready: make(chan struct{}),
 	}, nil
 }
@@ -88,6 +98,8 @@ func (s *Server) Handler() http.Handler {
 	read("GET /api/v1/studies/{id}/front.html", s.studyFrontHTML)
 	read("GET /api/v1/studies/{id}/recommend", s.recommend)
 	read("GET /api/v1/trials/{id}", s.getTrial)
+	read("GET /api/v1/trials/{id}/raw", s.trialRaw)
+	read("GET /api/v1/space", s.space)
 	read("GET /api/v1/jobs", s.listJobs)
 	read("GET /api/v1/jobs/{id}", s.getJob)
 	read("GET /api/v1/events", s.events)
@@ -211,7 +223,7 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, err)
 		return
 	}
-	j, err := s.st.AddJob(r.Context(), store.Job{Kind: "search", Spec: raw, State: store.JobQueued, GPUSet: -1})
+	j, err := s.db.AddJob(r.Context(), store.Job{Kind: "search", Spec: raw, State: store.JobQueued, GPUSet: -1})
 	if err != nil {
 		s.writeErr(w, err)
 		return
@@ -224,7 +236,7 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
-	js, err := s.st.Jobs(r.Context())
+	js, err := s.db.Jobs(r.Context())
 	if err != nil {
 		s.writeErr(w, err)
 		return
@@ -233,7 +245,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
-	j, err := s.st.Job(r.Context(), r.PathValue("id"))
+	j, err := s.db.Job(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.writeErr(w, err)
 		return
@@ -246,7 +258,7 @@ func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
 func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	j, err := s.st.Job(r.Context(), r.PathValue("id"))
+	j, err := s.db.Job(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.writeErr(w, err)
 		return
@@ -257,7 +269,7 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 		return
 	case j.State == store.JobQueued:
 		j.State, j.Ended = store.JobCancelled, time.Now().UTC()
-		if err := s.st.UpdateJob(r.Context(), j); err != nil {
+		if err := s.db.UpdateJob(r.Context(), j); err != nil {
 			s.writeErr(w, err)
 			return
 		}

@@ -185,10 +185,11 @@ func TestJobRunsToDoneWithProgressFrontAndRecommendation(t *testing.T) {
 		t.Fatalf("GET job: %d %s", code, out)
 	}
 	code, out = e.do(t, "GET", "/api/v1/studies/"+got.Study+"/trials", "", "")
-	var rows []trialRow
-	if code != 200 || json.Unmarshal([]byte(out), &rows) != nil {
+	var page trialPage
+	if code != 200 || json.Unmarshal([]byte(out), &page) != nil || page.Total != len(page.Trials) {
 		t.Fatalf("trials: %d %s", code, out)
 	}
+	rows := page.Trials
 	search := 0
 	for _, r := range rows {
 		if r.Repeat == 0 {
@@ -227,6 +228,17 @@ func TestJobRunsToDoneWithProgressFrontAndRecommendation(t *testing.T) {
 	code, out = e.do(t, "GET", "/metrics", "", "")
 	if code != 200 || !strings.Contains(out, `tuner_trials_total{class="",verdict="ok"} 6`) || !strings.Contains(out, `tuner_best_feasible_throughput{study="`+got.Study+`"}`) {
 		t.Fatalf("metrics:\n%s", out)
+	}
+	// The core's observer: six engines started, six trials begun and
+	// finished, the surrogate refit at least once.
+	for _, want := range []string{"tuner_engine_start_seconds_count 6", `tuner_store_write_seconds_count{op="begin"} 6`,
+		`tuner_store_write_seconds_count{op="finish"} 6`, "tuner_surrogate_fit_seconds_count "} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("metrics: no %q in\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "tuner_surrogate_fit_seconds_count 0") {
+		t.Fatalf("the surrogate was never fit:\n%s", out)
 	}
 	code, out = e.do(t, "GET", "/", "", "")
 	if code != 200 || !strings.Contains(out, `id="jobform"`) {

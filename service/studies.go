@@ -11,8 +11,11 @@ import (
 	"github.com/vllm-tuner/tuner/tuner"
 )
 
+// listStudies lists the studies, newest first, with the filters of the
+// CLI's --model, --gpu, --workload and --engine.
 func (s *Server) listStudies(w http.ResponseWriter, r *http.Request) {
-	all, err := s.st.Studies(r.Context())
+	q := r.URL.Query()
+	all, err := tuner.MatchStudies(r.Context(), s.db, tuner.StudyFilter{Model: q.Get("model"), GPU: q.Get("gpu"), Workload: q.Get("workload"), Engine: q.Get("engine")})
 	if err != nil {
 		s.writeErr(w, err)
 		return
@@ -21,7 +24,7 @@ func (s *Server) listStudies(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getStudy(w http.ResponseWriter, r *http.Request) {
-	st, err := s.st.Study(r.Context(), r.PathValue("id"))
+	st, err := s.db.Study(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.writeErr(w, err)
 		return
@@ -46,33 +49,36 @@ type trialRow struct {
 	Throughput *float64    `json:"throughput,omitempty"`
 	Latency    *float64    `json:"latency,omitempty"`
 	VRAM       *float64    `json:"vram_gib,omitempty"`
+	DurationS  *float64    `json:"duration_s,omitempty"`
+}
+
+// trialPage is one page of a study's trials table.
+type trialPage struct {
+	Total   int           `json:"total"` // trials matching the filters
+	Offset  int           `json:"offset"`
+	Limit   int           `json:"limit"`
+	Sort    string        `json:"sort"`
+	Order   string        `json:"order"`
+	Metrics tuner.Metrics `json:"metrics"`
+	Trials  []trialRow    `json:"trials"`
 }
 
 func (s *Server) studyTrials(w http.ResponseWriter, r *http.Request) {
-	st, err := s.st.Study(r.Context(), r.PathValue("id"))
+	q, err := parseTrialQuery(r.URL.Query())
 	if err != nil {
 		s.writeErr(w, err)
 		return
 	}
-	ts, err := s.st.Trials(r.Context(), st.ID, store.TrialFilter{})
+	snap, err := s.cache.get(r.Context(), s.db, r.PathValue("id"))
 	if err != nil {
 		s.writeErr(w, err)
 		return
 	}
-	m := tuner.StudyMetrics(st)
-	rows := make([]trialRow, len(ts))
-	for i, t := range ts {
-		rows[i] = trialRow{ID: t.ID, Seq: t.Seq, State: t.State, ConfigID: t.ConfigID, Repeat: t.Repeat, Started: t.Started, Ended: t.Ended,
-			Verdict: tuner.FromStore(t).Verdict(), Flags: t.Config.Flags()}
-		if v, ok := m.Vector(t.Result); ok {
-			rows[i].Throughput, rows[i].Latency, rows[i].VRAM = &v[0], &v[1], &v[2]
-		}
-	}
-	writeJSON(w, http.StatusOK, rows)
+	writeJSON(w, http.StatusOK, q.page(snap.rows, snap.metrics))
 }
 
 func (s *Server) getTrial(w http.ResponseWriter, r *http.Request) {
-	t, err := s.st.Trial(r.Context(), r.PathValue("id"))
+	t, err := s.db.Trial(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.writeErr(w, err)
 		return
@@ -83,39 +89,30 @@ func (s *Server) getTrial(w http.ResponseWriter, r *http.Request) {
 // studyView is a study's trials judged as `tuner pareto` and `tuner
 // recommend` judge them: its SLO (or ?slo=), k (?k=, default 1).
 type studyView struct {
-	study   store.Study
-	trials  []tuner.Trial
-	slo     trial.SLO
-	k       float64
-	metrics tuner.Metrics
-	cands   []tuner.Candidate
+	*studySnap
+	*judgement
 }
 
-func (s *Server) view(r *http.Request) (*studyView, error) {
-	st, err := s.st.Study(r.Context(), r.PathValue("id"))
-	if err != nil {
-		return nil, err
-	}
-	v := &studyView{study: st, slo: st.SLO(), k: tuner.DefaultConfig().MADK, metrics: tuner.StudyMetrics(st)}
+func (s *Server) view(r *http.Request) (studyView, error) {
+	var slo trial.SLO
+	k := -1.0
 	if q := r.URL.Query().Get("slo"); q != "" {
-		if v.slo, err = trial.ParseSLO(q); err != nil {
-			return nil, tuner.Usagef("--slo: %v", err)
+		var err error
+		if slo, err = trial.ParseSLO(q); err != nil {
+			return studyView{}, tuner.Usagef("--slo: %v", err)
 		}
 	}
 	if q := r.URL.Query().Get("k"); q != "" {
-		if v.k, err = strconv.ParseFloat(q, 64); err != nil || v.k < 0 || math.IsNaN(v.k) || math.IsInf(v.k, 0) {
-			return nil, tuner.Usagef("--k %q: want a number >= 0", q)
+		var err error
+		if k, err = strconv.ParseFloat(q, 64); err != nil || k < 0 || math.IsNaN(k) || math.IsInf(k, 0) {
+			return studyView{}, tuner.Usagef("--k %q: want a number >= 0", q)
 		}
 	}
-	ts, err := s.st.Trials(r.Context(), st.ID, store.TrialFilter{})
+	snap, err := s.cache.get(r.Context(), s.db, r.PathValue("id"))
 	if err != nil {
-		return nil, err
+		return studyView{}, err
 	}
-	for _, t := range ts {
-		v.trials = append(v.trials, tuner.FromStore(t))
-	}
-	v.cands = tuner.Aggregate(v.trials, v.slo, v.metrics, v.k)
-	return v, nil
+	return studyView{snap, snap.judge(slo, k)}, nil
 }
 
 // frontDoc is the front of a study: its members (conservative values) and
@@ -128,12 +125,8 @@ type frontDoc struct {
 	DefaultConfigID string            `json:"default_config_id,omitempty"`
 }
 
-func (v *studyView) front() frontDoc {
-	d := frontDoc{Study: v.study.ID, SLO: v.slo.String(), Metrics: v.metrics, Front: []tuner.Candidate{}, DefaultConfigID: tuner.DefaultConfigIDOf(v.study, v.trials)}
-	for _, i := range tuner.Front(v.cands, v.metrics) {
-		d.Front = append(d.Front, v.cands[i])
-	}
-	return d
+func (v studyView) doc() frontDoc {
+	return frontDoc{Study: v.study.ID, SLO: v.slo.String(), Metrics: v.metrics, Front: v.front, DefaultConfigID: v.defaultID}
 }
 
 func (s *Server) studyFront(w http.ResponseWriter, r *http.Request) {
@@ -142,7 +135,7 @@ func (s *Server) studyFront(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, v.front())
+	writeJSON(w, http.StatusOK, v.doc())
 }
 
 // studyFrontHTML is the interactive front chart of `tuner pareto --html`
@@ -153,8 +146,7 @@ func (s *Server) studyFrontHTML(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, err)
 		return
 	}
-	f := v.front()
-	pts, o := tuner.FrontChartData(v.study, f.Front, v.cands, v.slo, v.metrics, f.DefaultConfigID)
+	pts, o := tuner.FrontChartData(v.study, v.front, v.cands, v.slo, v.metrics, v.defaultID)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err := tuner.WriteFrontHTML(w, pts, o); err != nil {
 		s.log.Error("front chart", "study", v.study.ID, "err", err)

@@ -126,3 +126,15 @@ func UnmarshalModelMeta(b []byte) (ModelMeta, error) {
 	}
 	return m, nil
 }
+
+// UnmarshalJob: see UnmarshalTrial.
+func UnmarshalJob(b []byte) (Job, error) {
+	var j Job
+	if err := decodeAny(b, &j); err != nil {
+		return Job{}, fmt.Errorf("decode job: %w", err)
+	}
+	if j.V > RecordVersion {
+		return Job{}, fmt.Errorf("decode job %s: record version %d: %w", j.ID, j.V, ErrTooNew)
+	}
+	return j, nil
+}

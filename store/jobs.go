@@ -61,7 +61,7 @@ func (s *Store) AddJob(ctx context.Context, j Job) (Job, error) {
 		if j.Seq, err = b.NextSequence(); err != nil {
 			return err
 		}
-		j.V, j.ID = RecordVersion, fmt.Sprintf("job-%d", j.Seq)
+		j.V, j.ID = RecordVersion, JobID(j.Seq)
 		if j.Created.IsZero() {
 			j.Created = s.opts.Now().UTC()
 		}
@@ -108,14 +108,27 @@ func (s *Store) Jobs(ctx context.Context) ([]Job, error) {
 	return out, err
 }
 
+// JobID is the ID of the job with sequence number seq.
+func JobID(seq uint64) string { return fmt.Sprintf("job-%d", seq) }
+
+// ParseJobID returns the sequence number of a job ID; a malformed ID is
+// ErrNotFound (no job has it).
+func ParseJobID(id string) (uint64, error) {
+	var seq uint64
+	if _, err := fmt.Sscanf(id, "job-%d", &seq); err != nil || JobID(seq) != id {
+		return 0, fmt.Errorf("job %q: %w", id, ErrNotFound)
+	}
+	return seq, nil
+}
+
 // Job returns one job by ID.
 func (s *Store) Job(ctx context.Context, id string) (Job, error) {
-	var seq uint64
-	if _, err := fmt.Sscanf(id, "job-%d", &seq); err != nil {
-		return Job{}, fmt.Errorf("job %q: %w", id, ErrNotFound)
+	seq, err := ParseJobID(id)
+	if err != nil {
+		return Job{}, err
 	}
 	var j Job
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+	err = s.view(ctx, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketJobs)
 		var v []byte
 		if b != nil {

@@ -194,10 +194,13 @@ func (s *Store) Trial(ctx context.Context, id string) (Trial, error) {
 type TrialFilter struct {
 	States   []State // any of these states
 	ConfigID string
+	// FromSeq skips the trials numbered below it: a reader that keeps the
+	// finished trials (they never change) rereads only the tail.
+	FromSeq uint64
 }
 
 func (f TrialFilter) match(t *Trial) bool {
-	if len(f.States) > 0 && !slices.Contains(f.States, t.State) {
+	if (len(f.States) > 0 && !slices.Contains(f.States, t.State)) || t.Seq < f.FromSeq {
 		return false
 	}
 	return f.ConfigID == "" || f.ConfigID == t.ConfigID
@@ -206,7 +209,7 @@ func (f TrialFilter) match(t *Trial) bool {
 // Trials returns a study's trials in sequence order.
 func (s *Store) Trials(ctx context.Context, studyID string, f TrialFilter) ([]Trial, error) {
 	var out []Trial
-	err := s.scanStudy(ctx, studyID, func(t Trial) error {
+	err := s.scanStudyFrom(ctx, studyID, f.FromSeq, func(t Trial) error {
 		if f.match(&t) {
 			out = append(out, t)
 		}
@@ -220,11 +223,13 @@ func (s *Store) Trials(ctx context.Context, studyID string, f TrialFilter) ([]Tr
 const scanChunk = 4096
 
 // scanRaw calls fn with the raw records of one study's bucket (trials or
-// summaries) in sequence order. Records are copied out chunk by chunk, each
-// chunk in its own short transaction; fn runs outside any transaction.
-func (s *Store) scanRaw(ctx context.Context, studyID string, bucket []byte, fn func(key, val []byte) error) error {
+// summaries) numbered from on (0 or 1: all) in sequence order. Records are
+// copied out chunk by chunk, each chunk in its own short transaction; fn
+// runs outside any transaction.
+func (s *Store) scanRaw(ctx context.Context, studyID string, bucket []byte, from uint64, fn func(key, val []byte) error) error {
 	exists := false
-	var next uint64 = 1
+	next := max(from, 1)
+	start := next
 	for {
 		var keys, vals [][]byte
 		var begun uint64
@@ -272,7 +277,7 @@ func (s *Store) scanRaw(ctx context.Context, studyID string, bucket []byte, fn f
 			next++
 		}
 		if done {
-			if next-1 != begun {
+			if next-1 != begun && (next != start || start <= begun) { // nothing at or past from is no damage
 				return &CorruptError{Path: s.path, Err: fmt.Errorf("study %s: %d trials begun, %d %s records readable", studyID, begun, next-1, bucket)}
 			}
 			return nil
@@ -282,7 +287,12 @@ func (s *Store) scanRaw(ctx context.Context, studyID string, bucket []byte, fn f
 
 // scanStudy calls fn for each trial of a study in sequence order (see scanRaw).
 func (s *Store) scanStudy(ctx context.Context, studyID string, fn func(Trial) error) error {
-	return s.scanRaw(ctx, studyID, bucketTrials, func(k, v []byte) error {
+	return s.scanStudyFrom(ctx, studyID, 1, fn)
+}
+
+// scanStudyFrom is scanStudy from trial number from on.
+func (s *Store) scanStudyFrom(ctx context.Context, studyID string, from uint64, fn func(Trial) error) error {
+	return s.scanRaw(ctx, studyID, bucketTrials, from, func(k, v []byte) error {
 		t, err := decodeTrial(v, false)
 		if err == nil && (t.StudyID != studyID || !bytes.Equal(k, seqKey(t.Seq))) {
 			err = fmt.Errorf("trial %s stored under study %s key %x", t.ID, studyID, k)
@@ -296,7 +306,7 @@ func (s *Store) scanStudy(ctx context.Context, studyID string, fn func(Trial) er
 
 // scanSummaries calls fn for each trial summary of a study in sequence order.
 func (s *Store) scanSummaries(ctx context.Context, studyID string, fn func(*Summary) error) error {
-	return s.scanRaw(ctx, studyID, bucketSummaries, func(k, v []byte) error {
+	return s.scanRaw(ctx, studyID, bucketSummaries, 1, func(k, v []byte) error {
 		sm, err := decodeSealedSummary(studyID, v)
 		if err == nil && !bytes.Equal(k, seqKey(sm.Seq)) {
 			err = fmt.Errorf("summary %s stored under key %x", sm.ID(), k)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/vllm-tuner/tuner/search"
 	"github.com/vllm-tuner/tuner/spaces"
@@ -25,11 +26,14 @@ var _ TrialStore = (*store.Store)(nil)
 type StudyStore struct {
 	Store TrialStore
 	Study string // study ID
+	// Observer receives the time of each write; nil = none.
+	Observer Observer
 }
 
 var _ Store = StudyStore{}
 
 func (s StudyStore) Begin(ctx context.Context, t Trial) (Trial, error) {
+	defer s.observe("begin", time.Now())
 	rec, err := s.Store.BeginTrial(ctx, s.Study, t.Config, store.BeginOptions{Repeat: t.Repeat})
 	if err != nil {
 		return Trial{}, err
@@ -40,8 +44,15 @@ func (s StudyStore) Begin(ctx context.Context, t Trial) (Trial, error) {
 }
 
 func (s StudyStore) Finish(ctx context.Context, t Trial) error {
+	defer s.observe("finish", time.Now())
 	_, err := s.Store.FinishTrial(ctx, t.ID, t.Result)
 	return err
+}
+
+func (s StudyStore) observe(op string, t0 time.Time) {
+	if s.Observer != nil {
+		s.Observer.StoreWritten(op, time.Since(t0))
+	}
 }
 
 func (s StudyStore) Trials(ctx context.Context) ([]Trial, error) {

@@ -31,6 +31,9 @@ type StartConfig struct {
 	// Env is added to the engine's environment after the spec's own (the
 	// service sets CUDA_VISIBLE_DEVICES of a GPU set here).
 	Env []string
+	// Observer receives engine start, surrogate fit and store write
+	// timings; nil = none.
+	Observer Observer
 }
 
 // Run is a search ready to run: the study is created and locked.
@@ -122,7 +125,7 @@ func (ss *Search) Start(ctx context.Context, st SearchDB, sc StartConfig) (*Run,
 		return fail(err)
 	}
 	ss.ApplyPrune(own, other)
-	prop, err := ss.NewProposer(ctx, other, st, log)
+	prop, err := ss.newProposer(ctx, other, st, log, sc.Observer)
 	if err != nil {
 		return fail(err)
 	}
@@ -142,7 +145,15 @@ func (ss *Search) Start(ctx context.Context, st SearchDB, sc StartConfig) (*Run,
 	cfg.Enqueue = ss.Enqueue
 	cfg.Progress, cfg.Terminal, cfg.Logger, cfg.Width = sc.Progress, sc.Terminal, log, sc.Width
 	cfg.OnStatus, cfg.OnTrial = sc.OnStatus, sc.OnTrial
-	if run.Loop, err = New(cfg, runner, prop, StudyStore{Store: st, Study: study.ID}); err != nil {
+	if obs := sc.Observer; obs != nil {
+		cfg.OnTrial = func(t Trial) {
+			observeTrial(obs, t)
+			if sc.OnTrial != nil {
+				sc.OnTrial(t)
+			}
+		}
+	}
+	if run.Loop, err = New(cfg, runner, prop, StudyStore{Store: st, Study: study.ID, Observer: sc.Observer}); err != nil {
 		return fail(AsUsage(err))
 	}
 	return run, nil
@@ -157,6 +168,12 @@ type ModelGetter interface {
 // when not pruned yet) with the GBDT surrogate unless NoSurrogate; a named
 // prior is read as a file, else from models (nil: files only).
 func (ss *Search) NewProposer(ctx context.Context, other []search.Observation, models ModelGetter, log *slog.Logger) (SearchProposer, error) {
+	return ss.newProposer(ctx, other, models, log, nil)
+}
+
+// newProposer is NewProposer with the surrogate's fits reported to obs
+// (nil: none).
+func (ss *Search) newProposer(ctx context.Context, other []search.Observation, models ModelGetter, log *slog.Logger, obs Observer) (SearchProposer, error) {
 	pc := search.DefaultProposerConfig()
 	pc.Space = ss.Pruned
 	if pc.Space == nil {
@@ -186,6 +203,9 @@ func (ss *Search) NewProposer(ctx context.Context, other []search.Observation, m
 			pc.MinScreenHistory = 1 // the prior steers from the first trial after vLLM's default
 		}
 		pc.Scorer = sc
+		if obs != nil {
+			pc.Scorer = observedScorer{sc, obs}
+		}
 	}
 	p, err := search.NewProposer(pc)
 	if err != nil {

@@ -6,32 +6,16 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/vllm-tuner/tuner/service"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/store/pgstore"
 	"github.com/vllm-tuner/tuner/tuner"
 )
 
-// pgDB is a PostgreSQL database as a tuner.SearchDB.
-type pgDB struct {
-	*pgstore.Store
-	dataDir string
-}
-
-func (p pgDB) LockStudy(ctx context.Context, id string) (func() error, string, error) {
-	l, err := p.Store.LockStudy(ctx, id)
-	if err != nil {
-		return nil, "", err
-	}
-	return l.Unlock, "", nil
-}
-
-func (p pgDB) DataDir() string { return p.dataDir }
-
-var _ tuner.SearchDB = pgDB{}
-
-// searchDB is a database open for a search, closed when done.
+// searchDB is a database open for a search or the service, closed when
+// done.
 type searchDB interface {
-	tuner.SearchDB
+	service.DB
 	Path() string
 	Close() error
 }
@@ -45,7 +29,7 @@ func openSearchDB(ctx context.Context, db string, log *slog.Logger) (searchDB, e
 		if err != nil {
 			return nil, err
 		}
-		return pgDB{s, dataDir(db)}, nil
+		return tuner.PGDB{Store: s, Dir: dataDir(db)}, nil
 	}
 	s, err := store.Open(ctx, db, store.Options{Logger: log})
 	if err != nil {

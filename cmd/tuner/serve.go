@@ -13,7 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/vllm-tuner/tuner/service"
-	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/tuner"
 )
 
 func init() { register(serveCommand()) }
@@ -32,6 +32,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "gpu-sets", Usage: "GPU sets, one job at a time each, as CUDA_VISIBLE_DEVICES values separated by ';' (e.g. '0,1;2,3'; default: one set, the environment's)"},
 			&cli.StringFlag{Name: "token", EnvVars: []string{"TUNER_TOKEN"}, Usage: "bearer `TOKEN` every API call needs (required on a non-loopback --listen)"},
 			&cli.BoolFlag{Name: "public-read", Usage: "with --token: read-only endpoints need no token"},
+			// --db (global): a bbolt file or a postgres:// URL.
 		},
 		Action: runServe,
 	}
@@ -95,16 +96,20 @@ func runServe(c *cli.Context) error {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewJSONHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level}))
-	dbPath, err := studyDBPath(c)
+	db, err := dbArg(c)
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(c.Context, dbPath, store.Options{Logger: log})
+	st, err := openSearchDB(c.Context, db, log)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	srv, err := service.New(service.Config{Store: st, GPUSets: sets, Token: token, PublicRead: c.Bool("public-read"), Logger: log})
+	cfg := service.Config{DB: st, GPUSets: sets, Token: token, PublicRead: c.Bool("public-read"), Logger: log}
+	if b, ok := st.(tuner.BoltDB); ok {
+		cfg.Store = b.Store // what only the bbolt store keeps (benchmark runs)
+	}
+	srv, err := service.New(cfg)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/vllm-tuner/tuner/search"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
@@ -97,83 +96,49 @@ func spaceCommand() *cli.Command {
 			if c.NArg() > 0 {
 				return usagef("space takes no arguments, got %q", c.Args().First())
 			}
-			s, err := loadSpace(c.String("file"))
+			ts, err := targetSpec(c)
 			if err != nil {
 				return err
 			}
-			t, ok, err := resolveTarget(c)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				if c.Bool("json") {
-					return writeJSON(c.App.Writer, s)
+			q := tuner.SpaceQuery{Target: ts, File: c.String("file"), SLO: c.String("slo"), Latency: c.String("latency"), NoPrune: c.Bool("no-prune")}
+			var db tuner.HistoryReader
+			if (ts.Model != "" || ts.GPU != "") && !q.NoPrune {
+				// The history of the database, if there is one yet.
+				path, err := studyDBPath(c)
+				if err != nil {
+					return err
 				}
-				return printSpace(c.App.Writer, s, c.Bool("all"))
+				st, err := store.Open(c.Context, path, store.Options{ReadOnly: true})
+				switch {
+				case errors.Is(err, store.ErrNotFound) || errors.Is(err, os.ErrNotExist):
+				case err != nil:
+					return err
+				default:
+					defer st.Close()
+					db = st
+				}
 			}
-			if s, err = s.Resolve(t); err != nil {
-				return asUsage(err)
-			}
-			if err := s.CheckWeights(); err != nil {
-				return asUsage(err)
-			}
-			rep, n, err := spacePruning(c, s)
+			rep, err := q.Space(c.Context, db)
 			if err != nil {
 				return err
+			}
+			if rep.Pruning == nil { // generic: no target
+				if c.Bool("json") {
+					return writeJSON(c.App.Writer, rep.Space)
+				}
+				return printSpace(c.App.Writer, rep.Space, c.Bool("all"))
 			}
 			if c.Bool("json") {
-				return writeJSON(c.App.Writer, struct {
-					*spaces.Space
-					Pruning search.PruneReport `json:"pruning"`
-				}{s, rep})
+				return writeJSON(c.App.Writer, rep)
 			}
-			if err := printSpace(c.App.Writer, s, c.Bool("all")); err != nil {
+			if err := printSpace(c.App.Writer, rep.Space, c.Bool("all")); err != nil {
 				return err
 			}
-			fmt.Fprintf(c.App.Writer, "\na new search on this model and GPU (%d trials of history in the database):\n", n)
-			printPrune(c.App.Writer, rep)
+			fmt.Fprintf(c.App.Writer, "\na new search on this model and GPU (%d trials of history in the database):\n", rep.History)
+			printPrune(c.App.Writer, *rep.Pruning)
 			return nil
 		},
 	}
-}
-
-// spacePruning prunes a resolved space as a new search on its target would:
-// static memory facts, and every trial of the model on that GPU setup in the
-// database as history of other studies. A missing database is no history;
-// n is the number of trials read.
-func spacePruning(c *cli.Context, s *spaces.Space) (rep search.PruneReport, n int, err error) {
-	slo, err := trial.ParseSLO(c.String("slo"))
-	if err != nil {
-		return rep, 0, usagef("--slo: %v", err)
-	}
-	lat := c.String("latency")
-	if err := search.ValidateLatency(lat); err != nil {
-		return rep, 0, usagef("--latency: %v", err)
-	}
-	var other []search.Observation
-	if !c.Bool("no-prune") {
-		path, err := studyDBPath(c)
-		if err != nil {
-			return rep, 0, err
-		}
-		st, err := store.Open(c.Context, path, store.Options{ReadOnly: true})
-		switch {
-		case errors.Is(err, store.ErrNotFound) || errors.Is(err, os.ErrNotExist):
-		case err != nil:
-			return rep, 0, err
-		default:
-			t := s.Target()
-			_, other, err = history(c.Context, st, store.StudyKey{Model: t.Model.Name, GPU: t.GPU.Name, GPUCount: t.GPUCount}, "")
-			st.Close()
-			if err != nil {
-				return rep, 0, err
-			}
-		}
-	}
-	o := search.DefaultPruneOptions()
-	o.Disabled, o.Objectives, o.SLO = c.Bool("no-prune"), store.DefaultObjectives(lat), slo
-	_, rep = search.Prune(s, other, o)
-	return rep, len(other), nil
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -68,35 +68,11 @@ func (e notFoundError) Unwrap() error { return store.ErrNotFound }
 // studyMetrics reads a study's objective names (throughput, latency).
 var studyMetrics = tuner.StudyMetrics
 
-// canonicalModel maps a model name or alias to the catalog's name (the name
-// studies are keyed by); unknown names pass through.
-func canonicalModel(name string) string {
-	if m, err := spaces.DefaultCatalog().Model(name); err == nil {
-		return m.Name
-	}
-	return name
-}
-
-func canonicalGPU(name string) string {
-	if g, err := spaces.DefaultCatalog().GPU(name); err == nil {
-		return g.Name
-	}
-	return name
-}
-
-// modelMatches reports whether a --model argument names the model a study
-// served: its served name (the HF id, or its last part), or, for a study
-// started with the catalog's name, any name of that catalog model.
-func modelMatches(arg string, k store.StudyKey) bool {
-	if arg == "" {
-		return true
-	}
-	if k.ServedModel == "" {
-		return canonicalModel(arg) == k.Model
-	}
-	base := func(s string) string { return s[strings.LastIndexByte(s, '/')+1:] }
-	return strings.EqualFold(arg, k.ServedModel) || strings.EqualFold(base(arg), base(k.ServedModel))
-}
+// The study filters are the core's (the service filters the same way).
+var (
+	canonicalModel = tuner.CanonicalModel
+	canonicalGPU   = tuner.CanonicalGPU
+)
 
 // servedName is the model name a study's engine served.
 var servedName = tuner.ServedName
@@ -104,22 +80,7 @@ var servedName = tuner.ServedName
 // matchStudies returns the studies of a model (and GPU, workload, engine
 // when given), newest first.
 func matchStudies(ctx context.Context, s *store.Store, model, gpu, workload, engine string) ([]store.Study, error) {
-	all, err := s.Studies(ctx)
-	if err != nil {
-		return nil, err
-	}
-	gpu = canonicalGPU(gpu)
-	var out []store.Study
-	for _, st := range all {
-		k := st.Key
-		if !modelMatches(model, k) || (gpu != "" && k.GPU != gpu) ||
-			(workload != "" && k.Workload != workload) || (engine != "" && k.Engine != engine) {
-			continue
-		}
-		out = append(out, st)
-	}
-	slices.SortStableFunc(out, func(a, b store.Study) int { return b.Created.Compare(a.Created) })
-	return out, nil
+	return tuner.MatchStudies(ctx, s, tuner.StudyFilter{Model: model, GPU: gpu, Workload: workload, Engine: engine})
 }
 
 func trialsCommand() *cli.Command {
@@ -136,12 +97,9 @@ func trialsCommand() *cli.Command {
 			if c.NArg() > 0 {
 				return usagef("trials takes no arguments (use --study ID)")
 			}
-			var f store.TrialFilter
-			if st := c.String("state"); st != "" {
-				if !store.State(st).Valid() {
-					return usagef("--state %q: want running, ok, unstable, failed or interrupted", st)
-				}
-				f.States = []store.State{store.State(st)}
+			f, err := tuner.ParseTrialFilter(c.String("state"))
+			if err != nil {
+				return err
 			}
 			s, err := openReader(c)
 			if err != nil {

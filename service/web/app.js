@@ -94,32 +94,39 @@ function listen() {
 }
 
 // ---- study page
-let trialRows = [], sortKey = "seq", sortDir = 1, metrics = {};
+// The trials table is paged and sorted by the server (a study can hold
+// thousands of trials).
+const pageSize = 100;
+let studyID = "", trialRows = [], sortKey = "seq", sortDir = "asc", offset = 0, total = 0, metrics = {};
+async function loadTrials() {
+  const page = await api(`/studies/${encodeURIComponent(studyID)}/trials?sort=${sortKey}&order=${sortDir}&offset=${offset}&limit=${pageSize}`);
+  trialRows = page.trials;
+  total = page.total;
+  renderTrials();
+}
 function renderTrials() {
-  const key = (t) => sortKey === "dur" ? (Date.parse(t.ended) - Date.parse(t.started)) : t[sortKey];
-  const rows = trialRows.slice().sort((a, b) => {
-    const x = key(a), y = key(b);
-    if (x == null) return 1;
-    if (y == null) return -1;
-    return (x < y ? -1 : x > y ? 1 : 0) * sortDir;
-  });
   const tb = $("#trials tbody");
   tb.innerHTML = "";
-  for (const t of rows) {
-    const dur = t.ended ? (Date.parse(t.ended) - Date.parse(t.started)) / 1000 : null;
+  for (const t of trialRows) {
     const tr = document.createElement("tr");
     tr.innerHTML = `<td class="num">${t.seq}</td><td class="state-${esc(t.state)}">${esc(t.verdict)}</td><td>${esc(t.config_id)}</td>
       <td class="num">${fmtNum(t.throughput)} ${t.throughput != null ? "tok/s" : ""}</td><td class="num">${fmtNum(t.latency, 2)} ${t.latency != null ? "ms" : ""}</td>
-      <td class="num">${fmtNum(t.vram_gib)} ${t.vram_gib != null ? "GiB" : ""}</td><td class="num">${fmtDur(dur)}</td>
+      <td class="num">${fmtNum(t.vram_gib)} ${t.vram_gib != null ? "GiB" : ""}</td><td class="num">${fmtDur(t.duration_s)}</td>
       <td class="flags">${esc((t.flags || []).join(" ") || "(vLLM default)")}</td>`;
     tb.appendChild(tr);
   }
+  $("#pageinfo").textContent = total ? `trials ${offset + 1}–${offset + trialRows.length} of ${total}` : "no trials";
+  $("#prev").disabled = offset === 0;
+  $("#next").disabled = offset + trialRows.length >= total;
 }
 document.querySelectorAll("#trials th[data-k]").forEach((th) => th.addEventListener("click", () => {
-  sortDir = sortKey === th.dataset.k ? -sortDir : (th.dataset.k === "throughput" ? -1 : 1);
+  sortDir = sortKey === th.dataset.k ? (sortDir === "asc" ? "desc" : "asc") : (th.dataset.k === "throughput" ? "desc" : "asc");
   sortKey = th.dataset.k;
-  renderTrials();
+  offset = 0;
+  loadTrials().catch(alert);
 }));
+$("#prev").onclick = () => { offset = Math.max(0, offset - pageSize); loadTrials().catch(alert); };
+$("#next").onclick = () => { offset += pageSize; loadTrials().catch(alert); };
 
 function copyButton(label, text) {
   const b = document.createElement("button");
@@ -148,8 +155,9 @@ async function showStudy(id) {
   fr.onload = () => hookChart(fr, byLabel);
   fr.src = `/api/v1/studies/${encodeURIComponent(id)}/front.html`;
   fr.dataset.frontSize = front.front.length;
-  trialRows = await api(`/studies/${encodeURIComponent(id)}/trials`);
-  renderTrials();
+  studyID = id;
+  offset = 0;
+  await loadTrials();
   const rec = $("#rec");
   rec.innerHTML = "";
   try {
@@ -181,12 +189,17 @@ function hookChart(fr, byLabel) {
   const el = w.document.querySelector("[_echarts_instance_]") || w.document.querySelector("div.container div");
   const chart = el && w.echarts.getInstanceByDom(el);
   if (!chart) return;
-  chart.on("click", (p) => {
+  chart.on("click", async (p) => {
     const name = (p.data && (p.data.name || (Array.isArray(p.data.value) ? p.data.value[3] : ""))) || p.name || "";
-    const t = trialRows.find((t) => name.includes(t.config_id));
     const box = $("#pointflags");
     box.hidden = false;
-    box.textContent = t ? `config ${t.config_id}: ${(t.flags || []).join(" ") || "(vLLM default)"}` : name;
+    box.textContent = name;
+    const m = name.match(/[0-9a-f]{12}/);
+    if (!m) return;
+    // The point's config may be on another page of the table: ask for it.
+    const page = await api(`/studies/${encodeURIComponent(studyID)}/trials?config=${m[0]}&limit=1`);
+    const t = page.trials[0];
+    if (t) box.textContent = `config ${t.config_id}: ${(t.flags || []).join(" ") || "(vLLM default)"}`;
   });
 }
 function route() {

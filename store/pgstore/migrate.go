@@ -51,6 +51,11 @@ var migrations = []string{
 		data bytea NOT NULL,
 		meta json NOT NULL
 	);`,
+	// 2: the service's job queue.
+	`CREATE TABLE jobs (
+		seq bigserial PRIMARY KEY,
+		rec json NOT NULL
+	);`,
 }
 
 // SchemaVersion is the schema this program writes.

@@ -328,7 +328,7 @@ func (s *Store) Trials(ctx context.Context, studyID string, f store.TrialFilter)
 		}
 		rows, err := tx.Query(ctx, `SELECT rec::text FROM trials WHERE study_id = $1
 			AND (cardinality($2::text[]) = 0 OR state = ANY($2))
-			AND ($3 = '' OR rec->>'config_id' = $3) ORDER BY seq`, studyID, states, f.ConfigID)
+			AND ($3 = '' OR rec->>'config_id' = $3) AND seq >= $4 ORDER BY seq`, studyID, states, f.ConfigID, int64(f.FromSeq))
 		if err != nil {
 			return err
 		}

@@ -35,6 +35,10 @@ type Backend interface {
 	GetModel(ctx context.Context, name string) ([]byte, store.ModelMeta, error)
 	ListModels(ctx context.Context) ([]store.ModelMeta, error)
 	DeleteModel(ctx context.Context, name string) error
+	AddJob(ctx context.Context, j store.Job) (store.Job, error)
+	UpdateJob(ctx context.Context, j store.Job) error
+	Jobs(ctx context.Context) ([]store.Job, error)
+	Job(ctx context.Context, id string) (store.Job, error)
 	Close() error
 }
 
@@ -190,6 +194,7 @@ func Run(t *testing.T, open Opener) {
 		{"Models", testModels},
 		{"Interrupted", testInterrupted},
 		{"InvalidResult", testInvalidResult},
+		{"Jobs", testJobs},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t, Clock())) })
@@ -313,6 +318,17 @@ func testLifecycle(t *testing.T, open func() Backend) {
 	byCfg, err := b.Trials(ctx, st.ID, store.TrialFilter{ConfigID: all[3].ConfigID})
 	if err != nil || len(byCfg) == 0 || !slices.ContainsFunc(byCfg, func(x store.Trial) bool { return x.ID == ids[3] }) {
 		t.Fatalf("trials by config: %v, %v", byCfg, err)
+	}
+	// The tail from a trial number on, and nothing (no error) past the end.
+	for from, want := range map[uint64][]string{0: ids, 1: ids, 3: ids[2:], 4: ids[3:], 5: nil, 9: nil} {
+		tail, err := b.Trials(ctx, st.ID, store.TrialFilter{FromSeq: from})
+		var got []string
+		for _, x := range tail {
+			got = append(got, x.ID)
+		}
+		if err != nil || !slices.Equal(got, want) {
+			t.Fatalf("trials from %d: %v, %v; want %v", from, got, err, want)
+		}
 	}
 	if _, err := b.Trials(ctx, "000000000000", store.TrialFilter{}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("trials of a missing study: %v", err)
@@ -530,5 +546,45 @@ func testInvalidResult(t *testing.T, open func() Backend) {
 	res.PeakVRAMGiB = 70
 	if _, err := b.FinishTrial(ctx, tr.ID, res); err != nil {
 		t.Fatalf("repaired result: %v", err)
+	}
+}
+
+func testJobs(t *testing.T, open func() Backend) {
+	ctx := context.Background()
+	b := openOne(t, open)
+	if js, err := b.Jobs(ctx); err != nil || len(js) != 0 {
+		t.Fatalf("jobs of a new database: %v, %v", js, err)
+	}
+	var added []store.Job
+	for i := range 3 {
+		j, err := b.AddJob(ctx, store.Job{Kind: "search", Spec: json.RawMessage(`{"trials":` + string(rune('1'+i)) + `}`), State: store.JobQueued, GPUSet: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.Seq != uint64(i+1) || j.ID != store.JobID(j.Seq) || j.Created.IsZero() || j.V != store.RecordVersion {
+			t.Fatalf("added job %d: %+v", i, j)
+		}
+		added = append(added, j)
+	}
+	j := added[1]
+	j.State, j.GPUSet, j.Runs, j.Study, j.Started = store.JobRunning, 0, 1, "abc", j.Created.Add(time.Second)
+	if err := b.UpdateJob(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.Job(ctx, j.ID)
+	if err != nil || !sameJSON(t, got, j) {
+		t.Fatalf("job %s after update: %+v, %v; want %+v", j.ID, got, err, j)
+	}
+	all, err := b.Jobs(ctx)
+	if err != nil || len(all) != 3 || all[0].ID != added[0].ID || all[1].State != store.JobRunning || string(all[2].Spec) != `{"trials":3}` {
+		t.Fatalf("jobs: %+v, %v", all, err)
+	}
+	for _, id := range []string{"job-9", "job-x", "job-01", ""} {
+		if _, err := b.Job(ctx, id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("job %q: %v, want ErrNotFound", id, err)
+		}
+	}
+	if err := b.UpdateJob(ctx, store.Job{ID: "job-9", Seq: 9}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("update of a missing job: %v, want ErrNotFound", err)
 	}
 }

@@ -1,0 +1,216 @@
+package service
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/trial"
+	"github.com/vllm-tuner/tuner/tuner"
+)
+
+// DefaultCacheStudies is how many studies the service keeps decoded.
+const DefaultCacheStudies = 8
+
+// studyReader is what the cache reads of a database.
+type studyReader interface {
+	Study(ctx context.Context, id string) (store.Study, error)
+	Trials(ctx context.Context, studyID string, f store.TrialFilter) ([]store.Trial, error)
+}
+
+// studyCache keeps the studies last read, decoded, with what the endpoints
+// derive from them. A trial that is no longer running never changes and
+// trials are never deleted, so a request rereads only the tail of a study
+// from its first running trial on (store.TrialFilter.FromSeq): a study of
+// 10,000 trials costs a read of a few records, not a decode of every
+// result. Studies used least recently are dropped beyond max.
+type studyCache struct {
+	max int
+
+	mu      sync.Mutex
+	entries map[string]*cacheEntry
+	tick    uint64
+}
+
+type cacheEntry struct {
+	mu   sync.Mutex // one refresh of a study at a time
+	snap *studySnap
+	used uint64 // guarded by studyCache.mu
+}
+
+func newStudyCache(max int) *studyCache {
+	if max <= 0 {
+		max = DefaultCacheStudies
+	}
+	return &studyCache{max: max, entries: map[string]*cacheEntry{}}
+}
+
+// studySnap is a study as of one read. It is never modified once built:
+// a newer read builds a new one sharing nothing mutable with it.
+type studySnap struct {
+	study  store.Study
+	trials []tuner.Trial // in sequence order: trials[i].Number == i+1
+	rows   []trialRow    // the same order
+	// open is the index of the first trial still running (len(trials)
+	// when none): it and the trials after it are reread.
+	open      int
+	metrics   tuner.Metrics
+	defaultID string // vLLM's default config in the study
+
+	baseOnce sync.Once
+	base     *judgement // under the study's own SLO and the default k
+}
+
+// judgement is a study's trials judged as `tuner pareto` and `tuner
+// recommend` judge them.
+type judgement struct {
+	slo   trial.SLO
+	k     float64
+	cands []tuner.Candidate
+	front []tuner.Candidate
+}
+
+// get returns the study's current snapshot.
+func (c *studyCache) get(ctx context.Context, db studyReader, id string) (*studySnap, error) {
+	e := c.entry(id)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	snap, err := refresh(ctx, db, id, e.snap)
+	if err != nil {
+		if e.snap == nil {
+			c.drop(id, e)
+		}
+		return nil, err
+	}
+	e.snap = snap
+	return snap, nil
+}
+
+func (c *studyCache) entry(id string) *cacheEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tick++
+	e := c.entries[id]
+	if e == nil {
+		e = &cacheEntry{}
+		c.entries[id] = e
+	}
+	e.used = c.tick
+	for len(c.entries) > c.max {
+		var oldest string
+		for k, x := range c.entries {
+			if x != e && (oldest == "" || x.used < c.entries[oldest].used) {
+				oldest = k
+			}
+		}
+		delete(c.entries, oldest)
+	}
+	return e
+}
+
+func (c *studyCache) drop(id string, e *cacheEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries[id] == e {
+		delete(c.entries, id)
+	}
+}
+
+// refresh returns old when nothing changed since it was read, else a new
+// snapshot with old's settled trials and the tail reread.
+func refresh(ctx context.Context, db studyReader, id string, old *studySnap) (*studySnap, error) {
+	if old == nil {
+		st, err := db.Study(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		ts, err := db.Trials(ctx, id, store.TrialFilter{})
+		if err != nil {
+			return nil, err
+		}
+		return buildSnap(st, nil, ts), nil
+	}
+	tail, err := db.Trials(ctx, id, store.TrialFilter{FromSeq: uint64(old.open) + 1})
+	if err != nil {
+		return nil, err
+	}
+	if len(tail) == len(old.trials)-old.open {
+		same := true
+		for i, t := range tail {
+			same = same && tuner.State(t.State) == old.trials[old.open+i].State
+		}
+		if same {
+			return old, nil
+		}
+	}
+	return buildSnap(old.study, old, tail), nil
+}
+
+// buildSnap is old's settled trials followed by tail (all of them when old
+// is nil).
+func buildSnap(st store.Study, old *studySnap, tail []store.Trial) *studySnap {
+	keep := 0
+	if old != nil {
+		keep = old.open
+	}
+	s := &studySnap{study: st, metrics: tuner.StudyMetrics(st)}
+	s.trials = make([]tuner.Trial, keep, keep+len(tail))
+	s.rows = make([]trialRow, keep, keep+len(tail))
+	if old != nil {
+		copy(s.trials, old.trials[:keep])
+		copy(s.rows, old.rows[:keep])
+	}
+	for _, t := range tail {
+		s.trials = append(s.trials, tuner.FromStore(t))
+		s.rows = append(s.rows, newTrialRow(t, s.metrics))
+	}
+	s.open = len(s.trials)
+	for i := keep; i < len(s.trials); i++ {
+		if s.trials[i].State == tuner.StateRunning {
+			s.open = i
+			break
+		}
+	}
+	s.defaultID = tuner.DefaultConfigIDOf(st, s.trials)
+	return s
+}
+
+// judge returns the trials judged under slo (nil: the study's own) and k
+// (negative: the default); the default judgement is computed once per
+// snapshot.
+func (s *studySnap) judge(slo trial.SLO, k float64) *judgement {
+	if slo == nil && k < 0 {
+		s.baseOnce.Do(func() { s.base = newJudgement(s, s.study.SLO(), tuner.DefaultConfig().MADK) })
+		return s.base
+	}
+	if slo == nil {
+		slo = s.study.SLO()
+	}
+	if k < 0 {
+		k = tuner.DefaultConfig().MADK
+	}
+	return newJudgement(s, slo, k)
+}
+
+func newJudgement(s *studySnap, slo trial.SLO, k float64) *judgement {
+	j := &judgement{slo: slo, k: k, cands: tuner.Aggregate(s.trials, slo, s.metrics, k), front: []tuner.Candidate{}}
+	for _, i := range tuner.Front(j.cands, s.metrics) {
+		j.front = append(j.front, j.cands[i])
+	}
+	return j
+}
+
+// newTrialRow is a trial as the trials table shows it.
+func newTrialRow(t store.Trial, m tuner.Metrics) trialRow {
+	r := trialRow{ID: t.ID, Seq: t.Seq, State: t.State, ConfigID: t.ConfigID, Repeat: t.Repeat, Started: t.Started, Ended: t.Ended,
+		Verdict: tuner.FromStore(t).Verdict(), Flags: t.Config.Flags()}
+	if v, ok := m.Vector(t.Result); ok {
+		r.Throughput, r.Latency, r.VRAM = &v[0], &v[1], &v[2]
+	}
+	if !t.Ended.IsZero() {
+		d := t.Ended.Sub(t.Started).Round(time.Millisecond).Seconds()
+		r.DurationS = &d
+	}
+	return r
+}

@@ -1,0 +1,87 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/vllm-tuner/tuner/store"
+)
+
+// AddJob appends a job to the service's queue; ID, Seq, V and a zero
+// Created are set here, as the bbolt store sets them.
+func (s *Store) AddJob(ctx context.Context, j store.Job) (store.Job, error) {
+	err := s.tx(ctx, true, func(tx pgx.Tx) error {
+		var seq int64
+		if err := tx.QueryRow(ctx, "SELECT nextval(pg_get_serial_sequence('jobs', 'seq'))").Scan(&seq); err != nil {
+			return err
+		}
+		j.Seq, j.V, j.ID = uint64(seq), store.RecordVersion, store.JobID(uint64(seq))
+		if j.Created.IsZero() {
+			j.Created = s.cfg.Now().UTC()
+		}
+		rec, err := store.MarshalRecord(j)
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, "INSERT INTO jobs (seq, rec) VALUES ($1, $2::text::json)", seq, string(rec))
+		return err
+	})
+	if err != nil {
+		return store.Job{}, s.wrap("add job", err)
+	}
+	return j, nil
+}
+
+// UpdateJob replaces a job that AddJob stored.
+func (s *Store) UpdateJob(ctx context.Context, j store.Job) error {
+	rec, err := store.MarshalRecord(j)
+	if err != nil {
+		return err
+	}
+	err = s.tx(ctx, true, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, "UPDATE jobs SET rec = $2::text::json WHERE seq = $1", int64(j.Seq), string(rec))
+		if err == nil && tag.RowsAffected() == 0 {
+			err = fmt.Errorf("job %s: %w", j.ID, store.ErrNotFound)
+		}
+		return err
+	})
+	return s.wrapRead(err)
+}
+
+// Jobs returns every job, oldest first.
+func (s *Store) Jobs(ctx context.Context) ([]store.Job, error) {
+	var out []store.Job
+	err := s.tx(ctx, false, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, "SELECT rec::text FROM jobs ORDER BY seq")
+		if err != nil {
+			return err
+		}
+		out, err = collectJSON(rows, store.UnmarshalJob)
+		return err
+	})
+	return out, s.wrapRead(err)
+}
+
+// Job returns one job by ID.
+func (s *Store) Job(ctx context.Context, id string) (store.Job, error) {
+	seq, err := store.ParseJobID(id)
+	if err != nil {
+		return store.Job{}, err
+	}
+	var j store.Job
+	err = s.tx(ctx, false, func(tx pgx.Tx) error {
+		var raw string
+		if err := tx.QueryRow(ctx, "SELECT rec::text FROM jobs WHERE seq = $1", int64(seq)).Scan(&raw); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("job %s: %w", id, store.ErrNotFound)
+			}
+			return err
+		}
+		j, err = store.UnmarshalJob([]byte(raw))
+		return err
+	})
+	return j, s.wrapRead(err)
+}
