@@ -359,6 +359,10 @@ func (e *executor) level(ctx context.Context, srv Server, client *trial.Client, 
 		hc, scrape = &http.Client{Timeout: 5 * time.Second}, srv.BaseURL()
 	}
 	tel := trial.RecordTelemetry(lctx, cfg.GPU, cfg.SampleEvery, hc, scrape, cfg.ScrapeEvery)
+	var probe *trial.LatencyProbe
+	if scrape != "" {
+		probe = trial.StartLatencyProbe(ctx, hc, scrape)
+	}
 	recs := client.Drive(lctx, specs, trial.Load{Concurrency: lw.Arrival.Concurrency, Rate: lw.Arrival.Rate, Salt: idx}, gate)
 	telemetry, _, _, throttled := tel.Stop()
 	cancel()
@@ -397,6 +401,13 @@ func (e *executor) level(ctx context.Context, srv Server, client *trial.Client, 
 		// latencies depend on the level's length, and it meets no SLO.
 		trial.MarkOverload(recs, &m)
 		st.NoteOverload(&m)
+	}
+	if probe != nil {
+		b, err := probe.Finish(ctx, recs)
+		if err != nil {
+			cfg.Logger.Debug("no latency breakdown", "error", err)
+		}
+		m.Breakdown = b
 	}
 	met, viol := w.SLO.Check(&m)
 	l := LevelResult{Metrics: m, SLOMet: met, Violations: viol, Stability: st, Telemetry: telemetry,

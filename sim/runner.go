@@ -8,6 +8,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/trial"
 )
@@ -173,7 +175,11 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 			engines[i] = NewEngine(t, a, r.calib, plan, opts...)
 		}
 		specs := lv.workload.Requests()
-		recs, span, err := simulate(ctx, engines, specs, lv.closed, lv.concurrency, lv.workload.Duration, a.MaxModelLen)
+		// The engine's phase histograms, as vllm-sim serves them, read
+		// back the way a live trial reads the engine's /metrics.
+		reg := prometheus.NewRegistry()
+		ph := newPhaseHists(reg, nil)
+		recs, span, err := simulate(ctx, engines, specs, lv.closed, lv.concurrency, lv.workload.Duration, a.MaxModelLen, &ph)
 		if err != nil {
 			return trial.Level{}, err
 		}
@@ -182,6 +188,9 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 			return trial.Level{}, err
 		}
 		m := trial.Summarize(recs, w.SLO)
+		if m.Breakdown, err = breakdownOf(reg, recs); err != nil {
+			return trial.Level{}, err
+		}
 		st := trial.Stability{Stable: true, Reason: "virtual clock", Windows: 1}
 		if !lv.closed {
 			trial.MarkOverload(recs, &m)
@@ -332,11 +341,13 @@ func levelAt(w trial.Workload, v float64) (level, error) {
 // seconds. Closed loop keeps conc requests in flight (a finished request is
 // replaced at once); open loop sends each at its offset. With duration > 0
 // a closed loop stops issuing once that much time has passed.
-func simulate(ctx context.Context, engines []*Engine, specs []trial.RequestSpec, closed bool, conc int, duration time.Duration, maxModelLen int) ([]trial.Record, float64, error) {
+func simulate(ctx context.Context, engines []*Engine, specs []trial.RequestSpec, closed bool, conc int, duration time.Duration, maxModelLen int, ph *phaseHists) ([]trial.Record, float64, error) {
 	n := len(specs)
 	reqs := make([]Request, n)
 	recs := make([]trial.Record, n)
 	starts := make([]float64, n)
+	scheduled := make([]float64, n) // first scheduled (-1: not yet)
+	firsts := make([]float64, n)    // first token
 	total := 0
 	for _, s := range specs {
 		total += s.OutputLen
@@ -357,7 +368,7 @@ func simulate(ctx context.Context, engines []*Engine, specs []trial.RequestSpec,
 			i := issued
 			issued++
 			s := specs[i]
-			starts[i] = t
+			starts[i], scheduled[i] = t, -1
 			recs[i] = trial.Record{Index: s.Index, PromptLen: s.PromptLen, OutputLen: s.OutputLen,
 				Start: toDur(t), Warmup: s.Warmup}
 			if s.PromptLen+s.OutputLen > maxModelLen || s.PromptLen <= 0 || s.OutputLen <= 0 {
@@ -399,9 +410,15 @@ func simulate(ctx context.Context, engines []*Engine, specs []trial.RequestSpec,
 				i := o.Req.ID
 				rel := toDur(t - starts[i])
 				recs[i].Chunks = append(recs[i].Chunks, rel)
+				if o.First {
+					firsts[i] = t
+				}
 				if o.Finished {
 					recs[i].End = rel
 					finished++
+					if ph != nil {
+						ph.finished(starts[i], scheduled[i], firsts[i], t)
+					}
 					if closed && t < limit {
 						issue()
 					}
@@ -422,6 +439,11 @@ func simulate(ctx context.Context, engines []*Engine, specs []trial.RequestSpec,
 				return nil, 0, fmt.Errorf("sim: scheduler stalled with %d waiting and %d running requests", e.Waiting(), e.Running())
 			}
 			busy[k], ends[k], outs[k] = true, t+d, o
+			for _, r := range e.sched {
+				if scheduled[r.ID] < 0 {
+					scheduled[r.ID] = t
+				}
+			}
 		}
 		next := math.Inf(1)
 		for k := range engines {
@@ -438,6 +460,20 @@ func simulate(ctx context.Context, engines []*Engine, specs []trial.RequestSpec,
 		t = next
 	}
 	return recs[:issued], t, nil
+}
+
+// breakdownOf decomposes a level from the phase histograms in reg (one
+// "after" reading: the level started on fresh engines).
+func breakdownOf(reg *prometheus.Registry, recs []trial.Record) (*trial.Breakdown, error) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return nil, fmt.Errorf("sim: gather phase histograms: %w", err)
+	}
+	fams := make(map[string]*dto.MetricFamily, len(mfs))
+	for _, mf := range mfs {
+		fams[mf.GetName()] = mf
+	}
+	return trial.Decompose(trial.LatencyScrape{}, trial.LatencyFromFamilies(fams), recs)
 }
 
 func toDur(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }

@@ -124,6 +124,10 @@ type Metrics struct {
 	E2EL         Dist    `json:"e2el_ms"`
 	// ByClass holds the same aggregates per prompt-length class (short, medium, long).
 	ByClass map[string]*Metrics `json:"by_class,omitempty"`
+	// Breakdown splits the level's request time into the engine's queue,
+	// prefill and decode phases and the client's share (nil when the
+	// engine's phase histograms could not be read).
+	Breakdown *Breakdown `json:"breakdown,omitempty"`
 }
 
 // Value returns a metric by name: "output_throughput", "request_throughput",

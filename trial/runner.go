@@ -572,6 +572,10 @@ func (lr *levelRunner) measure(ctx context.Context, idx int, v float64, lw Workl
 		case <-lctx.Done():
 		}
 	}()
+	var probe *LatencyProbe
+	if cfg.Telemetry != "none" {
+		probe = StartLatencyProbe(ctx, lr.eng.hc, lr.eng.BaseURL())
+	}
 	recs := lr.client.Drive(lctx, specs, Load{Concurrency: lw.Arrival.Concurrency, Rate: lw.Arrival.Rate, Salt: idx}, gate)
 	cancel()
 	<-watchDone
@@ -586,6 +590,13 @@ func (lr *levelRunner) measure(ctx context.Context, idx int, v float64, lw Workl
 	m, a := SummarizeLevel(recs, sc, lr.w.SLO)
 	if !closed {
 		MarkOverload(recs, &m)
+	}
+	if probe != nil {
+		b, err := probe.Finish(ctx, recs)
+		if err != nil {
+			lr.r.log.Debug("no latency breakdown", "error", err)
+		}
+		m.Breakdown = b
 	}
 	met, viol := lr.w.SLO.Check(&m)
 	st := a.Stability
