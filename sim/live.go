@@ -35,12 +35,12 @@ type liveEvent struct {
 // the previous one ran 20-25% slower than the virtual clock. The anchor
 // resets when the engine goes idle.
 type liveEngine struct {
-	mu      sync.Mutex
-	e       *Engine
-	wake    chan struct{}
-	scale   float64 // seconds of real time per simulated second
-	dead    error   // set when the engine died; requests fail
-	onIt    func(tokens int)
+	mu    sync.Mutex
+	e     *Engine
+	wake  chan struct{}
+	scale float64 // seconds of real time per simulated second
+	dead  error   // set when the engine died; requests fail
+	onIt  func(tokens int)
 }
 
 func newLiveEngine(e *Engine, scale float64) *liveEngine {
