@@ -64,6 +64,8 @@ type Config struct {
 	MaxRate           float64
 	CapacityLevels    int
 	CapacityTolerance float64
+	// Feedback tunes feedback mode (feedback: true cells; zero: defaults).
+	Feedback trial.FeedbackConfig
 	// UnhealthyErrorRate: a level failing more of its requests than this
 	// on a server that no longer answers stops the run (partial).
 	UnhealthyErrorRate float64
@@ -128,13 +130,18 @@ func Execute(ctx context.Context, cfg Config, m Matrix, sink Sink) (*Run, error)
 	}
 	e := &executor{cfg: cfg, m: m, sink: sink, t0: time.Now()}
 	for _, c := range m.Cells {
-		e.total += plannedLevels(c.Workload, cfg.CapacityLevels)
+		e.total += plannedLevels(c.Workload, cfg.CapacityLevels, cfg.Feedback)
 	}
 	return e.run(ctx)
 }
 
-func plannedLevels(w trial.Workload, capLevels int) int {
+func plannedLevels(w trial.Workload, capLevels int, fb trial.FeedbackConfig) int {
 	switch {
+	case w.Feedback:
+		if fb.Windows > 0 {
+			return fb.Windows
+		}
+		return trial.DefaultFeedbackConfig().Windows
 	case w.Capacity:
 		return capLevels
 	case len(w.Levels) > 0:
@@ -276,7 +283,19 @@ func (e *executor) cell(ctx context.Context, srv Server, model string, c Cell) (
 		return l.SLOMet, nil
 	}
 	var err error
-	if w.Capacity {
+	switch {
+	case w.Feedback:
+		var fb trial.Feedback
+		fb, err = trial.HoldSLO(w, e.cfg.Feedback, func(v float64, _ trial.Workload) (*trial.Metrics, bool, float64, error) {
+			met, err := measure(v)
+			if err != nil {
+				return nil, false, 0, err
+			}
+			l := &res.Levels[len(res.Levels)-1]
+			return &l.Metrics, met, l.ElapsedS, nil
+		})
+		res.Feedback, res.Capacity = &fb, fb.Sustained
+	case w.Capacity:
 		res.CapacitySearched = true
 		closed := w.Arrival.Closed()
 		ceil := e.cfg.MaxRate
@@ -288,7 +307,7 @@ func (e *executor) cell(ctx context.Context, srv Server, model string, c Cell) (
 			start = w.Levels[0]
 		}
 		res.Capacity, err = trial.SearchCapacity(start, ceil, closed, e.cfg.CapacityLevels, e.cfg.CapacityTolerance, measure)
-	} else {
+	default:
 		for _, v := range loadValues(w) {
 			if _, err = measure(v); err != nil {
 				break

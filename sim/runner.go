@@ -31,6 +31,9 @@ type Config struct {
 	// Capacity bounds capacity mode, the live runner's search
 	// (trial.FindCapacity; zero: trial.DefaultCapacityConfig).
 	Capacity trial.CapacityConfig
+	// Feedback tunes feedback mode, the live runner's controller
+	// (trial.HoldSLO; zero: trial.DefaultFeedbackConfig).
+	Feedback trial.FeedbackConfig
 }
 
 // DefaultConfig is a noise-free runner with realistic startup times; the
@@ -136,10 +139,20 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 	}
 	var levels []level
 	var err error
-	if w.Capacity {
+	switch {
+	case w.Feedback:
+		if _, err = trial.FeedbackTarget(w.SLO); err != nil {
+			err = fmt.Errorf("%w: %v", ErrBadInput, err)
+		} else if w.Arrival.Closed() {
+			err = fmt.Errorf("%w: feedback mode needs an open-loop workload", ErrBadInput)
+		}
+		if err == nil {
+			_, err = levelAt(w, 1)
+		}
+	case w.Capacity:
 		// The search starts at the workload's level, at least 1 (as live).
 		_, err = levelAt(w, 1)
-	} else {
+	default:
 		levels, err = levelsOf(w)
 	}
 	if err != nil {
@@ -217,7 +230,27 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 		}
 		return level, nil
 	}
-	if w.Capacity {
+	switch {
+	case w.Feedback:
+		// The live runner's controller (trial.HoldSLO), window by window.
+		var fb trial.Feedback
+		fb, err = trial.HoldSLO(w, r.cfg.Feedback, func(v float64, lw trial.Workload) (*trial.Metrics, bool, float64, error) {
+			lv, err := levelAt(lw, v)
+			if err != nil {
+				return nil, false, 0, err
+			}
+			before := measure
+			l, err := runLevel(lv)
+			if err != nil {
+				return nil, false, 0, err
+			}
+			return &l.Metrics, l.SLOMet, measure - before, nil
+		})
+		res.Feedback, res.Capacity = &fb, fb.Sustained
+		if res.Primary = fb.Primary(); res.Primary < 0 {
+			res.Primary = 0
+		}
+	case w.Capacity:
 		// The live runner's search (trial.FindCapacity), level by level.
 		_, res.Primary, res.Capacity, err = trial.FindCapacity(w, r.cfg.Capacity, func(v float64, lw trial.Workload) (trial.Level, error) {
 			lv, err := levelAt(lw, v)
@@ -226,7 +259,7 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 			}
 			return runLevel(lv)
 		})
-	} else {
+	default:
 		for _, lv := range levels {
 			if _, err = runLevel(lv); err != nil {
 				break
@@ -237,7 +270,7 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 		// As the live runner: a config that cannot hold the workload's
 		// longest requests is a config error, not a measurement.
 		res.Status, res.Failure, res.Error = trial.StatusFailed, trial.ClassOf(err), err.Error()
-		res.Levels, res.Primary, res.Capacity = nil, 0, 0
+		res.Levels, res.Primary, res.Capacity, res.Feedback = nil, 0, 0, nil
 		res.Phases.MeasureS = measure
 		res.Phases.TotalS = res.Phases.StartupS + measure
 		return res, nil

@@ -309,3 +309,12 @@ func (p *LatencyProbe) Finish(ctx context.Context, recs []Record) (*Breakdown, e
 		}
 	}
 }
+
+// String is the breakdown in one line: the mean of each part with its
+// share of the mean E2EL, then the engine's approximate p95 per phase.
+func (b *Breakdown) String() string {
+	s := b.Shares()
+	return fmt.Sprintf("queue %.1f ms (%.0f%%) + prefill %.1f ms (%.0f%%) + decode %.1f ms (%.0f%%) + client %.1f ms (%.0f%%) = E2EL %.1f ms over %d requests (engine counted %d); engine p95 ~ queue %.0f, prefill %.0f, decode %.0f ms",
+		b.Queue.Mean, 100*s[0], b.Prefill.Mean, 100*s[1], b.Decode.Mean, 100*s[2], b.ClientMS, 100*s[3], b.ClientE2ELMS,
+		b.ClientRequests, b.EngineRequests, b.Queue.P95, b.Prefill.P95, b.Decode.P95)
+}
