@@ -55,7 +55,7 @@ type rawMatrix struct {
 var distFields = []string{"prompt", "output", "think_ms"}
 
 // loadFields are the workload fields a named load may set.
-var loadFields = []string{"arrival", "levels", "capacity", "num_requests", "duration", "warmup", "think_ms", "slo"}
+var loadFields = []string{"arrival", "levels", "capacity", "feedback", "num_requests", "duration", "warmup", "think_ms", "slo"}
 
 // crossAxes are the keys of a cross product, in naming order.
 var crossAxes = []string{"prompt", "output", "load", "think_ms"}

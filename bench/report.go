@@ -116,6 +116,13 @@ func (r *Run) Write(w io.Writer, format string) error {
 		}
 		render(c.throughputTable())
 		render(c.latencyTable())
+		if fb := c.Feedback; fb != nil {
+			fmt.Fprintf(w, "%s\n\n", fb.Summary())
+			render(&table{head: trial.FeedbackHeader, rows: fb.Rows()})
+		}
+		if t := c.breakdownTable(); len(t.rows) > 0 {
+			render(t)
+		}
 		render(c.bucketTable())
 	}
 	return nil
@@ -164,6 +171,28 @@ func (c *CellResult) latencyTable() *table {
 			d := md.d
 			t.add(l.LoadString(), md.name, f2(d.Mean), f2(d.Median), f2(d.P90), f2(d.P95), f2(d.P99), f2(d.Max))
 		}
+	}
+	return t
+}
+
+// breakdownTable is where each level's request time went: the engine's
+// queue, prefill and decode means (from its histograms) and the client's
+// share, with their shares of the mean E2EL and the phases' approximate
+// p95, beside the client's TTFT and TPOT means.
+func (c *CellResult) breakdownTable() *table {
+	t := &table{head: []string{"load", "queue ms", "prefill ms", "decode ms", "client ms", "e2el mean", "shares q/p/d/c", "p95 q/p/d ~", "ttft mean", "tpot mean", "requests (engine)"}}
+	pct := func(v float64) string { return strconv.FormatFloat(100*v, 'f', 0, 64) }
+	for i := range c.Levels {
+		l := &c.Levels[i]
+		b := l.Metrics.Breakdown
+		if b == nil {
+			continue
+		}
+		s := b.Shares()
+		t.add(l.LoadString(), f1(b.Queue.Mean), f1(b.Prefill.Mean), f1(b.Decode.Mean), f1(b.ClientMS), f1(b.ClientE2ELMS),
+			pct(s[0])+"/"+pct(s[1])+"/"+pct(s[2])+"/"+pct(s[3])+"%",
+			fmt.Sprintf("%.0f/%.0f/%.0f", b.Queue.P95, b.Prefill.P95, b.Decode.P95), f1(b.ClientTTFTMS), f2(b.ClientTPOTMS),
+			fmt.Sprintf("%d (%d)", b.ClientRequests, b.EngineRequests))
 	}
 	return t
 }

@@ -58,10 +58,13 @@ type CellResult struct {
 	// no SLO); CapacitySearched when the cell searched it (capacity: true).
 	Capacity         float64 `json:"capacity,omitempty"`
 	CapacitySearched bool    `json:"capacity_searched,omitempty"`
-	Error            string  `json:"error,omitempty"` // why the cell stopped early
-	RawKey           string  `json:"raw_key,omitempty"`
-	RawBytes         int     `json:"raw_bytes,omitempty"`
-	Requests         int     `json:"requests"`
+	// Feedback is the feedback controller's outcome and trace (feedback:
+	// true cells; its windows are Levels, Capacity its sustained rate).
+	Feedback *trial.Feedback `json:"feedback,omitempty"`
+	Error    string          `json:"error,omitempty"` // why the cell stopped early
+	RawKey   string          `json:"raw_key,omitempty"`
+	RawBytes int             `json:"raw_bytes,omitempty"`
+	Requests int             `json:"requests"`
 }
 
 // LevelResult is one load level of a cell.

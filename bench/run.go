@@ -64,6 +64,8 @@ type Config struct {
 	MaxRate           float64
 	CapacityLevels    int
 	CapacityTolerance float64
+	// Feedback tunes feedback mode (feedback: true cells; zero: defaults).
+	Feedback trial.FeedbackConfig
 	// UnhealthyErrorRate: a level failing more of its requests than this
 	// on a server that no longer answers stops the run (partial).
 	UnhealthyErrorRate float64
@@ -128,13 +130,18 @@ func Execute(ctx context.Context, cfg Config, m Matrix, sink Sink) (*Run, error)
 	}
 	e := &executor{cfg: cfg, m: m, sink: sink, t0: time.Now()}
 	for _, c := range m.Cells {
-		e.total += plannedLevels(c.Workload, cfg.CapacityLevels)
+		e.total += plannedLevels(c.Workload, cfg.CapacityLevels, cfg.Feedback)
 	}
 	return e.run(ctx)
 }
 
-func plannedLevels(w trial.Workload, capLevels int) int {
+func plannedLevels(w trial.Workload, capLevels int, fb trial.FeedbackConfig) int {
 	switch {
+	case w.Feedback:
+		if fb.Windows > 0 {
+			return fb.Windows
+		}
+		return trial.DefaultFeedbackConfig().Windows
 	case w.Capacity:
 		return capLevels
 	case len(w.Levels) > 0:
@@ -276,7 +283,19 @@ func (e *executor) cell(ctx context.Context, srv Server, model string, c Cell) (
 		return l.SLOMet, nil
 	}
 	var err error
-	if w.Capacity {
+	switch {
+	case w.Feedback:
+		var fb trial.Feedback
+		fb, err = trial.HoldSLO(w, e.cfg.Feedback, func(v float64, _ trial.Workload) (*trial.Metrics, bool, float64, error) {
+			met, err := measure(v)
+			if err != nil {
+				return nil, false, 0, err
+			}
+			l := &res.Levels[len(res.Levels)-1]
+			return &l.Metrics, met, l.ElapsedS, nil
+		})
+		res.Feedback, res.Capacity = &fb, fb.Sustained
+	case w.Capacity:
 		res.CapacitySearched = true
 		closed := w.Arrival.Closed()
 		ceil := e.cfg.MaxRate
@@ -288,7 +307,7 @@ func (e *executor) cell(ctx context.Context, srv Server, model string, c Cell) (
 			start = w.Levels[0]
 		}
 		res.Capacity, err = trial.SearchCapacity(start, ceil, closed, e.cfg.CapacityLevels, e.cfg.CapacityTolerance, measure)
-	} else {
+	default:
 		for _, v := range loadValues(w) {
 			if _, err = measure(v); err != nil {
 				break
@@ -359,6 +378,10 @@ func (e *executor) level(ctx context.Context, srv Server, client *trial.Client, 
 		hc, scrape = &http.Client{Timeout: 5 * time.Second}, srv.BaseURL()
 	}
 	tel := trial.RecordTelemetry(lctx, cfg.GPU, cfg.SampleEvery, hc, scrape, cfg.ScrapeEvery)
+	var probe *trial.LatencyProbe
+	if scrape != "" {
+		probe = trial.StartLatencyProbe(ctx, hc, scrape)
+	}
 	recs := client.Drive(lctx, specs, trial.Load{Concurrency: lw.Arrival.Concurrency, Rate: lw.Arrival.Rate, Salt: idx}, gate)
 	telemetry, _, _, throttled := tel.Stop()
 	cancel()
@@ -397,6 +420,13 @@ func (e *executor) level(ctx context.Context, srv Server, client *trial.Client, 
 		// latencies depend on the level's length, and it meets no SLO.
 		trial.MarkOverload(recs, &m)
 		st.NoteOverload(&m)
+	}
+	if probe != nil {
+		b, err := probe.Finish(ctx, recs)
+		if err != nil {
+			cfg.Logger.Debug("no latency breakdown", "error", err)
+		}
+		m.Breakdown = b
 	}
 	met, viol := w.SLO.Check(&m)
 	l := LevelResult{Metrics: m, SLOMet: met, Violations: viol, Stability: st, Telemetry: telemetry,

@@ -11,7 +11,7 @@ import (
 type liveReq struct {
 	ch        chan liveEvent
 	arrived   time.Time
-	scheduled bool // first scheduled (queue time observed)
+	scheduled time.Time // start of the first step that scheduled it (zero: not yet)
 }
 
 type liveEvent struct {
@@ -35,13 +35,12 @@ type liveEvent struct {
 // the previous one ran 20-25% slower than the virtual clock. The anchor
 // resets when the engine goes idle.
 type liveEngine struct {
-	mu      sync.Mutex
-	e       *Engine
-	wake    chan struct{}
-	scale   float64 // seconds of real time per simulated second
-	dead    error   // set when the engine died; requests fail
-	onIt    func(tokens int)
-	onQueue func(waited time.Duration)
+	mu    sync.Mutex
+	e     *Engine
+	wake  chan struct{}
+	scale float64 // seconds of real time per simulated second
+	dead  error   // set when the engine died; requests fail
+	onIt  func(tokens int)
 }
 
 func newLiveEngine(e *Engine, scale float64) *liveEngine {
@@ -114,11 +113,8 @@ func (le *liveEngine) run(ctx context.Context) {
 		d, outs := le.e.Step()
 		tokens := le.e.lastTokens
 		for _, r := range le.e.sched {
-			if r.live != nil && !r.live.scheduled {
-				r.live.scheduled = true
-				if le.onQueue != nil {
-					le.onQueue(start.Sub(r.live.arrived))
-				}
+			if r.live != nil && r.live.scheduled.IsZero() {
+				r.live.scheduled = start
 			}
 		}
 		le.mu.Unlock()

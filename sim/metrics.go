@@ -34,12 +34,46 @@ type serverMetrics struct {
 	reg        *prometheus.Registry
 	ttft       prometheus.Observer
 	itl        []prometheus.Observer // inter_token_latency and, for old versions, time_per_output_token
-	e2e        prometheus.Observer
-	queue      prometheus.Observer
+	phases     phaseHists
 	promptLen  prometheus.Observer
 	genLen     prometheus.Observer
 	iterTokens prometheus.Observer
 	success    *prometheus.CounterVec
+}
+
+// phaseHists are vLLM's per-request phase histograms: the API server's
+// end-to-end latency and the engine core's queue (queued to first
+// scheduled), prefill (first scheduled to first token), decode (first to
+// last token) and inference (first scheduled to last token) times. The
+// HTTP server and the virtual runner observe the same ones.
+type phaseHists struct {
+	e2e, queue, prefill, decode, inference prometheus.Observer
+}
+
+func newPhaseHists(reg prometheus.Registerer, labels prometheus.Labels) phaseHists {
+	hist := func(name, help string) prometheus.Observer {
+		h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: reqBuckets, ConstLabels: labels})
+		reg.MustRegister(h)
+		return h
+	}
+	return phaseHists{
+		e2e:       hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds."),
+		queue:     hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request."),
+		prefill:   hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request."),
+		decode:    hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request."),
+		inference: hist("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request."),
+	}
+}
+
+// finished observes a finished request's phases from its timestamps in
+// seconds (any common origin): arrival at the server, first scheduled,
+// first and last token.
+func (p phaseHists) finished(arrived, scheduled, first, last float64) {
+	p.e2e.Observe(last - arrived)
+	p.queue.Observe(scheduled - arrived)
+	p.prefill.Observe(first - scheduled)
+	p.decode.Observe(last - first)
+	p.inference.Observe(last - scheduled)
 }
 
 // engineView reads an engine core's gauges and counters under its lock.
@@ -70,8 +104,7 @@ func newServerMetrics(version, model string, a EngineArgs, plan MemoryPlan, gpu 
 	if !since("0.13") {
 		m.itl = append(m.itl, hist("vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds (deprecated: use vllm:inter_token_latency_seconds).", itlBuckets))
 	}
-	m.e2e = hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", reqBuckets)
-	m.queue = hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", reqBuckets)
+	m.phases = newPhaseHists(reg, labels)
 	m.promptLen = hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", tokenBuckets(a.MaxModelLen))
 	m.genLen = hist("vllm:request_generation_tokens", "Number of generation tokens processed.", tokenBuckets(a.MaxModelLen))
 	m.iterTokens = hist("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", iterBuckets)

@@ -8,6 +8,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/trial"
 )
@@ -29,6 +31,9 @@ type Config struct {
 	// Capacity bounds capacity mode, the live runner's search
 	// (trial.FindCapacity; zero: trial.DefaultCapacityConfig).
 	Capacity trial.CapacityConfig
+	// Feedback tunes feedback mode, the live runner's controller
+	// (trial.HoldSLO; zero: trial.DefaultFeedbackConfig).
+	Feedback trial.FeedbackConfig
 }
 
 // DefaultConfig is a noise-free runner with realistic startup times; the
@@ -134,10 +139,20 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 	}
 	var levels []level
 	var err error
-	if w.Capacity {
+	switch {
+	case w.Feedback:
+		if _, err = trial.FeedbackTarget(w.SLO); err != nil {
+			err = fmt.Errorf("%w: %v", ErrBadInput, err)
+		} else if w.Arrival.Closed() {
+			err = fmt.Errorf("%w: feedback mode needs an open-loop workload", ErrBadInput)
+		}
+		if err == nil {
+			_, err = levelAt(w, 1)
+		}
+	case w.Capacity:
 		// The search starts at the workload's level, at least 1 (as live).
 		_, err = levelAt(w, 1)
-	} else {
+	default:
 		levels, err = levelsOf(w)
 	}
 	if err != nil {
@@ -173,7 +188,11 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 			engines[i] = NewEngine(t, a, r.calib, plan, opts...)
 		}
 		specs := lv.workload.Requests()
-		recs, span, err := simulate(ctx, engines, specs, lv.closed, lv.concurrency, lv.workload.Duration, a.MaxModelLen)
+		// The engine's phase histograms, as vllm-sim serves them, read
+		// back the way a live trial reads the engine's /metrics.
+		reg := prometheus.NewRegistry()
+		ph := newPhaseHists(reg, nil)
+		recs, span, err := simulate(ctx, engines, specs, lv.closed, lv.concurrency, lv.workload.Duration, a.MaxModelLen, &ph)
 		if err != nil {
 			return trial.Level{}, err
 		}
@@ -182,6 +201,9 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 			return trial.Level{}, err
 		}
 		m := trial.Summarize(recs, w.SLO)
+		if m.Breakdown, err = breakdownOf(reg, recs); err != nil {
+			return trial.Level{}, err
+		}
 		st := trial.Stability{Stable: true, Reason: "virtual clock", Windows: 1}
 		if !lv.closed {
 			trial.MarkOverload(recs, &m)
@@ -208,7 +230,27 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 		}
 		return level, nil
 	}
-	if w.Capacity {
+	switch {
+	case w.Feedback:
+		// The live runner's controller (trial.HoldSLO), window by window.
+		var fb trial.Feedback
+		fb, err = trial.HoldSLO(w, r.cfg.Feedback, func(v float64, lw trial.Workload) (*trial.Metrics, bool, float64, error) {
+			lv, err := levelAt(lw, v)
+			if err != nil {
+				return nil, false, 0, err
+			}
+			before := measure
+			l, err := runLevel(lv)
+			if err != nil {
+				return nil, false, 0, err
+			}
+			return &l.Metrics, l.SLOMet, measure - before, nil
+		})
+		res.Feedback, res.Capacity = &fb, fb.Sustained
+		if res.Primary = fb.Primary(); res.Primary < 0 {
+			res.Primary = 0
+		}
+	case w.Capacity:
 		// The live runner's search (trial.FindCapacity), level by level.
 		_, res.Primary, res.Capacity, err = trial.FindCapacity(w, r.cfg.Capacity, func(v float64, lw trial.Workload) (trial.Level, error) {
 			lv, err := levelAt(lw, v)
@@ -217,7 +259,7 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 			}
 			return runLevel(lv)
 		})
-	} else {
+	default:
 		for _, lv := range levels {
 			if _, err = runLevel(lv); err != nil {
 				break
@@ -228,7 +270,7 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 		// As the live runner: a config that cannot hold the workload's
 		// longest requests is a config error, not a measurement.
 		res.Status, res.Failure, res.Error = trial.StatusFailed, trial.ClassOf(err), err.Error()
-		res.Levels, res.Primary, res.Capacity = nil, 0, 0
+		res.Levels, res.Primary, res.Capacity, res.Feedback = nil, 0, 0, nil
 		res.Phases.MeasureS = measure
 		res.Phases.TotalS = res.Phases.StartupS + measure
 		return res, nil
@@ -332,11 +374,13 @@ func levelAt(w trial.Workload, v float64) (level, error) {
 // seconds. Closed loop keeps conc requests in flight (a finished request is
 // replaced at once); open loop sends each at its offset. With duration > 0
 // a closed loop stops issuing once that much time has passed.
-func simulate(ctx context.Context, engines []*Engine, specs []trial.RequestSpec, closed bool, conc int, duration time.Duration, maxModelLen int) ([]trial.Record, float64, error) {
+func simulate(ctx context.Context, engines []*Engine, specs []trial.RequestSpec, closed bool, conc int, duration time.Duration, maxModelLen int, ph *phaseHists) ([]trial.Record, float64, error) {
 	n := len(specs)
 	reqs := make([]Request, n)
 	recs := make([]trial.Record, n)
 	starts := make([]float64, n)
+	scheduled := make([]float64, n) // first scheduled (-1: not yet)
+	firsts := make([]float64, n)    // first token
 	total := 0
 	for _, s := range specs {
 		total += s.OutputLen
@@ -357,7 +401,7 @@ func simulate(ctx context.Context, engines []*Engine, specs []trial.RequestSpec,
 			i := issued
 			issued++
 			s := specs[i]
-			starts[i] = t
+			starts[i], scheduled[i] = t, -1
 			recs[i] = trial.Record{Index: s.Index, PromptLen: s.PromptLen, OutputLen: s.OutputLen,
 				Start: toDur(t), Warmup: s.Warmup}
 			if s.PromptLen+s.OutputLen > maxModelLen || s.PromptLen <= 0 || s.OutputLen <= 0 {
@@ -399,9 +443,15 @@ func simulate(ctx context.Context, engines []*Engine, specs []trial.RequestSpec,
 				i := o.Req.ID
 				rel := toDur(t - starts[i])
 				recs[i].Chunks = append(recs[i].Chunks, rel)
+				if o.First {
+					firsts[i] = t
+				}
 				if o.Finished {
 					recs[i].End = rel
 					finished++
+					if ph != nil {
+						ph.finished(starts[i], scheduled[i], firsts[i], t)
+					}
 					if closed && t < limit {
 						issue()
 					}
@@ -422,6 +472,11 @@ func simulate(ctx context.Context, engines []*Engine, specs []trial.RequestSpec,
 				return nil, 0, fmt.Errorf("sim: scheduler stalled with %d waiting and %d running requests", e.Waiting(), e.Running())
 			}
 			busy[k], ends[k], outs[k] = true, t+d, o
+			for _, r := range e.sched {
+				if scheduled[r.ID] < 0 {
+					scheduled[r.ID] = t
+				}
+			}
 		}
 		next := math.Inf(1)
 		for k := range engines {
@@ -438,6 +493,20 @@ func simulate(ctx context.Context, engines []*Engine, specs []trial.RequestSpec,
 		t = next
 	}
 	return recs[:issued], t, nil
+}
+
+// breakdownOf decomposes a level from the phase histograms in reg (one
+// "after" reading: the level started on fresh engines).
+func breakdownOf(reg *prometheus.Registry, recs []trial.Record) (*trial.Breakdown, error) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return nil, fmt.Errorf("sim: gather phase histograms: %w", err)
+	}
+	fams := make(map[string]*dto.MetricFamily, len(mfs))
+	for _, mf := range mfs {
+		fams[mf.GetName()] = mf
+	}
+	return trial.Decompose(trial.LatencyScrape{}, trial.LatencyFromFamilies(fams), recs)
 }
 
 func toDur(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }

@@ -320,7 +320,6 @@ func newServer(o ServeOptions, lg *vlog) (*server, *StartupError) {
 	s.metrics = newServerMetrics(o.Version, s.served, a, plan, gpu, views)
 	for _, le := range s.engines {
 		le.onIt = func(n int) { s.metrics.iterTokens.Observe(float64(n)) }
-		le.onQueue = func(d time.Duration) { s.metrics.queue.Observe(d.Seconds()) }
 	}
 	return s, nil
 }
@@ -562,11 +561,13 @@ type generation struct {
 	created   int64
 	malformed int // index of the event whose chunk is malformed; -1 none
 	buf       []byte
+	firstAt   time.Time // the first token's delivery
 }
 
 func (g *generation) observe(ev liveEvent, prev time.Time, first bool) {
 	m := g.s.metrics
 	if first {
+		g.firstAt = ev.at
 		m.ttft.Observe(ev.at.Sub(g.er.live.arrived).Seconds())
 		return
 	}
@@ -577,7 +578,13 @@ func (g *generation) observe(ev liveEvent, prev time.Time, first bool) {
 
 func (g *generation) done(ev liveEvent, tokens int) {
 	m := g.s.metrics
-	m.e2e.Observe(ev.at.Sub(g.er.live.arrived).Seconds())
+	lv := g.er.live
+	sec := func(t time.Time) float64 { return t.Sub(lv.arrived).Seconds() }
+	sched := lv.scheduled // set by the engine loop before it delivered any event
+	if sched.IsZero() {
+		sched = lv.arrived
+	}
+	m.phases.finished(0, sec(sched), sec(g.firstAt), sec(ev.at))
 	m.promptLen.Observe(float64(g.req.PromptTokens))
 	m.genLen.Observe(float64(tokens))
 	m.success.WithLabelValues(g.reason).Inc()

@@ -124,6 +124,10 @@ type Metrics struct {
 	E2EL         Dist    `json:"e2el_ms"`
 	// ByClass holds the same aggregates per prompt-length class (short, medium, long).
 	ByClass map[string]*Metrics `json:"by_class,omitempty"`
+	// Breakdown splits the level's request time into the engine's queue,
+	// prefill and decode phases and the client's share (nil when the
+	// engine's phase histograms could not be read).
+	Breakdown *Breakdown `json:"breakdown,omitempty"`
 }
 
 // Value returns a metric by name: "output_throughput", "request_throughput",
@@ -258,8 +262,10 @@ type Result struct {
 	Levels        []Level       `json:"levels,omitempty"`
 	// Primary indexes Levels: the level the objectives are read from (the
 	// fixed level, or the SLO capacity found in capacity mode).
-	Primary       int       `json:"primary"`
-	Capacity      float64   `json:"capacity,omitempty"` // SLO capacity (concurrency or rate) in capacity mode
+	Primary  int     `json:"primary"`
+	Capacity float64 `json:"capacity,omitempty"` // SLO capacity (concurrency or rate) in capacity mode; the sustained rate in feedback mode
+	// Feedback is feedback mode's outcome and trace (its windows are Levels).
+	Feedback      *Feedback `json:"feedback,omitempty"`
 	Telemetry     Telemetry `json:"telemetry"`
 	PeakVRAMGiB   float64   `json:"peak_vram_gib"` // all GPUs together
 	VRAMSource    string    `json:"vram_source"`   // "nvml", "engine-metrics", "estimate"

@@ -67,6 +67,8 @@ type Config struct {
 	CapacityRounds int
 	// MaxRequests caps a duration-bound closed loop.
 	MaxRequests int
+	// Feedback tunes feedback mode (Workload.Feedback; zero: defaults).
+	Feedback FeedbackConfig
 	// UnhealthyErrorRate: a level failing more requests than this fails the
 	// trial as unhealthy.
 	UnhealthyErrorRate float64
@@ -347,9 +349,12 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Re
 	defer client.Close()
 	lr := &levelRunner{r: r, eng: eng, client: client, w: w}
 	tm := time.Now()
-	if w.Capacity {
+	switch {
+	case w.Feedback:
+		err = lr.feedback(ctx, &res)
+	case w.Capacity:
 		err = lr.capacity(ctx, &res)
-	} else {
+	default:
 		for i, v := range loadValues(w) {
 			if err = lr.measure(ctx, i, v, atLoad(w, v)); err != nil {
 				break
@@ -385,7 +390,7 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Re
 	if len(res.Levels) == 0 {
 		return fail(fmt.Errorf("%w: no load level measured", ErrUnhealthy))
 	}
-	if !w.Capacity {
+	if !w.Capacity && !w.Feedback {
 		res.Primary = 0
 	}
 	res.Stability = res.Levels[res.Primary].Stability
@@ -442,6 +447,15 @@ func checkWorkload(w Workload) error {
 	}
 	if w.Capacity && len(w.SLO) == 0 {
 		return fmt.Errorf("workload %q: capacity mode needs an SLO", w.Name)
+	}
+	if w.Feedback {
+		if _, err := FeedbackTarget(w.SLO); err != nil {
+			return fmt.Errorf("workload %q: %w", w.Name, err)
+		}
+		if w.Arrival.Closed() || w.Capacity {
+			return fmt.Errorf("workload %q: feedback mode needs an open loop and no capacity mode", w.Name)
+		}
+		return nil // the controller starts at the workload's rate (1 req/s when unset)
 	}
 	if w.Capacity {
 		return nil // the search starts at the workload's level, at least 1
@@ -572,6 +586,10 @@ func (lr *levelRunner) measure(ctx context.Context, idx int, v float64, lw Workl
 		case <-lctx.Done():
 		}
 	}()
+	var probe *LatencyProbe
+	if cfg.Telemetry != "none" {
+		probe = StartLatencyProbe(ctx, lr.eng.hc, lr.eng.BaseURL())
+	}
 	recs := lr.client.Drive(lctx, specs, Load{Concurrency: lw.Arrival.Concurrency, Rate: lw.Arrival.Rate, Salt: idx}, gate)
 	cancel()
 	<-watchDone
@@ -586,6 +604,13 @@ func (lr *levelRunner) measure(ctx context.Context, idx int, v float64, lw Workl
 	m, a := SummarizeLevel(recs, sc, lr.w.SLO)
 	if !closed {
 		MarkOverload(recs, &m)
+	}
+	if probe != nil {
+		b, err := probe.Finish(ctx, recs)
+		if err != nil {
+			lr.r.log.Debug("no latency breakdown", "error", err)
+		}
+		m.Breakdown = b
 	}
 	met, viol := lr.w.SLO.Check(&m)
 	st := a.Stability
@@ -705,6 +730,26 @@ func (lr *levelRunner) capacity(ctx context.Context, res *Result) error {
 		}
 		return lr.levels[len(lr.levels)-1], nil
 	})
+	return err
+}
+
+// feedback holds the SLO by feedback on the running engine (HoldSLO):
+// every window is a level; the primary one is the passing window nearest
+// the sustained load, and Capacity is that load.
+func (lr *levelRunner) feedback(ctx context.Context, res *Result) error {
+	fb, err := HoldSLO(lr.w, lr.r.cfg.Feedback, func(v float64, lw Workload) (*Metrics, bool, float64, error) {
+		t := time.Now()
+		if err := lr.measure(ctx, len(lr.levels), v, lw); err != nil {
+			return nil, false, 0, err
+		}
+		l := &lr.levels[len(lr.levels)-1]
+		return &l.Metrics, l.SLOMet, time.Since(t).Seconds(), nil
+	})
+	res.Feedback = &fb
+	res.Capacity = fb.Sustained
+	if res.Primary = fb.Primary(); res.Primary < 0 && len(lr.levels) > 0 {
+		res.Primary = lowest(lr.levels)
+	}
 	return err
 }
 

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -95,10 +96,9 @@ type EngineMetrics struct {
 // ParseEngineMetrics reads the Prometheus text exposition of vLLM (both the
 // current and the deprecated names) and of vllm-sim.
 func ParseEngineMetrics(r io.Reader) (EngineMetrics, error) {
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(r)
+	fams, err := parseFamilies(r)
 	if err != nil {
-		return EngineMetrics{}, fmt.Errorf("parse /metrics: %w", err)
+		return EngineMetrics{}, err
 	}
 	sum := func(names ...string) (float64, bool) {
 		for _, n := range names {
@@ -146,21 +146,41 @@ func ParseEngineMetrics(r io.Reader) (EngineMetrics, error) {
 	return em, nil
 }
 
-// ScrapeEngine fetches and parses base+"/metrics".
-func ScrapeEngine(ctx context.Context, hc *http.Client, base string) (EngineMetrics, error) {
+// parseFamilies parses a Prometheus text exposition.
+func parseFamilies(r io.Reader) (map[string]*dto.MetricFamily, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("parse /metrics: %w", err)
+	}
+	return fams, nil
+}
+
+// getMetrics GETs base+"/metrics"; the caller closes the body.
+func getMetrics(ctx context.Context, hc *http.Client, base string) (io.ReadCloser, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/metrics", nil)
 	if err != nil {
-		return EngineMetrics{}, err
+		return nil, err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	return resp.Body, nil
+}
+
+// ScrapeEngine fetches and parses base+"/metrics".
+func ScrapeEngine(ctx context.Context, hc *http.Client, base string) (EngineMetrics, error) {
+	body, err := getMetrics(ctx, hc, base)
+	if err != nil {
 		return EngineMetrics{}, err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return EngineMetrics{}, fmt.Errorf("GET /metrics: %s", resp.Status)
-	}
-	return ParseEngineMetrics(io.LimitReader(resp.Body, 16<<20))
+	defer body.Close()
+	return ParseEngineMetrics(io.LimitReader(body, 16<<20))
 }
 
 // recorder aggregates GPU samples and engine scrapes into a Telemetry.

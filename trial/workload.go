@@ -142,6 +142,10 @@ type Workload struct {
 	Levels []float64 `yaml:"levels,omitempty" json:"levels,omitempty"`
 	// Capacity asks the trial to find the highest level meeting the SLOs.
 	Capacity bool `yaml:"capacity,omitempty" json:"capacity,omitempty"`
+	// Feedback asks the trial to hold the SLO's first latency bound by
+	// feedback (HoldSLO): the open-loop rate rises and falls window by
+	// window, and the load sustained at the bound is the answer.
+	Feedback bool `yaml:"feedback,omitempty" json:"feedback,omitempty"`
 	// ThinkMS, when set, is a closed-loop user's pause after each response
 	// in milliseconds (locust's wait_time).
 	ThinkMS *LengthDist `yaml:"think_ms,omitempty" json:"think_ms,omitempty"`

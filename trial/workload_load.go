@@ -78,6 +78,7 @@ type rawWorkload struct {
 	SLO         string      `yaml:"slo"`
 	Levels      []float64   `yaml:"levels"`
 	Capacity    bool        `yaml:"capacity"`
+	Feedback    bool        `yaml:"feedback"`
 	ThinkMS     *LengthDist `yaml:"think_ms"`
 	Endpoint    string      `yaml:"endpoint"`
 }
@@ -94,7 +95,7 @@ func ParseWorkload(file string, b []byte) (Workload, error) {
 	w := Workload{
 		Name: raw.Name, PrefixLen: raw.PrefixLen, ShareGPT: raw.ShareGPT,
 		NumRequests: raw.NumRequests, Warmup: raw.Warmup, Seed: raw.Seed,
-		Levels: raw.Levels, Capacity: raw.Capacity, ThinkMS: raw.ThinkMS,
+		Levels: raw.Levels, Capacity: raw.Capacity, Feedback: raw.Feedback, ThinkMS: raw.ThinkMS,
 	}
 	if w.Name == "" {
 		return w, loc.Errf("$.name", "name", "missing")
@@ -141,6 +142,9 @@ func ParseWorkload(file string, b []byte) (Workload, error) {
 	a := w.Arrival
 	switch a.Kind {
 	case "closed":
+		if w.Feedback {
+			return w, loc.Errf("$.feedback", "feedback", "feedback mode drives the request rate: use an open-loop arrival (poisson, gamma or constant)")
+		}
 		if a.Concurrency <= 0 && len(w.Levels) == 0 && !w.Capacity {
 			return w, loc.Errf("$.arrival", "arrival.concurrency", "closed loop needs concurrency > 0")
 		}
@@ -148,7 +152,7 @@ func ParseWorkload(file string, b []byte) (Workload, error) {
 			return w, loc.Errf("$.arrival", "arrival", "closed loop takes no rate or burstiness")
 		}
 	case "poisson", "gamma", "constant":
-		if !(a.Rate > 0) && len(w.Levels) == 0 && !w.Capacity {
+		if !(a.Rate > 0) && len(w.Levels) == 0 && !w.Capacity && !w.Feedback {
 			return w, loc.Errf("$.arrival", "arrival.rate", "open loop needs rate > 0 req/s")
 		}
 		if a.Kind == "gamma" && !(a.Burstiness > 0) {
@@ -199,6 +203,14 @@ func ParseWorkload(file string, b []byte) (Workload, error) {
 	w.SLO = slo
 	if w.Capacity && len(w.SLO) == 0 {
 		return w, loc.Errf("$.capacity", "capacity", "capacity mode needs an slo")
+	}
+	if w.Feedback {
+		if w.Capacity {
+			return w, loc.Errf("$.feedback", "feedback", "feedback and capacity are two load modes: choose one")
+		}
+		if _, err := FeedbackTarget(w.SLO); err != nil {
+			return w, loc.Errf("$.feedback", "feedback", "%v", err)
+		}
 	}
 	return w, nil
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -86,9 +87,10 @@ func benchCommand() *cli.Command {
 			Action: benchExport,
 		}, {
 			Name:      "plot",
-			Usage:     "a run's QPS-vs-latency curves, one per cell (SVG, PNG or HTML by the file's extension)",
+			Usage:     "a run's QPS-vs-latency curves, latency breakdowns or feedback traces (SVG, PNG or HTML by the file's extension)",
 			ArgsUsage: "RUN",
 			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "kind", Value: "curve", Usage: "curve (QPS vs --metric), breakdown (stacked queue/prefill/decode/client per level) or feedback (the feedback controller's load and tail over time)"},
 				&cli.StringFlag{Name: "metric", Value: "e2el_p50", Usage: "latency: <ttft|tpot|itl|e2el>_<mean|p50|p90|p95|p99>"},
 				&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "file to write (.svg, .png or .html)", Required: true},
 			},
@@ -418,42 +420,113 @@ func benchPlot(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	kind := c.String("kind")
 	metric := c.String("metric")
 	var probe trial.Metrics
-	if _, ok := probe.Value(metric); !ok || !strings.Contains(metric, "_") {
-		return usagef("--metric %q: want <ttft|tpot|itl|e2el>_<mean|p50|p90|p95|p99|max>", metric)
+	switch kind {
+	case "curve":
+		if _, ok := probe.Value(metric); !ok || !strings.Contains(metric, "_") {
+			return usagef("--metric %q: want <ttft|tpot|itl|e2el>_<mean|p50|p90|p95|p99|max>", metric)
+		}
+	case "breakdown", "feedback":
+	default:
+		return usagef("--kind %q: want curve, breakdown or feedback", kind)
 	}
 	out := c.String("output")
-	ext := strings.TrimPrefix(filepath.Ext(out), ".")
-	if ext != "svg" && ext != "png" && ext != "html" {
-		return usagef("--output %s: want a .svg, .png or .html file", out)
+	if err := plotExt(out); err != nil {
+		return err
 	}
 	st, r, err := openRun(c, id)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	series, o := curveSeries(&r, metric)
-	f, err := os.Create(out)
-	if err != nil {
-		return err
-	}
-	if ext == "html" {
-		err = tuner.WriteCurveHTML(f, series, o)
-	} else {
-		var ch *tuner.Chart
-		if ch, err = tuner.NewCurveChart(series, o); err == nil {
-			err = ch.Write(f, ext)
+	title := fmt.Sprintf("run %s: %s on %s", r.ID, r.Model, r.Matrix)
+	switch kind {
+	case "breakdown":
+		var bars []tuner.BreakdownBar
+		for i := range r.Cells {
+			cell := &r.Cells[i]
+			for j := range cell.Levels {
+				if b := cell.Levels[j].Metrics.Breakdown; b != nil {
+					bars = append(bars, tuner.BarOf(cell.Name+" "+cell.Levels[j].LoadString(), b))
+				}
+			}
 		}
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+		err = writeBreakdownPlot(out, bars, tuner.BreakdownOptions{Title: title})
+	case "feedback":
+		var traces []tuner.TraceSeries
+		for i := range r.Cells {
+			if fb := r.Cells[i].Feedback; fb != nil {
+				traces = append(traces, tuner.TraceOf(r.Cells[i].Name, fb))
+			}
+		}
+		err = writeTracePlot(out, traces, tuner.TraceOptions{Title: title})
+	default:
+		series, o := curveSeries(&r, metric)
+		err = writePlot(out, func() (chartWriter, error) { return tuner.NewCurveChart(series, o) },
+			func(w io.Writer) error { return tuner.WriteCurveHTML(w, series, o) })
 	}
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(c.App.ErrWriter, "plot written to %s\n", out)
 	return nil
+}
+
+// plotExt checks a plot file's extension (.svg, .png or .html).
+func plotExt(out string) error {
+	switch filepath.Ext(out) {
+	case ".svg", ".png", ".html":
+		return nil
+	}
+	return usagef("--output %s: want a .svg, .png or .html file", out)
+}
+
+// chartWriter renders a gonum chart as "svg" or "png".
+type chartWriter interface {
+	Write(w io.Writer, format string) error
+}
+
+// writePlot writes a chart to out: .html through html, .svg and .png
+// through the gonum chart.
+func writePlot(out string, chart func() (chartWriter, error), html func(io.Writer) error) (err error) {
+	ext := strings.TrimPrefix(filepath.Ext(out), ".")
+	var ch chartWriter
+	if ext != "html" {
+		if ch, err = chart(); err != nil {
+			return err
+		}
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	if ext == "html" {
+		return html(f)
+	}
+	return ch.Write(f, ext)
+}
+
+func writeBreakdownPlot(out string, bars []tuner.BreakdownBar, o tuner.BreakdownOptions) error {
+	if len(bars) == 0 {
+		return errors.New("nothing to plot: no level has a latency breakdown (the engine's /metrics was not read)")
+	}
+	return writePlot(out, func() (chartWriter, error) { return tuner.NewBreakdownChart(bars, o) },
+		func(w io.Writer) error { return tuner.WriteBreakdownHTML(w, bars, o) })
+}
+
+func writeTracePlot(out string, traces []tuner.TraceSeries, o tuner.TraceOptions) error {
+	if len(traces) == 0 {
+		return errors.New("nothing to plot: no feedback-load trace (run with feedback: true)")
+	}
+	return writePlot(out, func() (chartWriter, error) { return tuner.NewTraceChart(traces, o) },
+		func(w io.Writer) error { return tuner.WriteTraceHTML(w, traces, o) })
 }
 
 // curveSeries is each cell's QPS-vs-latency curve for metric, and the

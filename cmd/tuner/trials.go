@@ -176,10 +176,19 @@ func showCommand() *cli.Command {
 		ArgsUsage: "TRIAL|CONFIG",
 		Description: "TRIAL is a trial ID (STUDY-SEQ, see `tuner trials`); CONFIG is a config ID (12 hex digits, as in\n" +
 			"`tuner pareto` and the search summary): its flags and, per study, its runs and their robust summary.",
-		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "machine-readable output (the stored record)"}},
+		Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "machine-readable output (the stored record)"},
+			&cli.StringFlag{Name: "plot", Usage: "also write the trial's latency breakdown per level as stacked bars to `FILE` (.svg, .png or .html)"},
+			&cli.StringFlag{Name: "trace", Usage: "also write the feedback-load trace (rate and tail over time) to `FILE` (.svg, .png or .html)"}},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
 				return usagef("show takes one trial ID or config ID (see `tuner trials`)")
+			}
+			for _, f := range []string{"plot", "trace"} {
+				if p := c.String(f); p != "" {
+					if err := plotExt(p); err != nil {
+						return err
+					}
+				}
 			}
 			id := c.Args().First()
 			isConfig := !strings.Contains(id, "-") && len(id) == 12 && isHex(id)
@@ -198,6 +207,9 @@ func showCommand() *cli.Command {
 			if err != nil {
 				return err // names the trial
 			}
+			if err := plotTrial(c, t); err != nil {
+				return err
+			}
 			if c.Bool("json") {
 				return writeJSON(c.App.Writer, t)
 			}
@@ -208,6 +220,43 @@ func showCommand() *cli.Command {
 			return printTrial(c.App.Writer, t, st)
 		},
 	}
+}
+
+// plotTrial writes `show --plot` (the breakdown per level) and `--trace`
+// (the feedback trace) of a trial.
+func plotTrial(c *cli.Context, t store.Trial) error {
+	r := t.Result
+	title := "trial " + t.ID
+	if p := c.String("plot"); p != "" {
+		var bars []tuner.BreakdownBar
+		if r != nil {
+			for i := range r.Levels {
+				l := &r.Levels[i]
+				if b := l.Metrics.Breakdown; b != nil {
+					label := fmt.Sprintf("%.4g req/s", l.Rate)
+					if l.Concurrency > 0 {
+						label = fmt.Sprintf("c=%d", l.Concurrency)
+					}
+					bars = append(bars, tuner.BarOf(label, b))
+				}
+			}
+		}
+		if err := writeBreakdownPlot(p, bars, tuner.BreakdownOptions{Title: title}); err != nil {
+			return fmt.Errorf("trial %s: %w", t.ID, err)
+		}
+		fmt.Fprintf(c.App.ErrWriter, "plot written to %s\n", p)
+	}
+	if p := c.String("trace"); p != "" {
+		var traces []tuner.TraceSeries
+		if r != nil && r.Feedback != nil {
+			traces = append(traces, tuner.TraceOf(t.ID, r.Feedback))
+		}
+		if err := writeTracePlot(p, traces, tuner.TraceOptions{Title: title}); err != nil {
+			return fmt.Errorf("trial %s: %w", t.ID, err)
+		}
+		fmt.Fprintf(c.App.ErrWriter, "plot written to %s\n", p)
+	}
+	return nil
 }
 
 func isHex(s string) bool {
@@ -327,8 +376,21 @@ func printTrial(w io.Writer, t store.Trial, st store.Study) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		if b := m.Breakdown; b != nil {
+			fmt.Fprintf(w, "    where the time goes: %s\n", b)
+		}
 	}
-	if r.Capacity > 0 {
+	if fb := r.Feedback; fb != nil {
+		fmt.Fprintln(w, fb.Summary())
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "    "+strings.Join(trial.FeedbackHeader, "\t"))
+		for _, row := range fb.Rows() {
+			fmt.Fprintln(tw, "    "+strings.Join(row, "\t"))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	} else if r.Capacity > 0 {
 		fmt.Fprintf(w, "SLO capacity: %g\n", r.Capacity)
 	}
 	s := r.Stability

@@ -1,0 +1,138 @@
+package trial
+
+import (
+	"bytes"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func readScrape(t *testing.T, name string) LatencyScrape {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "latency", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ParseLatencyScrape(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func within(a, b, eps float64) bool { return math.Abs(a-b) <= eps }
+
+// The fixtures are two engines' histograms before and after a window in
+// which three requests finished: queue 0.6, 0.7, 0.2 s, prefill 0.3,
+// 0.3, 0.45 s, decode 1.1, 2.1, 3.0 s.
+func TestDecomposeFixture(t *testing.T) {
+	before, after := readScrape(t, "before.txt"), readScrape(t, "after.txt")
+	if h := after[HistQueue]; h.Count != 6 || len(h.Bounds) != 21 || h.Bounds[0] != 0.3 {
+		t.Fatalf("queue histogram summed over engines: %+v", h)
+	}
+	ms := func(d float64) time.Duration { return time.Duration(d * float64(time.Millisecond)) }
+	recs := []Record{
+		{Chunks: []time.Duration{ms(905), ms(2010)}, OutputLen: 2},
+		{Chunks: []time.Duration{ms(1002), ms(3120)}, OutputLen: 2},
+		{Chunks: []time.Duration{ms(653), ms(3660)}, OutputLen: 2},
+		{Err: "500 Internal Server Error"}, // failed: not in the client's mean
+	}
+	b, err := Decompose(before, after, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const eps = 1e-6
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"engine requests", float64(b.EngineRequests), 3},
+		{"client requests", float64(b.ClientRequests), 3},
+		{"queue mean", b.Queue.Mean, 500},
+		{"prefill mean", b.Prefill.Mean, 350},
+		{"decode mean", b.Decode.Mean, (1100 + 2100 + 3000) / 3.0},
+		{"engine e2e mean", b.EngineE2E.Mean, (2000 + 3100 + 3650) / 3.0},
+		// Buckets of the window: queue <=0.3: 1, <=0.8: 3, so the median
+		// (rank 1.5) is 0.5 + 0.3 x 0.5/2 s; decode <=1.5: 1, <=2.5: 2, <=5: 3.
+		{"queue p50", b.Queue.P50, 575},
+		{"queue p95", b.Queue.P95, 777.5},
+		{"decode p50", b.Decode.P50, 2250},
+		{"decode p99", b.Decode.P99, 2500 + 2500*0.97},
+		{"client e2el", b.ClientE2ELMS, (2010 + 3120 + 3660) / 3.0},
+		{"client ttft", b.ClientTTFTMS, (905 + 1002 + 653) / 3.0},
+		{"client share", b.ClientMS, (2010+3120+3660)/3.0 - 500 - 350 - 6200/3.0},
+	} {
+		if !within(c.got, c.want, eps) {
+			t.Errorf("%s: %.6f, want %.6f", c.name, c.got, c.want)
+		}
+	}
+	if s := b.Shares(); !within(s[0]+s[1]+s[2]+s[3], 1, 1e-9) {
+		t.Errorf("shares %v do not add up to 1", s)
+	}
+}
+
+func TestDecomposeErrors(t *testing.T) {
+	before, after := readScrape(t, "before.txt"), readScrape(t, "after.txt")
+	if _, err := Decompose(after, before, nil); err == nil || !strings.Contains(err.Error(), "went down") {
+		t.Errorf("counters going down: %v", err)
+	}
+	noPhases := LatencyScrape{HistE2E: after[HistE2E]}
+	if _, err := Decompose(LatencyScrape{}, noPhases, nil); err != ErrNoPhaseHistograms {
+		t.Errorf("missing histograms: %v", err)
+	}
+	s, err := ParseLatencyScrape(strings.NewReader(vllmMetrics))
+	if err != nil || len(s) != 0 {
+		t.Errorf("exposition without phase histograms: %v %v", s, err)
+	}
+	if _, err := ParseLatencyScrape(strings.NewReader("vllm:request_queue_time_seconds_bucket{le=\"0.3\" 1\n")); err == nil {
+		t.Error("garbage accepted")
+	}
+}
+
+func TestHistogramQuantile(t *testing.T) {
+	h := Histogram{Count: 10, Bounds: []float64{1, 2, 4}, Buckets: []float64{0, 5, 8}}
+	for _, c := range []struct{ q, want float64 }{
+		{0, 1}, {0.25, 1.5}, {0.5, 2}, {0.65, 3}, {0.8, 4}, {0.99, 4}, // beyond the last bound: the bound
+	} {
+		if got := h.Quantile(c.q); !within(got, c.want, 1e-9) {
+			t.Errorf("q%.2f = %v, want %v", c.q, got, c.want)
+		}
+	}
+	if !math.IsNaN((Histogram{}).Quantile(0.5)) {
+		t.Error("empty histogram has a quantile")
+	}
+}
+
+func FuzzParseLatencyScrape(f *testing.F) {
+	for _, n := range []string{"before.txt", "after.txt"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "latency", n))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(vllmMetrics))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := ParseLatencyScrape(bytes.NewReader(b))
+		if err != nil {
+			return
+		}
+		for name, h := range s {
+			if len(h.Bounds) != len(h.Buckets) {
+				t.Fatalf("%s: %d bounds, %d buckets", name, len(h.Bounds), len(h.Buckets))
+			}
+			for i := 1; i < len(h.Bounds); i++ {
+				if !(h.Bounds[i] > h.Bounds[i-1]) {
+					t.Fatalf("%s: bounds not increasing: %v", name, h.Bounds)
+				}
+			}
+			for _, q := range []float64{0, 0.5, 0.99, 1} {
+				h.Quantile(q)
+			}
+		}
+		Decompose(LatencyScrape{}, s, nil) // must not panic
+	})
+}
