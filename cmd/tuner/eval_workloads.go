@@ -27,6 +27,7 @@ func withEvalWorkloads(c *cli.Command) *cli.Command {
 			&cli.StringSliceFlag{Name: "target", Usage: "MODEL:GPU[:GPUS] (repeatable; default: Llama-3.1-8B on H100 and A100, Qwen2.5-7B on L40S)"},
 			&cli.Float64Flag{Name: "time-scale", Value: 1, Usage: "the simulator's real seconds per simulated second"},
 			&cli.StringFlag{Name: "vllm-sim", Usage: "vllm-sim executable (default: next to tuner, then on PATH)"},
+			&cli.StringFlag{Name: "log-dir", Usage: "keep the engine logs and raw per-request data here (default: a temporary directory, removed)"},
 			&cli.BoolFlag{Name: "json", Usage: "JSON"},
 		},
 		Action: runEvalWorkloads,
@@ -57,12 +58,15 @@ func runEvalWorkloads(c *cli.Context) error {
 			cfg.Targets = append(cfg.Targets, t)
 		}
 	}
-	dir, err := os.MkdirTemp("", "tuner-eval-workloads-")
-	if err != nil {
-		return err
+	cfg.LogDir = c.String("log-dir")
+	if cfg.LogDir == "" {
+		dir, err := os.MkdirTemp("", "tuner-eval-workloads-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		cfg.LogDir = dir
 	}
-	defer os.RemoveAll(dir)
-	cfg.LogDir = dir
 	rep, err := eval.MeasureWorkloads(c.Context, cfg)
 	if err != nil {
 		return asUsage(err)
