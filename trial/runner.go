@@ -541,7 +541,7 @@ func (lr *levelRunner) measure(ctx context.Context, idx int, v float64, lw Workl
 
 	var extended int
 	var early bool
-	var earlyCI float64
+	var earlyA Analysis
 	every := max(10, lw.NumRequests/10)
 	start := time.Now()
 	gate := func(next int, done []Record) bool {
@@ -553,7 +553,7 @@ func (lr *levelRunner) measure(ctx context.Context, idx int, v float64, lw Workl
 				// Issuing goes on, so every request done so far was served at
 				// full load.
 				if a := analyze(done, sc, true); a.Stable && a.CIHalfWidth <= sc.CITarget {
-					early, earlyCI = true, a.CIHalfWidth
+					early, earlyA = true, a
 					return false
 				}
 			}
@@ -597,10 +597,15 @@ func (lr *levelRunner) measure(ctx context.Context, idx int, v float64, lw Workl
 	}
 	met, viol := lr.w.SLO.Check(&m)
 	st := a.Stability
-	st.Extended, st.EarlyStopped = extended, early
 	if early {
-		st.Reason = strings.TrimSuffix(fmt.Sprintf("early stop at throughput CI half-width %.1f%%; %s", 100*earlyCI, st.Reason), "; ")
+		// The verdict the stop was decided on, when every request done
+		// had been served at full load (the final analysis leaves out
+		// those that ended after the last send: the load was draining).
+		st = earlyA.Stability
+		st.WarmupS = a.WarmupS
+		st.Reason = strings.TrimSuffix(fmt.Sprintf("early stop at throughput CI half-width %.1f%%; %s", 100*st.CIHalfWidth, st.Reason), "; ")
 	}
+	st.Extended, st.EarlyStopped = extended, early
 	st.NoteOverload(&m)
 	l := Level{Metrics: m, SLOMet: met, Violations: viol, Stability: st}
 	rl := RawLevel{Records: recs}

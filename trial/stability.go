@@ -181,7 +181,7 @@ func analyze(recs []Record, c StabilityConfig, fullLoad bool) Analysis {
 		// throughput whatever the phase of its waves.
 		a.WindowThroughput = closedLoopBatches(lat, c)
 		if len(a.WindowThroughput) < c.MinWindows {
-			a.Reason = fmt.Sprintf("too few requests at full load for %d batches of at least %d (%d)", c.MinWindows, closedBatch(c), len(lat))
+			a.Reason = fmt.Sprintf("too few requests at full load for %d batches of at least %d (%d)", c.MinWindows, closedBatch(len(lat), c), len(lat))
 			return a
 		}
 	}
@@ -261,26 +261,26 @@ func analyze(recs []Record, c StabilityConfig, fullLoad bool) Analysis {
 	return a
 }
 
-// closedBatch is the size of closedLoopBatches' batches: at least
-// MinPerWindow requests and half a round (Concurrency / 2), so that the
-// batch means of a desynchronised loop, whose neighbours overlap in time,
-// are nearly independent.
-func closedBatch(c StabilityConfig) int {
-	return max(1, c.MinPerWindow, (c.Concurrency+1)/2)
+// closedBatch is the size of closedLoopBatches' batches for n requests:
+// at least MinPerWindow, n / MaxWindows and half a round (Concurrency /
+// 2), so that the batch means of a desynchronised loop, whose neighbours
+// overlap in time, are nearly independent.
+func closedBatch(n int, c StabilityConfig) int {
+	return max(1, c.MinPerWindow, (c.Concurrency+1)/2, (n+c.MaxWindows-1)/max(1, c.MaxWindows))
 }
 
 // closedLoopBatches is a closed loop's output throughput per batch of
-// consecutive requests (start order), by Little's law: Concurrency users
-// each waiting one E2EL per request deliver Concurrency x (tokens / sum of
-// E2EL) tokens per second. Fixed-time windows do not measure a loop whose
-// identical requests complete in synchronised waves (a window holds a
-// wave's tokens or the gap between waves: 374 to 18,158 tok/s on one
-// vllm-sim trial); every request of such a wave has the wave's latency, so
-// request-level batches are steady whatever the phase. recs are the
-// requests served at full load in start order; there are at most
-// MaxWindows batches of at least closedBatch(c) requests.
+// consecutive requests (start order, closedBatch), by Little's law:
+// Concurrency users each waiting one E2EL per request deliver Concurrency x
+// (tokens / sum of E2EL) tokens per second. Fixed-time windows do not
+// measure a loop whose identical requests complete in synchronised waves
+// (a window holds a wave's tokens or the gap between waves: 743 to 18,077
+// tok/s on one vllm-sim trial of short-high-concurrency); every request of
+// such a wave has the wave's latency, so request-level batches are steady
+// whatever the phase. recs are the requests served at full load, in start
+// order.
 func closedLoopBatches(recs []*Record, c StabilityConfig) []float64 {
-	b := max(closedBatch(c), (len(recs)+c.MaxWindows-1)/max(1, c.MaxWindows))
+	b := closedBatch(len(recs), c)
 	k := len(recs) / b
 	out := make([]float64, 0, k)
 	for j := range k {
