@@ -61,9 +61,10 @@ type Config struct {
 	MaxRate           float64
 	CapacityLevels    int
 	CapacityTolerance float64
-	// CapacityRounds: in capacity mode a closed-loop level sends at least
-	// this many requests per unit of concurrency (and a warm-up of one
-	// round), so every level reaches a steady state (see CapacityWorkload).
+	// CapacityRounds: a closed-loop level (in capacity mode and at a
+	// fixed load) sends at least this many requests per unit of
+	// concurrency (and a warm-up of one round), so every level reaches a
+	// steady state (see CapacityWorkload); an early stop cuts it short.
 	CapacityRounds int
 	// MaxRequests caps a duration-bound closed loop.
 	MaxRequests int
@@ -356,7 +357,7 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Re
 		err = lr.capacity(ctx, &res)
 	default:
 		for i, v := range loadValues(w) {
-			if err = lr.measure(ctx, i, v, atLoad(w, v)); err != nil {
+			if err = lr.measure(ctx, i, v, CapacityWorkload(w, v, r.cfg.CapacityRounds)); err != nil {
 				break
 			}
 		}
@@ -504,9 +505,11 @@ func atLoad(w Workload, v float64) Workload {
 	return lw
 }
 
-// CapacityWorkload is w at load v as capacity mode measures it: for a
-// closed loop at least rounds x v requests after a warm-up of at least v
-// (with fewer requests than the concurrency a level never reaches it).
+// CapacityWorkload is w at load v as the runner measures it (in capacity
+// mode and at a fixed level): for a closed loop at least rounds x v
+// requests after a warm-up of at least v (with fewer requests than the
+// concurrency a level never reaches it, and a level of one or two rounds
+// has no steady state to measure).
 func CapacityWorkload(w Workload, v float64, rounds int) Workload {
 	lw := atLoad(w, v)
 	if lw.Arrival.Closed() && lw.NumRequests > 0 {
@@ -524,6 +527,9 @@ func (lr *levelRunner) measure(ctx context.Context, idx int, v float64, lw Workl
 	cfg := lr.r.cfg
 	sc := cfg.Stability
 	closed := lw.Arrival.Closed()
+	if closed {
+		sc.Concurrency = lw.Arrival.Concurrency
+	}
 	lr.r.progress(Event{Phase: "level", Level: idx, Load: v, Closed: closed})
 	select {
 	case <-lr.eng.Exited():
@@ -549,7 +555,7 @@ func (lr *levelRunner) measure(ctx context.Context, idx int, v float64, lw Workl
 
 	var extended int
 	var early bool
-	var earlyCI float64
+	var earlyA Analysis
 	every := max(10, lw.NumRequests/10)
 	start := time.Now()
 	gate := func(next int, done []Record) bool {
@@ -558,8 +564,10 @@ func (lr *levelRunner) measure(ctx context.Context, idx int, v float64, lw Workl
 		}
 		if next < limit {
 			if next > lw.Warmup && next%every == 0 && measuredOK(done) >= int(sc.EarlyStopMin*float64(lw.NumRequests)) {
-				if a := Analyze(done, sc); a.Stable && a.CIHalfWidth <= sc.CITarget {
-					early, earlyCI = true, a.CIHalfWidth
+				// Issuing goes on, so every request done so far was served at
+				// full load.
+				if a := analyze(done, sc, true); a.Stable && a.CIHalfWidth <= sc.CITarget {
+					early, earlyA = true, a
 					return false
 				}
 			}
@@ -614,10 +622,15 @@ func (lr *levelRunner) measure(ctx context.Context, idx int, v float64, lw Workl
 	}
 	met, viol := lr.w.SLO.Check(&m)
 	st := a.Stability
-	st.Extended, st.EarlyStopped = extended, early
 	if early {
-		st.Reason = strings.TrimSuffix(fmt.Sprintf("early stop at throughput CI half-width %.1f%%; %s", 100*earlyCI, st.Reason), "; ")
+		// The verdict the stop was decided on, when every request done
+		// had been served at full load (the final analysis leaves out
+		// those that ended after the last send: the load was draining).
+		st = earlyA.Stability
+		st.WarmupS = a.WarmupS
+		st.Reason = strings.TrimSuffix(fmt.Sprintf("early stop at throughput CI half-width %.1f%%; %s", 100*st.CIHalfWidth, st.Reason), "; ")
 	}
+	st.Extended, st.EarlyStopped = extended, early
 	st.NoteOverload(&m)
 	l := Level{Metrics: m, SLOMet: met, Violations: viol, Stability: st}
 	rl := RawLevel{Records: recs}

@@ -331,3 +331,30 @@ func TestSimCapacity(t *testing.T) {
 		t.Errorf("primary level %+v", res.Levels[res.Primary])
 	}
 }
+
+// TestSimShippedWorkloadStopsEarly runs the shipped short-high-concurrency
+// workload (a closed loop at concurrency 256 whose identical requests
+// complete in synchronised waves) on vllm-sim: the level reaches a steady
+// state with a throughput CI within the 2% target and stops early.
+func TestSimShippedWorkloadStopsEarly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-time simulator run")
+	}
+	tg := simTarget(t)
+	cfg := simConfig(t, tg, nil)
+	w, err := trial.LoadWorkload("short-high-concurrency")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := simRunner(t).Run(context.Background(), cfg, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trial.NoLeftoversForTest(t)
+	st := res.Stability
+	m := res.Metrics()
+	t.Logf("%s: %+v; %d completed, %.0f tok/s, measured %.1f s", res.String(), st, m.Completed, m.OutputThroughput, res.Phases.MeasureS)
+	if res.Status != trial.StatusOK || st.CIHalfWidth > trial.DefaultStabilityConfig().CITarget || !st.EarlyStopped {
+		t.Errorf("want ok, CI <= 2%% and an early stop; got %s, CI %.2f%%, early stop %v: %s", res.String(), 100*st.CIHalfWidth, st.EarlyStopped, st.Reason)
+	}
+}

@@ -33,6 +33,10 @@ type StabilityConfig struct {
 	// EarlyStopMin is the fraction of NumRequests that must complete before
 	// an early stop (default 0.5).
 	EarlyStopMin float64
+	// Concurrency is the closed loop's concurrency of the level analysed
+	// (0: an open loop); the runner sets it per level. A closed loop's
+	// throughput windows are then request-level (see closedLoopBatches).
+	Concurrency int
 }
 
 // DefaultStabilityConfig returns the defaults documented on StabilityConfig.
@@ -69,7 +73,11 @@ type Analysis struct {
 // twice the sampling noise 1/sqrt(requests per window), whichever is
 // larger. CIHalfWidth is the relative 95% Student-t half-width of the mean
 // window rate (the early-stop criterion).
-func Analyze(recs []Record, c StabilityConfig) Analysis {
+func Analyze(recs []Record, c StabilityConfig) Analysis { return analyze(recs, c, false) }
+
+// analyze is Analyze; with fullLoad every kept request counts as served at
+// full load (the early-stop check, while issuing goes on).
+func analyze(recs []Record, c StabilityConfig, fullLoad bool) Analysis {
 	var a Analysis
 	var kept []*Record
 	for i := range recs {
@@ -108,7 +116,7 @@ func Analyze(recs []Record, c StabilityConfig) Analysis {
 	var sk []*Record
 	var se []float64
 	for i, r := range kept {
-		if r.Start+r.Latency() <= t1 {
+		if fullLoad || r.Start+r.Latency() <= t1 {
 			sk, se = append(sk, r), append(se, e2el[i])
 		}
 	}
@@ -168,6 +176,15 @@ func Analyze(recs []Record, c StabilityConfig) Analysis {
 			a.WindowThroughput[w] = tokens[w] / rwidth.Seconds()
 		}
 	}
+	if c.Concurrency > 0 {
+		// The requests served at full load (lat) measure a closed loop's
+		// throughput whatever the phase of its waves.
+		a.WindowThroughput = closedLoopBatches(lat, c)
+		if len(a.WindowThroughput) < c.MinWindows {
+			a.Reason = fmt.Sprintf("too few requests at full load for %d batches of at least %d (%d)", c.MinWindows, closedBatch(len(lat), c), len(lat))
+			return a
+		}
+	}
 	samples := make([][]float64, k)
 	for i, r := range lat {
 		if w := win(r.Start); w >= 0 {
@@ -176,10 +193,10 @@ func Analyze(recs []Record, c StabilityConfig) Analysis {
 	}
 
 	mean, sd := stat.MeanStdDev(a.WindowThroughput, nil)
-	if mean > 0 {
+	if nw := len(a.WindowThroughput); mean > 0 {
 		a.ThroughputCV = sd / mean
-		tq := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(k - 1)}.Quantile(0.975)
-		a.CIHalfWidth = tq * sd / math.Sqrt(float64(k)) / mean
+		tq := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(nw - 1)}.Quantile(0.975)
+		a.CIHalfWidth = tq * sd / math.Sqrt(float64(nw)) / mean
 	}
 	a.MinKSPValue = 1
 	for i := range samples {
@@ -242,6 +259,41 @@ func Analyze(recs []Record, c StabilityConfig) Analysis {
 	a.Stable = len(bad) == 0
 	a.Reason = strings.Join(bad, "; ")
 	return a
+}
+
+// closedBatch is the size of closedLoopBatches' batches for n requests:
+// at least MinPerWindow, n / MaxWindows and half a round (Concurrency /
+// 2), so that the batch means of a desynchronised loop, whose neighbours
+// overlap in time, are nearly independent.
+func closedBatch(n int, c StabilityConfig) int {
+	return max(1, c.MinPerWindow, (c.Concurrency+1)/2, (n+c.MaxWindows-1)/max(1, c.MaxWindows))
+}
+
+// closedLoopBatches is a closed loop's output throughput per batch of
+// consecutive requests (start order, closedBatch), by Little's law:
+// Concurrency users each waiting one E2EL per request deliver Concurrency x
+// (tokens / sum of E2EL) tokens per second. Fixed-time windows do not
+// measure a loop whose identical requests complete in synchronised waves
+// (a window holds a wave's tokens or the gap between waves: 743 to 18,077
+// tok/s on one vllm-sim trial of short-high-concurrency); every request of
+// such a wave has the wave's latency, so request-level batches are steady
+// whatever the phase. recs are the requests served at full load, in start
+// order.
+func closedLoopBatches(recs []*Record, c StabilityConfig) []float64 {
+	b := closedBatch(len(recs), c)
+	k := len(recs) / b
+	out := make([]float64, 0, k)
+	for j := range k {
+		var tok, lat float64
+		for _, r := range recs[j*b : (j+1)*b] {
+			tok += float64(r.Tokens())
+			lat += r.Latency().Seconds()
+		}
+		if lat > 0 {
+			out = append(out, float64(c.Concurrency)*tok/lat)
+		}
+	}
+	return out
 }
 
 // blockSize is the mean number of requests in flight over the kept span

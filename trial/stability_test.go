@@ -173,3 +173,73 @@ func TestAnalyzeLockstepClosedLoop(t *testing.T) {
 		}
 	}
 }
+
+// TestClosedLoopThroughputCI: a closed loop's throughput CI comes from
+// request-level batches (Little's law), which measure the loop's rate
+// whatever the phase of its waves; fixed-time windows do not.
+func TestClosedLoopThroughputCI(t *testing.T) {
+	const c, out = 256, 64
+	// Waves of 256 identical requests, 1.3 s each: 256 x 64 / 1.3 s.
+	wave := lockstep(6*c, c, out, 0.005, func(int) float64 { return 1300 }, 3)
+	// A desynchronised loop: 32 users, 10 ms apart, each request 320 ms
+	// (one send every 10 ms at concurrency 32), 20 tokens.
+	desync := synth(600, 10*time.Millisecond, 20, func(int) float64 { return 320 }, 4)
+	// The same loop whose latency (and so its rate) halves after 300
+	// requests: the batches differ.
+	shift := synth(600, 10*time.Millisecond, 20, func(i int) float64 {
+		if i >= 300 {
+			return 160
+		}
+		return 320
+	}, 5)
+	for _, tc := range []struct {
+		name   string
+		recs   []Record
+		conc   int
+		want   float64 // tok/s, 0: not checked
+		stable bool
+		maxCI  float64
+	}{
+		{"waves", wave, c, c * out / 1.3, true, 0.02},
+		{"desynchronised", desync, 32, 2000, true, 0.02},
+		{"rate shift", shift, 32, 0, false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc := DefaultStabilityConfig()
+			sc.Concurrency = tc.conc
+			a := Analyze(tc.recs, sc)
+			if a.Stable != tc.stable {
+				t.Fatalf("stable %v, want %v: %s (cv %.3f, batches %.0f)", a.Stable, tc.stable, a.Reason, a.ThroughputCV, a.WindowThroughput)
+			}
+			if a.CIHalfWidth > tc.maxCI || len(a.WindowThroughput) < sc.MinWindows {
+				t.Errorf("CI %.4f over %d batches, want <= %.2f over >= %d", a.CIHalfWidth, len(a.WindowThroughput), tc.maxCI, sc.MinWindows)
+			}
+			if tc.want > 0 {
+				var sum float64
+				for _, x := range a.WindowThroughput {
+					sum += x
+				}
+				if m := sum / float64(len(a.WindowThroughput)); math.Abs(m-tc.want)/tc.want > 0.02 {
+					t.Errorf("batch throughput %.0f tok/s, want %.0f +- 2%%", m, tc.want)
+				}
+			}
+		})
+	}
+	// vllm-sim's records of the shipped short-high-concurrency workload
+	// (Llama-3.1-8B on H100, concurrency 256, 64 output tokens; `tuner
+	// eval workloads --log-dir`): fixed-time windows swing 743 to 18,077
+	// tok/s, the batches agree within 2%.
+	h, err := ReadRaw("testdata/short-high-concurrency-live.raw.jsonl.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := h.Levels[0].Records
+	if a := Analyze(recs, DefaultStabilityConfig()); a.Stable || a.CIHalfWidth < 0.5 {
+		t.Errorf("fixed-time windows over the live waves: stable %v, CI %.3f; want unstable, CI > 50%%", a.Stable, a.CIHalfWidth)
+	}
+	sc := DefaultStabilityConfig()
+	sc.Concurrency = h.Levels[0].Concurrency
+	if a := Analyze(recs, sc); !a.Stable || a.CIHalfWidth > sc.CITarget {
+		t.Errorf("request-level batches over the live waves: stable %v (%s), CI %.3f; want stable within %.2f", a.Stable, a.Reason, a.CIHalfWidth, sc.CITarget)
+	}
+}
