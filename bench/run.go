@@ -74,8 +74,8 @@ type Config struct {
 	// OnProgress receives the same figures before each load level (the
 	// service streams them); nil: none.
 	OnProgress func(Progress)
-	Logger             *slog.Logger
-	Now                func() time.Time
+	Logger     *slog.Logger
+	Now        func() time.Time
 }
 
 // DefaultConfig returns the defaults; set Launch.

@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"os"
 	"strings"
-
-
 )
 
 // readModelList reads one model a line; blank lines and # comments are

@@ -7,8 +7,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/vllm-tuner/tuner/eval"
 	"github.com/vllm-tuner/tuner/bench"
+	"github.com/vllm-tuner/tuner/eval"
 	"github.com/vllm-tuner/tuner/sim"
 	"github.com/vllm-tuner/tuner/tuner"
 )
