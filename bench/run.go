@@ -72,9 +72,12 @@ type Config struct {
 	GPU                trial.GPUSource // nil: no NVML telemetry
 	SampleEvery        time.Duration
 	ScrapeEvery        time.Duration // 0: no /metrics scraping
-	Progress           io.Writer     // n/N, elapsed, ETA (nil: none)
-	Logger             *slog.Logger
-	Now                func() time.Time
+	Progress           io.Writer     // n/N, elapsed, ETA as text lines (nil: none)
+	// OnProgress receives the same figures before each load level (the
+	// service streams them); nil: none.
+	OnProgress func(Progress)
+	Logger     *slog.Logger
+	Now        func() time.Time
 }
 
 // DefaultConfig returns the defaults; set Launch.
@@ -210,7 +213,7 @@ func (e *executor) run(ctx context.Context) (*Run, error) {
 				return e.end(finish, &r, ctx, fmt.Errorf("restart for cell %s: %w", cell.Name, err))
 			}
 		}
-		res, reqs, cerr := e.cell(ctx, srv, info.Model, cell)
+		res, reqs, cerr := e.cell(ctx, srv, r.ID, info.Model, cell)
 		if len(res.Levels) > 0 && (cerr == nil || !errors.Is(cerr, context.Canceled)) {
 			raw, err := EncodeRaw(reqs)
 			if err != nil {
@@ -246,25 +249,57 @@ func (e *executor) end(finish func(State, string) (*Run, error), r *Run, ctx con
 	return out, errors.Join(err, ferr)
 }
 
-func (e *executor) progress(cell string, load float64, closed bool) {
-	if e.cfg.Progress == nil {
+// Progress is where a run stands as a load level starts: level Done+1 of
+// Total, the cell and load, the time since the run started and the
+// estimated time left (ETA < 0: unknown yet).
+type Progress struct {
+	Run     string
+	Done    int
+	Total   int
+	Cell    string
+	Load    float64
+	Closed  bool // Load is a concurrency (else a rate in req/s)
+	Elapsed time.Duration
+	ETA     time.Duration
+}
+
+// LoadString is the load with its unit: "16 concurrent", "2.5 req/s".
+func (p Progress) LoadString() string {
+	if p.Closed {
+		return fmt.Sprintf("%g concurrent", p.Load)
+	}
+	return fmt.Sprintf("%g req/s", p.Load)
+}
+
+// Line is the progress line `tuner bench run` prints.
+func (p Progress) Line() string {
+	eta := "?"
+	if p.ETA >= 0 {
+		eta = p.ETA.Round(time.Second).String()
+	}
+	return fmt.Sprintf("bench %d/%d  cell %s  load %s  elapsed %s  eta %s", p.Done+1, p.Total, p.Cell, p.LoadString(), p.Elapsed.Round(time.Second), eta)
+}
+
+func (e *executor) progress(run, cell string, load float64, closed bool) {
+	if e.cfg.Progress == nil && e.cfg.OnProgress == nil {
 		return
 	}
 	el := time.Since(e.t0)
-	eta := "?"
+	p := Progress{Run: run, Done: e.done, Total: e.total, Cell: cell, Load: load, Closed: closed, Elapsed: el, ETA: -1}
 	if e.done > 0 {
-		eta = (time.Duration(float64(el) / float64(e.done) * float64(max(0, e.total-e.done)))).Round(time.Second).String()
+		p.ETA = time.Duration(float64(el) / float64(e.done) * float64(max(0, e.total-e.done)))
 	}
-	unit := "req/s"
-	if closed {
-		unit = "concurrent"
+	if e.cfg.Progress != nil {
+		fmt.Fprintln(e.cfg.Progress, p.Line())
 	}
-	fmt.Fprintf(e.cfg.Progress, "bench %d/%d  cell %s  load %g %s  elapsed %s  eta %s\n", e.done+1, e.total, cell, load, unit, el.Round(time.Second), eta)
+	if e.cfg.OnProgress != nil {
+		e.cfg.OnProgress(p)
+	}
 }
 
 // cell measures one cell's levels; it returns what it measured even when
 // it stopped early.
-func (e *executor) cell(ctx context.Context, srv Server, model string, c Cell) (CellResult, []Request, error) {
+func (e *executor) cell(ctx context.Context, srv Server, run, model string, c Cell) (CellResult, []Request, error) {
 	res := CellResult{Name: c.Name, Workload: c.Workload}
 	client := trial.NewClient(srv.BaseURL(), model, e.cfg.RequestTimeout)
 	defer client.Close()
@@ -272,7 +307,7 @@ func (e *executor) cell(ctx context.Context, srv Server, model string, c Cell) (
 	w := c.Workload
 	measure := func(v float64) (bool, error) {
 		li := len(res.Levels)
-		e.progress(c.Name, v, w.Arrival.Closed())
+		e.progress(run, c.Name, v, w.Arrival.Closed())
 		l, rs, err := e.level(ctx, srv, client, w, li, v)
 		e.done++
 		if err != nil {

@@ -18,6 +18,7 @@ type Event struct {
 	Job      string         `json:"job"`
 	State    store.JobState `json:"state"`
 	Study    string         `json:"study,omitempty"`
+	Run      string         `json:"run,omitempty"` // a bench job's benchmark run
 	Phase    string         `json:"phase,omitempty"`
 	Done     int            `json:"done"`
 	Total    int            `json:"total"`

@@ -111,7 +111,12 @@ func (s *Server) runJob(ctx, jctx context.Context, set int, j store.Job) {
 	defer s.metrics.running.Dec()
 	log := s.log.With("job", j.ID, "gpu_set", set, "run", j.Runs)
 	log.Info("job start")
-	err := s.search(jctx, set, &j, log)
+	var err error
+	if j.Kind == KindBench {
+		err = s.benchmark(jctx, set, &j, log)
+	} else {
+		err = s.search(jctx, set, &j, log)
+	}
 	s.mu.Lock()
 	delete(s.cancels, j.ID)
 	s.mu.Unlock()

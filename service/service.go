@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"embed"
@@ -103,6 +104,7 @@ func (s *Server) Handler() http.Handler {
 	read("GET /api/v1/jobs", s.listJobs)
 	read("GET /api/v1/jobs/{id}", s.getJob)
 	read("GET /api/v1/events", s.events)
+	s.benchRoutes(read)
 	write("POST /api/v1/jobs", s.postJob)
 	write("POST /api/v1/jobs/{id}/cancel", s.cancelJob)
 	read("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}).ServeHTTP)
@@ -174,11 +176,19 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // validates its flags. Options that name executables or directories of the
 // server are refused: the server's operator sets those.
 func ParseJob(body io.Reader) (tuner.SearchSpec, error) {
-	spec := tuner.DefaultSearchSpec()
+	req := struct {
+		Kind string `json:"kind,omitempty"` // "search" or absent
+		tuner.SearchSpec
+	}{SearchSpec: tuner.DefaultSearchSpec()}
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&spec); err != nil {
+	err := dec.Decode(&req)
+	spec := req.SearchSpec
+	if err != nil {
 		return spec, tuner.Usagef("job body: %w", err)
+	}
+	if req.Kind != "" && req.Kind != KindSearch {
+		return spec, tuner.Usagef("job body: kind %q: want %q or %q", req.Kind, KindSearch, KindBench)
 	}
 	if dec.More() {
 		return spec, tuner.Usagef("job body: more than one JSON value")
@@ -208,12 +218,17 @@ func ParseJob(body io.Reader) (tuner.SearchSpec, error) {
 
 func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
-	spec, err := ParseJob(r.Body)
+	body, err := io.ReadAll(r.Body)
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body over %d bytes", mbe.Limit))
 		return
 	}
+	if err != nil {
+		s.writeErr(w, tuner.Usagef("job body: %w", err))
+		return
+	}
+	kind, spec, err := s.parseJob(r.Context(), body)
 	if err != nil {
 		s.writeErr(w, err)
 		return
@@ -223,16 +238,26 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, err)
 		return
 	}
-	j, err := s.db.AddJob(r.Context(), store.Job{Kind: "search", Spec: raw, State: store.JobQueued, GPUSet: -1})
+	j, err := s.db.AddJob(r.Context(), store.Job{Kind: kind, Spec: raw, State: store.JobQueued, GPUSet: -1})
 	if err != nil {
 		s.writeErr(w, err)
 		return
 	}
-	s.log.Info("job queued", "job", j.ID, "model", spec.Model, "gpu", spec.GPU, "engine", spec.Engine)
+	s.log.Info("job queued", "job", j.ID, "kind", kind)
 	s.refreshQueue(r.Context())
 	s.poke()
 	s.hub.publish(Event{Job: j.ID, State: j.State})
 	writeJSON(w, http.StatusCreated, j)
+}
+
+// parseJob reads a job body of either kind.
+func (s *Server) parseJob(ctx context.Context, body []byte) (string, any, error) {
+	if jobKind(body) == KindBench {
+		spec, err := ParseBenchJob(ctx, bytes.NewReader(body), s.st)
+		return KindBench, spec, err
+	}
+	spec, err := ParseJob(bytes.NewReader(body))
+	return KindSearch, spec, err
 }
 
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {

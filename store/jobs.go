@@ -48,6 +48,9 @@ type Job struct {
 	// Runs counts the starts of the job (a restart of the service resumes
 	// a running job: Runs > 1).
 	Runs int `json:"runs"`
+	// BenchRuns are the benchmark runs a bench job stored (one per model
+	// of a release tier).
+	BenchRuns []string `json:"bench_runs,omitempty"`
 }
 
 // AddJob appends a job to the queue; ID, Seq, V and a zero Created are set

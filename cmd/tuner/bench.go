@@ -1,22 +1,19 @@
 package main
 
 import (
-	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/vllm-tuner/tuner/bench"
-	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
@@ -56,7 +53,7 @@ func benchCommand() *cli.Command {
 				&cli.StringFlag{Name: "vllm-sim", Usage: "vllm-sim executable (--engine sim; default: next to tuner, then on PATH)"},
 				&cli.StringFlag{Name: "log-dir", Usage: "engine logs (default: beside the database)"},
 			},
-			Action: benchRunTier,
+			Action: benchRun,
 		}, {
 			Name:  "list",
 			Usage: "list stored benchmark runs",
@@ -111,83 +108,53 @@ func benchCommand() *cli.Command {
 	}
 }
 
-func parseLabels(kvs []string, allowBare bool) (map[string]string, error) {
-	if len(kvs) == 0 {
-		return nil, nil
-	}
-	out := map[string]string{}
-	for _, kv := range kvs {
-		k, v, ok := strings.Cut(kv, "=")
-		if k == "" || (!ok && !allowBare) {
-			return nil, usagef("--label %q: want KEY=VALUE", kv)
-		}
-		out[k] = v
-	}
-	return out, nil
-}
+// parseLabels reads --label values (the core's ParseLabels).
+var parseLabels = tuner.ParseLabels
 
-var trialIDRe = regexp.MustCompile(`^[0-9a-f]{12}-[0-9]+$`)
-
-// benchConfig resolves --config: a YAML file, a trial ID, or a config ID
-// (prefix) of a stored trial. It returns the engine flags and the model the
-// trial ran (if any).
-func benchConfig(c *cli.Context, arg string) (flags []string, cfg *spaces.Config, model string, err error) {
-	if _, serr := os.Stat(arg); serr == nil {
-		flags, err = bench.ConfigFileFlags(arg)
-		return flags, nil, "", asUsage(err)
-	}
-	st, err := openReader(c)
-	if err != nil {
-		return nil, nil, "", usagef("--config %s: not a file, and no database to look it up: %v", arg, err)
-	}
-	defer st.Close()
-	var tr *store.Trial
-	if trialIDRe.MatchString(arg) {
-		t, err := st.Trial(c.Context, arg)
-		if err != nil {
-			return nil, nil, "", usagef("--config %s: %v", arg, err)
-		}
-		tr = &t
-	} else {
-		studies, err := st.Studies(c.Context)
-		if err != nil {
-			return nil, nil, "", err
-		}
-		for _, s := range studies {
-			ts, err := st.Trials(c.Context, s.ID, store.TrialFilter{})
-			if err != nil {
-				return nil, nil, "", err
-			}
-			for i := range ts {
-				if ts[i].Result != nil && arg != "" && strings.HasPrefix(ts[i].Result.ConfigID, arg) {
-					tr = &ts[i]
-				}
-			}
-		}
-		if tr == nil {
-			return nil, nil, "", usagef("--config %s: not a file, a trial ID or a stored config ID", arg)
-		}
-	}
-	if tr.Result == nil {
-		return nil, nil, "", usagef("--config %s: trial has no config", arg)
-	}
-	study, err := st.Study(c.Context, tr.StudyID)
-	if err == nil {
-		model = study.Key.Model
-	}
-	cf := tr.Result.Config
-	return cf.Flags(), &cf, model, nil
-}
-
-func benchRun(c *cli.Context) error {
+// benchSpec turns the bench run flags into the core's job description.
+func benchSpec(c *cli.Context) (tuner.BenchSpec, error) {
 	if c.NArg() > 0 {
-		return usagef("bench run takes no arguments, got %q", c.Args().First())
+		return tuner.BenchSpec{}, usagef("bench run takes no arguments, got %q", c.Args().First())
 	}
-	m, err := tierMatrix(c)
+	s := tuner.BenchSpec{
+		Matrix: c.String("matrix"), Tier: c.String("tier"), Config: c.String("config"), URL: c.String("url"),
+		Model: c.String("model"), GPU: c.String("gpu"), GPUs: c.Int("gpus"), Labels: c.StringSlice("label"),
+		RestartPerCell: c.Bool("restart-per-cell"), Telemetry: c.String("telemetry"),
+		RequestTimeout: tuner.Duration(c.Duration("request-timeout")), StartupTimeout: tuner.Duration(c.Duration("startup-timeout")),
+		EngineArgs: c.StringSlice("engine-arg"), VLLM: c.String("vllm"), VLLMSim: c.String("vllm-sim"), LogDir: c.String("log-dir"),
+	}
+	if c.IsSet("engine") {
+		s.Engine = c.String("engine")
+	}
+	if p := c.String("models"); p != "" {
+		// The file is read when it will be used; otherwise the core says
+		// why --models does not apply.
+		s.Models = []string{p}
+		if s.Tier == "release" && s.Model == "" {
+			var err error
+			if s.Models, err = readModelList(p); err != nil {
+				return s, err
+			}
+		}
+	}
+	s.Lookup = func(ctx context.Context) (tuner.ConfigSource, func(), error) {
+		st, err := openReader(c)
+		if err != nil {
+			return nil, nil, err
+		}
+		return st, func() { st.Close() }, nil
+	}
+	return s, nil
+}
+
+// benchRun is `tuner bench run`: flags to a spec, resolved and run by the
+// core; each run's report is printed as it ends.
+func benchRun(c *cli.Context) error {
+	spec, err := benchSpec(c)
 	if err != nil {
 		return err
 	}
-	labels, err := parseLabels(c.StringSlice("label"), false)
+	b, err := spec.Resolve(c.Context)
 	if err != nil {
 		return err
 	}
@@ -200,100 +167,21 @@ func benchRun(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg := bench.DefaultConfig()
-	cfg.Logger, cfg.Progress, cfg.RestartPerCell = log, c.App.ErrWriter, c.Bool("restart-per-cell")
-	cfg.RequestTimeout = c.Duration("request-timeout")
-	cfg.Run = bench.Run{Tier: c.String("tier"), Labels: labels, Model: c.String("model"),
-		GPU: trial.GPUIdentity{Name: c.String("gpu"), Count: c.Int("gpus")}}
-	switch tel := c.String("telemetry"); tel {
-	case "none":
-		cfg.ScrapeEvery = 0
-	case "engine":
-	case "auto", "nvml":
-		if src, err := trial.OpenNVML(); err == nil {
-			defer src.Close()
-			cfg.GPU = src
-			if id, err := src.Identity(); err == nil && c.String("url") == "" {
-				cfg.Run.GPU = id
-			}
-		} else if tel == "nvml" {
-			return fmt.Errorf("--telemetry nvml: %w", err)
-		}
-	default:
-		return usagef("--telemetry %q: want auto, nvml, engine or none", tel)
-	}
-	url, conf := c.String("url"), c.String("config")
-	switch {
-	case url != "" && conf != "":
-		return usagef("--url and --config exclude each other (benchmark a running server, or start one)")
-	case url != "":
-		if c.IsSet("engine") || c.Bool("restart-per-cell") {
-			return usagef("--url starts nothing: --engine and --restart-per-cell do not apply")
-		}
-		if cfg.Launch, err = bench.URLLauncher(url, c.String("model"), log); err != nil {
-			return asUsage(err)
-		}
-		cfg.Run.Engine, cfg.Run.URL = "url", url
-	case conf != "":
-		flags, sc, model, err := benchConfig(c, conf)
-		if err != nil {
-			return err
-		}
-		if cfg.Run.Model == "" {
-			cfg.Run.Model = model
-		}
-		if cfg.Run.Model == "" {
-			return usagef("--config %s: give --model (the config does not name one)", conf)
-		}
-		cfg.Run.Config = sc
-		extra, err := checkEngineArgs(c.StringSlice("engine-arg"))
-		if err != nil {
-			return err
-		}
-		var command []string
-		switch eng := c.String("engine"); eng {
-		case engineSim:
-			path, err := findVLLMSim(c.String("vllm-sim"))
-			if err != nil {
-				return err
-			}
-			if cfg.Run.GPU.Name == "" {
-				return usagef("--engine sim needs --gpu (the simulated GPU)")
-			}
-			command = []string{path, "serve", cfg.Run.Model, "--gpu", cfg.Run.GPU.Name, "--gpu-count", fmt.Sprint(cfg.Run.GPU.Count)}
-		case engineVLLM:
-			if _, err := execLookPath(c.String("vllm")); err != nil {
-				return usagef("--engine vllm: %s not found (install vLLM, pass --vllm PATH, or use --engine sim): %v", c.String("vllm"), err)
-			}
-			command = []string{c.String("vllm"), "serve", cfg.Run.Model}
-		default:
-			return usagef("--engine %q: want vllm or sim", eng)
-		}
-		cfg.Run.Engine = c.String("engine")
-		logDir := c.String("log-dir")
-		if logDir == "" {
-			logDir = filepath.Join(filepath.Dir(dbPath), "logs", "bench")
-		}
-		if err := os.MkdirAll(logDir, 0o755); err != nil {
-			return err
-		}
-		cfg.Launch = bench.EngineLauncher(trial.EngineConfig{Command: command, Flags: append(flags, extra...),
-			Host: "127.0.0.1", StopGrace: 10 * time.Second, Logger: log}, c.Duration("startup-timeout"), logDir)
-	default:
-		return usagef("bench run needs --config (start an engine) or --url (a running server)")
-	}
 	st, err := store.Open(c.Context, dbPath, store.Options{Logger: log})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	run, err := bench.Execute(c.Context, cfg, m, st)
-	if run != nil {
-		fmt.Fprintf(c.App.ErrWriter, "run %s stored: %s, %d of %d cells\n", run.ID, run.State, len(run.Cells), len(m.Cells))
-		if len(run.Cells) > 0 {
-			run.Write(c.App.Writer, "text")
-		}
-	}
+	_, err = b.Run(c.Context, tuner.BoltDB{Store: st}, tuner.BenchStartConfig{Logger: log, Progress: c.App.ErrWriter,
+		OnRun: func(run *bench.Run, _ error) {
+			if run == nil {
+				return
+			}
+			fmt.Fprintf(c.App.ErrWriter, "run %s stored: %s, %d of %d cells\n", run.ID, run.State, len(run.Cells), len(b.Matrix.Cells))
+			if len(run.Cells) > 0 {
+				run.Write(c.App.Writer, "text")
+			}
+		}})
 	return err
 }
 
@@ -394,25 +282,7 @@ func benchExport(c *cli.Context) (err error) {
 		}()
 		w = f
 	}
-	cw := bench.NewCSVWriter(w)
-	for i := range r.Cells {
-		cell := &r.Cells[i]
-		if cell.RawKey == "" {
-			continue // imported summary without per-request data
-		}
-		raw, err := st.RunRaw(c.Context, r.ID, i)
-		if err != nil {
-			return err
-		}
-		reqs, err := bench.DecodeRaw(raw)
-		if err != nil {
-			return fmt.Errorf("run %s cell %s: %w", r.ID, cell.Name, err)
-		}
-		if err := cw.Write(r.ID, cell, reqs); err != nil {
-			return err
-		}
-	}
-	return cw.Flush()
+	return tuner.WriteRunCSV(c.Context, st, &r, w)
 }
 
 func benchPlot(c *cli.Context) error {
@@ -422,11 +292,10 @@ func benchPlot(c *cli.Context) error {
 	}
 	kind := c.String("kind")
 	metric := c.String("metric")
-	var probe trial.Metrics
 	switch kind {
 	case "curve":
-		if _, ok := probe.Value(metric); !ok || !strings.Contains(metric, "_") {
-			return usagef("--metric %q: want <ttft|tpot|itl|e2el>_<mean|p50|p90|p95|p99|max>", metric)
+		if err := tuner.CheckCurveMetric(metric); err != nil {
+			return err
 		}
 	case "breakdown", "feedback":
 	default:
@@ -463,7 +332,7 @@ func benchPlot(c *cli.Context) error {
 		}
 		err = writeTracePlot(out, traces, tuner.TraceOptions{Title: title})
 	default:
-		series, o := curveSeries(&r, metric)
+		series, o := tuner.RunCurves(&r, metric)
 		err = writePlot(out, func() (chartWriter, error) { return tuner.NewCurveChart(series, o) },
 			func(w io.Writer) error { return tuner.WriteCurveHTML(w, series, o) })
 	}
@@ -527,30 +396,6 @@ func writeTracePlot(out string, traces []tuner.TraceSeries, o tuner.TraceOptions
 	}
 	return writePlot(out, func() (chartWriter, error) { return tuner.NewTraceChart(traces, o) },
 		func(w io.Writer) error { return tuner.WriteTraceHTML(w, traces, o) })
-}
-
-// curveSeries is each cell's QPS-vs-latency curve for metric, and the
-// chart's options (with the first SLO bound on metric).
-func curveSeries(r *bench.Run, metric string) ([]tuner.CurveSeries, tuner.CurveOptions) {
-	var out []tuner.CurveSeries
-	limit := 0.0
-	for i := range r.Cells {
-		cell := &r.Cells[i]
-		s := tuner.CurveSeries{Name: cell.Name}
-		for j := range cell.Levels {
-			l := &cell.Levels[j]
-			v, _ := l.Metrics.Value(metric)
-			s.Points = append(s.Points, tuner.CurvePoint{Label: l.LoadString(), QPS: l.Metrics.RequestThroughput, Latency: v})
-		}
-		slices.SortStableFunc(s.Points, func(a, b tuner.CurvePoint) int { return cmp.Compare(a.QPS, b.QPS) })
-		out = append(out, s)
-		for _, b := range cell.Workload.SLO {
-			if b.Metric == metric && limit == 0 {
-				limit = b.Limit
-			}
-		}
-	}
-	return out, tuner.CurveOptions{Title: fmt.Sprintf("run %s: %s on %s", r.ID, r.Model, r.Matrix), Latency: metric, LatencyLimit: limit}
 }
 
 func benchImport(c *cli.Context) error {

@@ -166,7 +166,7 @@ func checkPlot(t *testing.T, tunerBin, db string, r bench.Run) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	series, o := curveSeries(&r, "tpot_p99")
+	series, o := tuner.RunCurves(&r, "tpot_p99")
 	ch, err := tuner.NewCurveChart(series, o)
 	if err != nil {
 		t.Fatal(err)

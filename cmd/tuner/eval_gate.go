@@ -2,16 +2,15 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"strconv"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/vllm-tuner/tuner/bench"
 	"github.com/vllm-tuner/tuner/eval"
 	"github.com/vllm-tuner/tuner/sim"
+	"github.com/vllm-tuner/tuner/tuner"
 )
 
 // withEvalGate adds `eval gate` to the eval command.
@@ -54,7 +53,11 @@ func runEvalGate(c *cli.Context) error {
 		}
 		return writeGateEval(c, "recorded runs", rep)
 	}
-	m, err := tierMatrixOf(c.String("matrix"), "smoke")
+	m, err := bench.TierMatrix("smoke")
+	if path := c.String("matrix"); path != "" {
+		m, err = bench.LoadMatrix(path)
+		err = asUsage(err)
+	}
 	if err != nil {
 		return err
 	}
@@ -73,21 +76,8 @@ func runEvalGate(c *cli.Context) error {
 			return "", nil, asUsage(err)
 		}
 		o.Host, o.Port, o.StartupScale, o.TimeScale, o.Slowdown, o.Seed = "127.0.0.1", 0, 0, scale, slowdown, seed
-		sctx, cancel := context.WithCancel(ctx)
-		ready := make(chan string, 1)
-		done := make(chan error, 1)
-		go func() { done <- sim.Serve(sctx, o, io.Discard, sim.OnReady(func(addr string) { ready <- addr })) }()
-		stop := func() { cancel(); <-done }
-		select {
-		case addr := <-ready:
-			return "http://" + addr, stop, nil
-		case err := <-done:
-			cancel()
-			return "", nil, fmt.Errorf("simulator: %w", err)
-		case <-time.After(30 * time.Second):
-			stop()
-			return "", nil, errors.New("simulator not ready after 30 s")
-		}
+		base, stop, _, err := tuner.StartSim(ctx, o)
+		return base, stop, err
 	}
 	rep, err := eval.MeasureGate(c.Context, eval.GateEvalConfig{Start: start, Matrix: m, Pairs: c.Int("pairs"),
 		Slowdowns: c.Float64Slice("slowdown"), Gate: gcfg, Progress: c.App.ErrWriter, Record: c.String("record")})
