@@ -179,6 +179,12 @@ type SearchSpec struct {
 	Extend         int       `json:"extend"`
 	EngineLogMiB   int       `json:"engine_log_mib"`
 	StartupTimeout Duration  `json:"startup_timeout"`
+	// Worker names this process among the workers of a shared
+	// (PostgreSQL) study; "" = hostname:pid.
+	Worker string `json:"worker,omitempty"`
+	// Lease is how long a shared study's trial stays claimed without a
+	// heartbeat; 0 = DefaultLease.
+	Lease Duration `json:"lease,omitempty"`
 }
 
 // DefaultSearchSpec returns the defaults of `tuner search`'s flags.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/vllm-tuner/tuner/search"
 	"github.com/vllm-tuner/tuner/sim"
@@ -41,7 +42,11 @@ type Run struct {
 	// releasing its lock (taken over), or is empty.
 	StaleLock string
 	LogDir    string
-	closers   []func()
+	// Worker is this process's name in a shared study ("" otherwise), and
+	// OtherWorkers the live workers it joined.
+	Worker       string
+	OtherWorkers int
+	closers      []func()
 }
 
 // Close stops the engine runner and releases the study lock.
@@ -106,13 +111,33 @@ func (ss *Search) Start(ctx context.Context, st SearchDB, sc StartConfig) (*Run,
 	if err != nil {
 		return nil, err
 	}
-	// One search per study: a second one would stop the first one's engine
-	// (taken for a stale one) and measure configs twice.
-	release, stale, err := st.LockStudy(ctx, study.ID)
-	if err != nil {
-		return nil, err
+	run := &Run{Study: study}
+	var shared *SharedStudy
+	var member store.Membership
+	if ldb, ok := st.(LeaseDB); ok {
+		// A shared database: this process is one worker of the study;
+		// each trial is leased, so no study lock.
+		sh, m, err := ss.joinShared(ctx, ldb, study.ID)
+		if err != nil {
+			return nil, err
+		}
+		shared, member = &sh, m
+		run.Worker, run.OtherWorkers = sh.Worker, m.Others
+		run.closers = append(run.closers, func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = ldb.LeaveStudy(ctx, study.ID, sh.Worker)
+		})
+	} else {
+		// One search per study: a second one would stop the first one's
+		// engine (taken for a stale one) and measure configs twice.
+		release, stale, err := st.LockStudy(ctx, study.ID)
+		if err != nil {
+			return nil, err
+		}
+		run.StaleLock = stale
+		run.closers = append(run.closers, func() { release() })
 	}
-	run := &Run{Study: study, StaleLock: stale, closers: []func(){func() { release() }}}
 	fail := func(err error) (*Run, error) {
 		run.Close()
 		return nil, err
@@ -142,6 +167,13 @@ func (ss *Search) Start(ctx context.Context, st SearchDB, sc StartConfig) (*Run,
 	cfg.Enqueue = ss.Enqueue
 	cfg.Progress, cfg.Terminal, cfg.Logger, cfg.Width = sc.Progress, sc.Terminal, log, sc.Width
 	cfg.OnStatus, cfg.OnTrial = sc.OnStatus, sc.OnTrial
+	if shared != nil {
+		cfg.Shared, cfg.Lease, cfg.Elapsed = *shared, shared.Lease, member.Elapsed
+		cfg.RetryFor = max(2*shared.Lease, time.Minute)
+		cfg.SpoolDir = filepath.Join(st.DataDir(), "pending", study.ID)
+		// Joining live workers is not a resume: the study is theirs too.
+		cfg.Resume = cfg.Resume || member.Others > 0
+	}
 	if run.Loop, err = New(cfg, runner, prop, StudyStore{Store: st, Study: study.ID}); err != nil {
 		return fail(AsUsage(err))
 	}

@@ -81,7 +81,7 @@ func TestPostgresErrors(t *testing.T) {
 		{"wrong password", virtualArgs(wrong), 1, "127.0.0.1:", "N0tThePassw0rd"},
 		{"unreachable", virtualArgs("postgres://u:Secr3tX@127.0.0.1:1/tunerdb?connect_timeout=5"), 1, "127.0.0.1:1/tunerdb", "Secr3tX"},
 		{"bbolt-only command", []string{"--db", url, "trials"}, 2, "reads a bbolt database file", pgtest.Password},
-		{"migrate", []string{"--db", url, "db", "migrate"}, 0, "schema 1", pgtest.Password},
+		{"migrate", []string{"--db", url, "db", "migrate"}, 0, "schema 2", pgtest.Password},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errb := runTuner(t, tc.args...)
