@@ -32,6 +32,9 @@ var (
 	// ErrClaimed reports a config (and repeat index) that another worker
 	// of the study runs or ran: the claim lost, nothing was written.
 	ErrClaimed = errors.New("claimed by another worker")
+	// ErrTrialBudget reports a search trial refused because the study's
+	// trial budget is taken by trials running or finished.
+	ErrTrialBudget = errors.New("the study's trial budget is taken")
 	// ErrLeaseLost reports a trial whose lease expired and was taken back
 	// (marked interrupted) before its worker renewed it.
 	ErrLeaseLost = errors.New("trial lease lost")

@@ -36,6 +36,10 @@ type ClaimOptions struct {
 	Repeat int           // re-measurement index (0: the search trial of the config)
 	Worker string        // who runs it: hostname:pid or --worker-name
 	Lease  time.Duration // how long the claim holds without a heartbeat
+	// MaxSearch refuses a search trial (Repeat 0) when the study has that
+	// many search trials running or finished (--trials, study-wide);
+	// 0 = no limit.
+	MaxSearch int
 }
 
 // BeginTrial records a trial in state running, before its engine starts, and

@@ -485,10 +485,10 @@ func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, pha
 	var err error
 	if l.cfg.Shared != nil {
 		err = l.retry(ctx, "claim trial", func(ctx context.Context) error {
-			rec, err = l.cfg.Shared.Claim(ctx, begin)
+			rec, err = l.cfg.Shared.Claim(ctx, begin, l.cfg.MaxTrials)
 			return err
-		}, ErrClaimed)
-		if errors.Is(err, ErrClaimed) {
+		}, ErrClaimed, ErrTrialBudget)
+		if errors.Is(err, ErrClaimed) || errors.Is(err, ErrTrialBudget) {
 			return Trial{}, err
 		}
 	} else {

@@ -32,13 +32,16 @@ var (
 	ErrClaimed = store.ErrClaimed
 	// ErrLeaseLost: the trial's lease expired and was taken back.
 	ErrLeaseLost = store.ErrLeaseLost
+	// ErrTrialBudget: the study's --trials are running or done.
+	ErrTrialBudget = store.ErrTrialBudget
 )
 
 // Coordinator shares a study between workers; Config.Shared nil means the
 // loop owns its study alone (bbolt's study lock).
 type Coordinator interface {
-	// Claim begins t leased to this worker, or fails with ErrClaimed.
-	Claim(ctx context.Context, t Trial) (Trial, error)
+	// Claim begins t leased to this worker, or fails with ErrClaimed, or
+	// with ErrTrialBudget for a search trial beyond maxSearch (0: none).
+	Claim(ctx context.Context, t Trial, maxSearch int) (Trial, error)
 	// Heartbeat renews this worker and, when t.ID is set, t's lease;
 	// ErrLeaseLost when it was taken back.
 	Heartbeat(ctx context.Context, t Trial) error
@@ -65,8 +68,8 @@ type SharedStudy struct {
 
 var _ Coordinator = SharedStudy{}
 
-func (s SharedStudy) Claim(ctx context.Context, t Trial) (Trial, error) {
-	rec, err := s.DB.ClaimTrial(ctx, s.Study, t.Config, store.ClaimOptions{Repeat: t.Repeat, Worker: s.Worker, Lease: s.Lease})
+func (s SharedStudy) Claim(ctx context.Context, t Trial, maxSearch int) (Trial, error) {
+	rec, err := s.DB.ClaimTrial(ctx, s.Study, t.Config, store.ClaimOptions{Repeat: t.Repeat, Worker: s.Worker, Lease: s.Lease, MaxSearch: maxSearch})
 	if err != nil {
 		return Trial{}, err
 	}
@@ -312,6 +315,8 @@ func (l *Loop) searchShared(ctx context.Context, prog progress) (string, error) 
 		}
 		_, err = l.runOne(ctx, prog, cfg, PhaseSearch, 0)
 		switch {
+		case errors.Is(err, ErrTrialBudget):
+			continue // the next sync sees the trials that took it
 		case errors.Is(err, ErrClaimed):
 			// Another worker took it between our read and our claim.
 			if dups++; dups >= 100 {

@@ -7,11 +7,15 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"math"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/vllm-tuner/tuner/search"
 	"github.com/vllm-tuner/tuner/sim"
+	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/surrogate"
 	"github.com/vllm-tuner/tuner/trial"
@@ -276,6 +280,50 @@ var (
 	_ Runner = (*sim.Runner)(nil)
 )
 
+// timeScale reads --time-scale=F from sim-virtual's engine arguments (0
+// when absent): as vllm-sim's flag, wall seconds per simulated second.
+func timeScale(args []string) (float64, error) {
+	for i, a := range args {
+		v, ok := strings.CutPrefix(a, "--time-scale=")
+		if !ok && a == "--time-scale" && i+1 < len(args) {
+			v, ok = args[i+1], true
+		}
+		if !ok {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f <= 0 || math.IsInf(f, 0) {
+			return 0, Usagef("--engine-arg --time-scale=%s: want a number > 0", v)
+		}
+		return f, nil
+	}
+	return 0, nil
+}
+
+// pacedRunner makes a virtual trial take its simulated time (startup and
+// measurement) x scale of wall time, as an engine process would: the
+// benchmark of several workers needs engine-bound trials, and a worker
+// killed "mid-trial" needs a trial to be in.
+type pacedRunner struct {
+	Runner
+	scale float64
+}
+
+func (p pacedRunner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (trial.Result, error) {
+	res, err := p.Runner.Run(ctx, cfg, w)
+	if err != nil {
+		return res, err
+	}
+	t := time.NewTimer(time.Duration(res.Phases.TotalS * p.scale * float64(time.Second)))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return res, ctx.Err()
+	case <-t.C:
+		return res, nil
+	}
+}
+
 // newRunner builds the runner of the engine: sim-virtual in-process, the
 // others as engine processes through package trial.
 func (ss *Search) newRunner(logDir string, env []string, log *slog.Logger) (Runner, func(), error) {
@@ -288,7 +336,11 @@ func (ss *Search) newRunner(logDir string, env []string, log *slog.Logger) (Runn
 		if err != nil {
 			return nil, nil, err
 		}
-		return r, func() {}, nil
+		scale, err := timeScale(ss.EngineArgs)
+		if err != nil || scale == 0 {
+			return r, func() {}, err
+		}
+		return pacedRunner{r, scale}, func() {}, nil
 	}
 	rc := trial.DefaultConfig()
 	rc.Command = ss.BaseCommand()

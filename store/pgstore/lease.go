@@ -117,6 +117,16 @@ func (s *Store) ClaimTrial(ctx context.Context, studyID string, cfg spaces.Confi
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
+		if o.MaxSearch > 0 && o.Repeat == 0 {
+			var n int
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM trials WHERE study_id = $1 AND state <> 'interrupted'
+				AND coalesce((rec->>'repeat')::int, 0) = 0`, studyID).Scan(&n); err != nil {
+				return err
+			}
+			if n >= o.MaxSearch {
+				return fmt.Errorf("%d of %d search trials: %w", n, o.MaxSearch, store.ErrTrialBudget)
+			}
+		}
 		if err := tx.QueryRow(ctx, "UPDATE studies SET next_seq = next_seq + 1 WHERE id = $1 RETURNING next_seq", studyID).Scan(&seq); err != nil {
 			return err
 		}
@@ -127,7 +137,7 @@ func (s *Store) ClaimTrial(ctx context.Context, studyID string, cfg spaces.Confi
 		_, err = tx.Exec(ctx, "UPDATE trials SET worker = $3, lease_until = now() + $4 * interval '1 microsecond' WHERE study_id = $1 AND seq = $2", studyID, seq, o.Worker, o.Lease.Microseconds())
 		return err
 	})
-	if errors.Is(err, store.ErrClaimed) {
+	if errors.Is(err, store.ErrClaimed) || errors.Is(err, store.ErrTrialBudget) {
 		return store.Trial{}, err
 	}
 	if err != nil {

@@ -1,0 +1,213 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/pgstore"
+	"github.com/vllm-tuner/tuner/store/pgstore/pgtest"
+)
+
+// worker is one `tuner search` process of a shared study.
+type worker struct {
+	name     string
+	cmd      *exec.Cmd
+	out, err bytes.Buffer
+	done     chan struct{}
+}
+
+func startWorker(t *testing.T, bin, name string, args ...string) *worker {
+	t.Helper()
+	w := &worker{name: name, done: make(chan struct{})}
+	w.cmd = exec.Command(bin, append(args, "--worker-name", name)...)
+	w.cmd.Stdout, w.cmd.Stderr = &w.out, &w.err
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { w.cmd.Wait(); close(w.done) }()
+	t.Cleanup(func() { w.cmd.Process.Kill(); <-w.done })
+	return w
+}
+
+// wait waits for the worker to exit and returns its exit code.
+func (w *worker) wait(t *testing.T, limit time.Duration) int {
+	t.Helper()
+	select {
+	case <-w.done:
+	case <-time.After(limit):
+		w.cmd.Process.Kill()
+		<-w.done
+		t.Fatalf("worker %s did not exit within %s\n%s\n%s", w.name, limit, w.out.String(), w.err.String())
+	}
+	return w.cmd.ProcessState.ExitCode()
+}
+
+// runningTrialOf polls the study until worker has a running trial (after
+// at least minDone ended trials) and returns it.
+func runningTrialOf(t *testing.T, pg *pgstore.Store, worker string, minDone int, limit time.Duration) store.Trial {
+	t.Helper()
+	ctx := context.Background()
+	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		studies, err := pg.Studies(ctx)
+		if err != nil || len(studies) == 0 {
+			continue
+		}
+		ts, err := pg.Trials(ctx, studies[0].ID, store.TrialFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := 0
+		for _, tr := range ts {
+			if tr.State.Finished() {
+				done++
+			}
+		}
+		for _, tr := range ts {
+			if tr.State == store.StateRunning && tr.Worker == worker && done >= minDone {
+				return tr
+			}
+		}
+	}
+	t.Fatalf("worker %s ran no trial within %s", worker, limit)
+	return store.Trial{}
+}
+
+// openMigrated opens url read-only once the workers have migrated it.
+func openMigrated(t *testing.T, url string) *pgstore.Store {
+	t.Helper()
+	for end := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		pg, err := pgstore.Open(context.Background(), pgstore.Config{URL: url, ReadOnly: true})
+		if err == nil {
+			t.Cleanup(func() { pg.Close() })
+			return pg
+		}
+		if time.Now().After(end) {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkSharedStudy checks the study's trials: searchTrials finished search
+// trials, no config (and re-measurement index) run twice, nothing left
+// running; it returns the trials.
+func checkSharedStudy(t *testing.T, url string, searchTrials int) []store.Trial {
+	t.Helper()
+	ctx := context.Background()
+	pg, err := pgstore.Open(ctx, pgstore.Config{URL: url, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	studies, err := pg.Studies(ctx)
+	if err != nil || len(studies) != 1 {
+		t.Fatalf("studies: %d, %v", len(studies), err)
+	}
+	ts, err := pg.Trials(ctx, studies[0].ID, store.TrialFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	search := 0
+	for i, tr := range ts {
+		if tr.Seq != uint64(i+1) {
+			t.Errorf("trial %d has sequence %d", i+1, tr.Seq)
+		}
+		switch {
+		case tr.State == store.StateRunning:
+			t.Errorf("trial %s still running after every worker exited", tr.ID)
+		case tr.State == store.StateInterrupted:
+			continue
+		case tr.Repeat == 0:
+			search++
+		}
+		k := fmt.Sprintf("%s/%d", tr.ConfigID, tr.Repeat)
+		if prev, ok := seen[k]; ok {
+			t.Errorf("config %s repeat %d run twice: trials %s and %s", tr.ConfigID, tr.Repeat, prev, tr.ID)
+		}
+		seen[k] = tr.ID
+		if tr.Worker == "" {
+			t.Errorf("trial %s has no worker", tr.ID)
+		}
+	}
+	if search != searchTrials {
+		t.Errorf("%d finished search trials, want %d", search, searchTrials)
+	}
+	code, out, errb := runTuner(t, "--db", url, "db", "check")
+	if code != 0 || strings.Contains(out, "problem:") || strings.Contains(out, "duplicate:") {
+		t.Errorf("db check: exit %d\n%s\n%s", code, out, errb)
+	}
+	return ts
+}
+
+// TestWorkersShareStudy: three `tuner search` processes with the same
+// options against one PostgreSQL database serve one study of 60 trials;
+// one is killed (SIGKILL) in the middle of a trial, whose config another
+// worker takes back after the lease expires and runs. Every trial is
+// stored once, no config runs twice, the re-measurement is done once,
+// every worker that lives exits 0, and db check (which compares the stored
+// fronts with the fronts rebuilt from the trials) finds nothing.
+func TestWorkersShareStudy(t *testing.T) {
+	tunerBin, _ := binaries(t)
+	url := pgtest.DB(t)
+	args := virtualArgs(url, "--trials", "60", "--finalists", "2", "--repeats", "2", "--patience", "0",
+		"--engine-arg=--time-scale=0.002", "--lease", "3s", "--seed", "5")
+	ws := []*worker{startWorker(t, tunerBin, "w1", args...), startWorker(t, tunerBin, "w2", args...), startWorker(t, tunerBin, "w3", args...)}
+
+	pg := openMigrated(t, url)
+	victim := runningTrialOf(t, pg, "w3", 10, 2*time.Minute)
+	if err := ws[2].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	<-ws[2].done
+	for _, w := range ws[:2] {
+		if code := w.wait(t, 3*time.Minute); code != 0 {
+			t.Fatalf("worker %s: exit %d\n%s\n%s", w.name, code, w.out.String(), w.err.String())
+		}
+	}
+	ts := checkSharedStudy(t, url, 60)
+	// The killed worker's trial came back (interrupted, lease expired) and
+	// another worker ran its config, unless w3 finished it before the kill.
+	var back, rerun *store.Trial
+	for i := range ts {
+		tr := &ts[i]
+		switch {
+		case tr.ID == victim.ID:
+			back = tr
+		case tr.ConfigID == victim.ConfigID && tr.Repeat == victim.Repeat && tr.Seq > victim.Seq && tr.State != store.StateInterrupted:
+			rerun = tr
+		}
+	}
+	switch {
+	case back == nil:
+		t.Fatalf("trial %s is gone", victim.ID)
+	case back.State != store.StateInterrupted:
+		t.Logf("w3 finished trial %s (%s) just before the kill", victim.ID, back.State)
+	case !strings.Contains(back.Notes, "lease of worker w3 expired"):
+		t.Errorf("killed trial %s: state %s, notes %q", back.ID, back.State, back.Notes)
+	case rerun == nil:
+		t.Errorf("config %s of the killed trial was not run again", victim.ConfigID)
+	case rerun.Worker == "w3":
+		t.Errorf("rerun %s by the dead worker", rerun.ID)
+	default:
+		t.Logf("killed trial %s came back as %s by %s, started %s after the kill (lease 3s)", victim.ID, rerun.ID, rerun.Worker, rerun.Started.Sub(killed).Round(time.Millisecond))
+	}
+	for _, w := range ws[:2] {
+		errb := w.err.String()
+		for _, name := range []string{"by w1", "by w2", "by w3"} {
+			if !strings.Contains(errb, name) {
+				t.Errorf("worker %s's progress names no trial %q:\n%s", w.name, name, errb)
+			}
+		}
+		if out := w.out.String(); !strings.Contains(out, "60 search trials") || !strings.Contains(out, "recommended: config") {
+			t.Errorf("worker %s's report:\n%s", w.name, out)
+		}
+	}
+}
