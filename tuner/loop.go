@@ -176,8 +176,8 @@ type loopState struct {
 	phase        Phase
 	running      string
 	repeatsLeft  int
-	repeatBase   int         // repeatDone when this run's re-measurement began
-	heldBack     []heldTrial // pre-health crashes not told yet (broken.go)
+	repeatBase   int             // repeatDone when this run's re-measurement began
+	heldBack     []heldTrial     // pre-health crashes not told yet (broken.go)
 	known        map[string]bool // IDs of the ended trials folded in (shared study)
 }
 
