@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -210,4 +213,74 @@ func TestWorkersShareStudy(t *testing.T) {
 			t.Errorf("worker %s's report:\n%s", w.name, out)
 		}
 	}
+}
+
+// engineOf waits for a vllm-sim process whose parent is pid.
+func engineOf(t *testing.T, simBin string, pid int, limit time.Duration) int {
+	t.Helper()
+	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			child, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if err != nil || !strings.HasPrefix(string(b), simBin+"\x00") {
+				continue
+			}
+			st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
+			if err == nil && strings.Contains(string(st), fmt.Sprintf("\nPPid:\t%d\n", pid)) {
+				return child
+			}
+		}
+	}
+	t.Fatalf("process %d started no engine within %s", pid, limit)
+	return 0
+}
+
+// TestWorkersSimEngineKill: two workers with real engine processes
+// (--engine sim); one is killed while its engine serves a trial. Its
+// engine does not outlive it, the other worker finishes the study (the
+// killed trial's config included), and nothing is stored twice.
+func TestWorkersSimEngineKill(t *testing.T) {
+	tunerBin, simBin := binaries(t)
+	url := pgtest.DB(t)
+	args := simSearchArgs(url, simBin, "--trials", "4", "--finalists", "1", "--repeats", "1", "--lease", "2s")
+	a := startWorker(t, tunerBin, "s1", args...)
+	b := startWorker(t, tunerBin, "s2", args...)
+	engineOf(t, simBin, b.cmd.Process.Pid, time.Minute)
+	if err := b.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-b.done
+	if code := a.wait(t, 3*time.Minute); code != 0 {
+		t.Fatalf("worker s1: exit %d\n%s\n%s", code, a.out.String(), a.err.String())
+	}
+	// The kernel signals the killed worker's engine (Pdeathsig); give it
+	// a moment to go.
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end) && simRunning(simBin); time.Sleep(50 * time.Millisecond) {
+	}
+	noSimProcesses(t, simBin)
+	ts := checkSharedStudy(t, url, 4)
+	interrupted := 0
+	for _, tr := range ts {
+		if tr.State == store.StateInterrupted && tr.Worker == "s2" {
+			interrupted++
+		}
+	}
+	if interrupted != 1 {
+		t.Errorf("%d interrupted trials of the killed worker, want 1", interrupted)
+	}
+}
+
+// simRunning reports whether a vllm-sim process started from simBin lives.
+func simRunning(simBin string) bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && strings.HasPrefix(string(b), simBin+"\x00") {
+			return true
+		}
+	}
+	return false
 }
