@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"math"
@@ -126,6 +127,14 @@ func (ss *Search) Start(ctx context.Context, st SearchDB, sc StartConfig) (*Run,
 			return nil, err
 		}
 		shared, member = &sh, m
+		if m.Others > 0 {
+			// Workers started with one --seed would draw the same
+			// candidates (and the same simulator noise): each joining
+			// worker draws its own.
+			h := fnv.New64a()
+			h.Write([]byte(sh.Worker))
+			ss.Spec.Seed ^= h.Sum64()
+		}
 		run.Worker, run.OtherWorkers = sh.Worker, m.Others
 		run.closers = append(run.closers, func() {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

@@ -26,7 +26,7 @@ type worker struct {
 	done     chan struct{}
 }
 
-func startWorker(t *testing.T, bin, name string, args ...string) *worker {
+func startWorker(t testing.TB, bin, name string, args ...string) *worker {
 	t.Helper()
 	w := &worker{name: name, done: make(chan struct{})}
 	w.cmd = exec.Command(bin, append(args, "--worker-name", name)...)
@@ -40,7 +40,7 @@ func startWorker(t *testing.T, bin, name string, args ...string) *worker {
 }
 
 // wait waits for the worker to exit and returns its exit code.
-func (w *worker) wait(t *testing.T, limit time.Duration) int {
+func (w *worker) wait(t testing.TB, limit time.Duration) int {
 	t.Helper()
 	select {
 	case <-w.done:
