@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -283,4 +284,37 @@ func simRunning(simBin string) bool {
 		}
 	}
 	return false
+}
+
+// TestWorkerJoin: `tuner worker --study ID` joins with the spec the study's
+// first worker recorded, refuses options that give another study (naming
+// what differs), an unknown study and a bbolt file.
+func TestWorkerJoin(t *testing.T) {
+	url := pgtest.DB(t)
+	code, out, errb := runTuner(t, virtualArgs(url, "--trials", "3", "--repeats", "1", "--json")...)
+	if code != 0 {
+		t.Fatalf("search: exit %d\n%s", code, errb)
+	}
+	var rep struct{ Study string }
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Study == "" {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	workerArgs := func(extra ...string) []string {
+		a := virtualArgs(url, extra...)
+		a[2] = "worker" // search -> worker
+		return append(a, "--study", rep.Study)
+	}
+	tests := []cliCase{
+		{name: "recorded spec", args: []string{"--db", url, "worker", "--study", rep.Study, "--worker-name", "late"}, code: 0,
+			stdout: []string{"worker late: 0 other live workers", "3 search trials"}},
+		{name: "same options", args: workerArgs("--trials", "3", "--repeats", "1", "--json"), code: 0,
+			stdout: []string{`"search_trials": 3`}},
+		{name: "other SLO", args: workerArgs("--slo", "tpot_p99<=50ms"), code: 2,
+			stderr: []string{"these options give another study", "differs in SLO (tpot_p99<=30ms, now tpot_p99<=50ms)"}},
+		{name: "unknown study", args: []string{"--db", url, "worker", "--study", "0123456789ab"}, code: 2,
+			stderr: []string{"0123456789ab"}},
+		{name: "bbolt file", args: []string{"--db", filepath.Join(t.TempDir(), "t.db"), "worker", "--study", rep.Study}, code: 2,
+			stderr: []string{"must be a postgres:// URL"}},
+	}
+	runCLICases(t, tests)
 }
