@@ -105,7 +105,11 @@ func (c *Config) validate() error {
 	c.Checkpoints = slices.Compact(cps)
 	for _, n := range c.Strategies {
 		if strategyByName(n) == nil {
-			return fmt.Errorf("%w: unknown strategy %q (known: %v)", ErrConfig, n, StrategyNames())
+			known := StrategyNames()
+			for _, x := range ExtraStrategies() {
+				known = append(known, x.Name())
+			}
+			return fmt.Errorf("%w: unknown strategy %q (known: %v)", ErrConfig, n, known)
 		}
 	}
 	return nil
@@ -145,7 +149,7 @@ func StrategyNames() []string {
 }
 
 func strategyByName(n string) Strategy {
-	for _, s := range DefaultStrategies() {
+	for _, s := range append(DefaultStrategies(), ExtraStrategies()...) {
 		if s.Name() == n {
 			return s
 		}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 
@@ -193,6 +195,7 @@ type Proposer struct {
 	history []Observation
 	tried   map[string]bool // config IDs of this context's observations
 	pending map[string]spaces.Config
+	others  map[string]spaces.Config // in flight on other workers (SetPending)
 	cma     *cmaState
 	told    int // tells since the last Fit
 	fitted  bool
@@ -476,11 +479,23 @@ func (p *Proposer) studyDrawer(sc scalariser, screen bool) (func() (map[string]s
 	if err != nil {
 		return nil, fmt.Errorf("create goptuna study: %w", err)
 	}
+	liar, told := math.Inf(-1), false
 	for _, o := range p.samplerObs() {
 		ft, ok := p.frozen(o, sc)
 		if !ok {
 			continue
 		}
+		liar, told = math.Max(liar, ft.Value), true
+		if _, err := study.Storage.CloneTrial(study.ID, ft); err != nil {
+			return nil, fmt.Errorf("tell goptuna study: %w", err)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(p.others)) {
+		ft, ok := p.frozen(Observation{Config: p.others[id], Result: &trial.Result{Status: trial.StatusFailed, Failure: trial.FailCrashed}}, sc)
+		if !ok || !told {
+			continue
+		}
+		ft.Value = liar
 		if _, err := study.Storage.CloneTrial(study.ID, ft); err != nil {
 			return nil, fmt.Errorf("tell goptuna study: %w", err)
 		}
@@ -618,4 +633,21 @@ func (p *Proposer) refitAfter() int {
 // mutates.
 const refineParents = 8
 
-func (p *Proposer) isPending(id string) bool { _, ok := p.pending[id]; return ok }
+func (p *Proposer) isPending(id string) bool {
+	_, ok := p.pending[id]
+	_, other := p.others[id]
+	return ok || other
+}
+
+// SetPending replaces the configs that other workers of the study run now:
+// they are never proposed, and the TPE sampler sees each as a finished
+// trial with the worst value observed so far (a constant liar), so
+// proposals move away from them instead of crowding one region.
+func (p *Proposer) SetPending(cfgs []spaces.Config) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.others = make(map[string]spaces.Config, len(cfgs))
+	for _, c := range cfgs {
+		p.others[c.ID()] = c
+	}
+}

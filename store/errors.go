@@ -29,6 +29,18 @@ var (
 	ErrClosed = errors.New("store closed")
 	// ErrDiskFull reports too little free space to begin a trial.
 	ErrDiskFull = errors.New("database disk full")
+	// ErrClaimed reports a config (and repeat index) that another worker
+	// of the study runs or ran: the claim lost, nothing was written.
+	ErrClaimed = errors.New("claimed by another worker")
+	// ErrTrialBudget reports a search trial refused because the study's
+	// trial budget is taken by trials running or finished.
+	ErrTrialBudget = errors.New("the study's trial budget is taken")
+	// ErrLeaseLost reports a trial whose lease expired and was taken back
+	// (marked interrupted) before its worker renewed it.
+	ErrLeaseLost = errors.New("trial lease lost")
+	// ErrWorkerName reports a worker name that a live worker of the study
+	// already uses.
+	ErrWorkerName = errors.New("worker name in use")
 )
 
 // CorruptError says that the file at Path is damaged, and how.

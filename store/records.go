@@ -159,6 +159,7 @@ type Trial struct {
 	Ended    time.Time     `json:"ended,omitzero"`
 	Notes    string        `json:"notes,omitempty"`
 	Session  string        `json:"session,omitempty"` // the writer session that began it
+	Worker   string        `json:"worker,omitempty"`  // the worker that leased it (several on one study)
 }
 
 // TrialID builds a trial ID from its parts.

@@ -21,6 +21,27 @@ type BeginOptions struct {
 	Notes  string // free text
 }
 
+// Membership is a worker's view of a shared study it joined.
+type Membership struct {
+	// Elapsed is the time since the earliest live worker of the study
+	// joined: the study-wide wall clock of --budget.
+	Elapsed time.Duration
+	// Others counts the other live workers.
+	Others int
+}
+
+// ClaimOptions says how a worker of a shared study leases a trial
+// (store/pgstore's ClaimTrial).
+type ClaimOptions struct {
+	Repeat int           // re-measurement index (0: the search trial of the config)
+	Worker string        // who runs it: hostname:pid or --worker-name
+	Lease  time.Duration // how long the claim holds without a heartbeat
+	// MaxSearch refuses a search trial (Repeat 0) when the study has that
+	// many search trials running or finished (--trials, study-wide);
+	// 0 = no limit.
+	MaxSearch int
+}
+
 // BeginTrial records a trial in state running, before its engine starts, and
 // returns it with its sequence number and ID. One transaction.
 func (s *Store) BeginTrial(ctx context.Context, studyID string, cfg spaces.Config, o BeginOptions) (Trial, error) {

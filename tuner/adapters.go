@@ -76,6 +76,7 @@ func FromStore(t store.Trial) Trial {
 	return Trial{
 		ID: t.ID, Number: int(t.Seq), Phase: ph, Repeat: t.Repeat, State: State(t.State),
 		Config: t.Config, ConfigID: t.ConfigID, Result: t.Result, Started: t.Started, Ended: t.Ended,
+		Worker: t.Worker,
 	}
 }
 

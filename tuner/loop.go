@@ -14,6 +14,7 @@ import (
 
 	"github.com/vllm-tuner/tuner/pareto"
 	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -52,6 +53,20 @@ type Config struct {
 	// OnTrial receives each finished or interrupted trial (metrics). nil =
 	// none.
 	OnTrial func(Trial)
+
+	// Shared makes this loop one worker of a study that others serve too
+	// (shared.go); nil = the loop owns the study.
+	Shared Coordinator
+	// Lease is the shared trials' lease (renewed every third of it).
+	Lease time.Duration
+	// Elapsed is the wall time the study's live workers ran before this
+	// one joined: --budget is study-wide.
+	Elapsed time.Duration
+	// RetryFor bounds the retries of a shared study's database operations
+	// (a lost connection) before the worker gives up.
+	RetryFor time.Duration
+	// SpoolDir keeps a trial's result while it cannot be written.
+	SpoolDir string
 }
 
 // DefaultConfig returns the loop's defaults: 50 trials, 8 h, 20 min per
@@ -80,6 +95,8 @@ func (c *Config) Validate() error {
 		return errors.New("tuner: negative finalists, repeats or MAD multiplier")
 	case c.Metrics.Throughput == "" || c.Metrics.Latency == "":
 		return errors.New("tuner: objective metrics not set")
+	case c.Shared != nil && c.Lease <= 0:
+		return errors.New("tuner: a shared study needs a lease")
 	}
 	return nil
 }
@@ -159,8 +176,9 @@ type loopState struct {
 	phase        Phase
 	running      string
 	repeatsLeft  int
-	repeatBase   int         // repeatDone when this run's re-measurement began
-	heldBack     []heldTrial // pre-health crashes not told yet (broken.go)
+	repeatBase   int             // repeatDone when this run's re-measurement began
+	heldBack     []heldTrial     // pre-health crashes not told yet (broken.go)
+	known        map[string]bool // IDs of the ended trials folded in (shared study)
 }
 
 // New checks the config and builds a loop over the given parts.
@@ -235,7 +253,7 @@ func (s *loopState) meanDur() (time.Duration, bool) {
 // ctx.Err().
 func (l *Loop) Run(ctx context.Context) (Report, error) {
 	l.mu.Lock()
-	l.st = loopState{start: l.now(), best: math.NaN(), phase: PhaseSearch}
+	l.st = loopState{start: l.now().Add(-l.cfg.Elapsed), best: math.NaN(), phase: PhaseSearch, known: map[string]bool{}}
 	l.mu.Unlock()
 
 	hist, err := l.store.Trials(ctx)
@@ -245,17 +263,26 @@ func (l *Loop) Run(ctx context.Context) (Report, error) {
 	if len(hist) > 0 && !l.cfg.Resume {
 		return Report{}, fmt.Errorf("study %s: %d trials: %w", l.cfg.Study, len(hist), ErrStudyExists)
 	}
-	rerun := l.replay(hist)
-
 	prog := newProgress(l.cfg.Progress, l.cfg.Terminal, l.cfg.Width, l.status)
 	if l.cfg.OnStatus != nil {
 		prog = hookProgress{progress: prog, hook: l.cfg.OnStatus}
 	}
 	defer prog.close()
 
-	reason, err := l.search(ctx, prog, rerun)
-	if err == nil {
-		err = l.remeasure(ctx, prog)
+	var reason string
+	if l.cfg.Shared != nil {
+		if _, err = l.sync(ctx, prog, false); err == nil {
+			reason, err = l.searchShared(ctx, prog)
+		}
+		if err == nil {
+			err = l.remeasureShared(ctx, prog)
+		}
+	} else {
+		rerun := l.replay(hist)
+		reason, err = l.search(ctx, prog, rerun)
+		if err == nil {
+			err = l.remeasure(ctx, prog)
+		}
 	}
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -356,7 +383,7 @@ func (l *Loop) search(ctx context.Context, prog progress, rerun []Trial) (string
 		if err := ctx.Err(); err != nil {
 			return StopInterrupted, err
 		}
-		if reason, stop := l.shouldStop(); stop {
+		if reason, stop := l.shouldStop(0); stop {
 			return reason, nil
 		}
 		var cfg spaces.Config
@@ -402,15 +429,16 @@ func (l *Loop) search(ctx context.Context, prog progress, rerun []Trial) (string
 	}
 }
 
-// shouldStop checks the budgets before the next search trial.
-func (l *Loop) shouldStop() (string, bool) {
+// shouldStop checks the budgets before the next search trial; inflight
+// search trials of other workers count against --trials.
+func (l *Loop) shouldStop(inflight int) (string, bool) {
 	l.mu.Lock()
 	s := &l.st
 	searchDone, sinceImprove, elapsed := s.searchDone, s.sinceImprove, l.now().Sub(s.start)
 	mean, haveMean := s.meanDur()
 	trials := slices.Clone(s.trials)
 	l.mu.Unlock()
-	if l.cfg.MaxTrials > 0 && searchDone >= l.cfg.MaxTrials {
+	if l.cfg.MaxTrials > 0 && searchDone+inflight >= l.cfg.MaxTrials {
 		return StopTrials, true
 	}
 	if l.cfg.Patience > 0 && searchDone > 0 && sinceImprove >= l.cfg.Patience {
@@ -452,7 +480,20 @@ func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, pha
 	if err := ctx.Err(); err != nil { // never start an engine after cancellation
 		return Trial{}, err
 	}
-	rec, err := l.store.Begin(ctx, Trial{Phase: phase, Repeat: repeat, State: StateRunning, Config: cfg, ConfigID: cfg.ID(), Started: l.now()})
+	begin := Trial{Phase: phase, Repeat: repeat, State: StateRunning, Config: cfg, ConfigID: cfg.ID(), Started: l.now()}
+	var rec Trial
+	var err error
+	if l.cfg.Shared != nil {
+		err = l.retry(ctx, "claim trial", func(ctx context.Context) error {
+			rec, err = l.cfg.Shared.Claim(ctx, begin, l.cfg.MaxTrials)
+			return err
+		}, ErrClaimed, ErrTrialBudget)
+		if errors.Is(err, ErrClaimed) || errors.Is(err, ErrTrialBudget) {
+			return Trial{}, err
+		}
+	} else {
+		rec, err = l.store.Begin(ctx, begin)
+	}
 	if err != nil {
 		return Trial{}, fmt.Errorf("store trial start: %w", err)
 	}
@@ -460,14 +501,34 @@ func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, pha
 	l.st.phase, l.st.running = phase, rec.ConfigID
 	l.mu.Unlock()
 	prog.started(l.status())
-	l.log.Info("trial start", "trial", rec.Number, "phase", phase, "config", rec.ConfigID, "flags", cfg.Flags())
+	l.log.Info("trial start", "trial", rec.Number, "phase", phase, "config", rec.ConfigID, "flags", cfg.Flags(), "worker", rec.Worker)
 
 	tctx, cancel := ctx, context.CancelFunc(func() {})
 	if l.cfg.TrialTimeout > 0 {
 		tctx, cancel = context.WithTimeout(ctx, l.cfg.TrialTimeout)
 	}
+	var lost func() error // the cause when the lease was lost
+	if l.cfg.Shared != nil {
+		lctx, lcancel := context.WithCancelCause(tctx)
+		hctx, hstop := context.WithCancel(lctx)
+		done := make(chan struct{})
+		go func() { defer close(done); l.heartbeat(hctx, rec, lcancel) }()
+		tctx = lctx
+		prev := cancel
+		cancel = func() { hstop(); <-done; lcancel(nil); prev() }
+		lost = func() error {
+			if c := context.Cause(lctx); errors.Is(c, ErrLeaseLost) {
+				return c
+			}
+			return nil
+		}
+	}
 	res, runErr := l.runner.Run(tctx, cfg, l.cfg.Workload)
-	timedOut := tctx.Err() != nil && ctx.Err() == nil
+	var leaseErr error
+	if lost != nil && ctx.Err() == nil {
+		leaseErr = lost()
+	}
+	timedOut := tctx.Err() != nil && ctx.Err() == nil && leaseErr == nil
 	cancel()
 
 	rec.Ended = l.now()
@@ -479,6 +540,10 @@ func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, pha
 			res.Error = ctx.Err().Error()
 		}
 		fatal = ctx.Err()
+	case leaseErr != nil:
+		res.Status, res.Failure = trial.StatusFailed, trial.FailInterrupted
+		res.Error = leaseErr.Error()
+		fatal = leaseErr
 	case timedOut:
 		res.Status, res.Failure = trial.StatusFailed, FailTrialTimeout
 		res.Error = fmt.Sprintf("trial ran past %s", l.cfg.TrialTimeout)
@@ -499,7 +564,15 @@ func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, pha
 	rec.Result = &res
 	rec.State = StateOf(&res)
 	// The end of the trial is written even when ctx is cancelled.
-	if err := l.store.Finish(context.WithoutCancel(ctx), rec); err != nil {
+	if l.cfg.Shared != nil {
+		err = l.finishShared(context.WithoutCancel(ctx), rec)
+		if leaseErr != nil && errors.Is(err, store.ErrState) {
+			err = nil // taken back already: marked interrupted by the reaper
+		}
+	} else {
+		err = l.store.Finish(context.WithoutCancel(ctx), rec)
+	}
+	if err != nil {
 		return rec, errors.Join(fatal, fmt.Errorf("store trial end: %w", err))
 	}
 	if rec.State == StateInterrupted {
@@ -521,6 +594,13 @@ func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, pha
 // record folds a finished (or interrupted) trial into the state and shows it.
 func (l *Loop) record(prog progress, t Trial) {
 	l.mu.Lock()
+	if t.ID != "" && l.st.known[t.ID] { // taken back and folded in by sync already
+		l.mu.Unlock()
+		return
+	}
+	if l.st.known != nil {
+		l.st.known[t.ID] = true
+	}
 	l.st.trials = append(l.st.trials, t)
 	l.st.running = ""
 	if t.State.Finished() {
@@ -563,6 +643,9 @@ func (l *Loop) trialLine(t *Trial) string {
 		s += " " + firstLine(t.Result.Error, 100)
 	}
 	s += fmt.Sprintf(" (%s)", fmtDur(t.Ended.Sub(t.Started)))
+	if t.Worker != "" {
+		s += " by " + t.Worker
+	}
 	return s
 }
 

@@ -179,6 +179,12 @@ type SearchSpec struct {
 	Extend         int       `json:"extend"`
 	EngineLogMiB   int       `json:"engine_log_mib"`
 	StartupTimeout Duration  `json:"startup_timeout"`
+	// Worker names this process among the workers of a shared
+	// (PostgreSQL) study; "" = hostname:pid.
+	Worker string `json:"worker,omitempty"`
+	// Lease is how long a shared study's trial stays claimed without a
+	// heartbeat; 0 = DefaultLease.
+	Lease Duration `json:"lease,omitempty"`
 }
 
 // DefaultSearchSpec returns the defaults of `tuner search`'s flags.
@@ -694,6 +700,25 @@ func CheckResumable(ctx context.Context, st StudyLister, key store.StudyKey) err
 		strings.Join(lines, "; "))
 }
 
+// CheckJoin refuses to run a worker of study id with options that give
+// another study: the error names each option that differs.
+func CheckJoin(ctx context.Context, st interface {
+	Study(ctx context.Context, id string) (store.Study, error)
+}, id string, key store.StudyKey) error {
+	if key.ID() == id {
+		return nil
+	}
+	o, err := st.Study(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return Usagef("--study %s: no such study in this database", id)
+	}
+	if err != nil {
+		return err
+	}
+	return Usagef("--study %s: these options give another study (%s): it differs in %s; run with the study's options, or give only --study to use the spec its first worker recorded",
+		id, key.ID(), strings.Join(keyDiff(o.Key, key), ", "))
+}
+
 // keyDiff names the study-key fields of b that differ from a, with both
 // values.
 func keyDiff(a, b store.StudyKey) []string {
@@ -703,6 +728,9 @@ func keyDiff(a, b store.StudyKey) []string {
 			d = append(d, fmt.Sprintf("%s (%s, now %s)", name, orDash(x), orDash(y)))
 		}
 	}
+	add("model", a.Model, b.Model)
+	add("served model", a.ServedModel, b.ServedModel)
+	add("GPU", fmt.Sprintf("%dx %s", a.GPUCount, a.GPU), fmt.Sprintf("%dx %s", b.GPUCount, b.GPU))
 	add("engine", a.Engine, b.Engine)
 	add("engine version", a.EngineVersion, b.EngineVersion)
 	add("workload", a.Workload, b.Workload)

@@ -4,13 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/vllm-tuner/tuner/search"
 	"github.com/vllm-tuner/tuner/sim"
+	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/surrogate"
 	"github.com/vllm-tuner/tuner/trial"
@@ -44,7 +50,11 @@ type Run struct {
 	// releasing its lock (taken over), or is empty.
 	StaleLock string
 	LogDir    string
-	closers   []func()
+	// Worker is this process's name in a shared study ("" otherwise), and
+	// OtherWorkers the live workers it joined.
+	Worker       string
+	OtherWorkers int
+	closers      []func()
 }
 
 // Close stops the engine runner and releases the study lock.
@@ -109,13 +119,41 @@ func (ss *Search) Start(ctx context.Context, st SearchDB, sc StartConfig) (*Run,
 	if err != nil {
 		return nil, err
 	}
-	// One search per study: a second one would stop the first one's engine
-	// (taken for a stale one) and measure configs twice.
-	release, stale, err := st.LockStudy(ctx, study.ID)
-	if err != nil {
-		return nil, err
+	run := &Run{Study: study}
+	var shared *SharedStudy
+	var member store.Membership
+	if ldb, ok := st.(LeaseDB); ok {
+		// A shared database: this process is one worker of the study;
+		// each trial is leased, so no study lock.
+		sh, m, err := ss.joinShared(ctx, ldb, study.ID)
+		if err != nil {
+			return nil, err
+		}
+		shared, member = &sh, m
+		if m.Others > 0 {
+			// Workers started with one --seed would draw the same
+			// candidates (and the same simulator noise): each joining
+			// worker draws its own.
+			h := fnv.New64a()
+			h.Write([]byte(sh.Worker))
+			ss.Spec.Seed ^= h.Sum64()
+		}
+		run.Worker, run.OtherWorkers = sh.Worker, m.Others
+		run.closers = append(run.closers, func() {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = ldb.LeaveStudy(ctx, study.ID, sh.Worker)
+		})
+	} else {
+		// One search per study: a second one would stop the first one's
+		// engine (taken for a stale one) and measure configs twice.
+		release, stale, err := st.LockStudy(ctx, study.ID)
+		if err != nil {
+			return nil, err
+		}
+		run.StaleLock = stale
+		run.closers = append(run.closers, func() { release() })
 	}
-	run := &Run{Study: study, StaleLock: stale, closers: []func(){func() { release() }}}
 	fail := func(err error) (*Run, error) {
 		run.Close()
 		return nil, err
@@ -152,6 +190,13 @@ func (ss *Search) Start(ctx context.Context, st SearchDB, sc StartConfig) (*Run,
 				sc.OnTrial(t)
 			}
 		}
+	}
+	if shared != nil {
+		cfg.Shared, cfg.Lease, cfg.Elapsed = *shared, shared.Lease, member.Elapsed
+		cfg.RetryFor = max(2*shared.Lease, time.Minute)
+		cfg.SpoolDir = filepath.Join(st.DataDir(), "pending", study.ID)
+		// Joining live workers is not a resume: the study is theirs too.
+		cfg.Resume = cfg.Resume || member.Others > 0
 	}
 	if run.Loop, err = New(cfg, runner, prop, StudyStore{Store: st, Study: study.ID, Observer: sc.Observer}); err != nil {
 		return fail(AsUsage(err))
@@ -264,6 +309,50 @@ var (
 	_ Runner = (*sim.Runner)(nil)
 )
 
+// timeScale reads --time-scale=F from sim-virtual's engine arguments (0
+// when absent): as vllm-sim's flag, wall seconds per simulated second.
+func timeScale(args []string) (float64, error) {
+	for i, a := range args {
+		v, ok := strings.CutPrefix(a, "--time-scale=")
+		if !ok && a == "--time-scale" && i+1 < len(args) {
+			v, ok = args[i+1], true
+		}
+		if !ok {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f <= 0 || math.IsInf(f, 0) {
+			return 0, Usagef("--engine-arg --time-scale=%s: want a number > 0", v)
+		}
+		return f, nil
+	}
+	return 0, nil
+}
+
+// pacedRunner makes a virtual trial take its simulated time (startup and
+// measurement) x scale of wall time, as an engine process would: the
+// benchmark of several workers needs engine-bound trials, and a worker
+// killed "mid-trial" needs a trial to be in.
+type pacedRunner struct {
+	Runner
+	scale float64
+}
+
+func (p pacedRunner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (trial.Result, error) {
+	res, err := p.Runner.Run(ctx, cfg, w)
+	if err != nil {
+		return res, err
+	}
+	t := time.NewTimer(time.Duration(res.Phases.TotalS * p.scale * float64(time.Second)))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return res, ctx.Err()
+	case <-t.C:
+		return res, nil
+	}
+}
+
 // newRunner builds the runner of the engine: sim-virtual in-process, the
 // others as engine processes through package trial.
 func (ss *Search) newRunner(logDir string, env []string, log *slog.Logger) (Runner, func(), error) {
@@ -276,7 +365,11 @@ func (ss *Search) newRunner(logDir string, env []string, log *slog.Logger) (Runn
 		if err != nil {
 			return nil, nil, err
 		}
-		return r, func() {}, nil
+		scale, err := timeScale(ss.EngineArgs)
+		if err != nil || scale == 0 {
+			return r, func() {}, err
+		}
+		return pacedRunner{r, scale}, func() {}, nil
 	}
 	rc := trial.DefaultConfig()
 	rc.Command = ss.BaseCommand()

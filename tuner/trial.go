@@ -64,6 +64,7 @@ type Trial struct {
 	Result   *trial.Result `json:"result,omitempty"`
 	Started  time.Time     `json:"started"`
 	Ended    time.Time     `json:"ended,omitzero"`
+	Worker   string        `json:"worker,omitempty"` // who ran it, in a shared study
 }
 
 // Verdict is the short form shown in progress lines: ok, unstable,

@@ -41,7 +41,7 @@ func runE2EMain(m *testing.M) int {
 }
 
 // binaries builds ./cmd/tuner and ./cmd/vllm-sim once per test binary.
-func binaries(t *testing.T) (tunerBin, simBin string) {
+func binaries(t testing.TB) (tunerBin, simBin string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end test with real processes (-short)")

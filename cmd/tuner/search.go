@@ -76,6 +76,8 @@ func searchCommand() *cli.Command {
 			&cli.IntFlag{Name: "engine-log-mib", Value: d.EngineLogMiB, Usage: "cap of each engine log file in MiB (then rotated to .log.1: the newest output is kept)"},
 			&cli.DurationFlag{Name: "startup-timeout", Value: d.StartupTimeout.Std(), Usage: "limit from engine start to /health 200"},
 			&cli.BoolFlag{Name: "json", Usage: "print the final report as JSON"},
+			&cli.StringFlag{Name: "worker-name", Usage: "this process's name among the workers of a study in PostgreSQL (default hostname:pid)"},
+			&cli.DurationFlag{Name: "lease", Value: tuner.DefaultLease, Usage: "with a postgres:// --db: how long a trial stays claimed without a heartbeat before another worker takes it back"},
 		),
 		Action: runSearch,
 	}
@@ -254,6 +256,10 @@ func searchSpec(c *cli.Context) (tuner.SearchSpec, error) {
 		EngineArgs: c.StringSlice("engine-arg"), EngineEnv: c.StringSlice("engine-env"),
 		VLLM: c.String("vllm"), VLLMSim: c.String("vllm-sim"), LogDir: c.String("log-dir"),
 		Extend: c.Int("extend"), EngineLogMiB: c.Int("engine-log-mib"), StartupTimeout: tuner.Duration(c.Duration("startup-timeout")),
+		Worker: c.String("worker-name"), Lease: tuner.Duration(c.Duration("lease")),
+	}
+	if s.Lease < 0 {
+		return tuner.SearchSpec{}, usagef("--lease %s: must be > 0", s.Lease.Std())
 	}
 	if !c.IsSet("endpoint") {
 		s.Endpoint = ""
@@ -278,7 +284,6 @@ func runSearch(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	log := cmdLogger(c)
 	dbPath, err := dbArg(c)
 	if err != nil {
 		return err
@@ -286,11 +291,18 @@ func runSearch(c *cli.Context) error {
 	if spec.DryRun {
 		return dryRun(c, ss, dbPath)
 	}
-	st, err := openSearchDB(c.Context, dbPath, log)
+	st, err := openSearchDB(c.Context, dbPath, cmdLogger(c))
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	return startSearch(c, ss, st)
+}
+
+// startSearch runs a resolved search on an open database (`search` and
+// `worker`).
+func startSearch(c *cli.Context, ss *tuner.Search, st searchDB) error {
+	log := cmdLogger(c)
 	run, err := ss.Start(c.Context, st, tuner.StartConfig{
 		Logger: log, Progress: c.App.ErrWriter, Terminal: writerIsTerminal(c.App.ErrWriter), Width: terminalWidth(c.App.ErrWriter),
 	})
@@ -304,6 +316,9 @@ func runSearch(c *cli.Context) error {
 	w := c.App.Writer
 	if !c.Bool("json") {
 		fmt.Fprintf(w, "study %s: %s, engine %s, workload %s, SLO %s; db %s\n", run.Study.ID, ss.Target.Describe(), ss.Engine, ss.Workload.Name, orDash(ss.SLO.String()), st.Path())
+		if run.Worker != "" {
+			fmt.Fprintf(w, "worker %s: %d other live workers on this study\n", run.Worker, run.OtherWorkers)
+		}
 		if ss.Prune.Skipped == "" {
 			fmt.Fprintf(w, "pruned %.0f%% of the space from %.0f observations (see `tuner search --dry-run`)\n", ss.Prune.VolumeRemoved*100, ss.Prune.Evidence)
 		}

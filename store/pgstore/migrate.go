@@ -56,6 +56,20 @@ var migrations = []string{
 		seq bigserial PRIMARY KEY,
 		rec json NOT NULL
 	);`,
+	// 3: leases of several workers on one study: who runs a trial and
+	// until when the claim holds without a heartbeat (the server's clock),
+	// the live workers of each study, and the spec they run.
+	`ALTER TABLE trials ADD COLUMN worker text;
+	ALTER TABLE trials ADD COLUMN lease_until timestamptz;
+	CREATE INDEX trials_leased ON trials (study_id, lease_until) WHERE state = 'running' AND lease_until IS NOT NULL;
+	ALTER TABLE studies ADD COLUMN spec json;
+	CREATE TABLE workers (
+		study_id text NOT NULL REFERENCES studies (id),
+		name     text NOT NULL,
+		joined   timestamptz NOT NULL,
+		until    timestamptz NOT NULL,
+		PRIMARY KEY (study_id, name)
+	);`,
 }
 
 // SchemaVersion is the schema this program writes.

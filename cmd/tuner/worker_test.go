@@ -1,0 +1,320 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/pgstore"
+	"github.com/vllm-tuner/tuner/store/pgstore/pgtest"
+)
+
+// worker is one `tuner search` process of a shared study.
+type worker struct {
+	name     string
+	cmd      *exec.Cmd
+	out, err bytes.Buffer
+	done     chan struct{}
+}
+
+func startWorker(t testing.TB, bin, name string, args ...string) *worker {
+	t.Helper()
+	w := &worker{name: name, done: make(chan struct{})}
+	w.cmd = exec.Command(bin, append(args, "--worker-name", name)...)
+	w.cmd.Stdout, w.cmd.Stderr = &w.out, &w.err
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { w.cmd.Wait(); close(w.done) }()
+	t.Cleanup(func() { w.cmd.Process.Kill(); <-w.done })
+	return w
+}
+
+// wait waits for the worker to exit and returns its exit code.
+func (w *worker) wait(t testing.TB, limit time.Duration) int {
+	t.Helper()
+	select {
+	case <-w.done:
+	case <-time.After(limit):
+		w.cmd.Process.Kill()
+		<-w.done
+		t.Fatalf("worker %s did not exit within %s\n%s\n%s", w.name, limit, w.out.String(), w.err.String())
+	}
+	return w.cmd.ProcessState.ExitCode()
+}
+
+// runningTrialOf polls the study until worker has a running trial (after
+// at least minDone ended trials) and returns it.
+func runningTrialOf(t *testing.T, pg *pgstore.Store, worker string, minDone int, limit time.Duration) store.Trial {
+	t.Helper()
+	ctx := context.Background()
+	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		studies, err := pg.Studies(ctx)
+		if err != nil || len(studies) == 0 {
+			continue
+		}
+		ts, err := pg.Trials(ctx, studies[0].ID, store.TrialFilter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := 0
+		for _, tr := range ts {
+			if tr.State.Finished() {
+				done++
+			}
+		}
+		for _, tr := range ts {
+			if tr.State == store.StateRunning && tr.Worker == worker && done >= minDone {
+				return tr
+			}
+		}
+	}
+	t.Fatalf("worker %s ran no trial within %s", worker, limit)
+	return store.Trial{}
+}
+
+// openMigrated opens url read-only once the workers have migrated it.
+func openMigrated(t *testing.T, url string) *pgstore.Store {
+	t.Helper()
+	for end := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		pg, err := pgstore.Open(context.Background(), pgstore.Config{URL: url, ReadOnly: true})
+		if err == nil {
+			t.Cleanup(func() { pg.Close() })
+			return pg
+		}
+		if time.Now().After(end) {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkSharedStudy checks the study's trials: searchTrials finished search
+// trials, no config (and re-measurement index) run twice, nothing left
+// running; it returns the trials.
+func checkSharedStudy(t *testing.T, url string, searchTrials int) []store.Trial {
+	t.Helper()
+	ctx := context.Background()
+	pg, err := pgstore.Open(ctx, pgstore.Config{URL: url, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	studies, err := pg.Studies(ctx)
+	if err != nil || len(studies) != 1 {
+		t.Fatalf("studies: %d, %v", len(studies), err)
+	}
+	ts, err := pg.Trials(ctx, studies[0].ID, store.TrialFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	search := 0
+	for i, tr := range ts {
+		if tr.Seq != uint64(i+1) {
+			t.Errorf("trial %d has sequence %d", i+1, tr.Seq)
+		}
+		switch {
+		case tr.State == store.StateRunning:
+			t.Errorf("trial %s still running after every worker exited", tr.ID)
+		case tr.State == store.StateInterrupted:
+			continue
+		case tr.Repeat == 0:
+			search++
+		}
+		k := fmt.Sprintf("%s/%d", tr.ConfigID, tr.Repeat)
+		if prev, ok := seen[k]; ok {
+			t.Errorf("config %s repeat %d run twice: trials %s and %s", tr.ConfigID, tr.Repeat, prev, tr.ID)
+		}
+		seen[k] = tr.ID
+		if tr.Worker == "" {
+			t.Errorf("trial %s has no worker", tr.ID)
+		}
+	}
+	if search != searchTrials {
+		t.Errorf("%d finished search trials, want %d", search, searchTrials)
+	}
+	code, out, errb := runTuner(t, "--db", url, "db", "check")
+	if code != 0 || strings.Contains(out, "problem:") || strings.Contains(out, "duplicate:") {
+		t.Errorf("db check: exit %d\n%s\n%s", code, out, errb)
+	}
+	return ts
+}
+
+// TestWorkersShareStudy: three `tuner search` processes with the same
+// options against one PostgreSQL database serve one study of 60 trials;
+// one is killed (SIGKILL) in the middle of a trial, whose config another
+// worker takes back after the lease expires and runs. Every trial is
+// stored once, no config runs twice, the re-measurement is done once,
+// every worker that lives exits 0, and db check (which compares the stored
+// fronts with the fronts rebuilt from the trials) finds nothing.
+func TestWorkersShareStudy(t *testing.T) {
+	tunerBin, _ := binaries(t)
+	url := pgtest.DB(t)
+	args := virtualArgs(url, "--trials", "60", "--finalists", "2", "--repeats", "2", "--patience", "0",
+		"--engine-arg=--time-scale=0.002", "--lease", "3s", "--seed", "5")
+	ws := []*worker{startWorker(t, tunerBin, "w1", args...), startWorker(t, tunerBin, "w2", args...), startWorker(t, tunerBin, "w3", args...)}
+
+	pg := openMigrated(t, url)
+	victim := runningTrialOf(t, pg, "w3", 10, 2*time.Minute)
+	if err := ws[2].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	<-ws[2].done
+	for _, w := range ws[:2] {
+		if code := w.wait(t, 3*time.Minute); code != 0 {
+			t.Fatalf("worker %s: exit %d\n%s\n%s", w.name, code, w.out.String(), w.err.String())
+		}
+	}
+	ts := checkSharedStudy(t, url, 60)
+	// The killed worker's trial came back (interrupted, lease expired) and
+	// another worker ran its config, unless w3 finished it before the kill.
+	var back, rerun *store.Trial
+	for i := range ts {
+		tr := &ts[i]
+		switch {
+		case tr.ID == victim.ID:
+			back = tr
+		case tr.ConfigID == victim.ConfigID && tr.Repeat == victim.Repeat && tr.Seq > victim.Seq && tr.State != store.StateInterrupted:
+			rerun = tr
+		}
+	}
+	switch {
+	case back == nil:
+		t.Fatalf("trial %s is gone", victim.ID)
+	case back.State != store.StateInterrupted:
+		t.Logf("w3 finished trial %s (%s) just before the kill", victim.ID, back.State)
+	case !strings.Contains(back.Notes, "lease of worker w3 expired"):
+		t.Errorf("killed trial %s: state %s, notes %q", back.ID, back.State, back.Notes)
+	case rerun == nil:
+		t.Errorf("config %s of the killed trial was not run again", victim.ConfigID)
+	case rerun.Worker == "w3":
+		t.Errorf("rerun %s by the dead worker", rerun.ID)
+	default:
+		t.Logf("killed trial %s came back as %s by %s, started %s after the kill (lease 3s)", victim.ID, rerun.ID, rerun.Worker, rerun.Started.Sub(killed).Round(time.Millisecond))
+	}
+	for _, w := range ws[:2] {
+		errb := w.err.String()
+		for _, name := range []string{"by w1", "by w2", "by w3"} {
+			if !strings.Contains(errb, name) {
+				t.Errorf("worker %s's progress names no trial %q:\n%s", w.name, name, errb)
+			}
+		}
+		if out := w.out.String(); !strings.Contains(out, "60 search trials") || !strings.Contains(out, "recommended: config") {
+			t.Errorf("worker %s's report:\n%s", w.name, out)
+		}
+	}
+}
+
+// engineOf waits for a vllm-sim process whose parent is pid.
+func engineOf(t *testing.T, simBin string, pid int, limit time.Duration) int {
+	t.Helper()
+	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			child, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if err != nil || !strings.HasPrefix(string(b), simBin+"\x00") {
+				continue
+			}
+			st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
+			if err == nil && strings.Contains(string(st), fmt.Sprintf("\nPPid:\t%d\n", pid)) {
+				return child
+			}
+		}
+	}
+	t.Fatalf("process %d started no engine within %s", pid, limit)
+	return 0
+}
+
+// TestWorkersSimEngineKill: two workers with real engine processes
+// (--engine sim); one is killed while its engine serves a trial. Its
+// engine does not outlive it, the other worker finishes the study (the
+// killed trial's config included), and nothing is stored twice.
+func TestWorkersSimEngineKill(t *testing.T) {
+	tunerBin, simBin := binaries(t)
+	url := pgtest.DB(t)
+	args := simSearchArgs(url, simBin, "--trials", "4", "--finalists", "1", "--repeats", "1", "--lease", "2s")
+	a := startWorker(t, tunerBin, "s1", args...)
+	b := startWorker(t, tunerBin, "s2", args...)
+	engineOf(t, simBin, b.cmd.Process.Pid, time.Minute)
+	if err := b.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-b.done
+	if code := a.wait(t, 3*time.Minute); code != 0 {
+		t.Fatalf("worker s1: exit %d\n%s\n%s", code, a.out.String(), a.err.String())
+	}
+	// The kernel signals the killed worker's engine (Pdeathsig); give it
+	// a moment to go.
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end) && simRunning(simBin); time.Sleep(50 * time.Millisecond) {
+	}
+	noSimProcesses(t, simBin)
+	ts := checkSharedStudy(t, url, 4)
+	interrupted := 0
+	for _, tr := range ts {
+		if tr.State == store.StateInterrupted && tr.Worker == "s2" {
+			interrupted++
+		}
+	}
+	if interrupted != 1 {
+		t.Errorf("%d interrupted trials of the killed worker, want 1", interrupted)
+	}
+}
+
+// simRunning reports whether a vllm-sim process started from simBin lives.
+func simRunning(simBin string) bool {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && strings.HasPrefix(string(b), simBin+"\x00") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestWorkerJoin: `tuner worker --study ID` joins with the spec the study's
+// first worker recorded, refuses options that give another study (naming
+// what differs), an unknown study and a bbolt file.
+func TestWorkerJoin(t *testing.T) {
+	url := pgtest.DB(t)
+	code, out, errb := runTuner(t, virtualArgs(url, "--trials", "3", "--repeats", "1", "--json")...)
+	if code != 0 {
+		t.Fatalf("search: exit %d\n%s", code, errb)
+	}
+	var rep struct{ Study string }
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Study == "" {
+		t.Fatalf("report: %v\n%s", err, out)
+	}
+	workerArgs := func(extra ...string) []string {
+		a := virtualArgs(url, extra...)
+		a[2] = "worker" // search -> worker
+		return append(a, "--study", rep.Study)
+	}
+	tests := []cliCase{
+		{name: "recorded spec", args: []string{"--db", url, "worker", "--study", rep.Study, "--worker-name", "late"}, code: 0,
+			stdout: []string{"worker late: 0 other live workers", "3 search trials"}},
+		{name: "same options", args: workerArgs("--trials", "3", "--repeats", "1", "--json"), code: 0,
+			stdout: []string{`"search_trials": 3`}},
+		{name: "other SLO", args: workerArgs("--slo", "tpot_p99<=50ms"), code: 2,
+			stderr: []string{"these options give another study", "differs in SLO (tpot_p99<=30ms, now tpot_p99<=50ms)"}},
+		{name: "unknown study", args: []string{"--db", url, "worker", "--study", "0123456789ab"}, code: 2,
+			stderr: []string{"0123456789ab"}},
+		{name: "bbolt file", args: []string{"--db", filepath.Join(t.TempDir(), "t.db"), "worker", "--study", rep.Study}, code: 2,
+			stderr: []string{"must be a postgres:// URL"}},
+	}
+	runCLICases(t, tests)
+}

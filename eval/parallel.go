@@ -1,0 +1,123 @@
+package eval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/vllm-tuner/tuner/search"
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/surrogate"
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+// Strategy names of the parallel-worker comparison (not in the default
+// set: `tuner eval search --strategies par1,par4`).
+const (
+	StratPar1 = "par1"
+	StratPar4 = "par4"
+)
+
+// ExtraStrategies are the strategies run only when named.
+func ExtraStrategies() []Strategy {
+	return []Strategy{ParallelStrategy{Label: StratPar1, Workers: 1}, ParallelStrategy{Label: StratPar4, Workers: 4}}
+}
+
+// ParallelStrategy is the tuner's proposer (TPE with surrogate screening,
+// cold) driven as Workers workers of one shared study are: each trial
+// takes its simulated time (startup + measurement); when one ends its
+// result is told and that worker asks again while the others' configs are
+// in flight (told to the proposer as pending: never proposed, and a
+// constant liar for TPE). Trials are numbered in the order they were
+// asked (claimed), so HV@N compares the first N claims with the
+// sequential search (Workers 1) on the same code path.
+type ParallelStrategy struct {
+	Label   string
+	Workers int
+}
+
+func (s ParallelStrategy) Name() string { return s.Label }
+
+// inflight is a trial running on a simulated worker.
+type inflight struct {
+	cfg spaces.Config
+	res trial.Result
+	end float64 // simulated seconds
+}
+
+func (s ParallelStrategy) Run(ctx context.Context, env Env) ([]Trial, Belief, error) {
+	p := env.Problem
+	po := search.DefaultPruneOptions()
+	po.Objectives, po.SLO = p.Objectives, p.SLO
+	pruned, _ := search.Prune(p.Space, nil, po)
+	pc := search.DefaultProposerConfig()
+	pc.Space, pc.Sampler, pc.Seed = pruned, search.SamplerTPE, env.Seed
+	pc.Objectives, pc.SLO, pc.Logger = p.Objectives, p.SLO, env.Logger
+	so := surrogate.DefaultOptions()
+	so.Seed = env.Seed
+	so.Threads = 1
+	sc, err := search.NewSurrogateScorer(p.Space, p.Workload, p.Objectives, p.SLO, so)
+	if err != nil {
+		return nil, Belief{}, err
+	}
+	pc.Scorer = sc
+	prop, err := search.NewProposer(pc)
+	if err != nil {
+		return nil, Belief{}, err
+	}
+	r, err := noisyRunner(env)
+	if err != nil {
+		return nil, Belief{}, err
+	}
+	var (
+		out     []Trial
+		running []inflight
+		now     float64
+	)
+	start := func() (bool, error) {
+		pending := make([]spaces.Config, len(running))
+		for i, j := range running {
+			pending[i] = j.cfg
+		}
+		prop.SetPending(pending)
+		cfg, err := prop.Ask(ctx)
+		if errors.Is(err, search.ErrExhausted) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("%s ask: %w", s.Label, err)
+		}
+		res, err := r.Run(ctx, cfg, p.Workload)
+		if err != nil {
+			return false, err
+		}
+		out = append(out, p.record(len(out)+1, PhaseSearch, cfg, &res))
+		running = append(running, inflight{cfg, res, now + res.Phases.TotalS})
+		return true, nil
+	}
+	more := true
+	for more && len(out) < env.Trials && len(running) < max(1, s.Workers) {
+		if more, err = start(); err != nil {
+			return nil, Belief{}, err
+		}
+	}
+	for len(running) > 0 {
+		i := 0
+		for k, j := range running {
+			if j.end < running[i].end {
+				i = k
+			}
+		}
+		j := running[i]
+		running = slices.Delete(running, i, i+1)
+		now = j.end
+		prop.Tell(j.cfg, &j.res)
+		if more && len(out) < env.Trials {
+			if more, err = start(); err != nil {
+				return nil, Belief{}, err
+			}
+		}
+	}
+	return out, bestMeasured(out, p), nil
+}
