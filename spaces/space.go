@@ -33,12 +33,12 @@ type Param struct {
 	// clears it.
 	When    *Expr  `json:"-"`
 	WhenSrc string `json:"when,omitempty"`
-	Fixed   *Value      `json:"fixed,omitempty"`   // pinned by the user
-	Tune    bool        `json:"tune"`
-	Since   string      `json:"since,omitempty"` // first vLLM version with the flag
-	Until   string      `json:"until,omitempty"` // first vLLM version without it
-	Help    string      `json:"help,omitempty"`
-	Source  string      `json:"source,omitempty"` // where in vLLM the default comes from
+	Fixed   *Value `json:"fixed,omitempty"` // pinned by the user
+	Tune    bool   `json:"tune"`
+	Since   string `json:"since,omitempty"` // first vLLM version with the flag
+	Until   string `json:"until,omitempty"` // first vLLM version without it
+	Help    string `json:"help,omitempty"`
+	Source  string `json:"source,omitempty"` // where in vLLM the default comes from
 }
 
 // CondValue is a default that applies when When holds (nil: always); the
