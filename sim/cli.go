@@ -146,7 +146,7 @@ var serverFlags = map[string]simFlag{
 		o.LoRA.Modules = append(o.LoRA.Modules, m)
 		return nil
 	}},
-	"max_cpu_loras":      intFlag(func(o *ServeOptions, n int) { o.LoRA.MaxCPULoras = n }),
+	"max_cpu_loras":       intFlag(func(o *ServeOptions, n int) { o.LoRA.MaxCPULoras = n }),
 	"fully_sharded_loras": noop(argBoolOpt),
 	// Accepted for compatibility, no effect in the simulator.
 	"disable_log_requests":            noop(argTrue),

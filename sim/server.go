@@ -573,6 +573,15 @@ func (s *server) handleGenerate(chat bool) http.HandlerFunc {
 	}
 }
 
+// model is the name a response reports: the LoRA adapter the request
+// named, else the served model (vLLM echoes the adapter's name).
+func (g *generation) model() string {
+	if g.er.Adapter > 0 {
+		return g.req.Model
+	}
+	return g.s.served
+}
+
 // runtimeOOM kills the engines with a CUDA OOM (fault injection): requests
 // fail, /health turns 503, and the process exits 1 shortly after.
 func (s *server) runtimeOOM() {
@@ -705,7 +714,7 @@ func (g *generation) header(b []byte) []byte {
 	}
 	b = strconv.AppendInt(b, g.created, 10)
 	b = append(b, `,"model":`...)
-	b = appendJSONString(b, g.s.served)
+	b = appendJSONString(b, g.model())
 	return b
 }
 
@@ -783,7 +792,7 @@ func (g *generation) whole(w http.ResponseWriter, r *http.Request) {
 				choice = map[string]any{"index": 0, "text": text, "logprobs": nil, "finish_reason": g.reason,
 					"stop_reason": nil, "prompt_logprobs": nil}
 			}
-			writeJSON(w, 200, map[string]any{"id": g.id, "object": object, "created": g.created, "model": g.s.served,
+			writeJSON(w, 200, map[string]any{"id": g.id, "object": object, "created": g.created, "model": g.model(),
 				"choices": []any{choice}, "usage": usage})
 			g.done(ev, pos)
 			return

@@ -116,6 +116,21 @@ func Summarize(recs []Record, slo SLO) Metrics {
 	return m
 }
 
+// Tenants lists the tenants of ByTenant, sorted (nil without tenants).
+func (m *Metrics) Tenants() []string {
+	out := make([]string, 0, len(m.ByTenant))
+	for n := range m.ByTenant {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// String is the one-line summary reports print.
+func (f *Fairness) String() string {
+	return fmt.Sprintf("worst/best tenant P95: TTFT %.2fx, E2EL %.2fx (worst %s, best %s)", f.TTFTP95Ratio, f.E2ELP95Ratio, f.Worst, f.Best)
+}
+
 // BaseTenant names the requests of a tenant workload that went to the base
 // model rather than an adapter.
 const BaseTenant = "(base)"

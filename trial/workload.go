@@ -217,7 +217,7 @@ type RequestSpec struct {
 	OutputLen int           `json:"output_len"`
 	PrefixLen int           `json:"prefix_len,omitempty"` // leading tokens shared by all requests
 	Warmup    bool          `json:"warmup,omitempty"`
-	Think     time.Duration `json:"think,omitempty"` // closed loop: the user's pause after this request
+	Think     time.Duration `json:"think,omitempty"`  // closed loop: the user's pause after this request
 	Tenant    string        `json:"tenant,omitempty"` // LoRA adapter sent as the model ("" for the base model)
 }
 
