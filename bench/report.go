@@ -124,8 +124,29 @@ func (r *Run) Write(w io.Writer, format string) error {
 			render(t)
 		}
 		render(c.bucketTable())
+		if t := c.tenantTable(); len(t.rows) > 0 {
+			render(t)
+		}
 	}
 	return nil
+}
+
+// tenantTable holds a LoRA workload's per-tenant figures and, per load,
+// the fairness between tenants (worst over best P95).
+func (c *CellResult) tenantTable() *table {
+	t := &table{head: []string{"load", "tenant", "requests", "out tok/s", "ttft p50", "ttft p95", "tpot p95", "e2el p95", "fairness e2el p95"}}
+	for i := range c.Levels {
+		l := &c.Levels[i]
+		fair := "-"
+		if f := l.Metrics.Fairness; f != nil {
+			fair = fmt.Sprintf("%.2fx (worst %s)", f.E2ELP95Ratio, f.Worst)
+		}
+		for _, n := range l.Metrics.Tenants() {
+			m := l.Metrics.ByTenant[n]
+			t.add(l.LoadString(), n, strconv.Itoa(m.Completed+m.Failed), f1(m.OutputThroughput), f2(m.TTFT.Median), f2(m.TTFT.P95), f2(m.TPOT.P95), f2(m.E2EL.P95), fair)
+		}
+	}
+	return t
 }
 
 func (c *CellResult) throughputTable() *table {

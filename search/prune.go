@@ -260,9 +260,16 @@ func (pr *pruner) static() {
 			elem = 1
 		}
 	}
+	// The lightest weights the space allows (online fp8 halves them).
+	weights := t.Model.WeightBytes()
+	if q, ok := pr.space.Param("quantization"); ok {
+		if q.Fixed == nil && q.Tune && slices.Contains(q.Choices, "fp8") || q.Fixed != nil && q.Fixed.Str() == "fp8" {
+			weights = math.Min(weights, t.Model.WeightBytesAs("fp8"))
+		}
+	}
 	need := func(tp float64) float64 {
 		kvDiv := math.Max(1, math.Min(tp, float64(max(1, t.Model.KVHeads))))
-		return t.Model.WeightBytes()/tp + t.Model.KVBytesPerToken(elem)*maxLen/kvDiv
+		return weights/tp + t.Model.KVBytesPerToken(elem)*maxLen/kvDiv
 	}
 	util, hasUtil := pr.space.Param("gpu_memory_utilization")
 	maxUtil := 1.0

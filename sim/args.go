@@ -28,6 +28,16 @@ type EngineArgs struct {
 	SwapSpace                 float64 // accepted, unused by V1 (as in vLLM)
 	NumSchedulerSteps         int     // V0 multi-step: tokens per streamed chunk
 	MaxNumPartialPrefills     int
+	Quantization              string // "auto": the checkpoint's (see quantMethod)
+	Dtype                     string
+	EnableExpertParallel      bool
+	// LoRA: the slots are space parameters, the rest server flags
+	// (--enable-lora, --lora-modules, --max-cpu-loras).
+	MaxLoras    int
+	MaxLoraRank int
+	EnableLoRA  bool
+	LoRAModules []LoRAModule
+	MaxCPULoras int
 }
 
 // StartupError is an engine failure during startup: the log lines vLLM
@@ -138,6 +148,11 @@ func resolveArgs(base, rs *spaces.Space, t spaces.Target, cfg spaces.Config) (En
 		SwapSpace:                 get("swap_space").Float(),
 		NumSchedulerSteps:         max(1, get("num_scheduler_steps").Int()),
 		MaxNumPartialPrefills:     max(1, get("max_num_partial_prefills").Int()),
+		Quantization:              get("quantization").Str(),
+		Dtype:                     get("dtype").Str(),
+		EnableExpertParallel:      get("enable_expert_parallel").Bool(),
+		MaxLoras:                  get("max_loras").Int(),
+		MaxLoraRank:               get("max_lora_rank").Int(),
 	}
 	// vLLM's derived defaults (EngineArgs._set_default_args, SchedulerConfig).
 	if !cfg.Has("max_num_batched_tokens") && !a.EnableChunkedPrefill {
@@ -207,6 +222,34 @@ func (a EngineArgs) Validate(t spaces.Target) *StartupError {
 	case a.KVCacheDtype != "auto" && !strings.HasPrefix(a.KVCacheDtype, "fp8") && a.KVCacheDtype != "bfloat16" && a.KVCacheDtype != "float16":
 		return invalid("Unknown kv cache dtype: %s", a.KVCacheDtype)
 	}
+	if se := a.validateQuant(t); se != nil {
+		return se
+	}
+	return a.validateLoRA()
+}
+
+// validateQuant applies ModelConfig._verify_quantization and the methods'
+// get_min_capability / get_supported_act_dtypes checks.
+func (a EngineArgs) validateQuant(t spaces.Target) *StartupError {
+	m, g := t.Model, t.GPU
+	q := a.Quantization
+	if q == "" || q == "auto" {
+		return nil
+	}
+	ckpt := m.Quantization
+	switch {
+	case ckpt != "" && spaces.QuantFamily(q) != ckpt:
+		return invalid("Quantization method specified in the model config (%s) does not match the quantization method specified in the `quantization` argument (%s).", ckpt, q)
+	case ckpt == "" && q != "fp8":
+		return invalid("Cannot find the config file for %s", q)
+	}
+	minCap := map[string]float64{"fp8": 8.0, "awq": 7.5, "awq_marlin": 8.0, "gptq": 6.0, "gptq_marlin": 8.0}[q]
+	if cc := g.ComputeCapability; cc > 0 && cc < minCap {
+		return invalid("The quantization method %s is not supported for the current GPU. Minimum capability: %d. Current capability: %d.", q, int(minCap*10), int(cc*10))
+	}
+	if (q == "awq" || q == "gptq") && a.Dtype == "bfloat16" {
+		return invalid("torch.bfloat16 is not supported for quantization method %s. Supported dtypes: [torch.float16]", q)
+	}
 	return nil
 }
 
@@ -215,7 +258,7 @@ func (a EngineArgs) kvElemBytes(m spaces.Model) float64 {
 	if strings.HasPrefix(a.KVCacheDtype, "fp8") {
 		return 1
 	}
-	return m.DtypeBytes
+	return a.dtypeBytes(m)
 }
 
 // resolveFor resolves the space for t with the model's own max length (the

@@ -60,7 +60,7 @@ func BenchmarkSimulate500(b *testing.B) {
 	cpu0 := cpuTime()
 	for i := 0; i < b.N; i++ {
 		e := NewEngine(tg, a, r.calib, plan)
-		if _, _, err := simulate(context.Background(), []*Engine{e}, specs, true, 64, 0, a.MaxModelLen, nil); err != nil {
+		if _, _, err := simulate(context.Background(), []*Engine{e}, specs, true, 64, 0, a.MaxModelLen, nil, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

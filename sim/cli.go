@@ -30,10 +30,20 @@ type ServeOptions struct {
 	HFCache         string  // Hugging Face hub cache, for models the catalog lacks
 	NumGPUBlocks    int     // --num-gpu-blocks-override (0: off)
 	DisableLogStats bool
+	// LoRA holds --enable-lora, --lora-modules and --max-cpu-loras (the
+	// slots, --max-loras and --max-lora-rank, are engine parameters).
+	LoRA LoRAOptions
 	// Engine holds the engine flags given (config file and CLI), by
 	// parameter name; the rest take vLLM's defaults for the target.
 	Engine spaces.Config
 	Faults Faults
+}
+
+// LoRAOptions are vllm serve's LoRA server flags.
+type LoRAOptions struct {
+	Enable      bool
+	Modules     []LoRAModule
+	MaxCPULoras int
 }
 
 // Faults are the fault-injection knobs (all off by default), seeded by --seed.
@@ -70,6 +80,7 @@ const (
 	argValue   argKind = iota // --x V or --x=V
 	argTrue                   // store_true: --x
 	argBoolOpt                // BooleanOptionalAction: --x / --no-x
+	argList                   // nargs='+': --x V [V ...]
 )
 
 type simFlag struct {
@@ -123,6 +134,20 @@ var serverFlags = map[string]simFlag{
 	}),
 	"num_gpu_blocks_override": intFlag(func(o *ServeOptions, n int) { o.NumGPUBlocks = n }),
 	"disable_log_stats":       trueFlag(func(o *ServeOptions) { o.DisableLogStats = true }),
+	"enable_lora": {kind: argBoolOpt, apply: func(o *ServeOptions, v string) error {
+		o.LoRA.Enable = v != "false"
+		return nil
+	}},
+	"lora_modules": {kind: argList, apply: func(o *ServeOptions, v string) error {
+		m, err := ParseLoRAModule(v)
+		if err != nil {
+			return err
+		}
+		o.LoRA.Modules = append(o.LoRA.Modules, m)
+		return nil
+	}},
+	"max_cpu_loras":       intFlag(func(o *ServeOptions, n int) { o.LoRA.MaxCPULoras = n }),
+	"fully_sharded_loras": noop(argBoolOpt),
 	// Accepted for compatibility, no effect in the simulator.
 	"disable_log_requests":            noop(argTrue),
 	"enable_log_requests":             noop(argBoolOpt),
@@ -131,7 +156,6 @@ var serverFlags = map[string]simFlag{
 	"enable_force_include_usage":      noop(argBoolOpt),
 	"enable_prompt_tokens_details":    noop(argBoolOpt),
 	"load_format":                     noop(argValue),
-	"dtype":                           noop(argValue),
 	"uvicorn_log_level":               noop(argValue),
 	"max_logprobs":                    noop(argValue),
 	"tokenizer":                       noop(argValue),
@@ -156,7 +180,10 @@ var serverFlags = map[string]simFlag{
 }
 
 // shortFlags are vLLM's short aliases.
-var shortFlags = map[string]string{"-tp": "tensor_parallel_size", "-dp": "data_parallel_size"}
+var shortFlags = map[string]string{"-tp": "tensor_parallel_size", "-dp": "data_parallel_size", "-q": "quantization"}
+
+// dtypeAliases are the --dtype spellings vLLM accepts besides the space's.
+var dtypeAliases = map[string]string{"half": "float16", "float": "float32"}
 
 // kvCacheDtypes are the values vLLM 0.8-0.11 accept for --kv-cache-dtype
 // (the search space only tunes auto and fp8).
@@ -215,6 +242,9 @@ func ParseServeArgs(args []string) (ServeOptions, error) {
 		if prm.Kind == spaces.Bool {
 			m[name] = spaces.BoolValue(raw == "true")
 			continue
+		}
+		if a, ok := dtypeAliases[raw]; ok && name == "dtype" {
+			raw = a
 		}
 		if name == "kv_cache_dtype" {
 			if !contains(kvCacheDtypes, raw) {
@@ -320,6 +350,23 @@ func (p *argParser) parse(o *ServeOptions, args []string, fromConfig bool) error
 		}
 		if sf, ok := serverFlags[name]; ok {
 			switch sf.kind {
+			case argList:
+				var vals []string
+				if hasVal {
+					vals = append(vals, val)
+				}
+				for i+1 < len(args) && !(strings.HasPrefix(args[i+1], "-") && len(args[i+1]) > 1) {
+					i++
+					vals = append(vals, args[i])
+				}
+				if len(vals) == 0 {
+					return &ArgError{Msg: fmt.Sprintf("argument %s: expected at least one argument", flag)}
+				}
+				for _, v := range vals {
+					if err := sf.apply(o, v); err != nil {
+						return &ArgError{Msg: fmt.Sprintf("argument %s: %v", flag, err)}
+					}
+				}
 			case argValue:
 				v, err := takeValue()
 				if err != nil {
@@ -338,6 +385,7 @@ func (p *argParser) parse(o *ServeOptions, args []string, fromConfig bool) error
 		}
 		if strings.HasPrefix(name, "no_") {
 			if sf, ok := serverFlags[strings.TrimPrefix(name, "no_")]; ok && sf.kind == argBoolOpt {
+				_ = sf.apply(o, "false")
 				continue
 			}
 		}

@@ -25,6 +25,7 @@ type Request struct {
 	OutputLen int // tokens to generate (EOS already decided by the driver)
 	PrefixLen int // leading prompt tokens shared with other requests
 	Priority  int // lower first (priority policy)
+	Adapter   int // LoRA adapter (1-based index of the engine's modules; 0: the base model)
 	// PromptKeys optionally identifies the content of each full prompt block
 	// (chained hashes of the token ids); without it, blocks inside PrefixLen
 	// are shared and all others unique.
@@ -82,6 +83,10 @@ type Stats struct {
 	MaxWaiting    int     `json:"max_waiting"`
 	MaxKVUsage    float64 `json:"max_kv_usage"`
 	BusyS         float64 `json:"busy_s"`
+	// LoRALoads counts adapters loaded into a GPU slot (swaps included),
+	// LoRADiskLoads those read from disk rather than the CPU cache.
+	LoRALoads     int64 `json:"lora_loads,omitempty"`
+	LoRADiskLoads int64 `json:"lora_disk_loads,omitempty"`
 }
 
 // Engine is one simulated engine core (one data-parallel rank): the V1
@@ -112,8 +117,12 @@ type Engine struct {
 	// Step-time constants, precomputed.
 	gemmFlopsPerToken float64 // 2 x params / TP
 	attnFlopsUnit     float64 // 4 x layers x hidden / TP
-	peakFlops         float64
+	peakFlops         float64 // attention
+	gemmPeakFlops     float64 // GEMMs in the weight format
 	weightBytes       float64 // per GPU
+	sharedWeightBytes float64 // of which every step reads all
+	expertWeightBytes float64 // of which routed experts (MoE)
+	a2aBytesPerToken  float64 // expert-parallel dispatch + combine, per token and layer
 	memBW             float64 // bytes/s after efficiency
 	kvBytes           float64 // per token per GPU
 	kvPenalty         float64 // kernel efficiency of the block size
@@ -121,6 +130,7 @@ type Engine struct {
 	linkBW            float64
 	launchS           float64 // per-step launch overhead without graphs
 	piecewiseS        float64
+	lora              *loraState // nil without --enable-lora
 
 	Stats Stats
 }
@@ -153,21 +163,36 @@ func NewEngine(t spaces.Target, a EngineArgs, c Calib, plan MemoryPlan, opts ...
 	tp := float64(a.TensorParallelSize)
 	e := &Engine{model: m, args: a, calib: c, gpu: g, plan: plan, slowdown: 1,
 		pool: newBlockPool(plan.NumBlocks, a.EnablePrefixCaching)}
+	e.memBW = g.BandwidthGBs * 1e9 * c.MemEff
 	for _, o := range opts {
 		o(e)
 	}
 	e.gemmFlopsPerToken = 2 * m.ActiveParams() * 1e9 / tp // a MoE token goes through its routed experts only
 	e.attnFlopsUnit = 4 * float64(m.Layers) * float64(m.Hidden) / tp
+	dtype := a.dtypeBytes(m)
 	e.peakFlops = g.BF16TFLOPS * 1e12 * c.MFU
-	e.weightBytes = m.WeightBytes() / tp
-	e.memBW = g.BandwidthGBs * 1e9 * c.MemEff
+	e.gemmPeakFlops = e.peakFlops * quantFlopsScale(a.quantMethod(m), dtype, g)
+	if dtype >= 4 {
+		e.peakFlops = e.gemmPeakFlops // attention too runs without tensor cores
+	}
+	e.weightBytes = weightsPerGPU(m, a)
+	e.sharedWeightBytes, e.expertWeightBytes = expertSplit(m, e.weightBytes)
+	if a.EnableExpertParallel && m.Experts > 0 {
+		// Each token's hidden state goes to its k experts' GPUs and back.
+		w := float64(a.TensorParallelSize * a.DataParallelSize)
+		e.a2aBytesPerToken = 2 * (w - 1) / w * float64(m.ExpertsPerToken) * float64(m.Hidden) * dtype
+		e.linkBW = math.Max(1, g.InterconnectGBs) * 1e9 * c.LinkEff
+	}
+	if a.EnableLoRA {
+		e.lora = newLoRAState(m, a)
+	}
 	e.kvBytes = plan.KVBytesPerToken
 	if e.kvBytes == 0 {
 		e.kvBytes = kvBytesPerTokenGPU(m, a)
 	}
 	e.kvPenalty = 1 + 0.8/float64(a.BlockSize)
 	if a.TensorParallelSize > 1 {
-		e.tpBytesPerToken = (tp - 1) / tp * 2 * float64(m.Hidden) * m.DtypeBytes
+		e.tpBytesPerToken = (tp - 1) / tp * 2 * float64(m.Hidden) * dtype
 		e.linkBW = math.Max(1, g.InterconnectGBs) * 1e9 * c.LinkEff
 	}
 	e.launchS = float64(m.Layers) * c.EagerPerLayerS
@@ -232,6 +257,7 @@ func (e *Engine) Abort(r *Request) {
 	case stateRunning:
 		e.running = removeReq(e.running, r)
 		e.freeBlocks(r)
+		e.loraStop(r)
 	case stateWaiting:
 		e.waiting = removeReq(e.waiting, r)
 		e.incoming = removeReq(e.incoming, r)
@@ -285,6 +311,13 @@ func (e *Engine) grow(r *Request, upto int) bool {
 	return true
 }
 
+// loraStop releases r's hold on its adapter's slot.
+func (e *Engine) loraStop(r *Request) {
+	if e.lora != nil {
+		e.lora.stop(r.Adapter)
+	}
+}
+
 // victim is the index in RUNNING of the request to preempt: the last one
 // (FCFS) or the lowest-priority, latest-arrived one (priority policy).
 func (e *Engine) victim() int {
@@ -315,6 +348,7 @@ func (e *Engine) preempt(i int) int {
 		e.sched = removeReq(e.sched, r)
 	}
 	e.freeBlocks(r)
+	e.loraStop(r)
 	r.computed = 0
 	r.Preemptions++
 	r.state = stateWaiting
@@ -406,8 +440,12 @@ func (e *Engine) Step() (float64, []Output) {
 
 	// 2. WAITING requests, only if nothing was preempted in this step.
 	if !preempted {
-		for len(e.waiting) > 0 && budget > 0 && len(e.running) < a.MaxNumSeqs {
-			r := e.waiting[0]
+		for w := 0; w < len(e.waiting) && budget > 0 && len(e.running) < a.MaxNumSeqs; {
+			r := e.waiting[w]
+			if e.lora != nil && !e.lora.admissible(r.Adapter) {
+				w++ // its adapter would be one too many in the batch: skipped, not blocking
+				continue
+			}
 			hits, onFree := 0, 0
 			if r.computed == 0 {
 				hits, onFree = e.prefixHits(r)
@@ -441,11 +479,14 @@ func (e *Engine) Step() (float64, []Output) {
 				r.admitted = true
 				r.CachedTokens = hitTokens
 			}
-			copy(e.waiting, e.waiting[1:])
+			copy(e.waiting[w:], e.waiting[w+1:])
 			e.waiting[len(e.waiting)-1] = nil
 			e.waiting = e.waiting[:len(e.waiting)-1]
 			r.state = stateRunning
 			e.running = append(e.running, r)
+			if e.lora != nil {
+				e.lora.start(r.Adapter, &e.Stats)
+			}
 			r.schedN = n
 			e.sched = append(e.sched, r)
 			budget -= n
@@ -465,7 +506,11 @@ func (e *Engine) Step() (float64, []Output) {
 		kvRead += p + n
 		attnFlops += n * (p + n/2)
 	}
-	dur := e.stepTime(tokens, seqs, kvRead, attnFlops)
+	adapters := 0
+	if e.lora != nil {
+		adapters = len(e.lora.active)
+	}
+	dur := e.stepTime(tokens, seqs, kvRead, attnFlops, adapters)
 	e.lastTokens = tokens
 
 	finished := 0
@@ -495,6 +540,7 @@ func (e *Engine) Step() (float64, []Output) {
 		if done {
 			r.state = stateDone
 			e.freeBlocks(r)
+			e.loraStop(r)
 			finished++
 		}
 	}
@@ -526,7 +572,7 @@ func (e *Engine) Step() (float64, []Output) {
 // all-reduces + launch overhead without CUDA
 // graphs, plus CPU scheduling time (overlapped with async scheduling),
 // times the seeded noise.
-func (e *Engine) stepTime(tokens, seqs int, kvRead, attnFlops float64) float64 {
+func (e *Engine) stepTime(tokens, seqs int, kvRead, attnFlops float64, adapters int) float64 {
 	c := &e.calib
 	n := float64(tokens)
 	mfu := n / (n + c.MFUHalfTokens)
@@ -534,11 +580,19 @@ func (e *Engine) stepTime(tokens, seqs int, kvRead, attnFlops float64) float64 {
 	// hundred tokens on; attention reads the KV cache of every scheduled
 	// token (decode) or is compute-bound (long prefill chunks). The two run
 	// as separate kernels, so their times add.
-	gemm := math.Max(e.weightBytes/e.memBW, e.gemmFlopsPerToken*n/(e.peakFlops*mfu))
+	// A MoE step reads only the experts its tokens were routed to.
+	weights := e.sharedWeightBytes + e.expertWeightBytes*expertReadShare(e.model, n)
+	gemm := math.Max(weights/e.memBW, e.gemmFlopsPerToken*n/(e.gemmPeakFlops*mfu))
 	attn := math.Max(e.kvBytes*kvRead*e.kvPenalty/e.memBW, e.attnFlopsUnit*attnFlops/e.peakFlops)
 	gpu := c.StepFixedS + gemm + attn
 	if e.tpBytesPerToken > 0 {
 		gpu += 2 * float64(e.model.Layers) * (e.tpBytesPerToken*n/e.linkBW + c.AllReduceLatencyS)
+	}
+	if e.a2aBytesPerToken > 0 {
+		gpu += 2 * float64(e.model.Layers) * (e.a2aBytesPerToken*n/e.linkBW + c.AllReduceLatencyS)
+	}
+	if e.lora != nil {
+		gpu += e.lora.stepTime(e, n, adapters)
 	}
 	switch {
 	case e.args.EnforceEager:

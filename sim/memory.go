@@ -28,6 +28,7 @@ type MemoryPlan struct {
 	FreeGiB         float64 `json:"free_gib"`
 	BudgetGiB       float64 `json:"budget_gib"` // gpu_memory_utilization x total
 	WeightsGiB      float64 `json:"weights_gib"`
+	LoRAGiB         float64 `json:"lora_gib,omitempty"` // max_loras slots at max_lora_rank
 	ActivationGiB   float64 `json:"activation_gib"`
 	NonTorchGiB     float64 `json:"non_torch_gib"`
 	GraphGiB        float64 `json:"graph_gib"` // 0 with enforce_eager
@@ -85,11 +86,11 @@ func PlanMemory(t spaces.Target, a EngineArgs) (MemoryPlan, *StartupError) {
 			"ValueError: Free memory on device (%.2f/%.2f GiB) on startup is less than desired GPU memory utilization (%g, %.2f GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
 			p.FreeGiB, p.TotalGiB, a.GPUMemoryUtilization, p.BudgetGiB)}}
 	}
-	p.WeightsGiB = m.WeightBytes() / tp / gib
+	p.WeightsGiB = weightsPerGPU(m, a) / gib
 	if p.WeightsGiB+cudaContextGiB > p.FreeGiB {
 		return p, cudaOOM(p, math.Min(p.WeightsGiB, 1.96), p.FreeGiB-cudaContextGiB-math.Min(p.WeightsGiB, p.FreeGiB))
 	}
-	fwdPerToken := float64(2*m.Intermediate+4*m.Hidden) * m.DtypeBytes / tp
+	fwdPerToken := float64(2*m.Intermediate+4*m.Hidden) * a.dtypeBytes(m) / tp
 	fwd := float64(a.MaxNumBatchedTokens) * fwdPerToken
 	sampler := float64(a.MaxNumSeqs) * float64(m.Vocab) * 8 // fp32 logits + probs
 	p.ActivationGiB = activationBaseGiB + math.Max(fwd, sampler)/gib
@@ -107,7 +108,9 @@ func PlanMemory(t spaces.Target, a EngineArgs) (MemoryPlan, *StartupError) {
 	if c, err := spaces.CompareVersions(versionOr(t.EngineVersion), graphInBudgetSince); err == nil && c >= 0 {
 		p.GraphInBudget = true
 	}
-	p.KVGiB = p.BudgetGiB - p.WeightsGiB - p.ActivationGiB - p.NonTorchGiB
+	// LoRA slots are allocated with the model, before the KV cache.
+	p.LoRAGiB = loraSlotsGiB(m, a)
+	p.KVGiB = p.BudgetGiB - p.WeightsGiB - p.LoRAGiB - p.ActivationGiB - p.NonTorchGiB
 	if p.GraphInBudget {
 		p.KVGiB -= p.GraphGiB
 	}

@@ -105,6 +105,12 @@ func (r *Runner) WithSeed(seed uint64) *Runner {
 // Start resolves the engine arguments of cfg and does the startup memory
 // accounting, as the engine would at launch.
 func (r *Runner) Start(cfg spaces.Config) (EngineArgs, MemoryPlan, *StartupError) {
+	return r.start(cfg, nil)
+}
+
+// start is Start serving the tenants' LoRA adapters (the --enable-lora
+// --lora-modules the live runner adds for them), with the tenants' ranks.
+func (r *Runner) start(cfg spaces.Config, tenants []trial.Tenant) (EngineArgs, MemoryPlan, *StartupError) {
 	a, err := resolveArgs(r.base, r.resolved, r.cfg.Target, cfg)
 	if err != nil {
 		var se *StartupError
@@ -112,6 +118,15 @@ func (r *Runner) Start(cfg spaces.Config) (EngineArgs, MemoryPlan, *StartupError
 			return a, MemoryPlan{}, se
 		}
 		return a, MemoryPlan{}, &StartupError{Kind: ErrInvalidArgument, Lines: []string{err.Error()}}
+	}
+	if len(tenants) > 0 {
+		lo := LoRAOptions{Enable: true}
+		for _, tn := range tenants {
+			lo.Modules = append(lo.Modules, LoRAModule{Name: tn.Name, Path: tn.AdapterPath(), Rank: tn.AdapterRank()})
+		}
+		if se := applyLoRAOptions(&a, lo); se != nil {
+			return a, MemoryPlan{}, se
+		}
 	}
 	if se := a.Validate(r.cfg.Target); se != nil {
 		return a, MemoryPlan{}, se
@@ -158,7 +173,7 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 	if err != nil {
 		return res, err
 	}
-	a, plan, se := r.Start(cfg)
+	a, plan, se := r.start(cfg, w.Tenants)
 	if se != nil {
 		res.Status = trial.StatusFailed
 		res.Failure = failureClass(se)
@@ -192,7 +207,7 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 		// back the way a live trial reads the engine's /metrics.
 		reg := prometheus.NewRegistry()
 		ph := newPhaseHists(reg, nil)
-		recs, span, err := simulate(ctx, engines, specs, lv.closed, lv.concurrency, lv.workload.Duration, a.MaxModelLen, &ph)
+		recs, span, err := simulate(ctx, engines, specs, lv.closed, lv.concurrency, lv.workload.Duration, a.MaxModelLen, &ph, adapterIndex(a))
 		if err != nil {
 			return trial.Level{}, err
 		}
@@ -374,7 +389,16 @@ func levelAt(w trial.Workload, v float64) (level, error) {
 // seconds. Closed loop keeps conc requests in flight (a finished request is
 // replaced at once); open loop sends each at its offset. With duration > 0
 // a closed loop stops issuing once that much time has passed.
-func simulate(ctx context.Context, engines []*Engine, specs []trial.RequestSpec, closed bool, conc int, duration time.Duration, maxModelLen int, ph *phaseHists) ([]trial.Record, float64, error) {
+// adapterIndex maps a LoRA adapter's name to the engine's 1-based index.
+func adapterIndex(a EngineArgs) map[string]int {
+	m := make(map[string]int, len(a.LoRAModules))
+	for i, l := range a.LoRAModules {
+		m[l.Name] = i + 1
+	}
+	return m
+}
+
+func simulate(ctx context.Context, engines []*Engine, specs []trial.RequestSpec, closed bool, conc int, duration time.Duration, maxModelLen int, ph *phaseHists, adapters map[string]int) ([]trial.Record, float64, error) {
 	n := len(specs)
 	reqs := make([]Request, n)
 	recs := make([]trial.Record, n)
@@ -403,7 +427,7 @@ func simulate(ctx context.Context, engines []*Engine, specs []trial.RequestSpec,
 			s := specs[i]
 			starts[i], scheduled[i] = t, -1
 			recs[i] = trial.Record{Index: s.Index, PromptLen: s.PromptLen, OutputLen: s.OutputLen,
-				Start: toDur(t), Warmup: s.Warmup}
+				Start: toDur(t), Warmup: s.Warmup, Tenant: s.Tenant}
 			if s.PromptLen+s.OutputLen > maxModelLen || s.PromptLen <= 0 || s.OutputLen <= 0 {
 				recs[i].Err = fmt.Sprintf("400 Bad Request: request has %d input tokens and %d output tokens; maximum context length is %d", s.PromptLen, s.OutputLen, maxModelLen)
 				recs[i].OutputLen = 0
@@ -414,7 +438,7 @@ func simulate(ctx context.Context, engines []*Engine, specs []trial.RequestSpec,
 				return
 			}
 			r := &reqs[i]
-			*r = Request{ID: i, PromptLen: s.PromptLen, OutputLen: s.OutputLen, PrefixLen: s.PrefixLen}
+			*r = Request{ID: i, PromptLen: s.PromptLen, OutputLen: s.OutputLen, PrefixLen: s.PrefixLen, Adapter: adapters[s.Tenant]}
 			start := len(backing)
 			recs[i].Chunks = backing[start : start : start+s.OutputLen]
 			backing = backing[:start+s.OutputLen]

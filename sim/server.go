@@ -280,6 +280,9 @@ func newServer(o ServeOptions, lg *vlog) (*server, *StartupError) {
 		return nil, &StartupError{Kind: ErrInvalidArgument, Lines: []string{"ValueError: " + err.Error()}}
 	}
 	t.MaxModelLen = a.MaxModelLen
+	if se := applyLoRAOptions(&a, o.LoRA); se != nil {
+		return nil, se
+	}
 	if se := a.Validate(t); se != nil {
 		return nil, se
 	}
@@ -385,15 +388,60 @@ func (s *server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
+// handleModels lists the base model, then each LoRA adapter as a model
+// whose root is its path and parent the base model (vLLM's
+// OpenAIServingModels.show_available_models).
 func (s *server) handleModels(w http.ResponseWriter, r *http.Request) {
 	now := time.Now().Unix()
-	writeJSON(w, 200, map[string]any{"object": "list", "data": []any{map[string]any{
+	perm := []any{map[string]any{"id": "modelperm-sim", "object": "model_permission", "created": now,
+		"allow_create_engine": false, "allow_sampling": true, "allow_logprobs": true, "allow_search_indices": false,
+		"allow_view": true, "allow_fine_tuning": false, "organization": "*", "group": nil, "is_blocking": false}}
+	data := []any{map[string]any{
 		"id": s.served, "object": "model", "created": now, "owned_by": "vllm", "root": s.o.Model,
-		"parent": nil, "max_model_len": s.args.MaxModelLen,
-		"permission": []any{map[string]any{"id": "modelperm-sim", "object": "model_permission", "created": now,
-			"allow_create_engine": false, "allow_sampling": true, "allow_logprobs": true, "allow_search_indices": false,
-			"allow_view": true, "allow_fine_tuning": false, "organization": "*", "group": nil, "is_blocking": false}},
-	}}})
+		"parent": nil, "max_model_len": s.args.MaxModelLen, "permission": perm,
+	}}
+	for _, l := range s.args.LoRAModules {
+		parent := s.served
+		if l.BaseModelName != "" {
+			parent = l.BaseModelName
+		}
+		data = append(data, map[string]any{"id": l.Name, "object": "model", "created": now, "owned_by": "vllm",
+			"root": l.Path, "parent": parent, "max_model_len": nil, "permission": perm})
+	}
+	writeJSON(w, 200, map[string]any{"object": "list", "data": data})
+}
+
+// adapterIndex is the engine's 1-based index of the LoRA adapter served as
+// model, 0 when model is no adapter.
+func (s *server) adapterIndex(model string) int {
+	for i, l := range s.args.LoRAModules {
+		if l.Name == model {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// applyLoRAOptions moves the LoRA server flags into the engine arguments
+// and reads each adapter's rank from its adapter_config.json, failing
+// startup as vLLM's init_static_loras does.
+func applyLoRAOptions(a *EngineArgs, o LoRAOptions) *StartupError {
+	a.EnableLoRA, a.MaxCPULoras = o.Enable, o.MaxCPULoras
+	if len(o.Modules) > 0 && !o.Enable {
+		return &StartupError{Kind: ErrInvalidArgument, Lines: []string{"RuntimeError: LoRA is not enabled. Use --enable-lora to enable LoRA."}}
+	}
+	a.LoRAModules = append([]LoRAModule(nil), o.Modules...)
+	for i := range a.LoRAModules {
+		if a.LoRAModules[i].Rank > 0 {
+			continue
+		}
+		r, err := readAdapterRank(a.LoRAModules[i].Path)
+		if err != nil {
+			return &StartupError{Kind: ErrInvalidArgument, Lines: []string{"ValueError: " + err.Error()}}
+		}
+		a.LoRAModules[i].Rank = r
+	}
+	return nil
 }
 
 func (s *server) handleResetPrefixCache(w http.ResponseWriter, r *http.Request) {
@@ -462,7 +510,8 @@ func (s *server) handleGenerate(chat bool) http.HandlerFunc {
 			s.writeError(w, asAPIError(err))
 			return
 		}
-		if req.Model != "" && req.Model != s.served && req.Model != s.o.Model {
+		adapter := s.adapterIndex(req.Model)
+		if req.Model != "" && req.Model != s.served && req.Model != s.o.Model && adapter == 0 {
 			s.writeError(w, &apiError{Status: 404, Type: "NotFoundError", Param: "model", Message: fmt.Sprintf("The model `%s` does not exist.", req.Model)})
 			return
 		}
@@ -492,7 +541,7 @@ func (s *server) handleGenerate(chat bool) http.HandlerFunc {
 			}
 		}
 		lr := &liveReq{ch: make(chan liveEvent, n+2), arrived: time.Now()}
-		er := &Request{PromptLen: req.PromptTokens, OutputLen: n, Priority: req.Priority, live: lr}
+		er := &Request{PromptLen: req.PromptTokens, OutputLen: n, Priority: req.Priority, Adapter: adapter, live: lr}
 		if s.args.EnablePrefixCaching {
 			er.PromptKeys = promptKeys(req, s.args.BlockSize)
 		}
@@ -521,6 +570,15 @@ func (s *server) handleGenerate(chat bool) http.HandlerFunc {
 			g.whole(w, r)
 		}
 	}
+}
+
+// model is the name a response reports: the LoRA adapter the request
+// named, else the served model (vLLM echoes the adapter's name).
+func (g *generation) model() string {
+	if g.er.Adapter > 0 {
+		return g.req.Model
+	}
+	return g.s.served
 }
 
 // runtimeOOM kills the engines with a CUDA OOM (fault injection): requests
@@ -663,7 +721,7 @@ func (g *generation) header(b []byte) []byte {
 	}
 	b = strconv.AppendInt(b, g.created, 10)
 	b = append(b, `,"model":`...)
-	b = appendJSONString(b, g.s.served)
+	b = appendJSONString(b, g.model())
 	return b
 }
 
@@ -741,7 +799,7 @@ func (g *generation) whole(w http.ResponseWriter, r *http.Request) {
 				choice = map[string]any{"index": 0, "text": text, "logprobs": nil, "finish_reason": g.reason,
 					"stop_reason": nil, "prompt_logprobs": nil}
 			}
-			writeJSON(w, 200, map[string]any{"id": g.id, "object": object, "created": g.created, "model": g.s.served,
+			writeJSON(w, 200, map[string]any{"id": g.id, "object": object, "created": g.created, "model": g.model(),
 				"choices": []any{choice}, "usage": usage})
 			g.done(ev, pos)
 			return

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	_ "embed"
 	"fmt"
+	"math"
 	"os"
 	"sort"
 	"strings"
@@ -21,6 +22,9 @@ type GPU struct {
 	BF16TFLOPS      float64  `yaml:"bf16_tflops" json:"bf16_tflops"`           // dense
 	FP8TFLOPS       float64  `yaml:"fp8_tflops" json:"fp8_tflops"`             // dense; 0 = no FP8 tensor cores
 	InterconnectGBs float64  `yaml:"interconnect_gbs" json:"interconnect_gbs"` // per direction, between GPUs
+	// ComputeCapability is CUDA's major.minor (9.0 for Hopper); vLLM's
+	// quantization methods state a minimum, and FP8 GEMMs need >= 8.9.
+	ComputeCapability float64 `yaml:"compute_capability,omitempty" json:"compute_capability,omitempty"`
 }
 
 // Model holds the architecture facts of one model (from its HF config.json).
@@ -42,6 +46,12 @@ type Model struct {
 	Experts         int     `yaml:"experts,omitempty" json:"experts,omitempty"`
 	ExpertsPerToken int     `yaml:"experts_per_token,omitempty" json:"experts_per_token,omitempty"`
 	ActiveParamsB   float64 `yaml:"active_params_b,omitempty" json:"active_params_b,omitempty"`
+	// Quantization is the method of a pre-quantized checkpoint
+	// (config.json quantization_config.quant_method: awq, gptq, fp8; "" for
+	// a checkpoint in DtypeBytes), QuantBits its weight width (0: the
+	// method's usual, 4 for awq/gptq and 8 for fp8).
+	Quantization string `yaml:"quantization,omitempty" json:"quantization,omitempty"`
+	QuantBits    int    `yaml:"quant_bits,omitempty" json:"quant_bits,omitempty"`
 }
 
 // ActiveParams is the number of parameters (billions) one token goes
@@ -53,8 +63,58 @@ func (m Model) ActiveParams() float64 {
 	return m.ParamsB
 }
 
-// WeightBytes is the size of the weights on all GPUs together.
-func (m Model) WeightBytes() float64 { return m.ParamsB * 1e9 * m.DtypeBytes }
+// WeightBytes is the size of the checkpoint's weights on all GPUs
+// together (quantized ones at their width).
+func (m Model) WeightBytes() float64 { return m.WeightBytesAs(m.Quantization) }
+
+// WeightBytesAs is the size of the weights served with a quantization
+// method ("" or "auto": the checkpoint's own). The linear layers take the
+// method's width plus its scales (one fp16 scale per group of 128 weights
+// for the 4-bit methods); embeddings and the LM head stay in DtypeBytes,
+// as vLLM leaves them unquantized.
+func (m Model) WeightBytesAs(method string) float64 {
+	if method == "" || method == "auto" {
+		method = m.Quantization
+	}
+	per := QuantWeightBytes(method, m.QuantBits)
+	if per == 0 {
+		return m.ParamsB * 1e9 * m.DtypeBytes
+	}
+	embed := 2 * float64(m.Vocab) * float64(m.Hidden)
+	linear := math.Max(0, m.ParamsB*1e9-embed)
+	return linear*per + embed*m.DtypeBytes
+}
+
+// QuantWeightBytes is the bytes per linear-layer weight of a vLLM
+// quantization method (bits 0: the method's usual width), 0 for none or a
+// method these facts do not describe.
+func QuantWeightBytes(method string, bits int) float64 {
+	switch QuantFamily(method) {
+	case "fp8":
+		return 1
+	case "awq", "gptq":
+		if bits <= 0 {
+			bits = 4
+		}
+		return float64(bits)/8 + 2.0/128 // fp16 scale per group of 128
+	}
+	return 0
+}
+
+// QuantFamily maps a vLLM --quantization value to its checkpoint format:
+// awq_marlin is an awq checkpoint run by the Marlin kernel, gptq_marlin
+// likewise; "" for none.
+func QuantFamily(method string) string {
+	switch method {
+	case "fp8":
+		return "fp8"
+	case "awq", "awq_marlin":
+		return "awq"
+	case "gptq", "gptq_marlin":
+		return "gptq"
+	}
+	return ""
+}
 
 // KVBytesPerToken is 2 (K and V) x layers x kv_heads x head_dim x bytes per
 // element, for the whole model (divide by TP for one GPU while TP <= kv_heads).
@@ -140,8 +200,8 @@ func parseCatalog(file string, b []byte) (*Catalog, error) {
 			return nil, &FileError{File: file, Field: where + ".bandwidth_gbs", Msg: "must be > 0"}
 		case g.BF16TFLOPS <= 0:
 			return nil, &FileError{File: file, Field: where + ".bf16_tflops", Msg: "must be > 0"}
-		case g.FP8TFLOPS < 0 || g.InterconnectGBs < 0:
-			return nil, &FileError{File: file, Field: where, Msg: "fp8_tflops and interconnect_gbs must be >= 0"}
+		case g.FP8TFLOPS < 0 || g.InterconnectGBs < 0 || g.ComputeCapability < 0:
+			return nil, &FileError{File: file, Field: where, Msg: "fp8_tflops, interconnect_gbs and compute_capability must be >= 0"}
 		}
 	}
 	for i, m := range c.Models {
@@ -161,6 +221,10 @@ func parseCatalog(file string, b []byte) (*Catalog, error) {
 			return nil, &FileError{File: file, Field: where + ".dtype_bytes", Msg: "must be > 0"}
 		case m.Experts < 0 || m.ExpertsPerToken < 0 || m.ExpertsPerToken > m.Experts || m.ActiveParamsB < 0 || m.ActiveParamsB > m.ParamsB:
 			return nil, &FileError{File: file, Field: where, Msg: "experts_per_token must be in 0..experts and active_params_b in 0..params_b"}
+		case m.Quantization != "" && QuantWeightBytes(m.Quantization, m.QuantBits) == 0:
+			return nil, &FileError{File: file, Field: where + ".quantization", Msg: "unknown method (want awq, gptq or fp8)"}
+		case m.QuantBits < 0 || m.QuantBits > 8:
+			return nil, &FileError{File: file, Field: where + ".quant_bits", Msg: "must be in 0..8"}
 		}
 	}
 	return &c, nil

@@ -36,6 +36,10 @@ type hfConfig struct {
 	RoutedExperts      int       `json:"n_routed_experts"` // DeepSeek: not modelled
 	KVLoraRank         int       `json:"kv_lora_rank"`     // MLA attention: not modelled
 	TextConfig         *hfConfig `json:"text_config"`
+	Quant              *struct {
+		Method string `json:"quant_method"`
+		Bits   int    `json:"bits"`
+	} `json:"quantization_config"`
 }
 
 // dtypeBytes are the bytes per weight of the dtypes config.json names.
@@ -111,6 +115,12 @@ func ParseHFConfig(file, name string, b []byte) (Model, error) {
 	m.ExpertsPerToken = c.ExpertsPerToken
 	if m.Experts > 0 && (m.ExpertsPerToken <= 0 || m.ExpertsPerToken > m.Experts) {
 		return Model{}, &FileError{File: file, Field: "num_experts_per_tok", Msg: "must be in 1..the number of experts"}
+	}
+	if q := c.Quant; q != nil && q.Method != "" {
+		if QuantWeightBytes(q.Method, q.Bits) == 0 || q.Bits < 0 || q.Bits > 8 {
+			return Model{}, &FileError{File: file, Field: "quantization_config", Msg: "quant_method must be awq, gptq or fp8 with bits in 1..8 (other methods are not modelled: describe the model with --profiles)"}
+		}
+		m.Quantization, m.QuantBits = QuantFamily(q.Method), q.Bits
 	}
 	total, active := c.params(m)
 	m.ParamsB = roundTo(total/1e9, 0.01)

@@ -31,6 +31,8 @@ func TestParseHFConfigAgreesWithCatalog(t *testing.T) {
 		{"Mistral-7B-Instruct-v0.3", "mistralai/Mistral-7B-Instruct-v0.3"},
 		{"Mixtral-8x7B-Instruct-v0.1", "mistralai/Mixtral-8x7B-Instruct-v0.1"},
 		{"Qwen2.5-32B-Instruct", "Qwen/Qwen2.5-32B-Instruct"},
+		{"Qwen1.5-MoE-A2.7B-Chat", "Qwen/Qwen1.5-MoE-A2.7B-Chat"},
+		{"Meta-Llama-3.1-8B-Instruct-AWQ-INT4", "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.dir, func(t *testing.T) {

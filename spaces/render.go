@@ -7,12 +7,23 @@ import (
 	"strings"
 )
 
+// omitted reports whether name=v renders as no flag at all: vLLM's
+// --quantization has no spelling for its default (detect the method from
+// the checkpoint's config.json), which the space calls auto.
+func omitted(name string, v Value) bool {
+	return name == "quantization" && v.kind == Categorical && v.str == "auto"
+}
+
 // Flags renders the config as vLLM CLI arguments, in name order. Booleans
 // use vLLM's BooleanOptionalAction spelling: --enable-x / --no-enable-x.
+// A value vLLM cannot spell (quantization auto) leaves its flag out.
 func (c Config) Flags() []string {
 	var out []string
 	for _, name := range c.Names() {
 		v := c.v[name]
+		if omitted(name, v) {
+			continue
+		}
 		flag := FlagName(name)
 		if v.kind == Bool {
 			if v.Bool() {
@@ -105,6 +116,9 @@ func (c Config) YAMLFor(version string) (string, error) {
 	var b strings.Builder
 	for _, name := range c.Names() {
 		v := c.v[name]
+		if omitted(name, v) {
+			continue
+		}
 		key := strings.TrimPrefix(FlagName(name), "--")
 		switch {
 		case v.kind == Bool && !v.Bool() && loader == LoaderDropFalse:

@@ -27,12 +27,18 @@ type Param struct {
 	Choices []string    `json:"choices,omitempty"` // categorical levels
 	Default Value       `json:"default"`           // vLLM's default (resolved for a target)
 	Rules   []CondValue `json:"-"`                 // target-dependent defaults, first match wins
-	Fixed   *Value      `json:"fixed,omitempty"`   // pinned by the user
-	Tune    bool        `json:"tune"`
-	Since   string      `json:"since,omitempty"` // first vLLM version with the flag
-	Until   string      `json:"until,omitempty"` // first vLLM version without it
-	Help    string      `json:"help,omitempty"`
-	Source  string      `json:"source,omitempty"` // where in vLLM the default comes from
+	// When, if set, limits the search to targets where it holds (e.g. the
+	// LoRA slots only for a workload with tenants); elsewhere Resolve
+	// leaves the parameter known but untuned. A user file that sets tune
+	// clears it.
+	When    *Expr  `json:"-"`
+	WhenSrc string `json:"when,omitempty"`
+	Fixed   *Value `json:"fixed,omitempty"` // pinned by the user
+	Tune    bool   `json:"tune"`
+	Since   string `json:"since,omitempty"` // first vLLM version with the flag
+	Until   string `json:"until,omitempty"` // first vLLM version without it
+	Help    string `json:"help,omitempty"`
+	Source  string `json:"source,omitempty"` // where in vLLM the default comes from
 }
 
 // CondValue is a default that applies when When holds (nil: always); the
@@ -241,6 +247,7 @@ type rawParam struct {
 	Drop     bool         `yaml:"drop"`
 	Since    string       `yaml:"since"`
 	Until    string       `yaml:"until"`
+	When     string       `yaml:"when"`
 	Help     string       `yaml:"help"`
 	Source   string       `yaml:"source"`
 }
@@ -379,6 +386,19 @@ func applyRaw(p *Param, rp rawParam, loc Locator, path, field string, isNew bool
 	}
 	if rp.Tune != nil {
 		p.Tune = *rp.Tune
+		p.When, p.WhenSrc = nil, "" // the user's word wins over the target rule
+	}
+	if rp.When != "" {
+		e, err := ParseExpr(rp.When)
+		if err != nil {
+			return loc.Errf(path+".when", field+".when", "%v", err)
+		}
+		for _, id := range e.Idents() {
+			if !isContextIdent(id) {
+				return loc.Errf(path+".when", field+".when", "unknown identifier %q (a when reads target facts only)", id)
+			}
+		}
+		p.When, p.WhenSrc = e, rp.When
 	}
 	if rp.Since != "" {
 		p.Since = rp.Since

@@ -14,13 +14,19 @@ type Target struct {
 	GPUCount      int    `json:"gpu_count"`
 	MaxModelLen   int    `json:"max_model_len,omitempty"`
 	EngineVersion string `json:"engine_version,omitempty"`
+	// Tenants is the number of LoRA adapters the workload spreads its
+	// requests over (0: the base model only) and LoRARank the largest of
+	// their ranks; the LoRA parameters are searched only with tenants.
+	Tenants  int `json:"tenants,omitempty"`
+	LoRARank int `json:"lora_rank,omitempty"`
 }
 
 // contextIdents are the facts constraints and default rules may read.
 var contextIdents = []string{
 	"model.params_b", "model.layers", "model.hidden", "model.heads", "model.kv_heads", "model.head_dim",
 	"model.max_len", "gpu.name", "gpu.memory_gib", "gpu.bandwidth_gbs", "gpu.bf16_tflops", "gpu.fp8_tflops",
-	"gpu.count", "engine.version",
+	"gpu.count", "engine.version", "model.experts", "model.quantization", "gpu.compute_capability",
+	"workload.tenants", "workload.lora_rank",
 }
 
 func isContextIdent(id string) bool {
@@ -66,6 +72,20 @@ func (t *Target) Lookup(id string) (Value, bool) {
 		return IntValue(t.GPUCount), true
 	case "engine.version":
 		return StringValue(t.version()), true
+	case "model.experts":
+		return IntValue(t.Model.Experts), true
+	case "model.quantization":
+		// "none" rather than "": a checkpoint in its own dtype.
+		if t.Model.Quantization == "" {
+			return StringValue("none"), true
+		}
+		return StringValue(QuantFamily(t.Model.Quantization)), true
+	case "gpu.compute_capability":
+		return FloatValue(t.GPU.ComputeCapability), true
+	case "workload.tenants":
+		return IntValue(t.Tenants), true
+	case "workload.lora_rank":
+		return IntValue(t.LoRARank), true
 	}
 	return Value{}, false
 }
@@ -100,6 +120,18 @@ func (s *Space) Resolve(t Target) (*Space, error) {
 	r.Params = kept
 	for i := range r.Params {
 		p := &r.Params[i]
+		if p.When != nil {
+			ok, err := p.When.EvalBool(t.Lookup)
+			if err != nil {
+				return nil, fmt.Errorf("when of %s: %w", p.Name, err)
+			}
+			if !ok {
+				// Known (constraints may read its default) but not
+				// searched; a value the user fixed still stands.
+				p.Tune = false
+			}
+			p.When = nil
+		}
 		for _, rule := range p.Rules {
 			if rule.When != nil {
 				ok, err := rule.When.EvalBool(t.Lookup)

@@ -105,13 +105,22 @@ func promptToken(idx, prefix, j, salt int) int {
 	return 1000 + (idx*7919+j*131+salt*104729+17)%30000
 }
 
+// modelFor is the request's model: its tenant's LoRA adapter, else the
+// served model.
+func (c *Client) modelFor(spec RequestSpec) string {
+	if spec.Tenant != "" {
+		return spec.Tenant
+	}
+	return c.model
+}
+
 // body renders the request JSON of vLLM bench's completions call with a
 // token-id prompt of exact length; salt varies the non-prefix tokens (so
 // the same request index on another load level is a new prompt).
 func (c *Client) body(spec RequestSpec, salt int) []byte {
 	b := make([]byte, 0, 160+6*spec.PromptLen)
 	b = append(b, `{"model":`...)
-	b = strconv.AppendQuote(b, c.model)
+	b = strconv.AppendQuote(b, c.modelFor(spec))
 	b = append(b, `,"prompt":[`...)
 	for j := range spec.PromptLen {
 		if j > 0 {
@@ -134,7 +143,7 @@ func (c *Client) body(spec RequestSpec, salt int) []byte {
 func (c *Client) chatBody(spec RequestSpec, salt int) []byte {
 	b := make([]byte, 0, 256+4*spec.PromptLen)
 	b = append(b, `{"model":`...)
-	b = strconv.AppendQuote(b, c.model)
+	b = strconv.AppendQuote(b, c.modelFor(spec))
 	b = append(b, `,"messages":[{"role":"user","content":"`...)
 	for j := range spec.PromptLen {
 		w := promptWord(spec.Index, spec.PrefixLen, j, salt)
@@ -191,7 +200,7 @@ func (c *Client) Do(ctx context.Context, spec RequestSpec, runStart time.Time) R
 }
 
 func (c *Client) do(ctx context.Context, spec RequestSpec, runStart time.Time, salt int) Record {
-	rec := Record{Index: spec.Index, PromptLen: spec.PromptLen, OutputLen: 0, Warmup: spec.Warmup, Requested: max(1, spec.OutputLen)}
+	rec := Record{Index: spec.Index, PromptLen: spec.PromptLen, OutputLen: 0, Warmup: spec.Warmup, Requested: max(1, spec.OutputLen), Tenant: spec.Tenant}
 	path, body, parse := "/v1/completions", []byte(nil), parseChunk
 	if c.chat {
 		path, body, parse = "/v1/chat/completions", c.chatBody(spec, salt), parseChatChunk

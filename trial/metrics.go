@@ -25,6 +25,8 @@ type Record struct {
 	// for although the request asked it to ignore EOS (a server that
 	// ignores ignore_eos); the request still counts, the level counts it.
 	TokenMismatch bool
+	// Tenant is the LoRA adapter the request went to ("": the base model).
+	Tenant string
 }
 
 // OK reports whether the request succeeded the way vLLM bench counts it: no
@@ -97,24 +99,106 @@ func Summarize(recs []Record, slo SLO) Metrics {
 	}
 	w := steadyWindow(measured)
 	m := summarize(measured, all, w, slo)
-	classes := map[string][]*Record{}
-	pools := map[string][]*Record{}
-	for _, r := range measured {
-		c := PromptClass(r.PromptLen)
-		classes[c] = append(classes[c], r)
-	}
+	m.ByClass = breakdown(measured, all, w, slo, func(r *Record) string { return PromptClass(r.PromptLen) })
+	tenants := false
 	for _, r := range all {
-		c := PromptClass(r.PromptLen)
-		pools[c] = append(pools[c], r)
+		tenants = tenants || r.Tenant != ""
 	}
-	if len(classes) > 0 {
-		m.ByClass = make(map[string]*Metrics, len(classes))
-		for c, rs := range classes {
-			cm := summarize(rs, pools[c], w, slo)
-			m.ByClass[c] = &cm
-		}
+	if tenants {
+		m.ByTenant = breakdown(measured, all, w, slo, func(r *Record) string {
+			if r.Tenant == "" {
+				return BaseTenant
+			}
+			return r.Tenant
+		})
+		m.Fairness = TenantFairness(m.ByTenant)
 	}
 	return m
+}
+
+// Tenants lists the tenants of ByTenant, sorted (nil without tenants).
+func (m *Metrics) Tenants() []string {
+	out := make([]string, 0, len(m.ByTenant))
+	for n := range m.ByTenant {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// String is the one-line summary reports print.
+func (f *Fairness) String() string {
+	return fmt.Sprintf("worst/best tenant P95: TTFT %.2fx, E2EL %.2fx (worst %s, best %s)", f.TTFTP95Ratio, f.E2ELP95Ratio, f.Worst, f.Best)
+}
+
+// BaseTenant names the requests of a tenant workload that went to the base
+// model rather than an adapter.
+const BaseTenant = "(base)"
+
+// breakdown summarises the records grouped by key over the same window
+// (nil when there are no measured records).
+func breakdown(measured, all []*Record, w window, slo SLO, key func(*Record) string) map[string]*Metrics {
+	groups := map[string][]*Record{}
+	pools := map[string][]*Record{}
+	for _, r := range measured {
+		groups[key(r)] = append(groups[key(r)], r)
+	}
+	if len(groups) == 0 {
+		return nil
+	}
+	for _, r := range all {
+		pools[key(r)] = append(pools[key(r)], r)
+	}
+	out := make(map[string]*Metrics, len(groups))
+	for k, rs := range groups {
+		gm := summarize(rs, pools[k], w, slo)
+		out[k] = &gm
+	}
+	return out
+}
+
+// Fairness compares the tenants of a LoRA workload: the worst tenant's P95
+// over the best tenant's (1 = every tenant served alike), for TTFT and
+// E2EL, and which tenants those are (by E2EL).
+type Fairness struct {
+	TTFTP95Ratio float64 `json:"ttft_p95_ratio"`
+	E2ELP95Ratio float64 `json:"e2el_p95_ratio"`
+	Worst        string  `json:"worst"`
+	Best         string  `json:"best"`
+}
+
+// TenantFairness computes Fairness over per-tenant metrics; nil with fewer
+// than two tenants that completed requests.
+func TenantFairness(by map[string]*Metrics) *Fairness {
+	var names []string
+	for n, m := range by {
+		if m.Completed > 0 {
+			names = append(names, n)
+		}
+	}
+	if len(names) < 2 {
+		return nil
+	}
+	slices.Sort(names)
+	ratio := func(p95 func(*Metrics) float64) (float64, string, string) {
+		worst, best := names[0], names[0]
+		for _, n := range names[1:] {
+			if p95(by[n]) > p95(by[worst]) {
+				worst = n
+			}
+			if p95(by[n]) < p95(by[best]) {
+				best = n
+			}
+		}
+		if p95(by[best]) <= 0 {
+			return 1, worst, best
+		}
+		return p95(by[worst]) / p95(by[best]), worst, best
+	}
+	f := &Fairness{}
+	f.TTFTP95Ratio, _, _ = ratio(func(m *Metrics) float64 { return m.TTFT.P95 })
+	f.E2ELP95Ratio, f.Worst, f.Best = ratio(func(m *Metrics) float64 { return m.E2EL.P95 })
+	return f
 }
 
 // Throughput windows (Metrics.ThroughputWindow).

@@ -43,6 +43,7 @@ type rawRecord struct {
 	Warmup bool    `json:"w,omitempty"`
 	Asked  int     `json:"a,omitempty"`  // Record.Requested
 	Short  bool    `json:"tm,omitempty"` // Record.TokenMismatch
+	Tenant string  `json:"t,omitempty"`  // Record.Tenant
 }
 
 // WriteRaw writes the records of every level to path as gzip-compressed
@@ -70,7 +71,7 @@ func WriteRaw(path string, h RawHeader) (err error) {
 	for li, l := range h.Levels {
 		for _, r := range l.Records {
 			rr := rawRecord{Level: li, Index: r.Index, Prompt: r.PromptLen, Output: r.OutputLen,
-				Start: int64(r.Start), End: int64(r.End), Err: r.Err, Warmup: r.Warmup, Asked: r.Requested, Short: r.TokenMismatch}
+				Start: int64(r.Start), End: int64(r.End), Err: r.Err, Warmup: r.Warmup, Asked: r.Requested, Short: r.TokenMismatch, Tenant: r.Tenant}
 			prev := time.Duration(0)
 			for _, c := range r.Chunks {
 				rr.Gaps = append(rr.Gaps, int64(c-prev))
@@ -131,7 +132,7 @@ func DecodeRaw(r io.Reader) (RawHeader, error) {
 			return h, fmt.Errorf("raw data record %d: level %d of %d", n, rr.Level, len(h.Levels))
 		}
 		rec := Record{Index: rr.Index, PromptLen: rr.Prompt, OutputLen: rr.Output, Start: time.Duration(rr.Start),
-			End: time.Duration(rr.End), Err: rr.Err, Warmup: rr.Warmup, Requested: rr.Asked, TokenMismatch: rr.Short}
+			End: time.Duration(rr.End), Err: rr.Err, Warmup: rr.Warmup, Requested: rr.Asked, TokenMismatch: rr.Short, Tenant: rr.Tenant}
 		if len(rr.Gaps) > 0 {
 			rec.Chunks = make([]time.Duration, len(rr.Gaps))
 			var at time.Duration

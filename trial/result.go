@@ -128,10 +128,15 @@ type Metrics struct {
 	// prefill and decode phases and the client's share (nil when the
 	// engine's phase histograms could not be read).
 	Breakdown *Breakdown `json:"breakdown,omitempty"`
+	// ByTenant holds them per LoRA tenant (workloads with tenants), and
+	// Fairness compares the tenants' tails.
+	ByTenant map[string]*Metrics `json:"by_tenant,omitempty"`
+	Fairness *Fairness           `json:"fairness,omitempty"`
 }
 
 // Value returns a metric by name: "output_throughput", "request_throughput",
-// "total_token_throughput", "request_goodput", "error_rate", or
+// "total_token_throughput", "request_goodput", "error_rate",
+// "fairness_<ttft|e2el>_p95" (worst over best tenant, LoRA workloads), or
 // "<ttft|tpot|itl|e2el>_<mean|median|p50|p90|p95|p99|max>" in ms.
 func (m *Metrics) Value(name string) (float64, bool) {
 	switch name {
@@ -145,6 +150,14 @@ func (m *Metrics) Value(name string) (float64, bool) {
 		return m.RequestGoodput, true
 	case "error_rate":
 		return m.ErrorRate, true
+	case "fairness_ttft_p95", "fairness_e2el_p95":
+		if m.Fairness == nil {
+			return 0, false
+		}
+		if name == "fairness_ttft_p95" {
+			return m.Fairness.TTFTP95Ratio, true
+		}
+		return m.Fairness.E2ELP95Ratio, true
 	}
 	metric, stat, ok := strings.Cut(name, "_")
 	if !ok {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -246,7 +247,7 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Re
 	var eng *Engine
 	for attempt := 0; ; attempt++ {
 		eng, err = StartEngine(ctx, EngineConfig{
-			Command: r.cfg.Command, Flags: append(cfg.Flags(), r.cfg.ExtraArgs...), Host: r.cfg.Host, Port: r.cfg.Port,
+			Command: r.cfg.Command, Flags: slices.Concat(cfg.Flags(), w.LoRAArgs(), r.cfg.ExtraArgs), Host: r.cfg.Host, Port: r.cfg.Port,
 			LogPath: res.LogPath, Env: r.cfg.Env, StopGrace: r.cfg.StopGrace, Logger: r.log, MaxLogBytes: r.cfg.MaxLogBytes,
 		})
 		if err != nil {

@@ -151,9 +151,66 @@ type Workload struct {
 	ThinkMS *LengthDist `yaml:"think_ms,omitempty" json:"think_ms,omitempty"`
 	// Endpoint is the API the load is sent to ("" or completions, chat).
 	Endpoint Endpoint `yaml:"endpoint,omitempty" json:"endpoint,omitempty"`
+	// Tenants, when set, spread the requests over LoRA adapters by weight:
+	// each request names its tenant's adapter as its model, and the engine
+	// serves them with --enable-lora --lora-modules.
+	Tenants []Tenant `yaml:"tenants,omitempty" json:"tenants,omitempty"`
 
 	// sharegpt holds the loaded ShareGPT pairs (prompt, output lengths).
 	sharegpt [][2]int
+}
+
+// Tenant is one LoRA adapter a workload's requests go to.
+type Tenant struct {
+	Name   string  `yaml:"name" json:"name"`     // the adapter's served name: the requests' model
+	Weight float64 `yaml:"weight" json:"weight"` // relative share of the requests
+	// Path is the adapter directory for --lora-modules NAME=PATH (default:
+	// the name); Rank its LoRA rank r (0: DefaultLoRARank), which
+	// max_lora_rank must hold.
+	Path string `yaml:"path,omitempty" json:"path,omitempty"`
+	Rank int    `yaml:"rank,omitempty" json:"rank,omitempty"`
+}
+
+// DefaultLoRARank is a tenant's rank when the workload does not say (PEFT's
+// usual r, and vLLM's default max_lora_rank).
+const DefaultLoRARank = 16
+
+// AdapterPath is the directory served for the tenant.
+func (t Tenant) AdapterPath() string {
+	if t.Path != "" {
+		return t.Path
+	}
+	return t.Name
+}
+
+// AdapterRank is the tenant's rank, DefaultLoRARank when unset.
+func (t Tenant) AdapterRank() int {
+	if t.Rank > 0 {
+		return t.Rank
+	}
+	return DefaultLoRARank
+}
+
+// MaxLoRARank is the largest rank of the workload's tenants (0 without).
+func (w *Workload) MaxLoRARank() int {
+	r := 0
+	for _, t := range w.Tenants {
+		r = max(r, t.AdapterRank())
+	}
+	return r
+}
+
+// LoRAArgs are the engine arguments that serve the tenants' adapters
+// (none without tenants): --enable-lora --lora-modules NAME=PATH ...
+func (w *Workload) LoRAArgs() []string {
+	if len(w.Tenants) == 0 {
+		return nil
+	}
+	out := []string{"--enable-lora", "--lora-modules"}
+	for _, t := range w.Tenants {
+		out = append(out, t.Name+"="+t.AdapterPath())
+	}
+	return out
 }
 
 // RequestSpec is one request of a workload run.
@@ -164,7 +221,8 @@ type RequestSpec struct {
 	OutputLen int           `json:"output_len"`
 	PrefixLen int           `json:"prefix_len,omitempty"` // leading tokens shared by all requests
 	Warmup    bool          `json:"warmup,omitempty"`
-	Think     time.Duration `json:"think,omitempty"` // closed loop: the user's pause after this request
+	Think     time.Duration `json:"think,omitempty"`  // closed loop: the user's pause after this request
+	Tenant    string        `json:"tenant,omitempty"` // LoRA adapter sent as the model ("" for the base model)
 }
 
 // Class is the prompt-length class used for per-class metrics.
@@ -202,6 +260,13 @@ func (w *Workload) Requests() []RequestSpec {
 	r := rand.New(rand.NewPCG(w.Seed, 0x7475_6e65_72))
 	n := w.Warmup + w.NumRequests
 	out := make([]RequestSpec, n)
+	// Tenants draw from their own stream so that the lengths and arrivals
+	// are those of the same workload without tenants.
+	tr := rand.New(rand.NewPCG(w.Seed, 0x6c6f7261))
+	var tw float64
+	for _, t := range w.Tenants {
+		tw += t.Weight
+	}
 	var at float64
 	for i := range out {
 		var p, o int
@@ -213,6 +278,15 @@ func (w *Workload) Requests() []RequestSpec {
 		}
 		p += w.PrefixLen
 		out[i] = RequestSpec{Index: i, PromptLen: p, OutputLen: o, PrefixLen: w.PrefixLen, Warmup: i < w.Warmup}
+		if len(w.Tenants) > 0 {
+			u := tr.Float64() * tw
+			for k, t := range w.Tenants {
+				if u -= t.Weight; u < 0 || k == len(w.Tenants)-1 {
+					out[i].Tenant = t.Name
+					break
+				}
+			}
+		}
 		if w.ThinkMS != nil && w.Arrival.Closed() {
 			// Drawn only when set, so other workloads keep their sequences.
 			out[i].Think = time.Duration(w.ThinkMS.Sample(r)) * time.Millisecond

@@ -81,6 +81,7 @@ type rawWorkload struct {
 	Feedback    bool        `yaml:"feedback"`
 	ThinkMS     *LengthDist `yaml:"think_ms"`
 	Endpoint    string      `yaml:"endpoint"`
+	Tenants     []Tenant    `yaml:"tenants"`
 }
 
 // ParseWorkload decodes and validates a workload YAML document (unknown
@@ -196,6 +197,10 @@ func ParseWorkload(file string, b []byte) (Workload, error) {
 			return w, loc.Errf(fmt.Sprintf("$.levels[%d]", i), fmt.Sprintf("levels[%d]", i), "closed-loop levels are concurrencies (integers)")
 		}
 	}
+	if err := validateTenants(loc, raw.Tenants); err != nil {
+		return w, err
+	}
+	w.Tenants = raw.Tenants
 	slo, err := ParseSLO(raw.SLO)
 	if err != nil {
 		return w, loc.Errf("$.slo", "slo", "%v", err)
@@ -213,6 +218,27 @@ func ParseWorkload(file string, b []byte) (Workload, error) {
 		}
 	}
 	return w, nil
+}
+
+// validateTenants checks the LoRA tenants: distinct adapter names that
+// can be a request's model, positive finite weights, ranks vLLM accepts.
+func validateTenants(loc spaces.Locator, ts []Tenant) error {
+	seen := map[string]bool{}
+	for i, t := range ts {
+		path, field := fmt.Sprintf("$.tenants[%d]", i), fmt.Sprintf("tenants[%d]", i)
+		switch {
+		case t.Name == "" || strings.ContainsAny(t.Name, " \t=\n"):
+			return loc.Errf(path, field+".name", "missing or not an adapter name (no spaces or '=')")
+		case seen[t.Name]:
+			return loc.Errf(path+".name", field+".name", "tenant %q listed twice", t.Name)
+		case !(t.Weight > 0) || math.IsInf(t.Weight, 0):
+			return loc.Errf(path, field+".weight", "must be > 0 and finite")
+		case t.Rank < 0 || t.Rank > 512:
+			return loc.Errf(path+".rank", field+".rank", "must be in 1..512 (0: %d)", DefaultLoRARank)
+		}
+		seen[t.Name] = true
+	}
+	return nil
 }
 
 func validateDist(loc spaces.Locator, path, field string, d LengthDist, depth int) error {

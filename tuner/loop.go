@@ -797,7 +797,10 @@ func (l *Loop) report(reason string) Report {
 	})
 	defID := l.cfg.Default.ID()
 	for i := range cands {
-		if l.cfg.Default.Len() > 0 && cands[i].ConfigID == defID {
+		// A default that never ran (vLLM refuses it for this workload,
+		// e.g. a LoRA adapter above its max_lora_rank) has no figures to
+		// compare with: NaN, which JSON cannot carry.
+		if l.cfg.Default.Len() > 0 && cands[i].ConfigID == defID && len(cands[i].Trials) > 0 {
 			c := cands[i]
 			rep.Default = &c
 		}

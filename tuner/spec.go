@@ -286,6 +286,11 @@ func (s SearchSpec) Resolve() (*Search, error) {
 	if t.EngineVersion == "" {
 		t.EngineVersion = spaces.DefaultEngineVersion
 	}
+	if ss.Workload, err = trial.LoadWorkload(s.Workload); err != nil {
+		return nil, Usagef("--workload: %w", err)
+	}
+	// LoRA tenants put the adapter slots into the space.
+	t.Tenants, t.LoRARank = len(ss.Workload.Tenants), ss.Workload.MaxLoRARank()
 	ss.Target = t
 	sp, err := LoadSpace(s.Space)
 	if err != nil {
@@ -293,9 +298,6 @@ func (s SearchSpec) Resolve() (*Search, error) {
 	}
 	if ss.Space, err = sp.Resolve(t); err != nil {
 		return nil, AsUsage(err)
-	}
-	if ss.Workload, err = trial.LoadWorkload(s.Workload); err != nil {
-		return nil, Usagef("--workload: %w", err)
 	}
 	if s.Requests != nil {
 		if *s.Requests < 1 {

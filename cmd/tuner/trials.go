@@ -379,6 +379,9 @@ func printTrial(w io.Writer, t store.Trial, st store.Study) error {
 		if b := m.Breakdown; b != nil {
 			fmt.Fprintf(w, "    where the time goes: %s\n", b)
 		}
+		if err := printTenants(w, &m); err != nil {
+			return err
+		}
 	}
 	if fb := r.Feedback; fb != nil {
 		fmt.Fprintln(w, fb.Summary())
@@ -409,6 +412,26 @@ func printTrial(w io.Writer, t store.Trial, st store.Study) error {
 	}
 	if r.RawPath != "" {
 		fmt.Fprintf(w, "raw: %s\n", r.RawPath)
+	}
+	return nil
+}
+
+// printTenants prints a LoRA workload's per-tenant figures and fairness.
+func printTenants(w io.Writer, m *trial.Metrics) error {
+	if len(m.ByTenant) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "    tenant\trequests\tout tok/s\tTTFT p50\tTTFT p95\tTPOT p95\tE2EL p95")
+	for _, n := range m.Tenants() {
+		tm := m.ByTenant[n]
+		fmt.Fprintf(tw, "    %s\t%d\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\n", n, tm.Completed+tm.Failed, tm.OutputThroughput, tm.TTFT.Median, tm.TTFT.P95, tm.TPOT.P95, tm.E2EL.P95)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if f := m.Fairness; f != nil {
+		fmt.Fprintf(w, "    fairness: %s\n", f)
 	}
 	return nil
 }
