@@ -172,7 +172,13 @@ func buildSnap(st store.Study, old *studySnap, tail []store.Trial) *studySnap {
 			break
 		}
 	}
-	s.defaultID = tuner.DefaultConfigIDOf(st, s.trials)
+	// It depends on the study's key, else on its first trial: settled once
+	// known (and resolving the default space takes milliseconds).
+	if old != nil && old.defaultID != "" {
+		s.defaultID = old.defaultID
+	} else {
+		s.defaultID = tuner.DefaultConfigIDOf(st, s.trials)
+	}
 	return s
 }
 
