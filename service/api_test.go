@@ -170,6 +170,16 @@ func TestCacheFollowsTheStore(t *testing.T) {
 		if !bytes.Equal(wb, gb) {
 			t.Fatalf("%s: front\n%s\nwant\n%s", when, gb, wb)
 		}
+		// Every candidate, judged again only for the configs that changed.
+		snap, err := e.srv.cache.get(ctx, e.srv.db, st.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wb, _ = json.Marshal(cands)
+		gb, _ = json.Marshal(snap.judge(nil, -1).cands)
+		if !bytes.Equal(wb, gb) {
+			t.Fatalf("%s: candidates\n%s\nwant\n%s", when, gb, wb)
+		}
 	}
 	check("first read")
 	check("unchanged")
@@ -183,8 +193,11 @@ func TestCacheFollowsTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("running trial finished")
-	for i := range 5 {
+	for i := range 6 {
 		cfg := storetest.Config(r)
+		if i%2 == 1 { // a config measured before: its candidate changes
+			cfg = running[0].Config
+		}
 		tr, err := e.st.BeginTrial(ctx, st.ID, cfg, store.BeginOptions{})
 		if err != nil {
 			t.Fatal(err)

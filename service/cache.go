@@ -1,8 +1,11 @@
 package service
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vllm-tuner/tuner/store"
@@ -59,7 +62,12 @@ type studySnap struct {
 	defaultID string // vLLM's default config in the study
 
 	baseOnce sync.Once
-	base     *judgement // under the study's own SLO and the default k
+	base     atomic.Pointer[judgement] // under the study's own SLO and the default k
+	// prevBase is the base judgement of the snapshot this one was built
+	// from, if it had one, and keep the trials the two share: only the
+	// configs of the trials after those are judged again.
+	prevBase *judgement
+	keep     int
 }
 
 // judgement is a study's trials judged as `tuner pareto` and `tuner
@@ -68,6 +76,7 @@ type judgement struct {
 	slo   trial.SLO
 	k     float64
 	cands []tuner.Candidate
+	first []int // per candidate, the index of its config's first finished trial (cands are in that order)
 	front []tuner.Candidate
 }
 
@@ -154,7 +163,10 @@ func buildSnap(st store.Study, old *studySnap, tail []store.Trial) *studySnap {
 	if old != nil {
 		keep = old.open
 	}
-	s := &studySnap{study: st, metrics: tuner.StudyMetrics(st)}
+	s := &studySnap{study: st, metrics: tuner.StudyMetrics(st), keep: keep}
+	if old != nil {
+		s.prevBase = old.base.Load()
+	}
 	s.trials = make([]tuner.Trial, keep, keep+len(tail))
 	s.rows = make([]trialRow, keep, keep+len(tail))
 	if old != nil {
@@ -172,17 +184,27 @@ func buildSnap(st store.Study, old *studySnap, tail []store.Trial) *studySnap {
 			break
 		}
 	}
-	s.defaultID = tuner.DefaultConfigIDOf(st, s.trials)
+	// It depends on the study's key, else on its first trial: settled once
+	// known (and resolving the default space takes milliseconds).
+	if old != nil && old.defaultID != "" {
+		s.defaultID = old.defaultID
+	} else {
+		s.defaultID = tuner.DefaultConfigIDOf(st, s.trials)
+	}
 	return s
 }
 
 // judge returns the trials judged under slo (nil: the study's own) and k
 // (negative: the default); the default judgement is computed once per
-// snapshot.
+// snapshot, from the previous snapshot's for the configs that did not
+// change.
 func (s *studySnap) judge(slo trial.SLO, k float64) *judgement {
 	if slo == nil && k < 0 {
-		s.baseOnce.Do(func() { s.base = newJudgement(s, s.study.SLO(), tuner.DefaultConfig().MADK) })
-		return s.base
+		s.baseOnce.Do(func() {
+			s.base.Store(newJudgement(s, s.study.SLO(), tuner.DefaultConfig().MADK, s.prevBase, s.keep))
+			s.prevBase = nil
+		})
+		return s.base.Load()
 	}
 	if slo == nil {
 		slo = s.study.SLO()
@@ -190,11 +212,71 @@ func (s *studySnap) judge(slo trial.SLO, k float64) *judgement {
 	if k < 0 {
 		k = tuner.DefaultConfig().MADK
 	}
-	return newJudgement(s, slo, k)
+	return newJudgement(s, slo, k, nil, 0)
 }
 
-func newJudgement(s *studySnap, slo trial.SLO, k float64) *judgement {
-	j := &judgement{slo: slo, k: k, cands: tuner.Aggregate(s.trials, slo, s.metrics, k), front: []tuner.Candidate{}}
+// configOf is the config a trial counts for (as tuner.Aggregate groups).
+func configOf(t *tuner.Trial) string {
+	if t.ConfigID != "" {
+		return t.ConfigID
+	}
+	return t.Config.ID()
+}
+
+// newJudgement aggregates the trials of s. With prev (the judgement of
+// the first keep trials, which have not changed since) only the configs of
+// the later trials are aggregated again: a candidate depends on its own
+// config's trials only, and candidates stay in the order of their first
+// finished trial, as tuner.Aggregate orders them.
+func newJudgement(s *studySnap, slo trial.SLO, k float64, prev *judgement, keep int) *judgement {
+	j := &judgement{slo: slo, k: k, front: []tuner.Candidate{}}
+	touched := map[string]bool{}
+	if prev != nil {
+		for i := keep; i < len(s.trials); i++ {
+			touched[configOf(&s.trials[i])] = true
+		}
+	}
+	sub := s.trials
+	if prev != nil {
+		sub = nil
+	}
+	first := map[string]int{}
+	for i := range s.trials {
+		t := &s.trials[i]
+		id := configOf(t)
+		if prev != nil {
+			if !touched[id] {
+				continue
+			}
+			sub = append(sub, *t)
+		}
+		if _, ok := first[id]; !ok && t.State.Finished() && t.Result != nil {
+			first[id] = i
+		}
+	}
+	fresh := tuner.Aggregate(sub, slo, s.metrics, k)
+	if prev != nil {
+		for i, c := range prev.cands {
+			if !touched[c.ConfigID] {
+				j.cands, j.first = append(j.cands, c), append(j.first, prev.first[i])
+			}
+		}
+	}
+	for _, c := range fresh {
+		j.cands, j.first = append(j.cands, c), append(j.first, first[c.ConfigID])
+	}
+	if prev != nil {
+		idx := make([]int, len(j.cands))
+		for i := range idx {
+			idx[i] = i
+		}
+		slices.SortFunc(idx, func(a, b int) int { return cmp.Compare(j.first[a], j.first[b]) })
+		cands, firsts := make([]tuner.Candidate, len(idx)), make([]int, len(idx))
+		for n, i := range idx {
+			cands[n], firsts[n] = j.cands[i], j.first[i]
+		}
+		j.cands, j.first = cands, firsts
+	}
 	for _, i := range tuner.Front(j.cands, s.metrics) {
 		j.front = append(j.front, j.cands[i])
 	}

@@ -168,7 +168,7 @@ func (s *Server) recommend(w http.ResponseWriter, r *http.Request) {
 	format := orDefault(q.Get("format"), "json")
 	doc, err := tuner.BuildRecommendation(tuner.RecommendInput{
 		Studies: []store.Study{v.study}, Newest: v.study, Trials: v.trials, Cands: v.cands,
-		SLO: v.slo, Metrics: v.metrics, Prefer: prefer,
+		SLO: v.slo, Metrics: v.metrics, Prefer: prefer, DefaultConfigID: v.defaultID,
 	})
 	if err != nil && doc.Closest == nil {
 		s.writeErr(w, err)

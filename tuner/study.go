@@ -166,6 +166,9 @@ type RecommendInput struct {
 	// Model is the name the user asked for: a study keyed by the catalog
 	// name serves what the user calls it ("" = the study's).
 	Model string
+	// DefaultConfigID is vLLM's default config in Newest when the caller
+	// knows it (DefaultConfigIDOf; "" = looked up here).
+	DefaultConfigID string
 }
 
 // BuildRecommendation picks the best measured config (RecommendMeasured) and spells
@@ -191,7 +194,10 @@ func BuildRecommendation(in RecommendInput) (Recommendation, error) {
 		return doc, err
 	}
 	doc.Feasible, doc.Candidate = true, best
-	doc.DefaultConfigID = DefaultConfigIDOf(in.Newest, in.Trials)
+	doc.DefaultConfigID = in.DefaultConfigID
+	if doc.DefaultConfigID == "" {
+		doc.DefaultConfigID = DefaultConfigIDOf(in.Newest, in.Trials)
+	}
 	doc.IsDefault = doc.DefaultConfigID == best.ConfigID
 	for i := range in.Cands {
 		if in.Cands[i].ConfigID == doc.DefaultConfigID && !doc.IsDefault {

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/store/pgstore"
@@ -96,5 +99,47 @@ func TestPostgresErrors(t *testing.T) {
 				t.Errorf("a trial ran:\n%s", errb)
 			}
 		})
+	}
+}
+
+// TestServePostgres: `tuner serve --db postgres://...` runs a queued
+// sim-virtual job on PostgreSQL and serves its trials.
+func TestServePostgres(t *testing.T) {
+	url := pgtest.DB(t)
+	tunerBin, _ := binaries(t)
+	base, _ := startServe(t, tunerBin, url)
+	body := fmt.Sprintf(`{"model":%q,"gpu":%q,"engine":"sim-virtual","trials":3,"requests":40,"finalists":0}`, testModel, testGPU)
+	resp, err := http.Post(base+"/api/v1/jobs", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var job store.Job
+	json.NewDecoder(resp.Body).Decode(&job)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("POST job: %d", resp.StatusCode)
+	}
+	var j store.Job
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) { // a hang guard
+		getJSON(t, base+"/api/v1/jobs/"+job.ID, &j)
+		if j.State.Finished() || time.Now().After(deadline) {
+			break
+		}
+	}
+	if j.State != store.JobDone {
+		t.Fatalf("job: %+v", j)
+	}
+	var page trialPage
+	getJSON(t, base+"/api/v1/studies/"+j.Study+"/trials", &page)
+	if page.Total != 3 {
+		t.Fatalf("%d trials served, want 3", page.Total)
+	}
+	pg, err := pgstore.Open(context.Background(), pgstore.Config{URL: url, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	if ts, err := pg.Trials(context.Background(), j.Study, store.TrialFilter{}); err != nil || len(ts) != 3 {
+		t.Fatalf("trials in PostgreSQL: %d, %v", len(ts), err)
 	}
 }

@@ -56,6 +56,13 @@ func startServe(t *testing.T, bin, db string) (string, *exec.Cmd) {
 	return "http://" + m[1], cmd
 }
 
+// trialPage is a page of the service's trials table, its rows read as
+// trial records (the fields they share).
+type trialPage struct {
+	Total  int           `json:"total"`
+	Trials []store.Trial `json:"trials"`
+}
+
 func getJSON(t *testing.T, url string, v any) {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -98,8 +105,9 @@ func TestE2EServeKilledResumes(t *testing.T) {
 		var j store.Job
 		getJSON(t, base+"/api/v1/jobs/"+job.ID, &j)
 		if j.Study != "" {
-			var trials []store.Trial
-			getJSON(t, base+"/api/v1/studies/"+j.Study+"/trials", &trials)
+			var page trialPage
+			getJSON(t, base+"/api/v1/studies/"+j.Study+"/trials", &page)
+			trials := page.Trials
 			if len(trials) >= 2 && trials[len(trials)-1].State == store.StateRunning {
 				break
 			}
@@ -125,8 +133,9 @@ func TestE2EServeKilledResumes(t *testing.T) {
 	if j.State != store.JobDone || j.Runs != 2 {
 		t.Fatalf("job after restart: %+v; want done after 2 runs", j)
 	}
-	var trials []store.Trial
-	getJSON(t, base+"/api/v1/studies/"+j.Study+"/trials", &trials)
+	var page trialPage
+	getJSON(t, base+"/api/v1/studies/"+j.Study+"/trials?limit=1000", &page)
+	trials := page.Trials
 	searched := map[string]int{}
 	finished, interrupted := 0, 0
 	for _, tr := range trials {
