@@ -177,8 +177,8 @@ type compareDoc struct {
 	Base, New   string
 	Regressions int
 	Rows        []struct {
-		Cell   string
-		Metric struct{ Name string }
+		Cell    string
+		Metric  struct{ Name string }
 		Verdict gate.Verdict
 		Effect  *float64
 	}

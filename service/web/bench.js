@@ -58,10 +58,10 @@ async function loadBench() {
     rb.appendChild(tr);
   }
   // The compare form offers finished runs: base defaults to the older of
-  // the two newest, new to the newest.
+  // the two newest, new to the newest, until the user picks one.
   const done = runs.filter((r) => r.state !== "running" && r.cells.length);
   for (const [sel, pick] of [["#cmpbase", done.length - 2], ["#cmpnew", done.length - 1]]) {
-    const el = $(sel), keep = el.value;
+    const el = $(sel), keep = el.dataset.picked && el.value;
     el.innerHTML = done.map((r) => `<option value="${esc(r.id)}">${esc(r.id)} · ${esc(r.model.split("/").pop())} · ${esc(Object.entries(r.labels || {}).map(([k, v]) => k + "=" + v).join(",") || when(r.start))}</option>`).join("");
     el.value = keep && done.some((r) => r.id === keep) ? keep : (done[Math.max(0, pick)] || {}).id || "";
   }
@@ -107,6 +107,7 @@ $("#benchform").addEventListener("submit", async (ev) => {
   } catch (e) { $("#bencherr").textContent = e.message; }
 });
 
+for (const sel of ["#cmpbase", "#cmpnew"]) $(sel).addEventListener("change", (ev) => (ev.target.dataset.picked = "1"));
 $("#compareform").addEventListener("submit", (ev) => {
   ev.preventDefault();
   const f = new FormData(ev.target);
