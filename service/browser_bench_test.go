@@ -125,6 +125,13 @@ func TestBenchmarksInBrowser(t *testing.T) {
 	if !strings.HasPrefix(verdict, "Regression:") || !strings.Contains(regressed, "tpot_p50") {
 		t.Fatalf("verdict %q, regressed rows %q; want a TPOT regression", verdict, regressed)
 	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#cmpmd`))); err != nil {
+		t.Fatal(err)
+	}
+	poll(`!!window.lastCopied`)
+	if md := text(`window.lastCopied`); !strings.HasPrefix(md, "### Benchmark comparison: Regression") {
+		t.Fatalf("copied Markdown %q", md)
+	}
 	b := shot("compare.png")
 	if out := os.Getenv("TUNER_BENCH_SCREENSHOT"); out != "" {
 		ext := filepath.Ext(out)

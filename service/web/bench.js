@@ -197,7 +197,14 @@ $("#runmd").addEventListener("click", async () => {
 const pFmt = (p) => p == null ? "–" : p < 1e-4 ? "<0.0001" : p.toFixed(4);
 const valFmt = (v, unit) => v == null ? "–" : `${fmtNum(v, unit === "ms" ? 2 : 1)} ${esc(unit)}`;
 async function showCompare(base, next, query) {
-  $("#cmptitle").textContent = `Compare ${next} (new) with ${base} (base)`;
+  $("#cmptitle").innerHTML = `Compare <a href="#/run/${encodeURIComponent(next)}">${esc(next)}</a> (new) with <a href="#/run/${encodeURIComponent(base)}">${esc(base)}</a> (base)`;
+  $("#cmpmd").onclick = async () => {
+    const md = await api(`/compare?base=${encodeURIComponent(base)}&new=${encodeURIComponent(next)}&format=md${query ? "&" + query : ""}`);
+    try { await navigator.clipboard.writeText(md); } catch (e) { /* no clipboard permission */ }
+    window.lastCopied = md;
+    $("#cmpmd").textContent = "copied";
+    setTimeout(() => ($("#cmpmd").textContent = "copy as Markdown (pull-request comment)"), 1500);
+  };
   $("#cmperr").textContent = "";
   $("#cmpverdict").textContent = "";
   $("#cmpverdict").className = "verdict";
