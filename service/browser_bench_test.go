@@ -1,7 +1,6 @@
 package service
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -26,32 +24,7 @@ func TestBenchmarksInBrowser(t *testing.T) {
 	browser := findBrowser(t)
 	e := newEnv(t, "", Config{}, true)
 	dir := t.TempDir()
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.WindowSize(1400, 1100), chromedp.UserDataDir(filepath.Join(dir, "profile")),
-		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"))
-	defer cancelA()
-	ctx, cancelC := chromedp.NewContext(actx)
-	defer cancelC()
-	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancelT := context.WithTimeout(ctx, 3*time.Minute) // a hang guard, not a speed assertion
-	defer cancelT()
-	text := func(js string) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
-		if err != nil {
-			t.Fatalf("%s: %v", js, err)
-		}
-		return v
-	}
-	poll := func(js string) {
-		t.Helper()
-		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](js)); err != nil {
-			t.Fatalf("waiting for %s: %v", js, err)
-		}
-	}
+	ctx, text, poll := newBrowser(t, browser, dir)
 	shot := func(name string) []byte {
 		t.Helper()
 		b, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))

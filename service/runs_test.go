@@ -239,49 +239,17 @@ func TestBenchJobValidationIsTheCLIs(t *testing.T) {
 // the same file does not rerun it but fails the job, naming the run kept.
 func TestStoppedBenchJobFails(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tuner.db")
-	st, err := store.Open(context.Background(), path, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := New(Config{Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Two cells: the first is stored, the service stops in the second.
 	m, _ := json.Marshal(fmt.Sprintf(testMatrix, 20) + "  - {name: long, prompt: {kind: fixed, value: 128}, output: {kind: fixed, value: 16}, arrival: {kind: closed, concurrency: 2}, duration: 10m}\n")
-	spec, err := ParseBenchJob(context.Background(), strings.NewReader(fmt.Sprintf(`{"kind":"bench","engine":"sim-virtual","model":%q,"gpu":%q,"config":"default","matrix_yaml":%s}`, testModel, testGPU, m)), st)
-	if err != nil {
-		t.Fatal(err)
+	body := fmt.Sprintf(`{"kind":"bench","engine":"sim-virtual","model":%q,"gpu":%q,"config":"default","matrix_yaml":%s}`, testModel, testGPU, m)
+	mid := runUntilStopped(t, path, body, func(ev Event) bool { return ev.Phase == "bench" && ev.Done == 1 })
+	if mid.State != store.JobRunning || len(mid.BenchRuns) != 1 {
+		t.Fatalf("after stop: %+v", mid)
 	}
-	raw, _ := json.Marshal(spec)
-	j, err := st.AddJob(context.Background(), store.Job{Kind: KindBench, Spec: raw, State: store.JobQueued})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	c, _ := srv.hub.subscribe()
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	for ev := range c { // stop once the second cell runs
-		if ev.Job == j.ID && ev.Phase == "bench" && ev.Done == 1 {
-			stop()
-			break
-		}
-	}
-	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-		t.Fatal(err)
-	}
-	mid, err := st.Job(context.Background(), j.ID)
-	if err != nil || mid.State != store.JobRunning || len(mid.BenchRuns) != 1 {
-		t.Fatalf("after stop: %+v %v", mid, err)
-	}
-	st.Close()
-
 	e := newEnv(t, path, Config{}, false)
 	ch := e.events(t, context.Background())
 	go e.srv.Run(t.Context())
-	seen := waitStateAny(t, ch, j.ID, store.JobFailed)
+	seen := waitStateAny(t, ch, mid.ID, store.JobFailed)
 	want := "the service stopped during this benchmark; run " + mid.BenchRuns[0] + " kept its finished cells (partial): queue the job again"
 	if last := seen[len(seen)-1]; last.Error != want {
 		t.Fatalf("failed job error %q; want %q", last.Error, want)

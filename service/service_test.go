@@ -310,26 +310,27 @@ func TestTokenAndBodyLimit(t *testing.T) {
 	}
 }
 
-// TestStoppedJobResumes: a service stopped during a job (as by SIGTERM)
-// leaves it running in the store with its trial interrupted; the next
-// service on the same file resumes it with --resume semantics: no search
-// trial lost or run twice.
-func TestStoppedJobResumes(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "tuner.db")
+// runUntilStopped queues a job body on a service over the database at
+// path, stops the service (as SIGTERM does) at the first event of the job
+// that stopAt accepts, and returns the job as the store then holds it; the
+// store is closed.
+func runUntilStopped(t *testing.T, path, body string, stopAt func(Event) bool) store.Job {
+	t.Helper()
 	st, err := store.Open(context.Background(), path, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer st.Close()
 	srv, err := New(Config{Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, err := ParseJob(strings.NewReader(simJob(6)))
+	kind, spec, err := srv.parseJob(context.Background(), []byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	raw, _ := json.Marshal(spec)
-	j, err := st.AddJob(context.Background(), store.Job{Kind: "search", Spec: raw, State: store.JobQueued})
+	j, err := st.AddJob(context.Background(), store.Job{Kind: kind, Spec: raw, State: store.JobQueued})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,8 +339,8 @@ func TestStoppedJobResumes(t *testing.T) {
 	c, _ := srv.hub.subscribe()
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
-	for ev := range c { // stop once two search trials are in
-		if ev.Job == j.ID && ev.Done >= 2 && ev.Phase == "search" {
+	for ev := range c {
+		if ev.Job == j.ID && stopAt(ev) {
 			stop()
 			break
 		}
@@ -347,17 +348,30 @@ func TestStoppedJobResumes(t *testing.T) {
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}
-	mid, err := st.Job(context.Background(), j.ID)
-	if err != nil || mid.State != store.JobRunning || mid.Study == "" {
-		t.Fatalf("after stop: %+v %v", mid, err)
+	j, err = st.Job(context.Background(), j.ID)
+	if err != nil {
+		t.Fatal(err)
 	}
-	st.Close()
+	return j
+}
+
+// TestStoppedJobResumes: a service stopped during a job (as by SIGTERM)
+// leaves it running in the store with its trial interrupted; the next
+// service on the same file resumes it with --resume semantics: no search
+// trial lost or run twice.
+func TestStoppedJobResumes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tuner.db")
+	// Stop once two search trials are in.
+	mid := runUntilStopped(t, path, simJob(6), func(ev Event) bool { return ev.Done >= 2 && ev.Phase == "search" })
+	if mid.State != store.JobRunning || mid.Study == "" {
+		t.Fatalf("after stop: %+v", mid)
+	}
 
 	e := newEnv(t, path, Config{}, false)
 	ch := e.events(t, context.Background())
 	go e.srv.Run(t.Context())
-	waitState(t, ch, j.ID, store.JobDone)
-	fin, _ := e.st.Job(context.Background(), j.ID)
+	waitState(t, ch, mid.ID, store.JobDone)
+	fin, _ := e.st.Job(context.Background(), mid.ID)
 	if fin.Runs != 2 || fin.Study != mid.Study {
 		t.Fatalf("resumed job %+v; want 2 runs on study %s", fin, mid.Study)
 	}
