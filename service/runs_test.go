@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -215,13 +214,7 @@ func TestBenchJobValidationIsTheCLIs(t *testing.T) {
 		{"kind", `{"kind":"train"}`, `kind "train": want "search" or "bench"`},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			code, out := e.do(t, "POST", "/api/v1/jobs", "", tt.body)
-			var ae apiError
-			if code != http.StatusBadRequest || json.Unmarshal([]byte(out), &ae) != nil || ae.Code != "invalid" || !strings.Contains(ae.Message, tt.want) {
-				t.Fatalf("POST %s: %d %s; want 400 with %q", tt.body, code, out, tt.want)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { e.wantInvalidJob(t, tt.body, tt.want) })
 	}
 	// The same spec through the core gives the same message.
 	spec := tuner.DefaultBenchSpec()

@@ -144,6 +144,17 @@ func waitState(t *testing.T, ch <-chan Event, job string, state store.JobState) 
 	}
 }
 
+// wantInvalidJob posts a job body the API must refuse with 400
+// {"code": "invalid"} and a message containing want.
+func (e *env) wantInvalidJob(t *testing.T, body, want string) {
+	t.Helper()
+	code, out := e.do(t, "POST", "/api/v1/jobs", "", body)
+	var ae apiError
+	if code != http.StatusBadRequest || json.Unmarshal([]byte(out), &ae) != nil || ae.Code != "invalid" || !strings.Contains(ae.Message, want) {
+		t.Fatalf("POST %s: %d %s; want 400 with %q", body, code, out, want)
+	}
+}
+
 func postJob(t *testing.T, e *env, body string) store.Job {
 	t.Helper()
 	code, out := e.do(t, "POST", "/api/v1/jobs", "", body)
@@ -252,13 +263,7 @@ func TestJobValidationIsTheCLIs(t *testing.T) {
 		{"duration", `{` + base + `,"engine":"sim-virtual","budget":"soon"}`, `job body:`},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			code, out := e.do(t, "POST", "/api/v1/jobs", "", tt.body)
-			var ae apiError
-			if code != http.StatusBadRequest || json.Unmarshal([]byte(out), &ae) != nil || ae.Code != "invalid" || !strings.Contains(ae.Message, tt.want) {
-				t.Fatalf("POST %s: %d %s; want 400 with %q", tt.body, code, out, tt.want)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { e.wantInvalidJob(t, tt.body, tt.want) })
 	}
 	// The same spec through the core gives the same message.
 	spec := tuner.DefaultSearchSpec()
