@@ -97,6 +97,9 @@ func (s *Server) benchmark(ctx context.Context, set int, j *store.Job, log inter
 	if err != nil {
 		return err
 	}
+	// A state event of its own, so a client that connects later does not
+	// replay the job's "queued" after its progress.
+	s.hub.publish(Event{Job: j.ID, State: store.JobRunning})
 	var last Event
 	_, err = b.Run(ctx, tuner.BoltDB{Store: s.st}, tuner.BenchStartConfig{
 		Logger: s.log.With("job", j.ID),
