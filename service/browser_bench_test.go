@@ -98,6 +98,7 @@ func TestBenchmarksInBrowser(t *testing.T) {
 	if !strings.HasPrefix(verdict, "Regression:") || !strings.Contains(regressed, "tpot_p50") {
 		t.Fatalf("verdict %q, regressed rows %q; want a TPOT regression", verdict, regressed)
 	}
+	b := shot("compare.png")
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#cmpmd`))); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,6 @@ func TestBenchmarksInBrowser(t *testing.T) {
 	if md := text(`window.lastCopied`); !strings.HasPrefix(md, "### Benchmark comparison: Regression") {
 		t.Fatalf("copied Markdown %q", md)
 	}
-	b := shot("compare.png")
 	if out := os.Getenv("TUNER_BENCH_SCREENSHOT"); out != "" {
 		ext := filepath.Ext(out)
 		for name, data := range map[string][]byte{out: mustRead(t, filepath.Join(dir, "run.png")), strings.TrimSuffix(out, ext) + "-compare" + ext: b} {
