@@ -87,13 +87,25 @@ func LoadMatrix(path string) (Matrix, error) {
 	return m, nil
 }
 
+// decodeStrictYAML decodes b strictly into v. A panic of the decoder
+// (goccy/go-yaml v1.19.2 dereferences nil on some malformed sequences, as
+// FuzzParseBenchJob found) is a parse error: a matrix comes over HTTP too.
+func decodeStrictYAML(b []byte, v any) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("YAML parser failure: %v", r)
+		}
+	}()
+	return yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(v)
+}
+
 // ParseMatrix decodes and validates a matrix document. Errors are
 // *spaces.FileError naming the file, line and field. Each cell is the
 // defaults, then its named load, then its own fields, with names of
 // distributions resolved, parsed by trial.ParseWorkload.
 func ParseMatrix(file string, b []byte) (Matrix, error) {
 	var raw rawMatrix
-	if err := yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(&raw); err != nil {
+	if err := decodeStrictYAML(b, &raw); err != nil {
 		return Matrix{}, spaces.YAMLError(file, b, err)
 	}
 	loc := spaces.NewLocator(file, b)

@@ -97,14 +97,13 @@ func (s *Server) benchmark(ctx context.Context, set int, j *store.Job, log inter
 	if err != nil {
 		return err
 	}
-	var env []string
-	if v := s.cfg.GPUSets[set]; v != "" {
-		env = []string{"CUDA_VISIBLE_DEVICES=" + v}
-	}
+	// A state event of its own, so a client that connects later does not
+	// replay the job's "queued" after its progress.
+	s.hub.publish(Event{Job: j.ID, State: store.JobRunning})
 	var last Event
 	_, err = b.Run(ctx, tuner.BoltDB{Store: s.st}, tuner.BenchStartConfig{
 		Logger: s.log.With("job", j.ID),
-		Env:    env,
+		Env:    s.gpuEnv(set),
 		OnProgress: func(p bench.Progress) {
 			if p.Run != "" && !slices.Contains(j.BenchRuns, p.Run) {
 				j.BenchRuns = append(j.BenchRuns, p.Run)

@@ -29,29 +29,26 @@ func findBrowser(t *testing.T) string {
 	return ""
 }
 
-// TestDashboardInBrowser drives the real page in headless Chromium: queue a
-// sim-virtual search from the form, watch its progress arrive over SSE,
-// open the study, check the front chart draws one point per front member,
-// copy the recommended command, and save a screenshot (also to
-// $TUNER_SCREENSHOT when set, for the README).
-func TestDashboardInBrowser(t *testing.T) {
-	browser := findBrowser(t)
-	e := newEnv(t, "", Config{}, true)
-	dir := t.TempDir()
+// newBrowser starts headless Chromium with its profile under dir (only
+// loopback resolves) and returns its context and two helpers: text
+// evaluates a JavaScript expression to a string, poll waits until one is
+// true.
+func newBrowser(t *testing.T, browser, dir string) (context.Context, func(string) string, func(string)) {
+	t.Helper()
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(browser), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.WindowSize(1400, 1100), chromedp.UserDataDir(filepath.Join(dir, "profile")),
 		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"))
-	defer cancelA()
+	t.Cleanup(cancelA)
 	ctx, cancelC := chromedp.NewContext(actx)
-	defer cancelC()
+	t.Cleanup(cancelC)
 	// The first Run starts the browser and must have no deadline; a hang
 	// guard (not a speed assertion) bounds the steps after it.
 	if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancelT := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancelT()
+	t.Cleanup(cancelT)
 	text := func(js string) string {
 		t.Helper()
 		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](js))
@@ -66,6 +63,19 @@ func TestDashboardInBrowser(t *testing.T) {
 			t.Fatalf("waiting for %s: %v", js, err)
 		}
 	}
+	return ctx, text, poll
+}
+
+// TestDashboardInBrowser drives the real page in headless Chromium: queue a
+// sim-virtual search from the form, watch its progress arrive over SSE,
+// open the study, check the front chart draws one point per front member,
+// copy the recommended command, and save a screenshot (also to
+// $TUNER_SCREENSHOT when set, for the README).
+func TestDashboardInBrowser(t *testing.T) {
+	browser := findBrowser(t)
+	e := newEnv(t, "", Config{}, true)
+	dir := t.TempDir()
+	ctx, text, poll := newBrowser(t, browser, dir)
 	err := chromedp.Do(ctx,
 		chromedp.Navigate(e.ts.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`#jobform`)),

@@ -160,10 +160,7 @@ func (s *Server) search(ctx context.Context, set int, j *store.Job, log interfac
 	if err != nil {
 		return err
 	}
-	var env []string
-	if v := s.cfg.GPUSets[set]; v != "" {
-		env = []string{"CUDA_VISIBLE_DEVICES=" + v}
-	}
+	env := s.gpuEnv(set)
 	var study string
 	run, err := ss.Start(ctx, s.db, tuner.StartConfig{
 		Logger: s.log.With("job", j.ID),
@@ -192,6 +189,14 @@ func (s *Server) search(ctx context.Context, set int, j *store.Job, log interfac
 	s.hub.publish(Event{Job: j.ID, State: store.JobRunning, Study: study})
 	_, err = run.Loop.Run(ctx)
 	return err
+}
+
+// gpuEnv is the engine environment of GPU set i.
+func (s *Server) gpuEnv(set int) []string {
+	if v := s.cfg.GPUSets[set]; v != "" {
+		return []string{"CUDA_VISIBLE_DEVICES=" + v}
+	}
+	return nil
 }
 
 // refreshQueue sets the queue-length gauge.

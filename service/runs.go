@@ -6,12 +6,10 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 
 	"github.com/vllm-tuner/tuner/bench"
 	"github.com/vllm-tuner/tuner/gate"
 	"github.com/vllm-tuner/tuner/store"
-	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
 )
 
@@ -40,25 +38,14 @@ func (s *Server) writeBenchErr(w http.ResponseWriter, err error) {
 }
 
 // runRow is a stored run without its cells' results (GET
-// /api/v1/runs/{id} has them): what `tuner bench list` shows.
+// /api/v1/runs/{id} has them): what `tuner bench list` shows, with the
+// cells' names, the requests measured and whether per-request data was
+// kept (compare can test).
 type runRow struct {
-	ID            string            `json:"id"`
-	State         bench.State       `json:"state"`
-	Reason        string            `json:"reason,omitempty"`
-	Source        string            `json:"source"`
-	Model         string            `json:"model"`
-	GPU           trial.GPUIdentity `json:"gpu"`
-	Engine        string            `json:"engine"`
-	EngineVersion string            `json:"engine_version,omitempty"`
-	Matrix        string            `json:"matrix"`
-	MatrixHash    string            `json:"matrix_hash"`
-	Tier          string            `json:"tier,omitempty"`
-	Labels        map[string]string `json:"labels,omitempty"`
-	Start         time.Time         `json:"start"`
-	End           time.Time         `json:"end,omitzero"`
-	Cells         []string          `json:"cells"`
-	Requests      int               `json:"requests"`
-	Raw           bool              `json:"raw"` // per-request data kept (compare can test)
+	*bench.Run
+	Cells    []string `json:"cells"`
+	Requests int      `json:"requests"`
+	Raw      bool     `json:"raw"`
 }
 
 // listRuns lists runs oldest first, filtered as `tuner bench list`:
@@ -78,9 +65,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 	rows := make([]runRow, len(runs))
 	for i := range runs {
 		x := &runs[i]
-		rows[i] = runRow{ID: x.ID, State: x.State, Reason: x.Reason, Source: x.Source, Model: x.Model, GPU: x.GPU, Engine: x.Engine,
-			EngineVersion: x.EngineVersion, Matrix: x.Matrix, MatrixHash: x.MatrixHash, Tier: x.Tier, Labels: x.Labels,
-			Start: x.Start, End: x.End, Cells: []string{}, Raw: x.HasRaw()}
+		rows[i] = runRow{Run: x, Cells: []string{}, Raw: x.HasRaw()}
 		for _, c := range x.Cells {
 			rows[i].Cells = append(rows[i].Cells, c.Name)
 			rows[i].Requests += c.Requests

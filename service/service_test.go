@@ -144,6 +144,17 @@ func waitState(t *testing.T, ch <-chan Event, job string, state store.JobState) 
 	}
 }
 
+// wantInvalidJob posts a job body the API must refuse with 400
+// {"code": "invalid"} and a message containing want.
+func (e *env) wantInvalidJob(t *testing.T, body, want string) {
+	t.Helper()
+	code, out := e.do(t, "POST", "/api/v1/jobs", "", body)
+	var ae apiError
+	if code != http.StatusBadRequest || json.Unmarshal([]byte(out), &ae) != nil || ae.Code != "invalid" || !strings.Contains(ae.Message, want) {
+		t.Fatalf("POST %s: %d %s; want 400 with %q", body, code, out, want)
+	}
+}
+
 func postJob(t *testing.T, e *env, body string) store.Job {
 	t.Helper()
 	code, out := e.do(t, "POST", "/api/v1/jobs", "", body)
@@ -264,13 +275,7 @@ func TestJobValidationIsTheCLIs(t *testing.T) {
 		{"duration", `{` + base + `,"engine":"sim-virtual","budget":"soon"}`, `job body:`},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			code, out := e.do(t, "POST", "/api/v1/jobs", "", tt.body)
-			var ae apiError
-			if code != http.StatusBadRequest || json.Unmarshal([]byte(out), &ae) != nil || ae.Code != "invalid" || !strings.Contains(ae.Message, tt.want) {
-				t.Fatalf("POST %s: %d %s; want 400 with %q", tt.body, code, out, tt.want)
-			}
-		})
+		t.Run(tt.name, func(t *testing.T) { e.wantInvalidJob(t, tt.body, tt.want) })
 	}
 	// The same spec through the core gives the same message.
 	spec := tuner.DefaultSearchSpec()
@@ -322,26 +327,27 @@ func TestTokenAndBodyLimit(t *testing.T) {
 	}
 }
 
-// TestStoppedJobResumes: a service stopped during a job (as by SIGTERM)
-// leaves it running in the store with its trial interrupted; the next
-// service on the same file resumes it with --resume semantics: no search
-// trial lost or run twice.
-func TestStoppedJobResumes(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "tuner.db")
+// runUntilStopped queues a job body on a service over the database at
+// path, stops the service (as SIGTERM does) at the first event of the job
+// that stopAt accepts, and returns the job as the store then holds it; the
+// store is closed.
+func runUntilStopped(t *testing.T, path, body string, stopAt func(Event) bool) store.Job {
+	t.Helper()
 	st, err := store.Open(context.Background(), path, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer st.Close()
 	srv, err := New(Config{Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, err := ParseJob(strings.NewReader(simJob(6)))
+	kind, spec, err := srv.parseJob(context.Background(), []byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	raw, _ := json.Marshal(spec)
-	j, err := st.AddJob(context.Background(), store.Job{Kind: "search", Spec: raw, State: store.JobQueued})
+	j, err := st.AddJob(context.Background(), store.Job{Kind: kind, Spec: raw, State: store.JobQueued})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,8 +356,8 @@ func TestStoppedJobResumes(t *testing.T) {
 	c, _ := srv.hub.subscribe()
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
-	for ev := range c { // stop once two search trials are in
-		if ev.Job == j.ID && ev.Done >= 2 && ev.Phase == "search" {
+	for ev := range c {
+		if ev.Job == j.ID && stopAt(ev) {
 			stop()
 			break
 		}
@@ -359,17 +365,30 @@ func TestStoppedJobResumes(t *testing.T) {
 	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}
-	mid, err := st.Job(context.Background(), j.ID)
-	if err != nil || mid.State != store.JobRunning || mid.Study == "" {
-		t.Fatalf("after stop: %+v %v", mid, err)
+	j, err = st.Job(context.Background(), j.ID)
+	if err != nil {
+		t.Fatal(err)
 	}
-	st.Close()
+	return j
+}
+
+// TestStoppedJobResumes: a service stopped during a job (as by SIGTERM)
+// leaves it running in the store with its trial interrupted; the next
+// service on the same file resumes it with --resume semantics: no search
+// trial lost or run twice.
+func TestStoppedJobResumes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tuner.db")
+	// Stop once two search trials are in.
+	mid := runUntilStopped(t, path, simJob(6), func(ev Event) bool { return ev.Done >= 2 && ev.Phase == "search" })
+	if mid.State != store.JobRunning || mid.Study == "" {
+		t.Fatalf("after stop: %+v", mid)
+	}
 
 	e := newEnv(t, path, Config{}, false)
 	ch := e.events(t, context.Background())
 	go e.srv.Run(t.Context())
-	waitState(t, ch, j.ID, store.JobDone)
-	fin, _ := e.st.Job(context.Background(), j.ID)
+	waitState(t, ch, mid.ID, store.JobDone)
+	fin, _ := e.st.Job(context.Background(), mid.ID)
 	if fin.Runs != 2 || fin.Study != mid.Study {
 		t.Fatalf("resumed job %+v; want 2 runs on study %s", fin, mid.Study)
 	}

@@ -133,3 +133,25 @@ func TestCISmokeScript(t *testing.T) {
 	}
 	noSimProcesses(t, simBin)
 }
+
+// TestBenchRunSimVirtual: the CLI door of the core the service's bench
+// jobs use: --engine sim-virtual serves vllm-sim in this process and
+// --config default starts it with vLLM's defaults; a bad simulator flag is
+// the simulator's own error (exit 2, nothing stored).
+func TestBenchRunSimVirtual(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "t.db")
+	code, out, errb := runTuner(t, "--db", db, "bench", "run", "--engine", "sim-virtual", "--config", "default", "--model", e2eModel,
+		"--gpu", testGPU, "--matrix", "testdata/bench-matrix.yaml", "--label", "git=abc")
+	if code != 0 || !strings.Contains(errb, "run r1 stored: ok, 2 of 2 cells") || !strings.Contains(out, "sim-virtual") {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, errb)
+	}
+	code, _, errb = runTuner(t, "--db", db, "bench", "run", "--engine", "sim-virtual", "--config", "default", "--model", e2eModel,
+		"--gpu", testGPU, "--matrix", "testdata/bench-matrix.yaml", "--engine-arg=--no-such-flag")
+	if code != exitUsage || !strings.Contains(errb, "--engine sim-virtual:") {
+		t.Fatalf("bad simulator flag: exit %d %q", code, errb)
+	}
+	code, out, _ = runTuner(t, "--db", db, "bench", "list")
+	if code != 0 || strings.Count(out, "\nr") != 1 {
+		t.Fatalf("list: exit %d\n%s", code, out)
+	}
+}

@@ -40,10 +40,10 @@ async function loadJobs() {
     const tr = document.createElement("tr");
     tr.dataset.job = j.id;
     tr.innerHTML = `<td>${esc(j.id)}</td><td class="state-${esc(state)}">${esc(state)}</td>
-      <td class="progress">${e.total !== undefined ? `<span class="bar"><span style="width:${pct}%"></span></span>${e.phase === "repeat" ? "re-measurement" : "trial"} ${e.done}/${e.total || "?"} · ${fmtDur(e.elapsed_s)} elapsed · ETA ${fmtDur(e.eta_s)}` : ""}</td>
+      <td class="progress">${e.total !== undefined ? `<span class="bar"><span style="width:${pct}%"></span></span>${e.phase === "repeat" ? "re-measurement" : e.phase === "bench" ? "level" : "trial"} ${e.done}/${e.total || "?"} · ${fmtDur(e.elapsed_s)} elapsed · ETA ${fmtDur(e.eta_s)}` : ""}</td>
       <td class="num">${e.best != null ? fmtNum(e.best) + " " + unit(e.best_unit) : "–"}</td>
-      <td class="num">${e.front ?? "–"}</td><td>${esc(e.last || j.error || "")}</td>
-      <td>${j.study ? `<a href="#/study/${encodeURIComponent(j.study)}">study</a>` : ""}
+      <td class="num">${e.front ?? "–"}</td><td>${esc(e.last || e.running || j.error || "")}</td>
+      <td>${j.study ? `<a href="#/study/${encodeURIComponent(j.study)}">study</a>` : ""}${(j.bench_runs || []).map((r) => `<a href="#/run/${encodeURIComponent(r)}">run ${esc(r)}</a>`).join(" ")}
           ${j.state === "queued" || j.state === "running" ? `<button class="small cancel">cancel</button>` : ""}</td>`;
     const c = $(".cancel", tr);
     if (c) c.onclick = () => api(`/jobs/${j.id}/cancel`, { method: "POST" }).then(loadJobs, alert);
@@ -89,7 +89,7 @@ function listen() {
     const upd = e.phase ? e : { state: e.state, study: e.study, error: e.error };
     progress[e.job] = Object.assign(progress[e.job] || {}, upd);
     clearTimeout(refreshTimer);
-    refreshTimer = setTimeout(() => { loadJobs(); if (e.state !== "running") loadStudies(); }, 100);
+    refreshTimer = setTimeout(() => { loadJobs(); if (e.state !== "running") loadStudies(); benchEvent(e); }, 100);
   });
 }
 
@@ -141,9 +141,16 @@ function copyButton(label, text) {
   return b;
 }
 
+// showSection shows one page of the dashboard and marks its tab.
+function showSection(id) {
+  document.querySelectorAll("main > section").forEach((s) => (s.hidden = s.id !== id));
+  const bench = ["bench", "run", "compare"].includes(id);
+  $("#nav-bench").classList.toggle("active", bench);
+  $("#nav-search").classList.toggle("active", !bench);
+}
+
 async function showStudy(id) {
-  $("#home").hidden = true;
-  $("#study").hidden = false;
+  showSection("study");
   const st = await api(`/studies/${encodeURIComponent(id)}`);
   const k = st.key || {};
   $("#studytitle").textContent = `${k.served_model || k.model} on ${k.gpu_count}× ${k.gpu} · engine ${k.engine} · workload ${k.workload} · SLO ${k.slo || "none"}`;
@@ -205,11 +212,12 @@ function hookChart(fr, byLabel) {
 function route() {
   const m = location.hash.match(/^#\/study\/(.+)$/);
   if (m) return showStudy(decodeURIComponent(m[1]));
-  $("#study").hidden = true;
-  $("#home").hidden = false;
+  if (benchRoute()) return;
+  showSection("home");
   loadJobs();
   loadStudies();
 }
 window.addEventListener("hashchange", route);
 listen();
-route();
+// bench.js (loaded after this file) adds its pages first.
+document.addEventListener("DOMContentLoaded", route);
