@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"os"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/vllm-tuner/tuner/pareto"
 	"github.com/vllm-tuner/tuner/store"
-	"github.com/vllm-tuner/tuner/store/pgstore"
 	"github.com/vllm-tuner/tuner/store/pgstore/pgtest"
 	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
@@ -77,20 +75,7 @@ func BenchmarkWorkers(b *testing.B) {
 // simulated seconds (startup + measurement), and the measured front's
 // hypervolume after 24 and 48 search trials.
 func studyFigures(b *testing.B, url string) (float64, float64, map[int]float64) {
-	ctx := context.Background()
-	pg, err := pgstore.Open(ctx, pgstore.Config{URL: url, ReadOnly: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer pg.Close()
-	studies, err := pg.Studies(ctx)
-	if err != nil || len(studies) != 1 {
-		b.Fatalf("studies: %d, %v", len(studies), err)
-	}
-	ts, err := pg.Trials(ctx, studies[0].ID, store.TrialFilter{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	ts := studyTrials(b, url)
 	slo, err := trial.ParseSLO(testSLO)
 	if err != nil {
 		b.Fatal(err)

@@ -98,10 +98,8 @@ func openMigrated(t *testing.T, url string) *pgstore.Store {
 	}
 }
 
-// checkSharedStudy checks the study's trials: searchTrials finished search
-// trials, no config (and re-measurement index) run twice, nothing left
-// running; it returns the trials.
-func checkSharedStudy(t *testing.T, url string, searchTrials int) []store.Trial {
+// studyTrials reads the trials of the database's one study.
+func studyTrials(t testing.TB, url string) []store.Trial {
 	t.Helper()
 	ctx := context.Background()
 	pg, err := pgstore.Open(ctx, pgstore.Config{URL: url, ReadOnly: true})
@@ -117,6 +115,15 @@ func checkSharedStudy(t *testing.T, url string, searchTrials int) []store.Trial 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ts
+}
+
+// checkSharedStudy checks the study's trials: searchTrials finished search
+// trials, no config (and re-measurement index) run twice, nothing left
+// running; it returns the trials.
+func checkSharedStudy(t *testing.T, url string, searchTrials int) []store.Trial {
+	t.Helper()
+	ts := studyTrials(t, url)
 	seen := map[string]string{}
 	search := 0
 	for i, tr := range ts {
