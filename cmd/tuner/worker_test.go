@@ -168,7 +168,7 @@ func TestWorkersShareStudy(t *testing.T) {
 	tunerBin, _ := binaries(t)
 	url := pgtest.DB(t)
 	args := virtualArgs(url, "--trials", "60", "--finalists", "2", "--repeats", "2", "--patience", "0",
-		"--engine-arg=--time-scale=0.002", "--lease", "3s", "--seed", "5")
+		"--engine-arg=--time-scale=0.005", "--lease", "3s", "--seed", "5", "--no-surrogate")
 	ws := []*worker{startWorker(t, tunerBin, "w1", args...), startWorker(t, tunerBin, "w2", args...), startWorker(t, tunerBin, "w3", args...)}
 
 	pg := openMigrated(t, url)
