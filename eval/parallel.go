@@ -8,7 +8,6 @@ import (
 
 	"github.com/vllm-tuner/tuner/search"
 	"github.com/vllm-tuner/tuner/spaces"
-	"github.com/vllm-tuner/tuner/surrogate"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -24,8 +23,7 @@ func ExtraStrategies() []Strategy {
 	return []Strategy{ParallelStrategy{Label: StratPar1, Workers: 1}, ParallelStrategy{Label: StratPar4, Workers: 4}}
 }
 
-// ParallelStrategy is the tuner's proposer (TPE with surrogate screening,
-// cold) driven as Workers workers of one shared study are: each trial
+// ParallelStrategy is the tuner's proposer (TunerStrategy's, cold) driven as Workers workers of one shared study are: each trial
 // takes its simulated time (startup + measurement); when one ends its
 // result is told and that worker asks again while the others' configs are
 // in flight (told to the proposer as pending: never proposed, and a
@@ -48,21 +46,7 @@ type inflight struct {
 
 func (s ParallelStrategy) Run(ctx context.Context, env Env) ([]Trial, Belief, error) {
 	p := env.Problem
-	po := search.DefaultPruneOptions()
-	po.Objectives, po.SLO = p.Objectives, p.SLO
-	pruned, _ := search.Prune(p.Space, nil, po)
-	pc := search.DefaultProposerConfig()
-	pc.Space, pc.Sampler, pc.Seed = pruned, search.SamplerTPE, env.Seed
-	pc.Objectives, pc.SLO, pc.Logger = p.Objectives, p.SLO, env.Logger
-	so := surrogate.DefaultOptions()
-	so.Seed = env.Seed
-	so.Threads = 1
-	sc, err := search.NewSurrogateScorer(p.Space, p.Workload, p.Objectives, p.SLO, so)
-	if err != nil {
-		return nil, Belief{}, err
-	}
-	pc.Scorer = sc
-	prop, err := search.NewProposer(pc)
+	prop, err := TunerStrategy{Label: s.Label}.proposer(env, nil)
 	if err != nil {
 		return nil, Belief{}, err
 	}

@@ -261,12 +261,10 @@ const WarmWeight = 0.5
 
 func (s TunerStrategy) Name() string { return s.Label }
 
-func (s TunerStrategy) Run(ctx context.Context, env Env) ([]Trial, Belief, error) {
+// proposer builds the tuner's proposer: pruning over hist, TPE with
+// surrogate screening, steered by Env.Prior when s.Prior.
+func (s TunerStrategy) proposer(env Env, hist []search.Observation) (*search.Proposer, error) {
 	p := env.Problem
-	var hist []search.Observation
-	if s.Warm {
-		hist = env.History
-	}
 	po := search.DefaultPruneOptions()
 	po.Objectives, po.SLO = p.Objectives, p.SLO
 	pruned, _ := search.Prune(p.Space, hist, po)
@@ -279,19 +277,28 @@ func (s TunerStrategy) Run(ctx context.Context, env Env) ([]Trial, Belief, error
 	so.Threads = 1
 	sc, err := search.NewSurrogateScorer(p.Space, p.Workload, p.Objectives, p.SLO, so)
 	if err != nil {
-		return nil, Belief{}, err
+		return nil, err
 	}
 	if s.Prior {
 		if env.Prior == nil {
-			return nil, Belief{}, fmt.Errorf("%w: %s without a prior model", ErrConfig, s.Label)
+			return nil, fmt.Errorf("%w: %s without a prior model", ErrConfig, s.Label)
 		}
 		if err := sc.SetPrior(env.Prior, search.DefaultPriorWeight, p.Space); err != nil {
-			return nil, Belief{}, err
+			return nil, err
 		}
 		pc.MinScreenHistory = 1
 	}
 	pc.Scorer = sc
-	prop, err := search.NewProposer(pc)
+	return search.NewProposer(pc)
+}
+
+func (s TunerStrategy) Run(ctx context.Context, env Env) ([]Trial, Belief, error) {
+	p := env.Problem
+	var hist []search.Observation
+	if s.Warm {
+		hist = env.History
+	}
+	prop, err := s.proposer(env, hist)
 	if err != nil {
 		return nil, Belief{}, err
 	}

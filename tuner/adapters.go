@@ -35,11 +35,16 @@ var _ Store = StudyStore{}
 func (s StudyStore) Begin(ctx context.Context, t Trial) (Trial, error) {
 	defer s.observe("begin", time.Now())
 	rec, err := s.Store.BeginTrial(ctx, s.Study, t.Config, store.BeginOptions{Repeat: t.Repeat})
+	return begun(rec, t.Phase, err)
+}
+
+// begun is the loop's view of a trial the store began in phase.
+func begun(rec store.Trial, phase Phase, err error) (Trial, error) {
 	if err != nil {
 		return Trial{}, err
 	}
 	out := FromStore(rec)
-	out.Phase = t.Phase
+	out.Phase = phase
 	return out, nil
 }
 

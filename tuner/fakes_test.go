@@ -118,6 +118,8 @@ type memStore struct {
 	mu     sync.Mutex
 	trials []Trial
 	failOn string // "begin" or "finish": return an error
+	// finishErrs makes the next Finish calls fail (a lost connection).
+	finishErrs int
 }
 
 var _ Store = (*memStore)(nil)
@@ -139,6 +141,10 @@ func (s *memStore) Finish(ctx context.Context, t Trial) error {
 	defer s.mu.Unlock()
 	if s.failOn == "finish" {
 		return fmt.Errorf("disk full")
+	}
+	if s.finishErrs > 0 {
+		s.finishErrs--
+		return fmt.Errorf("connection refused")
 	}
 	if t.Number < 0 || t.Number >= len(s.trials) || s.trials[t.Number].State != StateRunning {
 		return fmt.Errorf("finish trial %d: not running", t.Number)

@@ -70,12 +70,7 @@ var _ Coordinator = SharedStudy{}
 
 func (s SharedStudy) Claim(ctx context.Context, t Trial, maxSearch int) (Trial, error) {
 	rec, err := s.DB.ClaimTrial(ctx, s.Study, t.Config, store.ClaimOptions{Repeat: t.Repeat, Worker: s.Worker, Lease: s.Lease, MaxSearch: maxSearch})
-	if err != nil {
-		return Trial{}, err
-	}
-	out := FromStore(rec)
-	out.Phase = t.Phase
-	return out, nil
+	return begun(rec, t.Phase, err)
 }
 
 func (s SharedStudy) Heartbeat(ctx context.Context, t Trial) error {

@@ -98,10 +98,8 @@ func openMigrated(t *testing.T, url string) *pgstore.Store {
 	}
 }
 
-// checkSharedStudy checks the study's trials: searchTrials finished search
-// trials, no config (and re-measurement index) run twice, nothing left
-// running; it returns the trials.
-func checkSharedStudy(t *testing.T, url string, searchTrials int) []store.Trial {
+// studyTrials reads the trials of the database's one study.
+func studyTrials(t testing.TB, url string) []store.Trial {
 	t.Helper()
 	ctx := context.Background()
 	pg, err := pgstore.Open(ctx, pgstore.Config{URL: url, ReadOnly: true})
@@ -117,6 +115,15 @@ func checkSharedStudy(t *testing.T, url string, searchTrials int) []store.Trial 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return ts
+}
+
+// checkSharedStudy checks the study's trials: searchTrials finished search
+// trials, no config (and re-measurement index) run twice, nothing left
+// running; it returns the trials.
+func checkSharedStudy(t *testing.T, url string, searchTrials int) []store.Trial {
+	t.Helper()
+	ts := studyTrials(t, url)
 	seen := map[string]string{}
 	search := 0
 	for i, tr := range ts {
@@ -161,7 +168,7 @@ func TestWorkersShareStudy(t *testing.T) {
 	tunerBin, _ := binaries(t)
 	url := pgtest.DB(t)
 	args := virtualArgs(url, "--trials", "60", "--finalists", "2", "--repeats", "2", "--patience", "0",
-		"--engine-arg=--time-scale=0.002", "--lease", "3s", "--seed", "5")
+		"--engine-arg=--time-scale=0.005", "--lease", "3s", "--seed", "5", "--no-surrogate")
 	ws := []*worker{startWorker(t, tunerBin, "w1", args...), startWorker(t, tunerBin, "w2", args...), startWorker(t, tunerBin, "w3", args...)}
 
 	pg := openMigrated(t, url)

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/store/pgstore"
@@ -85,5 +86,53 @@ func BenchmarkTrialOverhead(b *testing.B) {
 				}
 			})
 		})
+	}
+}
+
+// BenchmarkLeasedTrial is a shared-study worker's database work per trial
+// on a study of 200 trials: reap expired leases, read the study (as the
+// loop does before each decision), claim a config, one heartbeat, finish
+// (fronts in the same transaction).
+func BenchmarkLeasedTrial(b *testing.B) {
+	ctx := context.Background()
+	s, err := pgstore.Open(ctx, pgstore.Config{URL: pgtest.DB(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	st, err := s.EnsureStudy(ctx, storetest.Key("m", "H100", "chat", ""))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.JoinStudy(ctx, st.ID, "w", time.Minute, nil); err != nil {
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 1))
+	n := 0
+	trial := func() {
+		if _, err := s.ReapExpired(ctx, st.ID); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Trials(ctx, st.ID, store.TrialFilter{}); err != nil {
+			b.Fatal(err)
+		}
+		cfg := storetest.Config(r)
+		n++ // a distinct claim whatever the config
+		tr, err := s.ClaimTrial(ctx, st.ID, cfg, store.ClaimOptions{Repeat: n, Worker: "w", Lease: time.Minute})
+		if err == nil {
+			err = s.Heartbeat(ctx, st.ID, "w", tr.ID, time.Minute)
+		}
+		if err == nil {
+			_, err = s.FinishTrial(ctx, tr.ID, storetest.Result(r, cfg))
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range 200 {
+		trial()
+	}
+	for b.Loop() {
+		trial()
 	}
 }

@@ -15,9 +15,12 @@
 // read-only Open refuses an old one (store.ErrNeedsMigration).
 //
 //	studies   id, created, model, gpu, gpu_count, engine, group_key (the
-//	          columns history queries select on), next_seq, rec (Study JSON)
+//	          columns history queries select on), next_seq, rec (Study JSON),
+//	          spec (the SearchSpec JSON of its first worker; schema 2)
 //	trials    (study_id, seq), state, session, rec (Trial JSON), summary
-//	          (Summary JSON, written with the trial)
+//	          (Summary JSON, written with the trial); schema 2: worker,
+//	          lease_until (the server's clock)
+//	workers   (study_id, name), joined, until: the live workers (schema 2)
 //	fronts    key ("study/<id>" or "group/<group key>"), rec (Front JSON)
 //	models    name, data, meta (ModelMeta JSON)
 //	meta      "created" -> RFC 3339 time the database was made
@@ -32,6 +35,16 @@
 // session in the trials it begins. Opening for writing marks as interrupted
 // the running trials whose session lock nobody holds (their process died or
 // lost its connection), as the bbolt store does with session lock files.
+//
+// # Workers and leases
+//
+// Several processes serve one study (lease.go): ClaimTrial begins a trial
+// leased to a worker unless a trial of the same config and re-measurement
+// index is running or finished (store.ErrClaimed), or the study's search
+// budget is taken (store.ErrTrialBudget); the study's row lock serialises
+// claims. Heartbeat renews a lease; ReapExpired marks interrupted the
+// running trials whose lease expired (FOR UPDATE SKIP LOCKED), which frees
+// their configs. JoinStudy and LeaveStudy keep the live workers.
 //
 // # Credentials
 //

@@ -200,13 +200,7 @@ func (s *Store) ReapExpired(ctx context.Context, studyID string) ([]store.Trial,
 			return err
 		}
 		for _, t := range ts {
-			t.State = store.StateInterrupted
-			t.Ended = s.cfg.Now().UTC()
-			if t.Notes != "" {
-				t.Notes += "; "
-			}
-			t.Notes += fmt.Sprintf("interrupted: the lease of worker %s expired", t.Worker)
-			if err := putTrial(ctx, tx, &t, false); err != nil {
+			if err := s.interrupt(ctx, tx, &t, "the lease of worker "+t.Worker+" expired"); err != nil {
 				return err
 			}
 			s.log.Warn("trial lease expired", "trial", t.ID, "worker", t.Worker)

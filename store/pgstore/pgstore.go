@@ -288,19 +288,24 @@ func (s *Store) recoverSession(ctx context.Context, sess string) error {
 			return err
 		}
 		for _, t := range ts {
-			t.State = store.StateInterrupted
-			t.Ended = s.cfg.Now().UTC()
-			if t.Notes != "" {
-				t.Notes += "; "
-			}
-			t.Notes += "interrupted: the writing process died"
-			if err := putTrial(ctx, tx, &t, false); err != nil {
+			if err := s.interrupt(ctx, tx, &t, "the writing process died"); err != nil {
 				return err
 			}
 			s.log.Warn("trial interrupted by a dead process", "trial", t.ID, "session", sess)
 		}
 		return nil
 	})
+}
+
+// interrupt marks a running trial interrupted, saying why in its notes.
+func (s *Store) interrupt(ctx context.Context, tx pgx.Tx, t *store.Trial, why string) error {
+	t.State = store.StateInterrupted
+	t.Ended = s.cfg.Now().UTC()
+	if t.Notes != "" {
+		t.Notes += "; "
+	}
+	t.Notes += "interrupted: " + why
+	return putTrial(ctx, tx, t, false)
 }
 
 // wrap names the operation and the database.

@@ -1,0 +1,131 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/pgstore"
+	"github.com/vllm-tuner/tuner/store/pgstore/pgtest"
+	"github.com/vllm-tuner/tuner/store/storetest"
+	"github.com/vllm-tuner/tuner/tuner"
+)
+
+var _ tuner.LeaseDB = (*pgstore.Store)(nil)
+
+// TestLeases: a config (and re-measurement index) is claimed once among
+// concurrent workers; the search budget is never overshot; a lease renewed
+// by its worker holds, an expired one is reaped (interrupted, the config
+// free again) and its worker's heartbeat then fails with ErrLeaseLost;
+// membership counts the live workers and refuses a name in use.
+func TestLeases(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.DB(t)
+	open := func() *pgstore.Store {
+		s, err := pgstore.Open(ctx, pgstore.Config{URL: url})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a, b := open(), open()
+	st, err := a.EnsureStudy(ctx, storetest.Key("m", "g", "chat", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := a.JoinStudy(ctx, st.ID, "a", time.Minute, []byte(`{"seed":1}`))
+	if err != nil || m.Others != 0 {
+		t.Fatalf("join a: %+v %v", m, err)
+	}
+	if m, err = b.JoinStudy(ctx, st.ID, "b", time.Minute, []byte(`{"seed":2}`)); err != nil || m.Others != 1 {
+		t.Fatalf("join b: %+v %v", m, err)
+	}
+	if _, err := b.JoinStudy(ctx, st.ID, "a", time.Minute, nil); !errors.Is(err, store.ErrWorkerName) {
+		t.Fatalf("second worker named a: %v, want ErrWorkerName", err)
+	}
+	if spec, err := b.StudySpec(ctx, st.ID); err != nil || string(spec) != `{"seed":1}` {
+		t.Fatalf("spec %s %v: want the first worker's", spec, err)
+	}
+
+	// Eight concurrent claims of one config: one wins.
+	cfg := storetest.Config(rand.New(rand.NewPCG(1, 2)))
+	var wins, lost int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			s := a
+			if i%2 == 1 {
+				s = b
+			}
+			_, err := s.ClaimTrial(ctx, st.ID, cfg, store.ClaimOptions{Worker: "w", Lease: time.Minute})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				wins++
+			case errors.Is(err, store.ErrClaimed):
+				lost++
+			default:
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if wins != 1 || lost != 7 {
+		t.Fatalf("%d claims won, %d refused; want 1 and 7", wins, lost)
+	}
+	// Re-measurement 1 of the same config is another claim.
+	rep, err := b.ClaimTrial(ctx, st.ID, cfg, store.ClaimOptions{Repeat: 1, Worker: "b", Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The search budget counts running and finished search trials.
+	r := rand.New(rand.NewPCG(3, 4))
+	if _, err := a.ClaimTrial(ctx, st.ID, storetest.Config(r), store.ClaimOptions{Worker: "a", Lease: time.Minute, MaxSearch: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.ClaimTrial(ctx, st.ID, storetest.Config(r), store.ClaimOptions{Worker: "a", Lease: time.Minute, MaxSearch: 2}); !errors.Is(err, store.ErrTrialBudget) {
+		t.Fatalf("third search trial with --trials 2: %v, want ErrTrialBudget", err)
+	}
+
+	// A renewed lease holds; an expired one is reaped.
+	if err := b.Heartbeat(ctx, st.ID, "b", rep.ID, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	short, err := a.ClaimTrial(ctx, st.ID, storetest.Config(r), store.ClaimOptions{Worker: "a", Lease: time.Microsecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Millisecond) // the lease is 1 us of the server's clock
+	reaped, err := b.ReapExpired(ctx, st.ID)
+	if err != nil || len(reaped) != 1 || reaped[0].ID != short.ID {
+		t.Fatalf("reaped %v (%v), want %s", reaped, err, short.ID)
+	}
+	got, err := a.Trial(ctx, short.ID)
+	if err != nil || got.State != store.StateInterrupted || !strings.Contains(got.Notes, "lease of worker a expired") {
+		t.Fatalf("reaped trial: %s %q %v", got.State, got.Notes, err)
+	}
+	if err := a.Heartbeat(ctx, st.ID, "a", short.ID, time.Minute); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("heartbeat of a reaped trial: %v, want ErrLeaseLost", err)
+	}
+	if _, err := a.FinishTrial(ctx, short.ID, storetest.Result(r, short.Config)); !errors.Is(err, store.ErrState) {
+		t.Fatalf("finish of a reaped trial: %v, want ErrState", err)
+	}
+	// Its config is free again.
+	if _, err := b.ClaimTrial(ctx, st.ID, short.Config, store.ClaimOptions{Worker: "b", Lease: time.Minute}); err != nil {
+		t.Fatalf("claim of a reaped config: %v", err)
+	}
+	if err := a.LeaveStudy(ctx, st.ID, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := a.JoinStudy(ctx, st.ID, "a", time.Minute, nil); err != nil || m.Others != 1 {
+		t.Fatalf("join after leave: %+v %v", m, err)
+	}
+}
