@@ -11,7 +11,13 @@
 // bytes a request, varints under gzip), to a Sink: the store keeps it, so a
 // run that dies keeps the cells it finished.
 //
+// Each level is decomposed into queue, prefill, decode and the client's
+// share (trial.LatencyProbe around the level, when /metrics is scraped);
+// a feedback: true cell holds its SLO by trial.HoldSLO, its windows the
+// cell's levels.
+//
 // Report (report.go) turns a stored run into tables (text, Markdown), the
-// QPS-vs-latency curve and capacity at the SLO; Import (import.go) reads
+// QPS-vs-latency curve, the latency breakdown, the feedback trace and
+// capacity at the SLO; Import (import.go) reads
 // `vllm bench serve --save-result` JSON into the same record.
 package bench

@@ -212,7 +212,7 @@ func (c *CellResult) breakdownTable() *table {
 		s := b.Shares()
 		t.add(l.LoadString(), f1(b.Queue.Mean), f1(b.Prefill.Mean), f1(b.Decode.Mean), f1(b.ClientMS), f1(b.ClientE2ELMS),
 			pct(s[0])+"/"+pct(s[1])+"/"+pct(s[2])+"/"+pct(s[3])+"%",
-			fmt.Sprintf("%.0f/%.0f/%.0f", b.Queue.P95, b.Prefill.P95, b.Decode.P95), f1(b.ClientTTFTMS), f2(b.ClientTPOTMS),
+			b.Queue.Pct(b.Queue.P95)+"/"+b.Prefill.Pct(b.Prefill.P95)+"/"+b.Decode.Pct(b.Decode.P95), f1(b.ClientTTFTMS), f2(b.ClientTPOTMS),
 			fmt.Sprintf("%d (%d)", b.ClientRequests, b.EngineRequests))
 	}
 	return t

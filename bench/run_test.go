@@ -306,3 +306,55 @@ cells:
 		t.Errorf("%d launches, want one per cell", launches)
 	}
 }
+
+// A run decomposes every level from the server's /metrics (the engine's
+// part within 2% of the client's E2EL on loopback, or 2 ms: the tiny
+// model's requests take only some 25 ms) and a feedback cell
+// keeps its windows as levels and its trace; the report shows both.
+func TestExecuteBreakdownAndFeedback(t *testing.T) {
+	base, _ := startSim(t, nil)
+	m, err := ParseMatrix("f.yaml", []byte(`name: f
+defaults: {seed: 2, prompt: {kind: uniform, min: 64, max: 512}, output: {kind: uniform, min: 8, max: 24}}
+cells:
+  - {name: fixed, arrival: {kind: closed, concurrency: 4}, num_requests: 24}
+  - {name: fb, arrival: {kind: poisson, rate: 40}, feedback: true, num_requests: 16, slo: "ttft_p95<=30ms"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, base)
+	cfg.Feedback = trial.FeedbackConfig{Windows: 5}
+	run, err := Execute(context.Background(), cfg, m, &memSink{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range run.Cells {
+		for _, l := range c.Levels {
+			b := l.Metrics.Breakdown
+			if b == nil {
+				t.Fatalf("%s %s: no breakdown", c.Name, l.LoadString())
+			}
+			if d := math.Abs(b.EngineMS() - b.ClientE2ELMS); d > max(0.02*b.ClientE2ELMS, 2) || b.EngineRequests != b.ClientRequests || b.Decode.Mean <= 0 {
+				t.Errorf("%s %s: engine %.2f ms vs client %.2f ms (%d vs %d requests)", c.Name, l.LoadString(), b.EngineMS(), b.ClientE2ELMS, b.EngineRequests, b.ClientRequests)
+			}
+		}
+	}
+	fc := run.Cells[1]
+	if fc.Feedback == nil || len(fc.Feedback.Windows) != 5 || len(fc.Levels) != 5 || fc.Capacity != fc.Feedback.Sustained {
+		t.Fatalf("feedback cell: %+v, %d levels, capacity %v", fc.Feedback, len(fc.Levels), fc.Capacity)
+	}
+	for i, w := range fc.Feedback.Windows {
+		if w.Rate != fc.Levels[i].Rate || w.Seconds != fc.Levels[i].ElapsedS {
+			t.Errorf("window %d %+v vs level %+v", i, w, fc.Levels[i].Rate)
+		}
+	}
+	var out strings.Builder
+	if err := run.Write(&out, "text"); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"queue ms", "shares q/p/d/c", "feedback load: ttft_p95 <= 30 ms held at", "offered req/s"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("report lacks %q:\n%s", s, out.String())
+		}
+	}
+}

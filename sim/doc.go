@@ -9,10 +9,14 @@
 //   - the virtual clock: Runner.Run(ctx, cfg, workload) evaluates a config
 //     on a trial.Workload in milliseconds of CPU, deterministic for a seed
 //     (noise off: the exact ground truth), and returns a trial.Result whose
-//     metrics come from trial.Summarize (vLLM bench's definitions);
+//     metrics come from trial.Summarize (vLLM bench's definitions) and
+//     whose latency breakdown is read from the same phase histograms the
+//     server exports;
 //   - the real clock: Serve runs an OpenAI-compatible HTTP server with
-//     vLLM's endpoints, log lines, failure behaviour, /metrics names and
-//     fault injection; cmd/vllm-sim is its command line (ParseServeArgs
+//     vLLM's endpoints, log lines, failure behaviour, /metrics names (the
+//     per-request queue, prefill, decode, inference and e2e histograms
+//     from the scheduler's timestamps, as vLLM V1 records them) and fault
+//     injection; cmd/vllm-sim is its command line (ParseServeArgs
 //     emulates vLLM's argparse).
 //
 // Model of one engine step (reference/vllm.md §5.2): GEMM time

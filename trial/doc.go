@@ -13,7 +13,8 @@
 //     unhealthy); the error is for infrastructure and cancellation (then the
 //     engine is stopped first and the Result says FailInterrupted). One
 //     engine start serves every load level of the workload; capacity mode
-//     searches the highest load meeting the SLOs (SearchCapacity).
+//     searches the highest load meeting the SLOs (SearchCapacity), feedback
+//     mode holds the SLO's latency bound (HoldSLO).
 //   - Engine (engine.go, classify.go): StartEngine, WaitHealthy, Version,
 //     ServedModel, Exited, Failure, Stop. Classify maps an exit status and
 //     the whole log to *EngineError (Kind is one of the Err* sentinels; the
@@ -42,6 +43,18 @@
 //     ~10 Hz, and ParseEngineMetrics/ScrapeEngine for the engine's /metrics
 //     (vLLM names and vllm-sim's GPU memory gauges). Peak VRAM comes from
 //     NVML, else from the engine's gauges; Result.VRAMSource says which.
+//   - Latency decomposition (latency.go): a LatencyProbe scrapes the
+//     engine's queue, prefill and decode histograms before and after a
+//     level (ParseLatencyScrape, LatencyFromFamilies for an in-process
+//     registry) and Decompose differences them into a Breakdown (means
+//     from sum/count, approximate percentiles from the buckets) beside the
+//     client's E2EL, TTFT and TPOT over the same requests; the rest of the
+//     E2EL is the client's share (network, HTTP, client queueing).
+//   - Feedback load (feedback.go): HoldSLO, the feedback mode of the live
+//     and virtual runners and of bench cells: window after window of an
+//     open loop, doubling until the SLO's latency bound breaks, then
+//     additive increase and multiplicative decrease on each window's tail;
+//     it reports the sustained rate and the trace.
 //   - Workloads (workload.go, workload_load.go): LoadWorkload(name or
 //     file), ParseWorkload (strict YAML, errors naming file, line and
 //     field), built-ins chat, short-high-concurrency and long-prefill, and

@@ -47,7 +47,7 @@ type FeedbackWindow struct {
 	StartS   float64 `json:"start_s"` // from the controller's start
 	Seconds  float64 `json:"duration_s"`
 	Rate     float64 `json:"rate"`          // offered, req/s
-	Achieved float64 `json:"achieved_rate"` // completed, req/s
+	Achieved float64 `json:"achieved_rate"` // completed, req/s, while the load was fully on
 	// Tail is the target metric in the window (e.g. its TTFT p95, ms).
 	Tail  float64 `json:"tail"`
 	Met   bool    `json:"met"` // the window met the whole SLO
@@ -137,7 +137,11 @@ func HoldSLO(w Workload, c FeedbackConfig, measure FeedbackMeasure) (Feedback, e
 		if probing {
 			phase = FeedbackProbe
 		}
-		fb.Windows = append(fb.Windows, FeedbackWindow{StartS: at, Seconds: secs, Rate: r, Achieved: m.RequestThroughput, Tail: tail, Met: met, Phase: phase})
+		achieved := m.AchievedRate // completed while the load was fully on (MarkOverload)
+		if achieved <= 0 {
+			achieved = m.RequestThroughput
+		}
+		fb.Windows = append(fb.Windows, FeedbackWindow{StartS: at, Seconds: secs, Rate: r, Achieved: achieved, Tail: tail, Met: met, Phase: phase})
 		at += secs
 		if probing {
 			switch {

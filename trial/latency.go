@@ -145,22 +145,45 @@ func (h Histogram) Mean() float64 {
 // PhaseDist summarises one phase over a measured window, in milliseconds:
 // the mean from the histogram's sum and count (exact), the percentiles
 // from its buckets (approximate: interpolated inside vLLM's coarse request
-// buckets, 0.3 s wide at best).
+// buckets, 0.3 s wide at best). A percentile inside the lowest bucket is
+// only known to be at most its bound: it is reported as Floor, the
+// bucket's upper bound (vLLM's is 300 ms).
 type PhaseDist struct {
-	Mean float64 `json:"mean"`
-	P50  float64 `json:"p50"`
-	P95  float64 `json:"p95"`
-	P99  float64 `json:"p99"`
+	Mean  float64 `json:"mean"`
+	P50   float64 `json:"p50"`
+	P95   float64 `json:"p95"`
+	P99   float64 `json:"p99"`
+	Floor float64 `json:"floor,omitempty"`
 }
 
 func phaseOf(h Histogram) PhaseDist {
-	ms := func(v float64) float64 {
-		if math.IsNaN(v) {
-			return 0
-		}
-		return 1000 * v
+	d := PhaseDist{Mean: 1000 * h.Mean()}
+	if len(h.Bounds) > 0 {
+		d.Floor = 1000 * h.Bounds[0]
 	}
-	return PhaseDist{Mean: ms(h.Mean()), P50: ms(h.Quantile(0.5)), P95: ms(h.Quantile(0.95)), P99: ms(h.Quantile(0.99))}
+	for _, q := range []struct {
+		p *float64
+		q float64
+	}{{&d.P50, 0.5}, {&d.P95, 0.95}, {&d.P99, 0.99}} {
+		v := h.Quantile(q.q)
+		switch {
+		case math.IsNaN(v):
+		case 1000*v <= d.Floor:
+			*q.p = d.Floor
+		default:
+			*q.p = 1000 * v
+		}
+	}
+	return d
+}
+
+// Pct renders a percentile of d: "<=300" when it lies in the lowest
+// bucket, else its value in ms.
+func (d PhaseDist) Pct(v float64) string {
+	if d.Floor > 0 && v <= d.Floor {
+		return fmt.Sprintf("<=%.0f", d.Floor)
+	}
+	return fmt.Sprintf("%.0f", v)
 }
 
 // Breakdown is where a level's request time went: the engine's queue,
@@ -314,7 +337,7 @@ func (p *LatencyProbe) Finish(ctx context.Context, recs []Record) (*Breakdown, e
 // share of the mean E2EL, then the engine's approximate p95 per phase.
 func (b *Breakdown) String() string {
 	s := b.Shares()
-	return fmt.Sprintf("queue %.1f ms (%.0f%%) + prefill %.1f ms (%.0f%%) + decode %.1f ms (%.0f%%) + client %.1f ms (%.0f%%) = E2EL %.1f ms over %d requests (engine counted %d); engine p95 ~ queue %.0f, prefill %.0f, decode %.0f ms",
+	return fmt.Sprintf("queue %.1f ms (%.0f%%) + prefill %.1f ms (%.0f%%) + decode %.1f ms (%.0f%%) + client %.1f ms (%.0f%%) = E2EL %.1f ms over %d requests (engine counted %d); engine p95 ~ queue %s, prefill %s, decode %s ms",
 		b.Queue.Mean, 100*s[0], b.Prefill.Mean, 100*s[1], b.Decode.Mean, 100*s[2], b.ClientMS, 100*s[3], b.ClientE2ELMS,
-		b.ClientRequests, b.EngineRequests, b.Queue.P95, b.Prefill.P95, b.Decode.P95)
+		b.ClientRequests, b.EngineRequests, b.Queue.Pct(b.Queue.P95), b.Prefill.Pct(b.Prefill.P95), b.Decode.Pct(b.Decode.P95))
 }

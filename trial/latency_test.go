@@ -69,6 +69,11 @@ func TestDecomposeFixture(t *testing.T) {
 			t.Errorf("%s: %.6f, want %.6f", c.name, c.got, c.want)
 		}
 	}
+	// Prefill's median (rank 1.5 of 0.3, 0.3, 0.45 s) lies in the lowest
+	// bucket (<= 0.3 s): only its bound is known.
+	if b.Prefill.P50 != 300 || b.Prefill.Floor != 300 || b.Prefill.Pct(b.Prefill.P50) != "<=300" || b.Queue.Pct(b.Queue.P95) != "778" {
+		t.Errorf("prefill p50 %v (floor %v, %s), queue p95 %s", b.Prefill.P50, b.Prefill.Floor, b.Prefill.Pct(b.Prefill.P50), b.Queue.Pct(b.Queue.P95))
+	}
 	if s := b.Shares(); !within(s[0]+s[1]+s[2]+s[3], 1, 1e-9) {
 		t.Errorf("shares %v do not add up to 1", s)
 	}

@@ -92,9 +92,20 @@ func NewBreakdownChart(bars []BreakdownBar, o BreakdownOptions) (*Chart, error) 
 		p.Legend.Add(part, bc)
 	}
 	p.NominalX(names...)
-	p.Y.Min = 0
+	if len(bars) > 6 {
+		// Many levels: slanted labels do not run into each other.
+		p.X.Tick.Label.Rotation = math.Pi / 5
+		p.X.Tick.Label.XAlign = draw.XRight
+		p.X.Tick.Label.YAlign = draw.YTop
+	}
+	top := 0.0
+	for _, b := range bars {
+		pt := b.parts()
+		top = math.Max(top, pt[0]+pt[1]+pt[2]+pt[3])
+	}
+	// Headroom above the tallest bar for the legend in the top right.
+	p.Y.Min, p.Y.Max = 0, math.Max(1, top*1.3)
 	p.Legend.Top = true
-	p.Legend.Left = true
 	return &Chart{Plot: p, Width: o.Width, Height: o.Height}, nil
 }
 

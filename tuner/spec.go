@@ -331,6 +331,11 @@ func (s SearchSpec) Resolve() (*Search, error) {
 		}
 	}
 	ss.Workload.SLO = ss.SLO
+	if ss.Workload.Feedback {
+		if _, err := trial.FeedbackTarget(ss.SLO); err != nil {
+			return nil, Usagef("--workload %s: %v", ss.Workload.Name, err)
+		}
+	}
 	if err := search.ValidateLatency(s.Latency); err != nil {
 		return nil, Usagef("--latency: %v", err)
 	}

@@ -317,6 +317,11 @@ func benchPlot(c *cli.Context) error {
 		for i := range r.Cells {
 			cell := &r.Cells[i]
 			for j := range cell.Levels {
+				// A feedback cell shows the window nearest its sustained
+				// load, not every window of the trace.
+				if fb := cell.Feedback; fb != nil && j != fb.Primary() {
+					continue
+				}
 				if b := cell.Levels[j].Metrics.Breakdown; b != nil {
 					bars = append(bars, tuner.BarOf(cell.Name+" "+cell.Levels[j].LoadString(), b))
 				}

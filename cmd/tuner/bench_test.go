@@ -204,6 +204,20 @@ func checkPlot(t *testing.T, tunerBin, db string, r bench.Run) {
 	if b, _ := os.ReadFile(html); !bytes.Contains(b, []byte("closed")) || !bytes.Contains(b, []byte("echarts")) {
 		t.Errorf("HTML plot lacks the cell or echarts")
 	}
+	// The breakdown: one stacked bar per level; no feedback cell, no trace.
+	bsvg := filepath.Join(dir, "breakdown.svg")
+	if code, _, errb := runBin(t, tunerBin, "--db", db, "bench", "plot", "--kind", "breakdown", "-o", bsvg, r.ID); code != 0 {
+		t.Fatalf("plot breakdown: exit %d %s", code, errb)
+	}
+	if b, _ := os.ReadFile(bsvg); !bytes.Contains(b, []byte("prefill")) || !bytes.Contains(b, []byte("closed c=6")) {
+		t.Errorf("breakdown plot lacks its legend or a level")
+	}
+	if code, _, errb := runBin(t, tunerBin, "--db", db, "bench", "plot", "--kind", "feedback", "-o", filepath.Join(dir, "fb.svg"), r.ID); code != 1 || !strings.Contains(errb, "no feedback-load trace") {
+		t.Errorf("plot feedback of a run without one: exit %d %s", code, errb)
+	}
+	if code, _, errb := runBin(t, tunerBin, "--db", db, "bench", "plot", "--kind", "pie", "-o", bsvg, r.ID); code != exitUsage || !strings.Contains(errb, "--kind") {
+		t.Errorf("plot --kind pie: exit %d %s", code, errb)
+	}
 }
 
 // The done-when: a run started here on the simulator and a run
@@ -224,7 +238,7 @@ func TestE2EBenchRun(t *testing.T) {
 			t.Errorf("stderr lacks %q:\n%s", want, errb)
 		}
 	}
-	for _, want := range []string{"cell closed", "cell open", "c=2", "c=6", "30 req/s", "ttft", "prompt bucket (<256 / 256-2048 / >2048)", "medium", "--max-num-seqs 64 --no-enable-prefix-caching"} {
+	for _, want := range []string{"cell closed", "cell open", "c=2", "c=6", "30 req/s", "ttft", "queue ms", "shares q/p/d/c", "prompt bucket (<256 / 256-2048 / >2048)", "medium", "--max-num-seqs 64 --no-enable-prefix-caching"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}

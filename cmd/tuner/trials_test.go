@@ -52,7 +52,7 @@ func TestTrialsShowStudiesCompare(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("show: %d %s", code, errb)
 	}
-	for _, want := range []string{"trial " + id + ": ok", "flags: --", "TTFT", "TPOT", "stability:", "telemetry (engine-metrics", "phases:"} {
+	for _, want := range []string{"trial " + id + ": ok", "flags: --", "TTFT", "TPOT", "stability:", "telemetry (engine-metrics", "phases:", "where the time goes: queue"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("show lacks %q:\n%s", want, out)
 		}
