@@ -92,6 +92,7 @@ func spaceCommand() *cli.Command {
 			&cli.StringFlag{Name: "slo", Usage: "SLO bounds the history is judged by when pruning, e.g. 'ttft_p99<=500ms'"},
 			&cli.StringFlag{Name: "latency", Value: "tpot_p99", Usage: "latency objective the history is judged by: ttft_p99, tpot_p99, itl_p99 or e2el_p99"},
 			&cli.BoolFlag{Name: "no-prune", Usage: "show the resolved space only, without the pruning a new search would apply"},
+			&cli.StringFlag{Name: "workload", Aliases: []string{"w"}, Usage: "workload (built-in name or YAML) whose LoRA tenants put the adapter slots into the space"},
 		}, targetFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -110,6 +111,13 @@ func spaceCommand() *cli.Command {
 					return writeJSON(c.App.Writer, s)
 				}
 				return printSpace(c.App.Writer, s, c.Bool("all"))
+			}
+			if c.IsSet("workload") {
+				w, err := trial.LoadWorkload(c.String("workload"))
+				if err != nil {
+					return usagef("--workload: %v", err)
+				}
+				t.Tenants, t.LoRARank = len(w.Tenants), w.MaxLoRARank()
 			}
 			if s, err = s.Resolve(t); err != nil {
 				return asUsage(err)
