@@ -105,13 +105,13 @@ func TestPriorSchemaMismatch(t *testing.T) {
 	}
 	m := trainPrior(t, sc, 60, 1)
 	bad := *m.Schema
-	bad.Features = append(append([]surrogate.Feature(nil), bad.Features...), surrogate.Feature{Name: "max_loras", Kind: surrogate.KindNum, Source: "param:max_loras"})
+	bad.Features = append(append([]surrogate.Feature(nil), bad.Features...), surrogate.Feature{Name: "no_such_flag", Kind: surrogate.KindNum, Source: "param:no_such_flag"})
 	m.Schema = &bad
 	err = sc.SetPrior(m, 0, s)
 	if !errors.Is(err, ErrPriorSchema) {
 		t.Fatalf("err %v, want ErrPriorSchema", err)
 	}
-	if want := `parameter "max_loras"`; !strings.Contains(err.Error(), want) {
+	if want := `parameter "no_such_flag"`; !strings.Contains(err.Error(), want) {
 		t.Fatalf("error %q does not name %s", err, want)
 	}
 }

@@ -267,9 +267,20 @@ func (pr *pruner) static() {
 			weights = math.Min(weights, t.Model.WeightBytesAs("fp8"))
 		}
 	}
+	// Expert parallelism splits a MoE's experts over every GPU a TP level
+	// leaves for data parallelism.
+	ep := false
+	if p, ok := pr.space.Param("enable_expert_parallel"); ok {
+		ep = p.Fixed == nil && p.Tune || p.Fixed != nil && p.Fixed.Bool()
+	}
 	need := func(tp float64) float64 {
 		kvDiv := math.Max(1, math.Min(tp, float64(max(1, t.Model.KVHeads))))
-		return weights/tp + t.Model.KVBytesPerToken(elem)*maxLen/kvDiv
+		w := weights / tp
+		if share := t.Model.ExpertShare(); ep && share > 0 {
+			gpus := math.Max(tp, float64(t.GPUCount))
+			w = math.Min(w, weights*(1-share)/tp+weights*share/gpus)
+		}
+		return w + t.Model.KVBytesPerToken(elem)*maxLen/kvDiv
 	}
 	util, hasUtil := pr.space.Param("gpu_memory_utilization")
 	maxUtil := 1.0

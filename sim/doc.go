@@ -27,6 +27,17 @@
 // time that async scheduling overlaps; optional seeded log-normal noise
 // (~2%) and rare jitter.
 //
+// Weight formats, experts and adapters (quant.go, lora.go): weights take
+// the --quantization method's width (a pre-quantized checkpoint's by
+// default) and GEMMs its speed (FP8 tensor cores from compute capability
+// 8.9, weight-only FP8 before, Marlin and legacy 4-bit kernels); a mixture
+// of experts holds all experts, computes with the routed ones and reads
+// those its tokens were routed to, and --enable-expert-parallel splits the
+// experts over TP x DP GPUs (an all-to-all per layer); --enable-lora
+// allocates --max-loras slots of --max-lora-rank before the KV cache, a
+// step batches at most max_loras adapters and an adapter not in a slot is
+// loaded (LRU) before its step.
+//
 // Text prompts sent to the server are counted as about four bytes per
 // token (textTokens); chat messages add four template tokens each. Token-id
 // prompts are counted exactly, and their block hashes drive prefix caching.

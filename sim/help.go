@@ -39,6 +39,9 @@ var vllmServerFlagHelp = map[string]string{
 	"num_gpu_blocks_override": "KV cache blocks, instead of the profiled number",
 	"disable_log_stats":       "no periodic engine stats in the log",
 	"config":                  "YAML file of flags (loaded as --sim-version's vLLM loads it; the command line wins)",
+	"enable_lora":             "serve LoRA adapters (slots: --max-loras, --max-lora-rank)",
+	"lora_modules":            "adapters to serve: name=path ... or JSON {\"name\", \"path\", \"base_model_name\"}; the rank is read from path/adapter_config.json",
+	"max_cpu_loras":           "adapters kept in the CPU cache (default --max-loras); others load from disk",
 }
 
 // ServeHelp is `vllm-sim serve --help`: vLLM's usage line, the engine flags

@@ -58,7 +58,8 @@ func closedWorkload(in, out, conc, n int) trial.Workload {
 	}
 }
 
-func run(t testing.TB, tg spaces.Target, cfg spaces.Config, w trial.Workload) trial.Result {
+// newRunner is a noise-free virtual runner for the target.
+func newRunner(t testing.TB, tg spaces.Target) *Runner {
 	t.Helper()
 	c := DefaultConfig()
 	c.Target = tg
@@ -66,7 +67,12 @@ func run(t testing.TB, tg spaces.Target, cfg spaces.Config, w trial.Workload) tr
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := r.Run(context.Background(), cfg, w)
+	return r
+}
+
+func run(t testing.TB, tg spaces.Target, cfg spaces.Config, w trial.Workload) trial.Result {
+	t.Helper()
+	res, err := newRunner(t, tg).Run(context.Background(), cfg, w)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,14 +48,8 @@ func (a EngineArgs) servedModel(m spaces.Model) spaces.Model {
 // token reads (attention, embeddings, shared experts, router) and the
 // routed experts; experts is 0 for a dense model.
 func expertSplit(m spaces.Model, total float64) (shared, experts float64) {
-	if m.Experts == 0 || m.ExpertsPerToken >= m.Experts || m.ActiveParamsB <= 0 {
-		return total, 0
-	}
-	// total = shared + E*x, active = shared + k*x (in parameters).
-	e, k := float64(m.Experts), float64(m.ExpertsPerToken)
-	x := (m.ParamsB - m.ActiveParamsB) / (e - k)
-	expertShare := e * x / m.ParamsB
-	return total * (1 - expertShare), total * expertShare
+	share := m.ExpertShare()
+	return total * (1 - share), total * share
 }
 
 // weightsPerGPU is what one GPU holds: the weights split by TP; with

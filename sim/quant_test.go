@@ -34,7 +34,7 @@ func TestQuantizationSpeedAndMemory(t *testing.T) {
 		tg := testTarget(t, r.model, r.gpu, 1)
 		tg.MaxModelLen = 4096
 		cfg := defaults(t, tg, "quantization", r.quant)
-		_, plan, se := (&Runner{}).withTarget(t, tg).Start(cfg)
+		_, plan, se := newRunner(t, tg).Start(cfg)
 		if se != nil {
 			t.Fatalf("%s: %v", r.name, se)
 		}
@@ -73,17 +73,6 @@ func TestQuantizationSpeedAndMemory(t *testing.T) {
 	if !(marlin > 1.3*legacy) {
 		t.Errorf("awq_marlin %.0f tok/s vs awq %.0f at batch 128: want Marlin well ahead", marlin, legacy)
 	}
-}
-
-func (*Runner) withTarget(t *testing.T, tg spaces.Target) *Runner {
-	t.Helper()
-	c := DefaultConfig()
-	c.Target = tg
-	r, err := NewRunner(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
 }
 
 func runOK(t *testing.T, tg spaces.Target, cfg spaces.Config, w trial.Workload) *trial.Metrics {
@@ -135,7 +124,7 @@ func TestMoEActiveVsTotal(t *testing.T) {
 	tg := testTarget(t, "Mixtral-8x7B", "H100", 2)
 	tg.MaxModelLen = 4096
 	cfg := defaults(t, tg, "tensor_parallel_size", 2)
-	r := (&Runner{}).withTarget(t, tg)
+	r := newRunner(t, tg)
 	_, plan, se := r.Start(cfg)
 	if se != nil {
 		t.Fatal(se)

@@ -63,6 +63,17 @@ func (m Model) ActiveParams() float64 {
 	return m.ParamsB
 }
 
+// ExpertShare is the fraction of the parameters in the routed experts (0
+// for a dense model): with E experts of x parameters, k per token,
+// total = shared + E*x and active = shared + k*x.
+func (m Model) ExpertShare() float64 {
+	if m.Experts == 0 || m.ExpertsPerToken >= m.Experts || m.ActiveParamsB <= 0 || m.ParamsB <= 0 {
+		return 0
+	}
+	e, k := float64(m.Experts), float64(m.ExpertsPerToken)
+	return e * (m.ParamsB - m.ActiveParamsB) / (e - k) / m.ParamsB
+}
+
 // WeightBytes is the size of the checkpoint's weights on all GPUs
 // together (quantized ones at their width).
 func (m Model) WeightBytes() float64 { return m.WeightBytesAs(m.Quantization) }

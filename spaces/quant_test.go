@@ -17,15 +17,7 @@ func resolveFor(t *testing.T, model, gpu string, gpus int, edit func(*Target)) *
 	if edit != nil {
 		edit(&tg)
 	}
-	base, err := Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := base.Resolve(tg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return resolved(t, tg)
 }
 
 // The combinations vLLM refuses (or that mean nothing) are ruled out by a

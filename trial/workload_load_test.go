@@ -167,6 +167,7 @@ func FuzzParseWorkload(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte("name: x\nprompt: {kind: mixture, mixture: [{weight: 1, dist: {kind: fixed, value: 2}}]}\noutput: {kind: fixed, value: 1}\narrival: {kind: closed, concurrency: 1}\nnum_requests: 1\n"))
+	f.Add([]byte("name: x\nprompt: {kind: fixed, value: 2}\noutput: {kind: fixed, value: 1}\narrival: {kind: closed, concurrency: 1}\nnum_requests: 3\ntenants: [{name: a, weight: 1}, {name: b, weight: 2, rank: 8, path: /p}]\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		w, err := ParseWorkload("f.yaml", b)
 		if err != nil {
@@ -181,9 +182,16 @@ func FuzzParseWorkload(f *testing.F) {
 		if w.ShareGPT != "" {
 			return // not loaded here
 		}
+		names := map[string]bool{}
+		for _, tn := range w.Tenants {
+			names[tn.Name] = true
+		}
 		for _, s := range w.Requests() {
 			if s.PromptLen < 1 || s.OutputLen < 1 || s.At < 0 {
 				t.Fatalf("bad request %+v from %+v", s, w)
+			}
+			if len(w.Tenants) > 0 && !names[s.Tenant] || len(w.Tenants) == 0 && s.Tenant != "" {
+				t.Fatalf("request tenant %q not among %v", s.Tenant, w.Tenants)
 			}
 		}
 	})

@@ -13,11 +13,14 @@ import (
 // the pruning a new search there would apply: `tuner space` (the service's
 // GET /api/v1/space).
 type SpaceQuery struct {
-	Target  TargetSpec
-	File    string // user space file on top of the default; "" = none
-	SLO     string // bounds the history is judged by when pruning
-	Latency string // latency objective of that judgement; "" = tpot_p99
-	NoPrune bool   // the resolved space only
+	Target TargetSpec
+	File   string // user space file on top of the default; "" = none
+	// Workload (a built-in name or a YAML file) whose LoRA tenants put the
+	// adapter slots into the space; "" = none.
+	Workload string
+	SLO      string // bounds the history is judged by when pruning
+	Latency  string // latency objective of that judgement; "" = tpot_p99
+	NoPrune  bool   // the resolved space only
 }
 
 // SpaceReport is the answer: the space (generic when no target was named),
@@ -49,6 +52,13 @@ func (q SpaceQuery) Space(ctx context.Context, db HistoryReader) (SpaceReport, e
 	t, ok, err := q.Target.ResolveTarget()
 	if err != nil || !ok {
 		return SpaceReport{Space: s}, err
+	}
+	if q.Workload != "" {
+		w, err := trial.LoadWorkload(q.Workload)
+		if err != nil {
+			return SpaceReport{}, Usagef("--workload: %v", err)
+		}
+		t.Tenants, t.LoRARank = len(w.Tenants), w.MaxLoRARank()
 	}
 	if s, err = s.Resolve(t); err != nil {
 		return SpaceReport{}, AsUsage(err)

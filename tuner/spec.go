@@ -625,11 +625,10 @@ func (ss *Search) BaseCommand() []string {
 }
 
 // EngineCommand is the engine's command line for cfg, without the host and
-// port the runner adds: the base command, the candidate's flags, then the
-// extra engine arguments unchanged.
+// port the runner adds: the base command, the candidate's flags, the
+// workload's LoRA adapters, then the extra engine arguments unchanged.
 func (ss *Search) EngineCommand(cfg spaces.Config) []string {
-	args := append(ss.BaseCommand(), cfg.Flags()...)
-	return append(args, ss.EngineArgs...)
+	return slices.Concat(ss.BaseCommand(), cfg.Flags(), ss.Workload.LoRAArgs(), ss.EngineArgs)
 }
 
 // ApplyPrune prunes the space over the study's own and the other studies'

@@ -140,3 +140,26 @@ func TestSearchLoRATenants(t *testing.T) {
 		}
 	}
 }
+
+// tuner space shows what a search would tune: the LoRA slots for a tenant
+// workload, expert parallelism for a MoE on several GPUs.
+func TestSpaceTargetDependentParams(t *testing.T) {
+	runCLICases(t, []cliCase{
+		{"lora slots with tenants", []string{"space", "--model", testModel, "--gpu", testGPU, "--workload", "testdata/lora-tenants.yaml", "--no-prune"}, 0,
+			[]string{"max_loras", "max_lora_rank                 --max-lora-rank                 int          {16, 32, 64, 128, 256}"}, nil},
+		{"no lora slots without", []string{"space", "--model", testModel, "--gpu", testGPU, "--workload", "testdata/tiny-chat.yaml", "--no-prune"}, 0,
+			nil, nil},
+		{"expert parallelism for a MoE", []string{"space", "--model", "Mixtral-8x7B", "--gpu", testGPU, "--gpus", "4", "--no-prune"}, 0,
+			[]string{"enable_expert_parallel        --enable-expert-parallel        bool         {false, true}"}, nil},
+		{"bad workload", []string{"space", "--model", testModel, "--gpu", testGPU, "--workload", "testdata/nope.yaml"}, exitUsage,
+			nil, []string{"--workload"}},
+	})
+	_, out, _ := runTuner(t, "space", "--model", testModel, "--gpu", testGPU, "--no-prune")
+	for _, line := range strings.Split(out, "\n") {
+		for _, n := range []string{"max_loras", "max_lora_rank", "enable_expert_parallel", "quantization", "dtype"} {
+			if strings.HasPrefix(line, n+" ") {
+				t.Errorf("dense model without tenants tunes %s: %s", n, line)
+			}
+		}
+	}
+}

@@ -138,7 +138,7 @@ func printReport(w io.Writer, rep tuner.Report, ss *tuner.Search) {
 	case rep.GainPct != nil:
 		fmt.Fprintf(w, "  %+.1f%% %s over vLLM's default config\n", *rep.GainPct, m.Throughput)
 	}
-	fmt.Fprintf(w, "  %s\n", shellJoin(append([]string{"vllm", "serve", ss.ModelArg}, r.Config.Flags()...)))
+	fmt.Fprintf(w, "  %s\n", shellJoin(slices.Concat([]string{"vllm", "serve", ss.ModelArg}, r.Config.Flags(), ss.Workload.LoRAArgs())))
 	for _, b := range rep.Enqueued {
 		if b.Throughput.N == 0 {
 			fmt.Fprintf(w, "your config %s (--enqueue): no usable measurement (%s)\n", b.ConfigID, strings.Join(b.Violations, ", "))

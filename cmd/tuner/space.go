@@ -91,6 +91,7 @@ func spaceCommand() *cli.Command {
 			&cli.StringFlag{Name: "slo", Usage: "SLO bounds the history is judged by when pruning, e.g. 'ttft_p99<=500ms'"},
 			&cli.StringFlag{Name: "latency", Value: "tpot_p99", Usage: "latency objective the history is judged by: ttft_p99, tpot_p99, itl_p99 or e2el_p99"},
 			&cli.BoolFlag{Name: "no-prune", Usage: "show the resolved space only, without the pruning a new search would apply"},
+			&cli.StringFlag{Name: "workload", Aliases: []string{"w"}, Usage: "workload (built-in name or YAML) whose LoRA tenants put the adapter slots into the space"},
 		}, targetFlags()...),
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -100,7 +101,7 @@ func spaceCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			q := tuner.SpaceQuery{Target: ts, File: c.String("file"), SLO: c.String("slo"), Latency: c.String("latency"), NoPrune: c.Bool("no-prune")}
+			q := tuner.SpaceQuery{Target: ts, File: c.String("file"), Workload: c.String("workload"), SLO: c.String("slo"), Latency: c.String("latency"), NoPrune: c.Bool("no-prune")}
 			var db tuner.HistoryReader
 			if (ts.Model != "" || ts.GPU != "") && !q.NoPrune {
 				// The history of the database, if there is one yet.
