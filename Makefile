@@ -7,7 +7,7 @@ LDFLAGS   := -X main.version=$(VERSION)
 FUZZTIME  ?= 10s
 export CGO_CFLAGS := -Wno-deprecated-declarations
 
-.PHONY: all build test unit race lint vet fmt-check bench eval-search bench-search fuzz soak demo clean
+.PHONY: all build test unit race lint vet fmt-check bench eval-search eval-workloads bench-search fuzz soak demo clean
 
 all: build
 
@@ -60,6 +60,11 @@ EVAL_OUT  ?= eval-out
 EVAL_ARGS ?= --seeds 10 --trials 48 --parallel 2
 eval-search:
 	nice $(GO) run ./cmd/tuner eval search $(EVAL_ARGS) --out $(EVAL_OUT)
+
+# The shipped workloads on vllm-sim (live, real time): verdict, throughput
+# CI, early stop and duration per trial.
+eval-workloads: build
+	$(BIN)/tuner eval workloads $(EVAL_WORKLOADS_ARGS)
 
 # Old name of eval-search, kept for scripts.
 bench-search: eval-search

@@ -63,11 +63,11 @@ type WorkloadRow struct {
 	Requests     int     `json:"requests"`
 	// MeasureS is the measurement's duration in simulated seconds (the
 	// wall time over the time scale): what it would take on the GPU.
-	MeasureS       float64 `json:"measure_s"`
-	OutputTokS     float64 `json:"output_tok_s"`
-	Reason         string  `json:"reason,omitempty"`
-	WallS          float64 `json:"wall_s"`
-	PrimaryRequest int     `json:"primary_requests"`
+	MeasureS        float64 `json:"measure_s"`
+	OutputTokS      float64 `json:"output_tok_s"`
+	Reason          string  `json:"reason,omitempty"`
+	WallS           float64 `json:"wall_s"`
+	PrimaryRequests int     `json:"primary_requests"`
 }
 
 // WorkloadReport is the outcome of MeasureWorkloads.
@@ -84,9 +84,6 @@ func MeasureWorkloads(ctx context.Context, c WorkloadEvalConfig) (WorkloadReport
 	if !(c.TimeScale > 0) {
 		return rep, fmt.Errorf("%w: time scale %v: want > 0", ErrConfig, c.TimeScale)
 	}
-	if c.SimBin == "" {
-		return rep, fmt.Errorf("%w: no vllm-sim executable", ErrConfig)
-	}
 	names := c.Workloads
 	if len(names) == 0 {
 		names = trial.BuiltinWorkloads()
@@ -97,11 +94,22 @@ func MeasureWorkloads(ctx context.Context, c WorkloadEvalConfig) (WorkloadReport
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
+	// Everything is checked before the first engine starts.
+	var ws []trial.Workload
+	for _, name := range names {
+		w, err := trial.LoadWorkload(name)
+		if err != nil {
+			return rep, fmt.Errorf("%w: %v", ErrConfig, err)
+		}
+		ws = append(ws, w)
+	}
 	base, err := spaces.Default()
 	if err != nil {
 		return rep, err
 	}
 	cat := spaces.DefaultCatalog()
+	var targets []spaces.Target
+	var defaults []spaces.Config
 	for _, tg := range c.Targets {
 		t, err := cat.Target(tg.Model, tg.GPU, tg.GPUCount)
 		if err != nil {
@@ -112,48 +120,57 @@ func MeasureWorkloads(ctx context.Context, c WorkloadEvalConfig) (WorkloadReport
 		if err != nil {
 			return rep, fmt.Errorf("%w: %s: %v", ErrConfig, tg, err)
 		}
-		rc := trial.DefaultConfig()
-		rc.Command = []string{c.SimBin, "serve", t.Model.Name, "--gpu", t.GPU.Name, "--gpu-count", fmt.Sprint(max(1, t.GPUCount))}
-		rc.ExtraArgs = []string{"--startup-scale", "0.01", "--time-scale", fmt.Sprint(c.TimeScale)}
-		rc.LogDir, rc.RunDir, rc.Telemetry, rc.Logger = c.LogDir, "-", "engine", c.Logger
-		rc.StartupTimeout, rc.StopGrace = time.Minute, 5*time.Second
-		r, err := trial.NewRunner(rc)
-		if err != nil {
+		targets, defaults = append(targets, t), append(defaults, sp.DefaultConfig())
+	}
+	if c.SimBin == "" {
+		return rep, fmt.Errorf("%w: no vllm-sim executable", ErrConfig)
+	}
+	for i, tg := range c.Targets {
+		if err := measureTarget(ctx, c, targets[i], tg.String(), defaults[i], ws, &rep); err != nil {
 			return rep, err
 		}
-		for _, name := range names {
-			w, err := trial.LoadWorkload(name)
-			if err != nil {
-				r.Close()
-				return rep, fmt.Errorf("%w: %v", ErrConfig, err)
-			}
-			fmt.Fprintf(c.Progress, "%s, %s ...", name, tg)
-			t0 := time.Now()
-			res, err := r.Run(ctx, sp.DefaultConfig(), w)
-			if err != nil {
-				r.Close()
-				return rep, fmt.Errorf("%s on %s: %w", name, tg, err)
-			}
-			row := WorkloadRow{Workload: name, Target: tg.String(), Status: (&res).String(), Levels: len(res.Levels),
-				MeasureS: res.Phases.MeasureS / c.TimeScale, WallS: time.Since(t0).Seconds(),
-				CI: res.Stability.CIHalfWidth, EarlyStopped: res.Stability.EarlyStopped,
-				Extended: res.Stability.Extended, Reason: res.Stability.Reason}
-			if m := res.Metrics(); m != nil {
-				row.OutputTokS = m.OutputThroughput
-				row.PrimaryRequest = m.Completed + m.Failed
-			}
-			for _, l := range res.Levels {
-				row.Requests += l.Metrics.Completed + l.Metrics.Failed
-			}
-			if res.Status != trial.StatusOK && res.Status != trial.StatusUnstable {
-				row.Reason = res.Error
-			}
-			fmt.Fprintf(c.Progress, " %s, CI %.1f%%, %.1f s\n", row.Status, 100*row.CI, row.MeasureS)
-			rep.Rows = append(rep.Rows, row)
-		}
-		r.Close()
 	}
 	return rep, nil
+}
+
+// measureTarget runs every workload on cfg on one target, one engine start
+// per trial.
+func measureTarget(ctx context.Context, c WorkloadEvalConfig, t spaces.Target, name string, cfg spaces.Config, ws []trial.Workload, rep *WorkloadReport) error {
+	rc := trial.DefaultConfig()
+	rc.Command = []string{c.SimBin, "serve", t.Model.Name, "--gpu", t.GPU.Name, "--gpu-count", fmt.Sprint(max(1, t.GPUCount))}
+	rc.ExtraArgs = []string{"--startup-scale", "0.01", "--time-scale", fmt.Sprint(c.TimeScale)}
+	rc.LogDir, rc.RunDir, rc.Telemetry, rc.Logger = c.LogDir, "-", "engine", c.Logger
+	rc.StartupTimeout, rc.StopGrace = time.Minute, 5*time.Second
+	r, err := trial.NewRunner(rc)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	for _, w := range ws {
+		fmt.Fprintf(c.Progress, "%s, %s ...", w.Name, name)
+		t0 := time.Now()
+		res, err := r.Run(ctx, cfg, w)
+		if err != nil {
+			return fmt.Errorf("%s on %s: %w", w.Name, name, err)
+		}
+		row := WorkloadRow{Workload: w.Name, Target: name, Status: (&res).String(), Levels: len(res.Levels),
+			MeasureS: res.Phases.MeasureS / c.TimeScale, WallS: time.Since(t0).Seconds(),
+			CI: res.Stability.CIHalfWidth, EarlyStopped: res.Stability.EarlyStopped,
+			Extended: res.Stability.Extended, Reason: res.Stability.Reason}
+		if m := res.Metrics(); m != nil {
+			row.OutputTokS = m.OutputThroughput
+			row.PrimaryRequests = m.Completed + m.Failed
+		}
+		for _, l := range res.Levels {
+			row.Requests += l.Metrics.Completed + l.Metrics.Failed
+		}
+		if res.Status == trial.StatusFailed {
+			row.Reason = res.Error
+		}
+		fmt.Fprintf(c.Progress, " %s, CI %.1f%%, %.1f s\n", row.Status, 100*row.CI, row.MeasureS)
+		rep.Rows = append(rep.Rows, row)
+	}
+	return nil
 }
 
 // WriteWorkloadEval writes the per-trial rows and, per workload, the

@@ -72,7 +72,9 @@ type Analysis struct {
 // coefficient of variation of the window rates must stay within MaxCV or
 // twice the sampling noise 1/sqrt(requests per window), whichever is
 // larger. CIHalfWidth is the relative 95% Student-t half-width of the mean
-// window rate (the early-stop criterion).
+// window rate (the early-stop criterion). With c.Concurrency set (a closed
+// loop) the rate windows are request-level batches of the requests served
+// at full load instead (closedLoopBatches).
 func Analyze(recs []Record, c StabilityConfig) Analysis { return analyze(recs, c, false) }
 
 // analyze is Analyze; with fullLoad every kept request counts as served at

@@ -32,3 +32,20 @@ func TestEvalSearchCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestEvalWorkloadsCommand: bad input is a usage error before any engine
+// starts (the measurement itself is TestSimShippedWorkloadStopsEarly's).
+func TestEvalWorkloadsCommand(t *testing.T) {
+	sim := filepath.Join(t.TempDir(), "vllm-sim")
+	if err := os.WriteFile(sim, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runCLICases(t, []cliCase{
+		{"bad target", []string{"eval", "workloads", "--vllm-sim", sim, "--target", "Llama-3.1-8B"}, 2, nil, []string{"MODEL:GPU[:GPUS]"}},
+		{"bad GPU count", []string{"eval", "workloads", "--vllm-sim", sim, "--target", "Llama-3.1-8B:H100-80GB:0"}, 2, nil, []string{"positive integer"}},
+		{"unknown model", []string{"eval", "workloads", "--vllm-sim", sim, "--target", "Nope:H100-80GB"}, 2, nil, []string{"Nope"}},
+		{"unknown workload", []string{"eval", "workloads", "--vllm-sim", sim, "--workloads", "nope"}, 2, nil, []string{"nope"}},
+		{"zero time scale", []string{"eval", "workloads", "--vllm-sim", sim, "--time-scale", "0"}, 2, nil, []string{"time scale"}},
+		{"stray argument", []string{"eval", "workloads", "extra"}, 2, nil, []string{"no arguments"}},
+	})
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -68,8 +69,11 @@ func runEvalWorkloads(c *cli.Context) error {
 		cfg.LogDir = dir
 	}
 	rep, err := eval.MeasureWorkloads(c.Context, cfg)
-	if err != nil {
+	if errors.Is(err, eval.ErrConfig) {
 		return asUsage(err)
+	}
+	if err != nil {
+		return err
 	}
 	if c.Bool("json") {
 		return writeJSON(c.App.Writer, rep)
