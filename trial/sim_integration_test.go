@@ -96,6 +96,21 @@ func virtual(t *testing.T, tg spaces.Target, cfg spaces.Config, w trial.Workload
 	return res
 }
 
+// runUsable runs a live trial that must produce a measurement and leave no
+// process behind.
+func runUsable(t *testing.T, r *trial.Runner, cfg spaces.Config, w trial.Workload) trial.Result {
+	t.Helper()
+	res, err := r.Run(context.Background(), cfg, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trial.NoLeftoversForTest(t)
+	if !res.Usable() {
+		t.Fatalf("trial %s: %s", res.String(), res.Error)
+	}
+	return res
+}
+
 func simWorkload() trial.Workload {
 	return trial.Workload{Name: "sim-small", Prompt: trial.LengthDist{Kind: "uniform", Min: 256, Max: 768},
 		Output: trial.LengthDist{Kind: "uniform", Min: 32, Max: 96}, Arrival: trial.Arrival{Kind: "closed", Concurrency: 16},
@@ -122,14 +137,7 @@ func TestSimFullTrialMatchesVirtual(t *testing.T) {
 	}
 	r := simRunner(t)
 	r.SetStabilityForTest(func(s *trial.StabilityConfig) { s.NoWarmupCut = true }) // the virtual clock measures every request
-	res, err := r.Run(context.Background(), cfg, w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	trial.NoLeftoversForTest(t)
-	if !res.Usable() {
-		t.Fatalf("trial %s: %s", res.String(), res.Error)
-	}
+	res := runUsable(t, r, cfg, w)
 	got, exp := res.Metrics(), want.Metrics()
 	// Latencies measured live also carry what the virtual clock does not
 	// model: loopback HTTP, JSON and SSE framing, goroutine scheduling (a
@@ -307,14 +315,7 @@ func TestSimCapacity(t *testing.T) {
 	w.Capacity = true
 	w.Arrival.Concurrency = 8
 	r := simRunner(t)
-	res, err := r.Run(context.Background(), cfg, w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	trial.NoLeftoversForTest(t)
-	if !res.Usable() {
-		t.Fatalf("%s: %s", res.String(), res.Error)
-	}
+	res := runUsable(t, r, cfg, w)
 	var tried []float64
 	for _, l := range res.Levels {
 		tried = append(tried, float64(l.Concurrency))

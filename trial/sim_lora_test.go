@@ -1,7 +1,6 @@
 package trial_test
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -37,14 +36,7 @@ func TestSimLoRATenants(t *testing.T) {
 	w.NumRequests, w.Warmup = 60, 8
 	w.Tenants = tenants
 	r := simRunnerScaled(t, 0.2)
-	res, err := r.Run(context.Background(), cfg, w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	trial.NoLeftoversForTest(t)
-	if !res.Usable() {
-		t.Fatalf("trial %s: %s", res.String(), res.Error)
-	}
+	res := runUsable(t, r, cfg, w)
 	check := func(where string, m *trial.Metrics) {
 		t.Helper()
 		sql, chat := m.ByTenant["sql"], m.ByTenant["chat"]
