@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -109,16 +107,7 @@ func TestServePostgres(t *testing.T) {
 	tunerBin, _ := binaries(t)
 	base, _ := startServe(t, tunerBin, url)
 	body := fmt.Sprintf(`{"model":%q,"gpu":%q,"engine":"sim-virtual","trials":3,"requests":40,"finalists":0}`, testModel, testGPU)
-	resp, err := http.Post(base+"/api/v1/jobs", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var job store.Job
-	json.NewDecoder(resp.Body).Decode(&job)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("POST job: %d", resp.StatusCode)
-	}
+	job := postServeJob(t, base, body)
 	var j store.Job
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) { // a hang guard
 		getJSON(t, base+"/api/v1/jobs/"+job.ID, &j)

@@ -56,6 +56,21 @@ func startServe(t *testing.T, bin, db string) (string, *exec.Cmd) {
 	return "http://" + m[1], cmd
 }
 
+// postServeJob queues a job on a running `tuner serve`.
+func postServeJob(t *testing.T, base, body string) store.Job {
+	t.Helper()
+	resp, err := http.Post(base+"/api/v1/jobs", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var job store.Job
+	if resp.StatusCode != http.StatusCreated || json.NewDecoder(resp.Body).Decode(&job) != nil {
+		t.Fatalf("POST job: %d", resp.StatusCode)
+	}
+	return job
+}
+
 // trialPage is a page of the service's trials table, its rows read as
 // trial records (the fields they share).
 type trialPage struct {
@@ -89,16 +104,7 @@ func TestE2EServeKilledResumes(t *testing.T) {
 	base, cmd := startServe(t, tunerBin, db)
 	body := fmt.Sprintf(`{"model":%q,"gpu":%q,"engine":"sim","workload":"short-high-concurrency","requests":48,"slo":%q,"trials":4,"budget":"0s","trial_timeout":"60s","engine_args":["--startup-scale=0.01"],"seed":3,"finalists":1,"repeats":1}`,
 		e2eModel, testGPU, e2eSLO)
-	resp, err := http.Post(base+"/api/v1/jobs", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var job store.Job
-	json.NewDecoder(resp.Body).Decode(&job)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("POST job: %d", resp.StatusCode)
-	}
+	job := postServeJob(t, base, body)
 	// Kill once a trial has finished and the next one is running.
 	deadline := time.Now().Add(2 * time.Minute) // a hang guard, not a speed assertion
 	for {
