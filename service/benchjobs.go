@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/vllm-tuner/tuner/bench"
 	"github.com/vllm-tuner/tuner/store"
@@ -101,6 +102,7 @@ func (s *Server) benchmark(ctx context.Context, set int, j *store.Job, log inter
 	// replay the job's "queued" after its progress.
 	s.hub.publish(Event{Job: j.ID, State: store.JobRunning})
 	var last Event
+	t0 := time.Now()
 	_, err = b.Run(ctx, tuner.BoltDB{Store: s.st}, tuner.BenchStartConfig{
 		Logger: s.log.With("job", j.ID),
 		Env:    s.gpuEnv(set),
@@ -120,7 +122,7 @@ func (s *Server) benchmark(ctx context.Context, set int, j *store.Job, log inter
 				return
 			}
 			e := last
-			e.Run, e.Done, e.ETAS = r.ID, e.Total, nil
+			e.Run, e.Done, e.ETAS, e.ElapsedS = r.ID, e.Total, nil, time.Since(t0).Seconds()
 			e.Line = fmt.Sprintf("run %s stored: %s, %d of %d cells", r.ID, r.State, len(r.Cells), len(b.Matrix.Cells))
 			s.hub.publish(e)
 		},

@@ -18,8 +18,8 @@ import (
 // (cells x metrics with units and the curve of `tuner bench plot`), compare
 // the two runs from the compare form and check the verdict table marks the
 // TPOT regression; a screenshot of each page is saved (also to
-// $TUNER_BENCH_SCREENSHOT, with -compare before the extension, for the
-// README).
+// $TUNER_BENCH_SCREENSHOT, and with -compare and -list before its
+// extension, for the README).
 func TestBenchmarksInBrowser(t *testing.T) {
 	browser := findBrowser(t)
 	e := newEnv(t, "", Config{}, true)
@@ -63,7 +63,7 @@ func TestBenchmarksInBrowser(t *testing.T) {
 		t.Fatalf("form error %q", bad)
 	}
 	poll(`document.querySelectorAll('#runs tbody tr').length === 2`)
-	shot("benchmarks.png")
+	list := shot("benchmarks.png")
 
 	// The newest run's report.
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#runs tbody tr:first-child a`))); err != nil {
@@ -108,7 +108,8 @@ func TestBenchmarksInBrowser(t *testing.T) {
 	}
 	if out := os.Getenv("TUNER_BENCH_SCREENSHOT"); out != "" {
 		ext := filepath.Ext(out)
-		for name, data := range map[string][]byte{out: mustRead(t, filepath.Join(dir, "run.png")), strings.TrimSuffix(out, ext) + "-compare" + ext: b} {
+		for name, data := range map[string][]byte{out: mustRead(t, filepath.Join(dir, "run.png")), strings.TrimSuffix(out, ext) + "-compare" + ext: b,
+			strings.TrimSuffix(out, ext) + "-list" + ext: list} {
 			if err := os.WriteFile(name, data, 0o644); err != nil {
 				t.Fatal(err)
 			}

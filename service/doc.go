@@ -1,16 +1,21 @@
 // Package service is `tuner serve`: the optimizer as an HTTP service. It is
-// the second door to the core the CLI uses: a job's body is a
+// the second door to the core the CLI uses: a search job's body is a
 // tuner.SearchSpec, validated by the same code with the same messages, and
-// run by tuner.Search.Start like `tuner search` runs it.
+// run by tuner.Search.Start like `tuner search` runs it; a benchmark job's
+// ({"kind":"bench"}) is a tuner.BenchSpec run by tuner.Bench.Run like
+// `tuner bench run`, and the runs it stores are read and compared with the
+// core's tuner.CompareRuns as `tuner bench compare` does.
 //
 // Routes (Go's method+path patterns, no framework): a JSON API under
-// /api/v1 (studies, trials, front, recommendation, space, jobs, and
-// Server-Sent Events of job progress), /metrics (its own Prometheus
-// registry), /healthz, /readyz, and an embedded web page at /.
+// /api/v1 (studies, trials, front, recommendation, space, jobs, benchmark
+// runs and compare, and Server-Sent Events of job progress), /metrics (its
+// own Prometheus registry), /healthz, /readyz, and an embedded web page at
+// /.
 //
 // Jobs persist in the store (store.Job) and run one at a time per GPU set,
 // each set's engines seeing CUDA_VISIBLE_DEVICES of that set. Stopping the
 // service stops running jobs as Ctrl-C stops a search (the trial is marked
 // interrupted) and leaves them running in the store: the next start resumes
-// them with --resume semantics, then the queue.
+// search jobs with --resume semantics, then the queue. A benchmark is not
+// resumed: its run is kept partial and the next start fails the job.
 package service

@@ -242,7 +242,7 @@ func TestStoppedBenchJobFails(t *testing.T) {
 	e := newEnv(t, path, Config{}, false)
 	ch := e.events(t, context.Background())
 	go e.srv.Run(t.Context())
-	seen := waitStateAny(t, ch, mid.ID, store.JobFailed)
+	seen := waitState(t, ch, mid.ID, store.JobFailed)
 	want := "the service stopped during this benchmark; run " + mid.BenchRuns[0] + " kept its finished cells (partial): queue the job again"
 	if last := seen[len(seen)-1]; last.Error != want {
 		t.Fatalf("failed job error %q; want %q", last.Error, want)
@@ -251,27 +251,6 @@ func TestStoppedBenchJobFails(t *testing.T) {
 	if err != nil || run.State != bench.StatePartial || len(run.Cells) != 1 || run.Cells[0].Name != "chat-c4" {
 		t.Fatalf("run after the stop: %+v %v", run, err)
 	}
-}
-
-// waitStateAny is waitState for any end state (waitState fails on an end
-// state other than the one wanted).
-func waitStateAny(t *testing.T, ch <-chan Event, job string, state store.JobState) []Event {
-	t.Helper()
-	var seen []Event
-	for ev := range ch {
-		if ev.Job != job {
-			continue
-		}
-		seen = append(seen, ev)
-		if ev.State == state {
-			return seen
-		}
-		if ev.State.Finished() {
-			t.Fatalf("job %s ended %s (%s), want %s", job, ev.State, ev.Error, state)
-		}
-	}
-	t.Fatalf("event stream ended before job %s was %s", job, state)
-	return nil
 }
 
 func FuzzParseBenchJob(f *testing.F) {

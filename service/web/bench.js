@@ -52,9 +52,9 @@ async function loadBench() {
     const tr = document.createElement("tr");
     tr.dataset.run = r.id;
     tr.innerHTML = `<td><a href="#/run/${encodeURIComponent(r.id)}">${esc(r.id)}</a></td><td class="state-${esc(r.state)}">${esc(r.state)}</td>
-      <td>${esc(r.model)}</td><td>${r.gpu && r.gpu.name ? `${esc(r.gpu.count)}× ${esc(r.gpu.name)}` : "–"}</td>
+      <td title="${esc(r.model)}">${esc(r.model.split("/").pop())}</td><td>${r.gpu && r.gpu.name ? `${esc(r.gpu.count)}× ${esc(r.gpu.name)}` : "–"}</td>
       <td>${esc(r.engine)} ${esc(r.engine_version || "")}</td><td>${esc(r.tier || "–")}</td><td>${labelTags(r.labels)}</td>
-      <td>${esc(r.matrix)}</td><td class="num">${r.cells.length}</td><td class="num">${fmtNum(r.requests, 0)}</td><td>${esc(when(r.start))}</td>`;
+      <td>${esc(r.matrix)}</td><td class="num">${r.cells.length} × ${fmtNum(r.requests, 0)}</td><td title="${esc(r.start)}">${esc(when(r.start).slice(5))}</td>`;
     rb.appendChild(tr);
   }
   // The compare form offers finished runs: base defaults to the older of
