@@ -272,3 +272,41 @@ func TestRefitScheduleGrowsWithHistory(t *testing.T) {
 		})
 	}
 }
+
+// TestSetPending: configs in flight on other workers are never proposed
+// (vLLM's default included), for every sampler; TPE also sees them as
+// constant liars and still proposes valid configs.
+func TestSetPending(t *testing.T) {
+	for _, k := range samplers {
+		t.Run(string(k), func(t *testing.T) {
+			s := h100(t)
+			p := newProposer(t, ProposerConfig{Space: s, Sampler: k, Seed: 4})
+			other := newProposer(t, ProposerConfig{Space: s, Sampler: k, Seed: 4})
+			ctx := context.Background()
+			var pending []spaces.Config
+			for range 3 { // what another worker with the same seed runs now
+				c, err := other.Ask(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pending = append(pending, c)
+			}
+			p.SetPending(pending)
+			for range 12 {
+				c, err := p.Ask(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Validate(c); err != nil {
+					t.Fatalf("proposal %s: %v", c, err)
+				}
+				for _, o := range pending {
+					if o.ID() == c.ID() {
+						t.Fatalf("proposed %s, pending on another worker", c.ID())
+					}
+				}
+				p.Tell(c, synth(c))
+			}
+		})
+	}
+}

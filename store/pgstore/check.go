@@ -59,7 +59,7 @@ func (s *Store) Check(ctx context.Context) (store.CheckReport, error) {
 				problem("study %s: record is study %s (key gives %s)", sr.id, st.ID, st.Key.ID())
 			}
 			studies = append(studies, st)
-			rows, err := tx.Query(ctx, "SELECT seq, state, rec::text, summary::text FROM trials WHERE study_id = $1 ORDER BY seq", st.ID)
+			rows, err := tx.Query(ctx, "SELECT seq, state, rec::text, summary::text, config_id, rep FROM trials WHERE study_id = $1 ORDER BY seq", st.ID)
 			if err != nil {
 				return err
 			}
@@ -67,8 +67,9 @@ func (s *Store) Check(ctx context.Context) (store.CheckReport, error) {
 			measured := map[string]string{} // config ID and repeat -> first trial
 			for rows.Next() {
 				var seq int64
-				var state, raw, sum string
-				if err := rows.Scan(&seq, &state, &raw, &sum); err != nil {
+				var state, raw, sum, configID string
+				var repeat int
+				if err := rows.Scan(&seq, &state, &raw, &sum, &configID, &repeat); err != nil {
 					rows.Close()
 					return err
 				}
@@ -88,6 +89,9 @@ func (s *Store) Check(ctx context.Context) (store.CheckReport, error) {
 				}
 				if string(t.State) != state || !t.State.Valid() {
 					problem("trial %s: state column %q, record %q", t.ID, state, t.State)
+				}
+				if t.ConfigID != configID || t.Repeat != repeat {
+					problem("trial %s: config columns %s#%d, record %s#%d", t.ID, configID, repeat, t.ConfigID, t.Repeat)
 				}
 				if t.State == store.StateRunning {
 					rep.Running++

@@ -105,8 +105,8 @@ func (s *Store) ClaimTrial(ctx context.Context, studyID string, cfg spaces.Confi
 		}
 		var seq int64
 		var worker *string
-		err := tx.QueryRow(ctx, `SELECT seq, worker FROM trials WHERE study_id = $1 AND state <> 'interrupted'
-			AND rec->>'config_id' = $2 AND coalesce((rec->>'repeat')::int, 0) = $3 LIMIT 1`, studyID, t.ConfigID, o.Repeat).Scan(&seq, &worker)
+		err := tx.QueryRow(ctx, `SELECT seq, worker FROM trials WHERE study_id = $1 AND config_id = $2 AND rep = $3
+			AND state <> 'interrupted' LIMIT 1`, studyID, t.ConfigID, o.Repeat).Scan(&seq, &worker)
 		if err == nil {
 			by := ""
 			if worker != nil {
@@ -119,8 +119,8 @@ func (s *Store) ClaimTrial(ctx context.Context, studyID string, cfg spaces.Confi
 		}
 		if o.MaxSearch > 0 && o.Repeat == 0 {
 			var n int
-			if err := tx.QueryRow(ctx, `SELECT count(*) FROM trials WHERE study_id = $1 AND state <> 'interrupted'
-				AND coalesce((rec->>'repeat')::int, 0) = 0`, studyID).Scan(&n); err != nil {
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM trials WHERE study_id = $1 AND rep = 0
+				AND state <> 'interrupted'`, studyID).Scan(&n); err != nil {
 				return err
 			}
 			if n >= o.MaxSearch {
@@ -190,23 +190,14 @@ func (s *Store) Heartbeat(ctx context.Context, studyID, worker, trialID string, 
 func (s *Store) ReapExpired(ctx context.Context, studyID string) ([]store.Trial, error) {
 	var out []store.Trial
 	err := s.tx(ctx, true, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT rec::text FROM trials WHERE study_id = $1 AND state = 'running'
+		var err error
+		out, err = s.interrupt(ctx, tx, func(t *store.Trial) string { return "the lease of worker " + t.Worker + " expired" },
+			`SELECT rec::text FROM trials WHERE study_id = $1 AND state = 'running'
 			AND lease_until < now() ORDER BY seq FOR UPDATE SKIP LOCKED`, studyID)
-		if err != nil {
-			return err
-		}
-		ts, err := collectTrials(rows)
-		if err != nil {
-			return err
-		}
-		for _, t := range ts {
-			if err := s.interrupt(ctx, tx, &t, "the lease of worker "+t.Worker+" expired"); err != nil {
-				return err
-			}
+		for _, t := range out {
 			s.log.Warn("trial lease expired", "trial", t.ID, "worker", t.Worker)
-			out = append(out, t)
 		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return nil, s.wrap("reap expired leases", err)

@@ -58,9 +58,16 @@ var migrations = []string{
 	);`,
 	// 3: leases of several workers on one study: who runs a trial and
 	// until when the claim holds without a heartbeat (the server's clock),
-	// the live workers of each study, and the spec they run.
+	// its config and repeat index as columns (claims look them up), the
+	// live workers of each study, and the spec they run.
 	`ALTER TABLE trials ADD COLUMN worker text;
 	ALTER TABLE trials ADD COLUMN lease_until timestamptz;
+	ALTER TABLE trials ADD COLUMN config_id text;
+	ALTER TABLE trials ADD COLUMN rep integer;
+	UPDATE trials SET config_id = rec->>'config_id', rep = coalesce((rec->>'repeat')::int, 0);
+	ALTER TABLE trials ALTER COLUMN config_id SET NOT NULL;
+	ALTER TABLE trials ALTER COLUMN rep SET NOT NULL;
+	CREATE INDEX trials_config ON trials (study_id, config_id, rep);
 	CREATE INDEX trials_leased ON trials (study_id, lease_until) WHERE state = 'running' AND lease_until IS NOT NULL;
 	ALTER TABLE studies ADD COLUMN spec json;
 	CREATE TABLE workers (

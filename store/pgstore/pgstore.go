@@ -279,33 +279,39 @@ func (s *Store) recoverSession(ctx context.Context, sess string) error {
 		if !dead {
 			return nil
 		}
-		rows, err := tx.Query(ctx, "SELECT rec::text FROM trials WHERE state = 'running' AND coalesce(session, '') = $1 ORDER BY study_id, seq FOR UPDATE", sess)
-		if err != nil {
-			return err
-		}
-		ts, err := collectTrials(rows)
-		if err != nil {
-			return err
-		}
+		ts, err := s.interrupt(ctx, tx, func(*store.Trial) string { return "the writing process died" },
+			"SELECT rec::text FROM trials WHERE state = 'running' AND coalesce(session, '') = $1 ORDER BY study_id, seq FOR UPDATE", sess)
 		for _, t := range ts {
-			if err := s.interrupt(ctx, tx, &t, "the writing process died"); err != nil {
-				return err
-			}
 			s.log.Warn("trial interrupted by a dead process", "trial", t.ID, "session", sess)
 		}
-		return nil
+		return err
 	})
 }
 
-// interrupt marks a running trial interrupted, saying why in its notes.
-func (s *Store) interrupt(ctx context.Context, tx pgx.Tx, t *store.Trial, why string) error {
-	t.State = store.StateInterrupted
-	t.Ended = s.cfg.Now().UTC()
-	if t.Notes != "" {
-		t.Notes += "; "
+// interrupt marks interrupted the running trials a query selects (and
+// locks), saying why in their notes, and returns them.
+func (s *Store) interrupt(ctx context.Context, tx pgx.Tx, why func(*store.Trial) string, query string, args ...any) ([]store.Trial, error) {
+	rows, err := tx.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
 	}
-	t.Notes += "interrupted: " + why
-	return putTrial(ctx, tx, t, false)
+	ts, err := collectTrials(rows)
+	if err != nil {
+		return nil, err
+	}
+	for i := range ts {
+		t := &ts[i]
+		t.State = store.StateInterrupted
+		t.Ended = s.cfg.Now().UTC()
+		if t.Notes != "" {
+			t.Notes += "; "
+		}
+		t.Notes += "interrupted: " + why(t)
+		if err := putTrial(ctx, tx, t, false); err != nil {
+			return nil, err
+		}
+	}
+	return ts, nil
 }
 
 // wrap names the operation and the database.

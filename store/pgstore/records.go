@@ -149,9 +149,9 @@ func putTrial(ctx context.Context, tx pgx.Tx, t *store.Trial, insert bool) error
 		return fmt.Errorf("trial %s summary: %w", t.ID, err)
 	}
 	if insert {
-		_, err = tx.Exec(ctx, `INSERT INTO trials (study_id, seq, state, session, rec, summary)
-			VALUES ($1, $2, $3, $4, $5::text::json, $6::text::json)`,
-			t.StudyID, int64(t.Seq), string(t.State), t.Session, string(rec), string(sum))
+		_, err = tx.Exec(ctx, `INSERT INTO trials (study_id, seq, state, session, rec, summary, config_id, rep)
+			VALUES ($1, $2, $3, $4, $5::text::json, $6::text::json, $7, $8)`,
+			t.StudyID, int64(t.Seq), string(t.State), t.Session, string(rec), string(sum), t.ConfigID, t.Repeat)
 		return err
 	}
 	tag, err := tx.Exec(ctx, `UPDATE trials SET state = $3, rec = $4::text::json, summary = $5::text::json
