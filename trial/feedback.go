@@ -47,7 +47,7 @@ type FeedbackWindow struct {
 	StartS   float64 `json:"start_s"` // from the controller's start
 	Seconds  float64 `json:"duration_s"`
 	Rate     float64 `json:"rate"`          // offered, req/s
-	Achieved float64 `json:"achieved_rate"` // completed, req/s, while the load was fully on
+	Achieved float64 `json:"achieved_rate"` // completed req/s over the window (first send to last completion)
 	// Tail is the target metric in the window (e.g. its TTFT p95, ms).
 	Tail  float64 `json:"tail"`
 	Met   bool    `json:"met"` // the window met the whole SLO
@@ -137,9 +137,11 @@ func HoldSLO(w Workload, c FeedbackConfig, measure FeedbackMeasure) (Feedback, e
 		if probing {
 			phase = FeedbackProbe
 		}
-		achieved := m.AchievedRate // completed while the load was fully on (MarkOverload)
-		if achieved <= 0 {
-			achieved = m.RequestThroughput
+		// vLLM bench's request throughput: a window is too short for the
+		// steady-state rates (they count requests sent before it).
+		achieved := m.RequestThroughput
+		if m.BenchDurationS > 0 {
+			achieved = float64(m.Completed) / m.BenchDurationS
 		}
 		fb.Windows = append(fb.Windows, FeedbackWindow{StartS: at, Seconds: secs, Rate: r, Achieved: achieved, Tail: tail, Met: met, Phase: phase})
 		at += secs
