@@ -212,8 +212,9 @@ func BenchmarkSSEClients(b *testing.B) {
 			var elapsed time.Duration
 			n := 0
 			for b.Loop() {
-				// A new seed each run: a new study, all trials measured.
-				spec, err := ParseJob(strings.NewReader(fmt.Sprintf(`{"model":%q,"gpu":%q,"engine":"sim-virtual","trials":%d,"requests":40,"finalists":0,"seed":%d}`, testModel, testGPU, trials, n+1)))
+				// A new study each run (another, never binding SLO bound),
+				// all its trials measured.
+				spec, err := ParseJob(strings.NewReader(fmt.Sprintf(`{"model":%q,"gpu":%q,"engine":"sim-virtual","trials":%d,"requests":40,"finalists":0,"slo":"ttft_p99<=%dms"}`, testModel, testGPU, trials, 1000000+n)))
 				if err != nil {
 					b.Fatal(err)
 				}

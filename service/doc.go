@@ -7,10 +7,15 @@
 // core's tuner.CompareRuns as `tuner bench compare` does.
 //
 // Routes (Go's method+path patterns, no framework): a JSON API under
-// /api/v1 (studies, trials, front, recommendation, space, jobs, benchmark
-// runs and compare, and Server-Sent Events of job progress), /metrics (its
-// own Prometheus registry), /healthz, /readyz, and an embedded web page at
-// /.
+// /api/v1 (studies, trials with their raw data, front, recommendation,
+// space, jobs, benchmark runs and compare, and Server-Sent Events of job
+// progress), /metrics (its own Prometheus registry), /healthz, /readyz, and
+// an embedded web page at /.
+//
+// The database is a DB: the bbolt store (tuner.BoltDB) or PostgreSQL
+// (tuner.PGDB). Study reads go through a per-study cache that rereads only
+// the tail of a study from its first running trial on (cache.go), so a
+// study of 10,000 trials is not decoded again on every request.
 //
 // Jobs persist in the store (store.Job) and run one at a time per GPU set,
 // each set's engines seeing CUDA_VISIBLE_DEVICES of that set. Stopping the

@@ -24,6 +24,8 @@
 //	fronts    key ("study/<id>" or "group/<group key>"), rec (Front JSON)
 //	models    name, data, meta (ModelMeta JSON)
 //	meta      "created" -> RFC 3339 time the database was made
+//	jobs      seq (bigserial), rec (store.Job JSON): the service's queue
+//	          (schema 2)
 //
 // JSON columns are json, not jsonb, so a record reads back byte for byte
 // as it was written.
