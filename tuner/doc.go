@@ -18,6 +18,14 @@
 // Config.Resume continues the study: finished trials are told to the
 // proposer, interrupted ones are re-run once, nothing is lost or repeated.
 //
+// With Config.Shared (a Coordinator: SharedStudy over a PostgreSQL
+// LeaseDB) the loop is one worker of a study several processes serve
+// (shared.go): Store.Begin becomes a lease claimed once per config and
+// re-measurement index, renewed by a heartbeat while the trial runs; the
+// loop reads the others' trials before each decision, so budgets,
+// patience and the re-measurement are study-wide, and tells the proposer
+// the configs in flight elsewhere.
+//
 // Selection (Recommend) is pure and shared with `tuner recommend`: it groups
 // trials by config, aggregates repeats robustly and picks a config under SLOs
 // by a preference (throughput, latency, VRAM or the front's knee).
