@@ -62,10 +62,9 @@ type Config struct {
 	MaxRate           float64
 	CapacityLevels    int
 	CapacityTolerance float64
-	// CapacityRounds: a closed-loop level (in capacity mode and at a
-	// fixed load) sends at least this many requests per unit of
-	// concurrency (and a warm-up of one round), so every level reaches a
-	// steady state (see CapacityWorkload); an early stop cuts it short.
+	// CapacityRounds: in capacity mode a closed-loop level sends at least
+	// this many requests per unit of concurrency (and a warm-up of one
+	// round), so every level reaches a steady state (see CapacityWorkload).
 	CapacityRounds int
 	// MaxRequests caps a duration-bound closed loop.
 	MaxRequests int
@@ -358,7 +357,7 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Re
 		err = lr.capacity(ctx, &res)
 	default:
 		for i, v := range loadValues(w) {
-			if err = lr.measure(ctx, i, v, CapacityWorkload(w, v, r.cfg.CapacityRounds)); err != nil {
+			if err = lr.measure(ctx, i, v, atLoad(w, v)); err != nil {
 				break
 			}
 		}
@@ -506,11 +505,9 @@ func atLoad(w Workload, v float64) Workload {
 	return lw
 }
 
-// CapacityWorkload is w at load v as the runner measures it (in capacity
-// mode and at a fixed level): for a closed loop at least rounds x v
-// requests after a warm-up of at least v (with fewer requests than the
-// concurrency a level never reaches it, and a level of one or two rounds
-// has no steady state to measure).
+// CapacityWorkload is w at load v as capacity mode measures it: for a
+// closed loop at least rounds x v requests after a warm-up of at least v
+// (with fewer requests than the concurrency a level never reaches it).
 func CapacityWorkload(w Workload, v float64, rounds int) Workload {
 	lw := atLoad(w, v)
 	if lw.Arrival.Closed() && lw.NumRequests > 0 {

@@ -347,9 +347,10 @@ func TestSimShippedWorkloadStopsEarly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// At half speed: 256 streams at real time keep two loaded cores so
-	// busy that chunks are stamped late in bursts.
-	res, err := simRunnerScaled(t, 2).Run(context.Background(), cfg, w)
+	// At a third of real time: 256 streams at real time keep two shared
+	// cores so busy that whole rounds run late (a slower server, not a
+	// measurement error), which the steady-state checks rightly reject.
+	res, err := simRunnerScaled(t, 3).Run(context.Background(), cfg, w)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,7 @@ package main
 
 import (
 	"errors"
-	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 
@@ -100,12 +100,17 @@ func runEvalSearch(c *cli.Context) error {
 	}
 	cfg.OutDir = c.String("out")
 	cfg.Progress = c.App.ErrWriter
-	lvl := slog.LevelWarn
-	if c.Bool("verbose") {
-		lvl = slog.LevelDebug
-	}
-	cfg.Logger = slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: lvl}))
+	cfg.Logger = evalLogger(c)
 	rep, err := eval.Execute(c.Context, cfg)
+	return writeEvalReport(c, err, rep, func(w io.Writer) error {
+		_, err := io.WriteString(w, rep.Markdown())
+		return err
+	})
+}
+
+// writeEvalReport ends an evaluation command: bad input (eval.ErrConfig) is
+// a usage error; the report is JSON with --json, else text.
+func writeEvalReport(c *cli.Context, err error, rep any, text func(io.Writer) error) error {
 	if errors.Is(err, eval.ErrConfig) {
 		return asUsage(err)
 	}
@@ -115,8 +120,16 @@ func runEvalSearch(c *cli.Context) error {
 	if c.Bool("json") {
 		return writeJSON(c.App.Writer, rep)
 	}
-	fmt.Fprint(c.App.Writer, rep.Markdown())
-	return nil
+	return text(c.App.Writer)
+}
+
+// evalLogger logs warnings (everything with --verbose) to stderr.
+func evalLogger(c *cli.Context) *slog.Logger {
+	lvl := slog.LevelWarn
+	if c.Bool("verbose") {
+		lvl = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: lvl}))
 }
 
 func splitList(s string) []string {

@@ -1,9 +1,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"log/slog"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -45,7 +44,7 @@ func runEvalWorkloads(c *cli.Context) error {
 		return err
 	}
 	cfg := eval.WorkloadEvalConfig{SimBin: bin, Targets: eval.DefaultWorkloadTargets(), TimeScale: c.Float64("time-scale"),
-		Progress: c.App.ErrWriter, Logger: slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		Progress: c.App.ErrWriter, Logger: evalLogger(c)}
 	if v := c.String("workloads"); v != "" {
 		cfg.Workloads = splitList(v)
 	}
@@ -69,17 +68,10 @@ func runEvalWorkloads(c *cli.Context) error {
 		cfg.LogDir = dir
 	}
 	rep, err := eval.MeasureWorkloads(c.Context, cfg)
-	if errors.Is(err, eval.ErrConfig) {
-		return asUsage(err)
-	}
-	if err != nil {
-		return err
-	}
-	if c.Bool("json") {
-		return writeJSON(c.App.Writer, rep)
-	}
-	fmt.Fprintf(c.App.Writer, "shipped workloads on vllm-sim, time scale %s (real seconds per simulated second)\n\n", strconv.FormatFloat(cfg.TimeScale, 'g', -1, 64))
-	return eval.WriteWorkloadEval(c.App.Writer, rep)
+	return writeEvalReport(c, err, rep, func(w io.Writer) error {
+		fmt.Fprintf(w, "shipped workloads on vllm-sim, time scale %s (real seconds per simulated second)\n\n", strconv.FormatFloat(cfg.TimeScale, 'g', -1, 64))
+		return eval.WriteWorkloadEval(w, rep)
+	})
 }
 
 // parseWorkloadTarget reads MODEL:GPU[:GPUS].
