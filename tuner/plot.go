@@ -61,12 +61,7 @@ func NewFrontChart(front []ChartPoint, o ChartOptions) (*Chart, error) {
 	if len(front) == 0 && o.Default == nil && len(o.Others) == 0 {
 		return nil, errors.New("front chart: nothing to plot")
 	}
-	if o.Width == 0 {
-		o.Width = 7 * vg.Inch
-	}
-	if o.Height == 0 {
-		o.Height = 4.5 * vg.Inch
-	}
+	o.Width, o.Height = chartSize(o.Width, o.Height, 4.5*vg.Inch)
 	p := plot.New()
 	p.Title.Text = o.Title
 	p.X.Label.Text = o.Latency + " (ms)"
@@ -292,6 +287,17 @@ func xys(pts []ChartPoint) plotter.XYs {
 		out[i] = plotter.XY{X: q.Latency, Y: q.Throughput}
 	}
 	return out
+}
+
+// chartSize is a chart's size: 7 in wide and height tall unless set.
+func chartSize(w, h, height vg.Length) (vg.Length, vg.Length) {
+	if w == 0 {
+		w = 7 * vg.Inch
+	}
+	if h == 0 {
+		h = height
+	}
+	return w, h
 }
 
 // paddedRange is [min, max] widened by 8% on each side (or by 1 when flat).

@@ -57,12 +57,7 @@ func NewBreakdownChart(bars []BreakdownBar, o BreakdownOptions) (*Chart, error) 
 	if len(bars) == 0 {
 		return nil, errors.New("breakdown chart: nothing to plot (no level has a breakdown)")
 	}
-	if o.Width == 0 {
-		o.Width = 7 * vg.Inch
-	}
-	if o.Height == 0 {
-		o.Height = 4.5 * vg.Inch
-	}
+	o.Width, o.Height = chartSize(o.Width, o.Height, 4.5*vg.Inch)
 	p := plot.New()
 	p.Title.Text = o.Title
 	p.Y.Label.Text = "mean request time (ms)"

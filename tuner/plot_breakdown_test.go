@@ -2,7 +2,6 @@ package tuner
 
 import (
 	"bytes"
-	"encoding/xml"
 	"fmt"
 	"math"
 	"strings"
@@ -15,26 +14,13 @@ import (
 // writes each as <path d="Mx0,y0Lx0,y1Lx1,y1Lx1,y0Z" style="fill:#RRGGBB">.
 func svgRects(t *testing.T, b []byte) map[string][][4]float64 {
 	t.Helper()
+	paths, err := svgPaths(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
 	out := map[string][][4]float64{}
-	dec := xml.NewDecoder(bytes.NewReader(b))
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			break
-		}
-		se, ok := tok.(xml.StartElement)
-		if !ok || se.Name.Local != "path" {
-			continue
-		}
-		var d, style string
-		for _, a := range se.Attr {
-			switch a.Name.Local {
-			case "d":
-				d = a.Value
-			case "style":
-				style = a.Value
-			}
-		}
+	for _, p := range paths {
+		d, style := p[0], p[1]
 		fill, ok := strings.CutPrefix(style, "fill:#")
 		if !ok || !strings.HasSuffix(d, "Z") {
 			continue

@@ -51,12 +51,7 @@ func NewCurveChart(series []CurveSeries, o CurveOptions) (*Chart, error) {
 	if len(xs) == 0 {
 		return nil, errors.New("curve chart: nothing to plot")
 	}
-	if o.Width == 0 {
-		o.Width = 7 * vg.Inch
-	}
-	if o.Height == 0 {
-		o.Height = 4.5 * vg.Inch
-	}
+	o.Width, o.Height = chartSize(o.Width, o.Height, 4.5*vg.Inch)
 	if o.LatencyLimit > 0 {
 		ys = append(ys, o.LatencyLimit)
 	}

@@ -52,12 +52,7 @@ func NewHistoryChart(series []HistorySeries, o HistoryOptions) (*Chart, error) {
 	if len(ys) == 0 {
 		return nil, errors.New("history chart: nothing to plot")
 	}
-	if o.Width == 0 {
-		o.Width = 7 * vg.Inch
-	}
-	if o.Height == 0 {
-		o.Height = 4.5 * vg.Inch
-	}
+	o.Width, o.Height = chartSize(o.Width, o.Height, 4.5*vg.Inch)
 	p := plot.New()
 	p.Title.Text = o.Title
 	p.X.Label.Text = "run (oldest first)"

@@ -59,12 +59,7 @@ func NewTraceChart(series []TraceSeries, o TraceOptions) (*TraceChart, error) {
 	if n == 0 {
 		return nil, errors.New("trace chart: nothing to plot")
 	}
-	if o.Width == 0 {
-		o.Width = 7 * vg.Inch
-	}
-	if o.Height == 0 {
-		o.Height = 6 * vg.Inch
-	}
+	o.Width, o.Height = chartSize(o.Width, o.Height, 6*vg.Inch)
 	rate, tail := plot.New(), plot.New()
 	rate.Title.Text = o.Title
 	rate.Y.Label.Text = "offered load (req/s)"
