@@ -71,6 +71,13 @@ func TestServiceOnPostgres(t *testing.T) {
 	if code != http.StatusOK || !strings.HasPrefix(out, "vllm serve "+testModel+" ") {
 		t.Fatalf("recommend: %d %q", code, out)
 	}
+	// Benchmark runs live in bbolt files only: said, not a crash.
+	if code, out := e.do(t, "GET", "/api/v1/runs", "", ""); code != http.StatusNotImplemented || !strings.Contains(out, "bbolt databases only") {
+		t.Errorf("runs on PostgreSQL: %d %q", code, out)
+	}
+	if code, out := e.do(t, "POST", "/api/v1/jobs", "", `{"kind":"bench","tier":"smoke","url":"http://127.0.0.1:1"}`); code != http.StatusBadRequest || !strings.Contains(out, "bbolt databases only") {
+		t.Errorf("bench job on PostgreSQL: %d %q", code, out)
+	}
 	var jobs []store.Job
 	getJSON(t, e, "/api/v1/jobs", &jobs)
 	if len(jobs) != 1 || jobs[0].ID != j.ID {

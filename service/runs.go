@@ -15,11 +15,26 @@ import (
 
 // benchRoutes adds the benchmark runs and the regression gate to the API.
 func (s *Server) benchRoutes(read func(string, http.HandlerFunc)) {
-	read("GET /api/v1/runs", s.listRuns)
-	read("GET /api/v1/runs/{id}", s.getRun)
-	read("GET /api/v1/runs/{id}/raw", s.runRaw)
-	read("GET /api/v1/runs/{id}/plot", s.runPlot)
-	read("GET /api/v1/compare", s.compare)
+	read("GET /api/v1/runs", s.boltOnly(s.listRuns))
+	read("GET /api/v1/runs/{id}", s.boltOnly(s.getRun))
+	read("GET /api/v1/runs/{id}/raw", s.boltOnly(s.runRaw))
+	read("GET /api/v1/runs/{id}/plot", s.boltOnly(s.runPlot))
+	read("GET /api/v1/compare", s.boltOnly(s.compare))
+}
+
+// errBenchOnPostgres answers benchmark requests of a service on
+// PostgreSQL: benchmark runs are kept in bbolt files only so far.
+var errBenchOnPostgres = errors.New("benchmark runs are kept in bbolt databases only: this service runs on PostgreSQL")
+
+// boltOnly answers 501 for a handler that needs the bbolt store.
+func (s *Server) boltOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.st == nil {
+			writeError(w, http.StatusNotImplemented, "not_implemented", errBenchOnPostgres.Error())
+			return
+		}
+		h(w, r)
+	}
 }
 
 // writeBenchErr maps the benchmark and gate errors: a missing run 404,

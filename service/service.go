@@ -253,6 +253,9 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 // parseJob reads a job body of either kind.
 func (s *Server) parseJob(ctx context.Context, body []byte) (string, any, error) {
 	if jobKind(body) == KindBench {
+		if s.st == nil {
+			return KindBench, nil, tuner.Usagef("%v", errBenchOnPostgres)
+		}
 		spec, err := ParseBenchJob(ctx, bytes.NewReader(body), s.st)
 		return KindBench, spec, err
 	}
