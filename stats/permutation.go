@@ -63,59 +63,11 @@ func PermutationTest(x, y []float64, statistic func(sorted []float64) float64, c
 	if cfg.Max < 1 || cfg.Stop < 1 {
 		return PermResult{}, fmt.Errorf("stats: permutation test needs Max and Stop >= 1, got %d and %d", cfg.Max, cfg.Stop)
 	}
+	nx, ny := len(x), len(y)
 	if cfg.Blocks > 1 {
-		return blockPermutationTest(x, y, statistic, cfg, rng)
+		nx, ny = cfg.Blocks, cfg.Blocks
 	}
-	sx, sy := slices.Clone(x), slices.Clone(y)
-	slices.Sort(sx)
-	slices.Sort(sy)
-	obs := statistic(sy) - statistic(sx)
-	t0 := math.Abs(obs)
-	// Equal splits can differ in the last bits of an interpolated
-	// statistic; they must count as "at least as extreme".
-	tol := 1e-9 * t0
-
-	pooled := append(slices.Clone(x), y...)
-	slices.Sort(pooled)
-	// Each draw marks a uniform random subset of the smaller group's size
-	// (a partial Fisher-Yates shuffle of idx, which need not be reset) and
-	// reads both groups off the sorted pooled sample.
-	k, markX := len(x), true
-	if len(y) < k {
-		k, markX = len(y), false
-	}
-	idx := make([]int, len(pooled))
-	for i := range idx {
-		idx[i] = i
-	}
-	mark := make([]bool, len(pooled))
-	bx, by := make([]float64, 0, len(x)), make([]float64, 0, len(y))
-	hits := 0
-	for draw := 1; draw <= cfg.Max; draw++ {
-		for i := range k {
-			j := i + rng.IntN(len(idx)-i)
-			idx[i], idx[j] = idx[j], idx[i]
-			mark[idx[i]] = true
-		}
-		bx, by = bx[:0], by[:0]
-		for i, v := range pooled {
-			if mark[i] == markX {
-				bx = append(bx, v)
-			} else {
-				by = append(by, v)
-			}
-		}
-		for _, i := range idx[:k] {
-			mark[i] = false
-		}
-		if math.Abs(statistic(by)-statistic(bx)) >= t0-tol {
-			hits++
-			if hits == cfg.Stop {
-				return PermResult{Observed: obs, P: float64(hits) / float64(draw), Draws: draw}, nil
-			}
-		}
-	}
-	return PermResult{Observed: obs, P: float64(hits+1) / float64(cfg.Max+1), Draws: cfg.Max}, nil
+	return permute(Blocks(x, nx), Blocks(y, ny), statistic, cfg, rng), nil
 }
 
 // Blocks cuts s into n runs of consecutive values whose lengths differ by at
@@ -129,73 +81,76 @@ func Blocks(s []float64, n int) [][]float64 {
 	return out
 }
 
-// blockPermutationTest is PermutationTest over whole blocks: every draw
-// gives x as many of the pooled blocks as it had, chosen at random. The
-// groups' sizes then vary by a few values between draws, which the
-// statistic (a quantile) does not mind. As in PermutationTest the pooled
-// values are sorted once, each remembering its block, and each draw reads
-// both groups off them in order: O(n1+n2) a draw.
-func blockPermutationTest(x, y []float64, statistic func(sorted []float64) float64, cfg PermutationConfig, rng *rand.Rand) (PermResult, error) {
-	sx, sy := slices.Clone(x), slices.Clone(y)
+// permute is the permutation test over units, the blocks of x and of y (a
+// unit of one value each for the plain test): every draw gives x as many
+// units as it had, chosen at random. With blocks the groups' sizes vary by
+// a few values between draws, which a quantile does not mind. The pooled
+// values are sorted once, each remembering its unit; each draw marks a
+// uniform random subset of the fewer units (a partial Fisher-Yates shuffle
+// of idx, which need not be reset) and reads both groups off the sorted
+// values in order: O(n1+n2) a draw, no sorting.
+func permute(ux, uy [][]float64, statistic func(sorted []float64) float64, cfg PermutationConfig, rng *rand.Rand) PermResult {
+	var sx, sy []float64
+	for _, u := range ux {
+		sx = append(sx, u...)
+	}
+	for _, u := range uy {
+		sy = append(sy, u...)
+	}
 	slices.Sort(sx)
 	slices.Sort(sy)
 	obs := statistic(sy) - statistic(sx)
 	t0 := math.Abs(obs)
+	// Equal splits can differ in the last bits of an interpolated
+	// statistic; they must count as "at least as extreme".
 	tol := 1e-9 * t0
 
 	type tagged struct {
-		v     float64
-		block int
+		v    float64
+		unit int
 	}
-	pooled := make([]tagged, 0, len(x)+len(y))
-	nx := 0
-	for gi, s := range [][]float64{x, y} {
-		bs := Blocks(s, cfg.Blocks)
-		if gi == 0 {
-			nx = len(bs)
-		}
-		for _, b := range bs {
-			id := len(pooled)
-			if len(pooled) > 0 {
-				id = pooled[len(pooled)-1].block + 1
-			}
-			for _, v := range b {
-				pooled = append(pooled, tagged{v, id})
-			}
+	units := append(slices.Clone(ux), uy...)
+	pooled := make([]tagged, 0, len(sx)+len(sy))
+	for id, u := range units {
+		for _, v := range u {
+			pooled = append(pooled, tagged{v, id})
 		}
 	}
-	nblocks := pooled[len(pooled)-1].block + 1
 	slices.SortFunc(pooled, func(a, b tagged) int { return cmp.Compare(a.v, b.v) })
-	idx := make([]int, nblocks)
+	k, markX := len(ux), true
+	if len(uy) < k {
+		k, markX = len(uy), false
+	}
+	idx := make([]int, len(units))
 	for i := range idx {
 		idx[i] = i
 	}
-	inX := make([]bool, nblocks)
+	mark := make([]bool, len(units))
 	gx, gy := make([]float64, 0, len(pooled)), make([]float64, 0, len(pooled))
 	hits := 0
 	for draw := 1; draw <= cfg.Max; draw++ {
-		for i := range nx {
+		for i := range k {
 			j := i + rng.IntN(len(idx)-i)
 			idx[i], idx[j] = idx[j], idx[i]
-			inX[idx[i]] = true
+			mark[idx[i]] = true
 		}
 		gx, gy = gx[:0], gy[:0]
 		for _, t := range pooled {
-			if inX[t.block] {
+			if mark[t.unit] == markX {
 				gx = append(gx, t.v)
 			} else {
 				gy = append(gy, t.v)
 			}
 		}
-		for _, i := range idx[:nx] {
-			inX[i] = false
+		for _, i := range idx[:k] {
+			mark[i] = false
 		}
 		if math.Abs(statistic(gy)-statistic(gx)) >= t0-tol {
 			hits++
 			if hits == cfg.Stop {
-				return PermResult{Observed: obs, P: float64(hits) / float64(draw), Draws: draw}, nil
+				return PermResult{Observed: obs, P: float64(hits) / float64(draw), Draws: draw}
 			}
 		}
 	}
-	return PermResult{Observed: obs, P: float64(hits+1) / float64(cfg.Max+1), Draws: cfg.Max}, nil
+	return PermResult{Observed: obs, P: float64(hits+1) / float64(cfg.Max+1), Draws: cfg.Max}
 }
