@@ -162,7 +162,10 @@ func TestExecuteURL(t *testing.T) {
 				t.Errorf("cell %s level %d: counts %d/%d/%d/%d, raw data %d/%d/%d/%d", c.Name, li, got.Completed, got.Failed, got.TotalInputTokens, got.TotalOutputTokens,
 					want.Completed, want.Failed, want.TotalInputTokens, want.TotalOutputTokens)
 			}
-			if got.ITL.Median <= 0 {
+			// Chunks are stamped per read: on a loaded host several tokens of
+			// tiny-llama (1.4 ms apart) arrive in one read, so the pooled
+			// median gap can be 0; the largest cannot.
+			if got.ITL.Max <= 0 {
 				t.Errorf("cell %s level %d: no ITL", c.Name, li)
 			}
 			if math.Abs(l.OutputTokSPerGPU-got.OutputThroughput/2) > 1e-9 {
