@@ -148,6 +148,7 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 		Config:        cfg,
 		ConfigID:      cfg.ID(),
 		Workload:      w.Name,
+		ServeArgs:     w.LoRAArgs(),
 		EngineVersion: versionOr(t.EngineVersion),
 		GPU:           trial.GPUIdentity{Name: t.GPU.Name, Count: t.GPUCount, MemoryGiB: t.GPU.MemoryGiB},
 		VRAMSource:    "engine-metrics",

@@ -267,12 +267,15 @@ type Result struct {
 	Config        spaces.Config `json:"config"`
 	ConfigID      string        `json:"config_id"`
 	Workload      string        `json:"workload"`
-	EngineVersion string        `json:"engine_version,omitempty"`
-	GPU           GPUIdentity   `json:"gpu"`
-	Status        Status        `json:"status"`
-	Failure       FailureClass  `json:"failure,omitempty"`
-	Error         string        `json:"error,omitempty"`
-	Levels        []Level       `json:"levels,omitempty"`
+	// ServeArgs are the engine arguments the workload needs beyond the
+	// config's flags (its LoRA adapters): a recommendation must carry them.
+	ServeArgs     []string     `json:"serve_args,omitempty"`
+	EngineVersion string       `json:"engine_version,omitempty"`
+	GPU           GPUIdentity  `json:"gpu"`
+	Status        Status       `json:"status"`
+	Failure       FailureClass `json:"failure,omitempty"`
+	Error         string       `json:"error,omitempty"`
+	Levels        []Level      `json:"levels,omitempty"`
 	// Primary indexes Levels: the level the objectives are read from (the
 	// fixed level, or the SLO capacity found in capacity mode).
 	Primary  int     `json:"primary"`

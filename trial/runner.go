@@ -201,7 +201,7 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Re
 	defer r.mu.Unlock()
 	t0 := time.Now()
 	res = Result{SchemaVersion: ResultVersion, Config: cfg, ConfigID: cfg.ID(), Workload: w.Name,
-		GPU: r.cfg.GPUIdentity, VRAMSource: "none"}
+		ServeArgs: w.LoRAArgs(), GPU: r.cfg.GPUIdentity, VRAMSource: "none"}
 	defer func() { res.Phases.TotalS = time.Since(t0).Seconds() }()
 	interrupted := func(cause error) (Result, error) {
 		res.Status, res.Failure, res.Error = StatusFailed, FailInterrupted, cause.Error()
@@ -246,7 +246,7 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Re
 	var eng *Engine
 	for attempt := 0; ; attempt++ {
 		eng, err = StartEngine(ctx, EngineConfig{
-			Command: r.cfg.Command, Flags: slices.Concat(cfg.Flags(), w.LoRAArgs(), r.cfg.ExtraArgs), Host: r.cfg.Host, Port: r.cfg.Port,
+			Command: r.cfg.Command, Flags: slices.Concat(cfg.Flags(), res.ServeArgs, r.cfg.ExtraArgs), Host: r.cfg.Host, Port: r.cfg.Port,
 			LogPath: res.LogPath, Env: r.cfg.Env, StopGrace: r.cfg.StopGrace, Logger: r.log, MaxLogBytes: r.cfg.MaxLogBytes,
 		})
 		if err != nil {

@@ -3,6 +3,7 @@ package tuner
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/vllm-tuner/tuner/spaces"
@@ -206,7 +207,8 @@ func BuildRecommendation(in RecommendInput) (Recommendation, error) {
 			}
 		}
 	}
-	doc.Flags = best.Config.Flags()
+	serve := serveArgs(in.Trials, best.ConfigID)
+	doc.Flags = slices.Concat(best.Config.Flags(), serve)
 	doc.Command = ShellJoin(append([]string{"vllm", "serve", doc.Model}, doc.Flags...))
 	// The YAML must mean the measured config on the study's vLLM: its
 	// --config loader decides what a false boolean becomes.
@@ -215,6 +217,9 @@ func BuildRecommendation(in RecommendInput) (Recommendation, error) {
 		doc.EngineVersion = spaces.DefaultEngineVersion
 	}
 	doc.YAML, doc.yamlErr = best.Config.YAMLFor(doc.EngineVersion)
+	if doc.yamlErr == nil && len(serve) > 0 {
+		doc.YAML += "# and on the command line, what the workload's adapters need: " + ShellJoin(serve) + "\n"
+	}
 	return doc, nil
 }
 
@@ -242,6 +247,17 @@ func (r Recommendation) Format(format string) (string, error) {
 			VRAMText(best.VRAM.Median, best.VRAMEstimated), r.newest, r.YAML), nil
 	}
 	return "", Usagef("--format %q: want flags, command, yaml or json", format)
+}
+
+// serveArgs are the engine arguments the trials of a config ran with beyond
+// its flags (a workload's LoRA adapters), from its newest measured trial.
+func serveArgs(trials []Trial, configID string) []string {
+	for i := len(trials) - 1; i >= 0; i-- {
+		if t := trials[i]; t.ConfigID == configID && t.Result != nil && len(t.Result.ServeArgs) > 0 {
+			return t.Result.ServeArgs
+		}
+	}
+	return nil
 }
 
 // VRAMText is a VRAM figure with an estimate spelled out.
