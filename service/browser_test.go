@@ -73,10 +73,18 @@ func newBrowser(t *testing.T, browser, dir string) (context.Context, func(string
 // $TUNER_SCREENSHOT when set, for the README).
 func TestDashboardInBrowser(t *testing.T) {
 	browser := findBrowser(t)
-	e := newEnv(t, "", Config{}, true)
+	// With a token and no public reads: every call of the page, the event
+	// stream and the chart included, must carry it.
+	const token = "s3cret-t0ken"
+	e := newEnv(t, "", Config{Token: token}, true)
 	dir := t.TempDir()
 	ctx, text, poll := newBrowser(t, browser, dir)
 	err := chromedp.Do(ctx,
+		chromedp.Navigate(e.ts.URL+"/"),
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := chromedp.Evaluate[bool](`(localStorage.setItem("tuner-token", "`+token+`"), true)`)(ctx, tg)
+			return err
+		}),
 		chromedp.Navigate(e.ts.URL+"/"),
 		chromedp.WaitVisible(chromedp.CSS(`#jobform`)),
 		chromedp.SetValue(chromedp.CSS(`input[name=model]`), testModel),
@@ -128,7 +136,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, out := e.do(t, "GET", "/api/v1/studies/"+js[0].Study+"/front", "", "")
+	code, out := e.do(t, "GET", "/api/v1/studies/"+js[0].Study+"/front", token, "")
 	if code != 200 {
 		t.Fatalf("front: %d %s", code, out)
 	}

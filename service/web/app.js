@@ -3,7 +3,8 @@
 const $ = (s, el = document) => el.querySelector(s);
 const tokenInput = $("#token");
 tokenInput.value = localStorage.getItem("tuner-token") || "";
-tokenInput.addEventListener("change", () => localStorage.setItem("tuner-token", tokenInput.value));
+// A new token: reload, so that the event stream and the chart use it.
+tokenInput.addEventListener("change", () => { localStorage.setItem("tuner-token", tokenInput.value); location.reload(); });
 
 async function api(path, opts = {}) {
   const headers = Object.assign({}, opts.headers || {});
@@ -80,10 +81,43 @@ $("#jobform").addEventListener("submit", async (ev) => {
 });
 
 let refreshTimer = null;
+// onEvent calls fn with each "progress" event's data. EventSource cannot
+// send the bearer token, so with a token the stream is read with fetch and
+// its "event:"/"data:" lines split here (a few lines: the server sends one
+// data line per event); reconnects after a second either way.
+function onEvent(fn) {
+  if (!tokenInput.value) {
+    new EventSource("/api/v1/events").addEventListener("progress", (m) => fn(m.data));
+    return;
+  }
+  (async () => {
+    for (;;) {
+      try {
+        const r = await fetch("/api/v1/events", { headers: { Authorization: "Bearer " + tokenInput.value } });
+        if (!r.ok) throw new Error(r.statusText);
+        const rd = r.body.getReader(), dec = new TextDecoder();
+        let buf = "", ev = "", data = "";
+        for (;;) {
+          const { value, done } = await rd.read();
+          if (done) break;
+          buf += dec.decode(value, { stream: true });
+          let i;
+          while ((i = buf.indexOf("\n")) >= 0) {
+            const line = buf.slice(0, i).replace(/\r$/, "");
+            buf = buf.slice(i + 1);
+            if (line === "") { if (ev === "progress" && data) fn(data); ev = ""; data = ""; }
+            else if (line.startsWith("event:")) ev = line.slice(6).trim();
+            else if (line.startsWith("data:")) data += line.slice(5).replace(/^ /, "");
+          }
+        }
+      } catch (e) { /* the service restarted or the token changed: retry */ }
+      await new Promise((res) => setTimeout(res, 1000));
+    }
+  })();
+}
 function listen() {
-  const es = new EventSource("/api/v1/events");
-  es.addEventListener("progress", (m) => {
-    const e = JSON.parse(m.data);
+  onEvent((raw) => {
+    const e = JSON.parse(raw);
     // A state-only event (queued, study chosen, done) keeps the last
     // progress figures.
     const upd = e.phase ? e : { state: e.state, study: e.study, error: e.error };
@@ -160,7 +194,16 @@ async function showStudy(id) {
   for (const c of front.front) byLabel["config " + c.config_id] = c;
   const fr = $("#front");
   fr.onload = () => hookChart(fr, byLabel);
-  fr.src = `/api/v1/studies/${encodeURIComponent(id)}/front.html`;
+  const chartURL = `/studies/${encodeURIComponent(id)}/front.html`;
+  if (tokenInput.value) {
+    // An iframe's own request cannot carry the bearer token: fetch the page
+    // with it and show it in place (ECharts is inlined, same origin).
+    fr.removeAttribute("src");
+    fr.srcdoc = await api(chartURL);
+  } else {
+    fr.removeAttribute("srcdoc");
+    fr.src = "/api/v1" + chartURL;
+  }
   fr.dataset.frontSize = front.front.length;
   studyID = id;
   offset = 0;
