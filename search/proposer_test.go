@@ -310,3 +310,14 @@ func TestSetPending(t *testing.T) {
 		})
 	}
 }
+
+func TestLiarValue(t *testing.T) {
+	for _, tc := range []struct {
+		told []float64
+		want float64
+	}{{[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 3}, {[]float64{-2, 7, 7}, 7}} {
+		if got := liarValue(tc.told); got != tc.want {
+			t.Errorf("liarValue(%v) = %v, want %v", tc.told, got, tc.want)
+		}
+	}
+}
