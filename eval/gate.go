@@ -154,6 +154,9 @@ func MeasureGate(ctx context.Context, cfg GateEvalConfig) (*GateEval, error) {
 			return rep, fmt.Errorf("pair %d base: %w", p, err)
 		}
 		rep.RunWall, rep.Requests = append(rep.RunWall, wall), append(rep.Requests, n)
+		if err := recordRun(cfg.Record, base, p, 0); err != nil {
+			return rep, err
+		}
 		for ci, s := range conds {
 			seed++
 			next, wall, n, err := benchOnce(ctx, cfg, fmt.Sprintf("new%d-x%g", p, s), s, seed)
@@ -161,9 +164,6 @@ func MeasureGate(ctx context.Context, cfg GateEvalConfig) (*GateEval, error) {
 				return rep, fmt.Errorf("pair %d slowdown %g: %w", p, s, err)
 			}
 			rep.RunWall, rep.Requests = append(rep.RunWall, wall), append(rep.Requests, n)
-			if err := recordRun(cfg.Record, base, p, 0); err != nil {
-				return rep, err
-			}
 			if err := recordRun(cfg.Record, next, p, s); err != nil {
 				return rep, err
 			}

@@ -3,6 +3,7 @@ package eval
 import (
 	"context"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -49,9 +50,21 @@ func TestMeasureGate(t *testing.T) {
 	m.Cells[0].Workload.Duration = 3 * time.Second
 	cfg := gate.DefaultConfig()
 	cfg.Threshold = 0.02
-	rep, err := MeasureGate(context.Background(), GateEvalConfig{Start: simStart(t), Matrix: m, Pairs: 1, Slowdowns: []float64{1.27}, Gate: cfg})
+	dir := t.TempDir()
+	rep, err := MeasureGate(context.Background(), GateEvalConfig{Start: simStart(t), Matrix: m, Pairs: 1, Slowdowns: []float64{1.27}, Gate: cfg, Record: dir})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The recorded runs score the same without benchmarking again.
+	again, err := ReplayGate(dir, 1, []float64{1.27}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(again.Conditions, rep.Conditions) {
+		t.Errorf("replayed conditions %+v, measured %+v", again.Conditions, rep.Conditions)
+	}
+	if _, err := ReplayGate(dir, 2, []float64{1.27}, cfg); err == nil || !strings.Contains(err.Error(), "base1.json") {
+		t.Errorf("replay of a pair never recorded: %v", err)
 	}
 	if len(rep.Conditions) != 2 || rep.Conditions[0].Slowdown != 1 || rep.Conditions[1].Slowdown != 1.27 {
 		t.Fatalf("conditions %+v", rep.Conditions)
