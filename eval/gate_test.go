@@ -2,7 +2,6 @@ package eval
 
 import (
 	"context"
-	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/vllm-tuner/tuner/bench"
 	"github.com/vllm-tuner/tuner/gate"
 	"github.com/vllm-tuner/tuner/sim"
+	"github.com/vllm-tuner/tuner/tuner"
 )
 
 // simStart serves the simulator in-process at real time on a free port.
@@ -21,16 +21,8 @@ func simStart(t *testing.T) GateStart {
 			return "", nil, err
 		}
 		o.Host, o.Port, o.StartupScale, o.Slowdown, o.Seed = "127.0.0.1", 0, 0, slowdown, seed
-		sctx, cancel := context.WithCancel(ctx)
-		ready, done := make(chan string, 1), make(chan error, 1)
-		go func() { done <- sim.Serve(sctx, o, io.Discard, sim.OnReady(func(a string) { ready <- a })) }()
-		select {
-		case a := <-ready:
-			return "http://" + a, func() { cancel(); <-done }, nil
-		case err := <-done:
-			cancel()
-			return "", nil, err
-		}
+		base, stop, _, err := tuner.StartSim(ctx, o)
+		return base, stop, err
 	}
 }
 
