@@ -215,14 +215,6 @@ func (s *studySnap) judge(slo trial.SLO, k float64) *judgement {
 	return newJudgement(s, slo, k, nil, 0)
 }
 
-// configOf is the config a trial counts for (as tuner.Aggregate groups).
-func configOf(t *tuner.Trial) string {
-	if t.ConfigID != "" {
-		return t.ConfigID
-	}
-	return t.Config.ID()
-}
-
 // newJudgement aggregates the trials of s. With prev (the judgement of
 // the first keep trials, which have not changed since) only the configs of
 // the later trials are aggregated again: a candidate depends on its own
@@ -233,7 +225,7 @@ func newJudgement(s *studySnap, slo trial.SLO, k float64, prev *judgement, keep 
 	touched := map[string]bool{}
 	if prev != nil {
 		for i := keep; i < len(s.trials); i++ {
-			touched[configOf(&s.trials[i])] = true
+			touched[s.trials[i].ConfigKey()] = true
 		}
 	}
 	sub := s.trials
@@ -243,7 +235,7 @@ func newJudgement(s *studySnap, slo trial.SLO, k float64, prev *judgement, keep 
 	first := map[string]int{}
 	for i := range s.trials {
 		t := &s.trials[i]
-		id := configOf(t)
+		id := t.ConfigKey()
 		if prev != nil {
 			if !touched[id] {
 				continue

@@ -301,9 +301,7 @@ func (l *Loop) replay(hist []Trial) []Trial {
 	finished := map[string]bool{}
 	for i := range hist {
 		t := &hist[i]
-		if t.ConfigID == "" {
-			t.ConfigID = t.Config.ID()
-		}
+		t.ConfigID = t.ConfigKey()
 		if t.State.Finished() {
 			finished[t.ConfigID] = true
 		}

@@ -140,10 +140,7 @@ func Aggregate(trials []Trial, slo trial.SLO, m Metrics, k float64) []Candidate 
 		if !t.State.Finished() || t.Result == nil {
 			continue
 		}
-		id := t.ConfigID
-		if id == "" {
-			id = t.Config.ID()
-		}
+		id := t.ConfigKey()
 		a := byID[id]
 		if a == nil {
 			a = &acc{c: Candidate{ConfigID: id, Config: t.Config}, slo: map[string][]float64{}}

@@ -181,9 +181,7 @@ func (l *Loop) sync(ctx context.Context, prog progress, show bool) ([]Trial, err
 	var running []Trial
 	for i := range hist {
 		t := hist[i]
-		if t.ConfigID == "" {
-			t.ConfigID = t.Config.ID()
-		}
+		t.ConfigID = t.ConfigKey()
 		if t.State == StateRunning {
 			running = append(running, t)
 			continue

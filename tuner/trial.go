@@ -67,6 +67,15 @@ type Trial struct {
 	Worker   string        `json:"worker,omitempty"` // who ran it, in a shared study
 }
 
+// ConfigKey is the ID of the config the trial measured: ConfigID, or
+// derived from Config for records written without it.
+func (t *Trial) ConfigKey() string {
+	if t.ConfigID != "" {
+		return t.ConfigID
+	}
+	return t.Config.ID()
+}
+
 // Verdict is the short form shown in progress lines: ok, unstable,
 // failed:<class> or interrupted.
 func (t Trial) Verdict() string {
