@@ -67,12 +67,12 @@ func PermutationTest(x, y []float64, statistic func(sorted []float64) float64, c
 	if cfg.Blocks > 1 {
 		nx, ny = cfg.Blocks, cfg.Blocks
 	}
-	return permute(Blocks(x, nx), Blocks(y, ny), statistic, cfg, rng), nil
+	return permute(blocks(x, nx), blocks(y, ny), statistic, cfg, rng), nil
 }
 
-// Blocks cuts s into n runs of consecutive values whose lengths differ by at
+// blocks cuts s into n runs of consecutive values whose lengths differ by at
 // most one (fewer when s is shorter than n).
-func Blocks(s []float64, n int) [][]float64 {
+func blocks(s []float64, n int) [][]float64 {
 	n = min(n, len(s))
 	out := make([][]float64, 0, n)
 	for i := range n {

@@ -98,7 +98,7 @@ func TestBlocks(t *testing.T) {
 		n    int
 		want []int
 	}{{1, []int{7}}, {3, []int{2, 2, 3}}, {7, []int{1, 1, 1, 1, 1, 1, 1}}, {10, []int{1, 1, 1, 1, 1, 1, 1}}} {
-		b := Blocks(s, tc.n)
+		b := blocks(s, tc.n)
 		var got []int
 		total := 0.0
 		for _, x := range b {
@@ -108,7 +108,7 @@ func TestBlocks(t *testing.T) {
 			}
 		}
 		if !slices.Equal(got, tc.want) || total != 28 {
-			t.Errorf("Blocks(7 values, %d): sizes %v sum %v, want %v sum 28", tc.n, got, total, tc.want)
+			t.Errorf("blocks(7 values, %d): sizes %v sum %v, want %v sum 28", tc.n, got, total, tc.want)
 		}
 	}
 }
