@@ -87,7 +87,17 @@ type ProposerConfig struct {
 	// RefineRounds is the number of rounds in which the best screened
 	// candidates are mutated and the mutants scored (default 2; negative:
 	// none).
-	RefineRounds  int
+	RefineRounds int
+	// FeasibleThreshold is a chance constraint on the screened pool: while
+	// any candidate is predicted to meet the SLO with at least this
+	// probability, candidates below it are passed over (default 0.6;
+	// negative: none). Expected improvement x P(feasible) alone kept
+	// choosing configs far past a bound (TTFT at max_num_seqs below the
+	// client count) whose optimistic hypervolume outweighed their odds.
+	FeasibleThreshold float64
+	// BisectEvery makes every n-th ask a boundary bisection (default 3;
+	// negative: never): see Proposer.bisect.
+	BisectEvery   int
 	StartupTrials int // TPE: random trials before modelling (default 8)
 	EICandidates  int // TPE: candidates per suggestion (default 24; 8 for screening pools)
 	MaxAttempts   int // draws per returned candidate before ErrExhausted (default 64)
@@ -97,20 +107,22 @@ type ProposerConfig struct {
 // DefaultProposerConfig returns the defaults (Space still to be set).
 func DefaultProposerConfig() ProposerConfig {
 	return ProposerConfig{
-		Sampler:          SamplerTPE,
-		Objectives:       store.DefaultObjectives(""),
-		SamplerMinWeight: 1,
-		Candidates:       256,
-		MinScreenHistory: 2,
-		RefitEvery:       1,
-		RefitGrowth:      0.04,
-		RandomFraction:   0.1,
-		MutationFraction: 0.6,
-		Optimism:         1,
-		RefineRounds:     2,
-		StartupTrials:    8,
-		EICandidates:     24,
-		MaxAttempts:      64,
+		Sampler:           SamplerTPE,
+		Objectives:        store.DefaultObjectives(""),
+		SamplerMinWeight:  1,
+		Candidates:        256,
+		MinScreenHistory:  2,
+		RefitEvery:        1,
+		RefitGrowth:       0.04,
+		RandomFraction:    0.1,
+		MutationFraction:  0.6,
+		Optimism:          1,
+		RefineRounds:      2,
+		FeasibleThreshold: 0.6,
+		BisectEvery:       3,
+		StartupTrials:     8,
+		EICandidates:      24,
+		MaxAttempts:       64,
 	}
 }
 
@@ -164,6 +176,17 @@ func (c *ProposerConfig) fill() error {
 		c.RefineRounds = d.RefineRounds
 	}
 	c.RefineRounds = max(0, c.RefineRounds)
+	if c.FeasibleThreshold == 0 {
+		c.FeasibleThreshold = d.FeasibleThreshold
+	}
+	if c.FeasibleThreshold > 1 {
+		return fmt.Errorf("%w: feasible threshold %v > 1", ErrConfig, c.FeasibleThreshold)
+	}
+	c.FeasibleThreshold = max(0, c.FeasibleThreshold)
+	if c.BisectEvery == 0 {
+		c.BisectEvery = d.BisectEvery
+	}
+	c.BisectEvery = max(0, c.BisectEvery)
 	if c.StartupTrials <= 0 {
 		c.StartupTrials = d.StartupTrials
 	}
@@ -270,6 +293,13 @@ func (p *Proposer) Ask(ctx context.Context) (spaces.Config, error) {
 	}
 	sc := p.scalariser()
 	screen := p.cfg.Scorer != nil && p.usable() >= p.cfg.MinScreenHistory
+	if screen && p.cfg.BisectEvery > 0 && p.asks%p.cfg.BisectEvery == 0 {
+		if c, ok := p.bisect(sc); ok {
+			p.cfg.Logger.Debug("boundary bisection", "config", c.ID())
+			p.pending[c.ID()] = c
+			return c, nil
+		}
+	}
 	n := 1
 	if screen {
 		n = p.cfg.Candidates
@@ -617,7 +647,8 @@ func (p *Proposer) screen(ctx context.Context, pool []spaces.Config, sc scalaris
 		}
 		pool, scores = append(pool, mutants...), append(scores, ms...)
 	}
-	if i := best(scores); i >= 0 {
+	if i := best(scores, p.cfg.FeasibleThreshold); i >= 0 {
+		p.cfg.Logger.Debug("screened", "config", pool[i].ID(), "hvi", scores[i].hvi, "p_feasible", scores[i].pf, "pool", len(pool))
 		return pool[i]
 	}
 	return pool[0]

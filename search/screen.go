@@ -45,8 +45,9 @@ var _ Scorer = ScorerFunc(nil)
 // worst point of the history is 1 in every coordinate).
 const hvRef = 1.1
 
-// acqScore is a candidate's acquisition value: hvi first, tie second.
-type acqScore struct{ hvi, tie float64 }
+// acqScore is a candidate's acquisition value: hvi first, tie second; pf
+// is its probability of being feasible.
+type acqScore struct{ hvi, tie, pf float64 }
 
 func (a acqScore) better(b acqScore) bool {
 	return a.hvi > b.hvi || (a.hvi == b.hvi && a.tie > b.tie)
@@ -92,18 +93,31 @@ func acquisition(preds []Prediction, front [][]float64, sc scalariser, k float64
 			cheb = math.Max(cheb, sc.weights[j]*x)
 			sum += sc.weights[j] * x
 		}
-		out[i] = acqScore{hvi: hvi, tie: pf * (failScore - (cheb + parEGORho*sum))}
+		out[i] = acqScore{hvi: hvi, tie: pf * (failScore - (cheb + parEGORho*sum)), pf: pf}
 	}
 	return out
 }
 
-// best returns the index of the best score (-1 for none).
-func best(scores []acqScore) int {
+// best returns the index of the best score (-1 for none) among those
+// predicted feasible with probability >= tau, or among all when none is.
+func best(scores []acqScore, tau float64) int {
 	b := -1
 	for i, s := range scores {
 		if b < 0 || s.better(scores[b]) {
 			b = i
 		}
+	}
+	if b < 0 || scores[b].pf >= tau {
+		return b
+	}
+	sure := -1
+	for i, s := range scores {
+		if s.pf >= tau && (sure < 0 || s.better(scores[sure])) {
+			sure = i
+		}
+	}
+	if sure >= 0 {
+		return sure
 	}
 	return b
 }

@@ -86,7 +86,7 @@ func NewSurrogateScorer(space *spaces.Space, w trial.Workload, objs pareto.Objec
 		}
 		o, ok := known[metric]
 		if !ok {
-			o = surrogate.Objective{Name: strings.ReplaceAll(metric, ":", "_"), Metric: metric, Transform: "log"}
+			o = surrogate.ObjectiveFor(metric)
 		}
 		sobjs = append(sobjs, o)
 		return len(sobjs) - 1

@@ -80,6 +80,9 @@ var contextSources = []struct{ source, kind string }{
 	{"derived:est_tpot_ms", KindLog},       // est step time (the decode interval)
 	{"derived:est_vram_gib", KindNum},      // util x HBM x GPUs used
 	{"derived:prefill_ms_per_1k", KindLog}, // compute time of 1k prompt tokens per replica
+	{"derived:est_queue_ms", KindNum},      // wait for a sequence slot when the load exceeds max_num_seqs
+	{"derived:est_ttft_ms", KindLog},       // slot wait + the prefill of a p90 prompt in max_num_batched_tokens chunks
+	{"derived:est_e2el_ms", KindLog},       // est TTFT + mean output x est TPOT
 }
 
 var knownSources = func() map[string]string {
@@ -549,6 +552,12 @@ func (e *Encoder) contextValue(f *Feature, d *derived) float64 {
 			x = d.vramGiB
 		case "derived:prefill_ms_per_1k":
 			x = d.prefill1kMS
+		case "derived:est_queue_ms":
+			x = d.queueMS
+		case "derived:est_ttft_ms":
+			x = d.ttftMS
+		case "derived:est_e2el_ms":
+			x = d.e2elMS
 		}
 	}
 	if f.Kind == KindLog {
@@ -577,6 +586,8 @@ type derived struct {
 	kvBPT, kvTokens, batch float64
 	stepMS, tps, vramGiB   float64
 	prefill1kMS            float64
+	queueMS, ttftMS        float64
+	e2elMS                 float64
 }
 
 func cfgOr(cfg spaces.Config, name string, def float64) float64 {
@@ -640,5 +651,30 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 		d.tps = math.Min(d.tps, c.Rate*outMean)
 	}
 	d.prefill1kMS = 1000 * perTokFlops / math.Max(flops, 1) * 1000
+
+	// TTFT: the wait for a free sequence slot, then the prompt's prefill in
+	// chunks of what the step's token budget leaves beside the decodes.
+	// The slot wait is what makes an SLO on TTFT a cliff in max_num_seqs:
+	// a closed loop of C clients on S < C slots keeps C - S requests
+	// waiting, and a slot frees every (output tokens x step) / S.
+	inflight := 0.0
+	switch {
+	case c.Concurrency > 0:
+		inflight = c.Concurrency / d.dp
+	case c.Rate > 0:
+		inflight = c.Rate / d.dp * outMean * s
+	}
+	turnover := outMean * s * 1000 / capacity // ms between slot releases
+	d.queueMS = math.Max(0, inflight-capacity) * turnover
+	budget := cfgOr(cfg, "max_num_batched_tokens", 8192)
+	chunk := math.Max(16, budget-d.batch)
+	prompt := math.Max(1, c.PromptP90)
+	if cfg.Has("enable_chunked_prefill") && !cfg.Bool("enable_chunked_prefill") {
+		chunk = prompt // a whole prompt per step, or none
+	}
+	steps := math.Ceil(prompt / chunk)
+	perChunkMS := math.Min(chunk, prompt) * perTokFlops / math.Max(flops, 1) * 1000
+	d.ttftMS = d.queueMS + steps*(d.stepMS+perChunkMS)
+	d.e2elMS = d.ttftMS + outMean*d.stepMS
 	return d
 }

@@ -245,3 +245,61 @@ func FuzzSchema(f *testing.F) {
 		}
 	})
 }
+
+// The TTFT estimate carries the two effects an SLO on TTFT turns into
+// cliffs: requests wait for a sequence slot once a closed loop has more
+// clients than max_num_seqs, and a smaller token budget splits a prompt's
+// prefill over more steps.
+func TestDerivedTTFT(t *testing.T) {
+	tg := mustTarget(t, "Llama-3.1-8B", "H100", 1)
+	space := resolved(t, tg)
+	s := NewSchema(space)
+	w := chatWorkload(100) // closed loop of 64
+	enc := s.Encoder(tg, w)
+	at := func(seqs, budget int, chunked bool) (queue, ttft, e2el float64) {
+		t.Helper()
+		c, err := space.Normalize(spaces.NewConfig(map[string]spaces.Value{
+			"max_num_seqs":           spaces.IntValue(seqs),
+			"max_num_batched_tokens": spaces.IntValue(budget),
+			"enable_chunked_prefill": spaces.BoolValue(chunked),
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := enc.Encode(c)
+		return x[s.Index("derived.est_queue_ms")], math.Exp(x[s.Index("derived.est_ttft_ms")]), math.Exp(x[s.Index("derived.est_e2el_ms")])
+	}
+	cases := []struct {
+		name              string
+		seqs, budget      int
+		chunked           bool
+		queued            bool
+		moreStepsThanBase bool
+	}{
+		{"slots for every client", 128, 8192, true, false, false},
+		{"exactly enough slots", 64, 8192, true, false, false},
+		{"fewer slots than clients", 32, 8192, true, true, false},
+		{"small token budget", 128, 512, true, false, true},
+		{"small budget without chunking", 128, 512, false, false, false},
+	}
+	_, base, _ := at(128, 8192, true)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			q, ttft, e2el := at(c.seqs, c.budget, c.chunked)
+			if (q > 0) != c.queued {
+				t.Errorf("queue %v ms, want queued=%v", q, c.queued)
+			}
+			if got := ttft > base*1.5; got != (c.queued || c.moreStepsThanBase) {
+				t.Errorf("TTFT %v ms against %v ms with all slots and a large budget", ttft, base)
+			}
+			if e2el <= ttft {
+				t.Errorf("E2EL %v <= TTFT %v", e2el, ttft)
+			}
+		})
+	}
+	// Half the slots of the clients: about one slot turnover of waiting.
+	q, _, _ := at(32, 8192, true)
+	if q < 100 || q > 60000 {
+		t.Errorf("queue %v ms for 64 clients on 32 slots", q)
+	}
+}

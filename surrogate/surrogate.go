@@ -44,8 +44,9 @@ func DefaultObjectives() []Objective {
 // ObjectiveFor returns the objective that predicts a trial metric, with the
 // roofline baseline that suits it: throughput against
 // derived.est_output_tps, TPOT/ITL against derived.est_tpot_ms, peak VRAM
-// against derived.est_vram_gib; other positive metrics (TTFT, E2EL, request
-// rates) are learnt as plain logs; goodput and error rate, which are often
+// against derived.est_vram_gib, TTFT against derived.est_ttft_ms (slot wait
+// + chunked prefill), E2EL against derived.est_e2el_ms; other positive
+// metrics (request rates) are learnt as plain logs; goodput and error rate, which are often
 // 0, untransformed. The name is the metric with ':' replaced.
 func ObjectiveFor(metric string) Objective {
 	o := Objective{Name: strings.NewReplacer(":", "_", "=", "_", " ", "_").Replace(metric), Metric: metric, Transform: "log"}
@@ -54,6 +55,10 @@ func ObjectiveFor(metric string) Objective {
 		o.Baseline = "derived.est_output_tps"
 	case strings.HasPrefix(metric, "tpot_") || strings.HasPrefix(metric, "itl_"):
 		o.Baseline = "derived.est_tpot_ms"
+	case strings.HasPrefix(metric, "ttft_"):
+		o.Baseline = "derived.est_ttft_ms"
+	case strings.HasPrefix(metric, "e2el_"):
+		o.Baseline = "derived.est_e2el_ms"
 	case metric == "peak_vram_gib" || metric == "vram":
 		o.Baseline = "derived.est_vram_gib"
 	case metric == "request_goodput" || metric == "goodput" || metric == "error_rate":

@@ -332,8 +332,10 @@ func TestObjectiveFor(t *testing.T) {
 			t.Errorf("%s: %+v, default objective %+v", o.Metric, got, o)
 		}
 	}
-	if o := ObjectiveFor("ttft_p99"); o.Transform != "log" || o.Baseline != "" || o.Name != "ttft_p99" {
-		t.Errorf("ttft_p99: %+v", o)
+	for metric, baseline := range map[string]string{"ttft_p99": "derived.est_ttft_ms", "e2el_p90": "derived.est_e2el_ms", "request_throughput": ""} {
+		if o := ObjectiveFor(metric); o.Transform != "log" || o.Baseline != baseline || o.Name != metric {
+			t.Errorf("%s: %+v, want a log-ratio to %q", metric, o, baseline)
+		}
 	}
 	if o := ObjectiveFor("request_goodput"); o.Transform != "none" {
 		t.Errorf("goodput: %+v", o)

@@ -1,0 +1,87 @@
+package search
+
+import (
+	"cmp"
+	"math"
+	"slices"
+
+	"github.com/vllm-tuner/tuner/spaces"
+)
+
+// bisect proposes the midpoint between the incumbent and the nearest
+// infeasible observation that would hold more hypervolume than it, were it
+// feasible. The incumbent is the feasible config of this context whose own
+// box against the fixed reference point is largest: most of a front's
+// hypervolume usually sits in one config just inside an SLO bound (a TPOT
+// limit met by the fewest sequences that still keep TTFT within its
+// limit), and bounds in max_num_seqs or max_num_batched_tokens are cliffs a
+// surrogate trained on a few dozen trials places only roughly. Each
+// midpoint halves the distance to the bound. Numeric coordinates are
+// interpolated; levels stay the incumbent's, so the step moves along the
+// parameters that set the bound. ok is false when there is no incumbent, no
+// such infeasible observation, or every midpoint was tried.
+func (p *Proposer) bisect(sc scalariser) (spaces.Config, bool) {
+	ref := normRef(fixedRef(p.cfg.Objectives, p.cfg.SLO, p.cfg.Space.Target()), sc.norm)
+	box := func(vals []float64) float64 {
+		y := sc.norm.apply(vals)
+		vol := 1.0
+		for j := range y {
+			r := hvRef
+			if ref != nil {
+				r = ref[j]
+			}
+			vol *= math.Max(0, r-y[j])
+		}
+		return vol
+	}
+	obs := p.samplerObs()
+	outs := make([]outcome, len(obs))
+	var inc []float64
+	incVol := -1.0
+	for i, o := range obs {
+		outs[i] = evaluate(o, p.cfg.Objectives, p.cfg.SLO)
+		if outs[i].feasible {
+			if v := box(outs[i].vals); v > incVol {
+				incVol, inc = v, p.unitVector(o.Config)
+			}
+		}
+	}
+	if inc == nil {
+		return spaces.Config{}, false
+	}
+	type far struct {
+		x    []float64
+		dist float64
+	}
+	var cands []far
+	for i, o := range obs {
+		e := outs[i]
+		if e.failed || e.feasible || box(e.vals) <= incVol {
+			continue
+		}
+		x := p.unitVector(o.Config)
+		d := 0.0
+		for k, dm := range p.dims {
+			if dm.levels == nil {
+				d += (x[k] - inc[k]) * (x[k] - inc[k])
+			}
+		}
+		if d > 1e-6 {
+			cands = append(cands, far{x, d})
+		}
+	}
+	slices.SortStableFunc(cands, func(a, b far) int { return cmp.Compare(a.dist, b.dist) })
+	seen := map[string]bool{}
+	for _, c := range cands {
+		y := append([]float64(nil), inc...)
+		for k, dm := range p.dims {
+			if dm.levels == nil {
+				y[k] = (inc[k] + c.x[k]) / 2
+			}
+		}
+		if cfg, ok := p.accept(p.fromUnitVector(y), seen); ok {
+			return cfg, true
+		}
+	}
+	return spaces.Config{}, false
+}

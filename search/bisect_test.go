@@ -1,0 +1,117 @@
+package search
+
+import (
+	"testing"
+
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+func TestBestChanceConstraint(t *testing.T) {
+	scores := []acqScore{
+		{hvi: 0.9, pf: 0.3}, // the most hypervolume, probably infeasible
+		{hvi: 0.5, pf: 0.7},
+		{hvi: 0.4, pf: 0.95},
+		{hvi: -1, tie: -1, pf: 0}, // a prediction of the wrong length
+	}
+	cases := []struct {
+		name   string
+		scores []acqScore
+		tau    float64
+		want   int
+	}{
+		{"no constraint", scores, 0, 0},
+		{"best sure candidate", scores, 0.6, 1},
+		{"stricter", scores, 0.9, 2},
+		{"none sure enough: plain best", scores, 0.99, 0},
+		{"best already sure", []acqScore{{hvi: 0.2, pf: 0.8}, {hvi: 0.1, pf: 0.9}}, 0.6, 0},
+		{"ties broken among sure ones", []acqScore{{hvi: 0, tie: 3, pf: 0.1}, {hvi: 0, tie: 1, pf: 0.7}, {hvi: 0, tie: 2, pf: 0.8}}, 0.6, 2},
+		{"empty", nil, 0.6, -1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := best(c.scores, c.tau); got != c.want {
+				t.Errorf("best = %d, want %d", got, c.want)
+			}
+		})
+	}
+}
+
+// A TPOT bound met by few sequences, a TTFT bound met by many: the best
+// config sits between a feasible trial and a better infeasible one, and
+// bisection walks toward it along max_num_seqs, keeping the incumbent's
+// levels.
+func TestBisectTowardBound(t *testing.T) {
+	sp := h100(t)
+	slo, err := trial.ParseSLO("ttft_p99<=1000ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := func(seqs int) spaces.Config {
+		c, err := sp.Normalize(spaces.NewConfig(map[string]spaces.Value{
+			"max_num_seqs":           spaces.IntValue(seqs),
+			"max_num_batched_tokens": spaces.IntValue(4096),
+			"kv_cache_dtype":         spaces.StringValue("fp8"),
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	// Fewer sequences: lower TPOT, higher TTFT (clients wait for a slot).
+	result := func(seqs int) *trial.Result {
+		ttft := 400.0
+		if seqs < 96 {
+			ttft = 400 + float64(96-seqs)*60
+		}
+		tpot := 10 + float64(seqs)/10
+		m := trial.Metrics{Completed: 100, OutputThroughput: 4000,
+			TTFT: trial.Dist{P99: ttft}, TPOT: trial.Dist{P99: tpot}, ITL: trial.Dist{P99: tpot}, E2EL: trial.Dist{P99: ttft + 200*tpot}}
+		return &trial.Result{Status: trial.StatusOK, Levels: []trial.Level{{Metrics: m}}, PeakVRAMGiB: 60}
+	}
+	pc := DefaultProposerConfig()
+	pc.Space, pc.SLO, pc.Objectives = sp, slo, store.DefaultObjectives("tpot_p99")
+	pc.History = []Observation{
+		{Config: cfg(200), Result: result(200)}, // feasible, the incumbent
+		{Config: cfg(40), Result: result(40)},   // TTFT 3760 ms: infeasible, better TPOT
+		{Config: cfg(300), Result: result(300)}, // feasible, worse
+	}
+	p, err := NewProposer(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastSeqs := 200
+	for step := range 4 {
+		c, ok := p.bisect(p.scalariser())
+		if !ok {
+			t.Fatalf("step %d: no bisection", step)
+		}
+		seqs := c.Int("max_num_seqs")
+		if seqs >= lastSeqs || seqs <= 40 {
+			t.Fatalf("step %d: max_num_seqs %d, want between the infeasible 40 and the incumbent's %d", step, seqs, lastSeqs)
+		}
+		if c.Str("kv_cache_dtype") != "fp8" || c.Int("max_num_batched_tokens") != 4096 {
+			t.Fatalf("step %d: levels or other numeric values moved: %v", step, c)
+		}
+		r := result(seqs)
+		p.Tell(c, r)
+		if r.Levels[0].Metrics.TTFT.P99 <= 1000 {
+			lastSeqs = seqs // a new incumbent
+		}
+	}
+	// The bound is at 86 sequences (TTFT 1000 ms): 200 -> 89 in 4 steps.
+	if lastSeqs > 95 || lastSeqs < 86 {
+		t.Errorf("incumbent at max_num_seqs %d after 4 bisections; the bound is at 86", lastSeqs)
+	}
+
+	// Nothing infeasible and better: no bisection.
+	pc.History = pc.History[:1]
+	q, err := NewProposer(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := q.bisect(q.scalariser()); ok {
+		t.Errorf("bisection without an infeasible better trial: %v", c)
+	}
+}
