@@ -8,36 +8,6 @@ import (
 	"github.com/vllm-tuner/tuner/trial"
 )
 
-func TestBestChanceConstraint(t *testing.T) {
-	scores := []acqScore{
-		{hvi: 0.9, pf: 0.3}, // the most hypervolume, probably infeasible
-		{hvi: 0.5, pf: 0.7},
-		{hvi: 0.4, pf: 0.95},
-		{hvi: -1, tie: -1, pf: 0}, // a prediction of the wrong length
-	}
-	cases := []struct {
-		name   string
-		scores []acqScore
-		tau    float64
-		want   int
-	}{
-		{"no constraint", scores, 0, 0},
-		{"best sure candidate", scores, 0.6, 1},
-		{"stricter", scores, 0.9, 2},
-		{"none sure enough: plain best", scores, 0.99, 0},
-		{"best already sure", []acqScore{{hvi: 0.2, pf: 0.8}, {hvi: 0.1, pf: 0.9}}, 0.6, 0},
-		{"ties broken among sure ones", []acqScore{{hvi: 0, tie: 3, pf: 0.1}, {hvi: 0, tie: 1, pf: 0.7}, {hvi: 0, tie: 2, pf: 0.8}}, 0.6, 2},
-		{"empty", nil, 0.6, -1},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if got := best(c.scores, c.tau); got != c.want {
-				t.Errorf("best = %d, want %d", got, c.want)
-			}
-		})
-	}
-}
-
 // A TPOT bound met by few sequences, a TTFT bound met by many: the best
 // config sits between a feasible trial and a better infeasible one, and
 // bisection walks toward it along max_num_seqs, keeping the incumbent's

@@ -88,13 +88,15 @@ type ProposerConfig struct {
 	// candidates are mutated and the mutants scored (default 2; negative:
 	// none).
 	RefineRounds int
-	// FeasibleThreshold is a chance constraint on the screened pool: while
-	// any candidate is predicted to meet the SLO with at least this
-	// probability, candidates below it are passed over (default 0.6;
-	// negative: none). Expected improvement x P(feasible) alone kept
-	// choosing configs far past a bound (TTFT at max_num_seqs below the
-	// client count) whose optimistic hypervolume outweighed their odds.
-	FeasibleThreshold float64
+	// FeasibilityExponent raises the probability of feasibility in the
+	// acquisition (hypervolume gain x P(feasible)^k; default 3, negative:
+	// 1). A candidate past a bound costs a whole trial and adds nothing,
+	// and the ensemble's probabilities are loose: with k = 1 the search
+	// kept choosing configs far past a bound (TTFT at max_num_seqs below
+	// the client count) whose optimistic gain outweighed even odds. On the
+	// search-quality evaluation (10 seeds, with BisectEvery) k = 3 raised
+	// the median HV at 24 trials on 3 of 4 scenarios.
+	FeasibilityExponent float64
 	// BisectEvery makes every n-th ask a boundary bisection (default 3;
 	// negative: never): see Proposer.bisect.
 	BisectEvery   int
@@ -107,22 +109,22 @@ type ProposerConfig struct {
 // DefaultProposerConfig returns the defaults (Space still to be set).
 func DefaultProposerConfig() ProposerConfig {
 	return ProposerConfig{
-		Sampler:           SamplerTPE,
-		Objectives:        store.DefaultObjectives(""),
-		SamplerMinWeight:  1,
-		Candidates:        256,
-		MinScreenHistory:  2,
-		RefitEvery:        1,
-		RefitGrowth:       0.04,
-		RandomFraction:    0.1,
-		MutationFraction:  0.6,
-		Optimism:          1,
-		RefineRounds:      2,
-		FeasibleThreshold: 0.6,
-		BisectEvery:       3,
-		StartupTrials:     8,
-		EICandidates:      24,
-		MaxAttempts:       64,
+		Sampler:             SamplerTPE,
+		Objectives:          store.DefaultObjectives(""),
+		SamplerMinWeight:    1,
+		Candidates:          256,
+		MinScreenHistory:    2,
+		RefitEvery:          1,
+		RefitGrowth:         0.04,
+		RandomFraction:      0.1,
+		MutationFraction:    0.6,
+		Optimism:            1,
+		RefineRounds:        2,
+		FeasibilityExponent: 3,
+		BisectEvery:         3,
+		StartupTrials:       8,
+		EICandidates:        24,
+		MaxAttempts:         64,
 	}
 }
 
@@ -176,13 +178,12 @@ func (c *ProposerConfig) fill() error {
 		c.RefineRounds = d.RefineRounds
 	}
 	c.RefineRounds = max(0, c.RefineRounds)
-	if c.FeasibleThreshold == 0 {
-		c.FeasibleThreshold = d.FeasibleThreshold
+	if c.FeasibilityExponent == 0 {
+		c.FeasibilityExponent = d.FeasibilityExponent
 	}
-	if c.FeasibleThreshold > 1 {
-		return fmt.Errorf("%w: feasible threshold %v > 1", ErrConfig, c.FeasibleThreshold)
+	if c.FeasibilityExponent < 0 {
+		c.FeasibilityExponent = 1
 	}
-	c.FeasibleThreshold = max(0, c.FeasibleThreshold)
 	if c.BisectEvery == 0 {
 		c.BisectEvery = d.BisectEvery
 	}
@@ -609,7 +610,7 @@ func (p *Proposer) screen(ctx context.Context, pool []spaces.Config, sc scalaris
 			p.cfg.Logger.Warn("surrogate scoring failed; using the sampler's choice", "err", err, "predictions", len(preds), "candidates", len(cands))
 			return nil, false
 		}
-		return acquisition(preds, front, sc, p.cfg.Optimism, ref), true
+		return acquisition(preds, front, sc, p.cfg.Optimism, p.cfg.FeasibilityExponent, ref), true
 	}
 	scores, ok := score(pool)
 	if !ok {
@@ -647,8 +648,8 @@ func (p *Proposer) screen(ctx context.Context, pool []spaces.Config, sc scalaris
 		}
 		pool, scores = append(pool, mutants...), append(scores, ms...)
 	}
-	if i := best(scores, p.cfg.FeasibleThreshold); i >= 0 {
-		p.cfg.Logger.Debug("screened", "config", pool[i].ID(), "hvi", scores[i].hvi, "p_feasible", scores[i].pf, "pool", len(pool))
+	if i := best(scores); i >= 0 {
+		p.cfg.Logger.Debug("screened", "config", pool[i].ID(), "hvi", scores[i].hvi, "pool", len(pool))
 		return pool[i]
 	}
 	return pool[0]

@@ -45,22 +45,21 @@ var _ Scorer = ScorerFunc(nil)
 // worst point of the history is 1 in every coordinate).
 const hvRef = 1.1
 
-// acqScore is a candidate's acquisition value: hvi first, tie second; pf
-// is its probability of being feasible.
-type acqScore struct{ hvi, tie, pf float64 }
+// acqScore is a candidate's acquisition value: hvi first, tie second.
+type acqScore struct{ hvi, tie float64 }
 
 func (a acqScore) better(b acqScore) bool {
 	return a.hvi > b.hvi || (a.hvi == b.hvi && a.tie > b.tie)
 }
 
-// acquisition scores predictions: feasibility probability x hypervolume
-// improvement of the optimistic prediction (mean + k std in the improving
-// direction) over the current feasible front, in normalised space. When no
+// acquisition scores predictions: feasibility probability to the power kf x
+// hypervolume improvement of the optimistic prediction (mean + k std in the
+// improving direction) over the current feasible front, in normalised space. When no
 // candidate improves the front, the augmented Chebyshev value of the
 // optimistic prediction under the ask's weights, scaled by the feasibility
 // probability, breaks the tie. Predictions of the wrong length score worst.
 // ref is the normalised reference point (nil: hvRef in every coordinate).
-func acquisition(preds []Prediction, front [][]float64, sc scalariser, k float64, ref []float64) []acqScore {
+func acquisition(preds []Prediction, front [][]float64, sc scalariser, k, kf float64, ref []float64) []acqScore {
 	d := len(sc.weights)
 	dirs := minDirs(d)
 	if len(ref) != d {
@@ -82,7 +81,7 @@ func acquisition(preds []Prediction, front [][]float64, sc scalariser, k float64
 				y[j] -= k * p.Std[j] / (sc.norm.hi[j] - sc.norm.lo[j])
 			}
 		}
-		pf := math.Max(0, math.Min(1, p.PFeasible))
+		pf := math.Pow(math.Max(0, math.Min(1, p.PFeasible)), kf)
 		hv, err := pareto.Hypervolume(append(front[:len(front):len(front)], y), dirs, ref)
 		hvi := 0.0
 		if err == nil {
@@ -93,31 +92,18 @@ func acquisition(preds []Prediction, front [][]float64, sc scalariser, k float64
 			cheb = math.Max(cheb, sc.weights[j]*x)
 			sum += sc.weights[j] * x
 		}
-		out[i] = acqScore{hvi: hvi, tie: pf * (failScore - (cheb + parEGORho*sum)), pf: pf}
+		out[i] = acqScore{hvi: hvi, tie: pf * (failScore - (cheb + parEGORho*sum))}
 	}
 	return out
 }
 
-// best returns the index of the best score (-1 for none) among those
-// predicted feasible with probability >= tau, or among all when none is.
-func best(scores []acqScore, tau float64) int {
+// best returns the index of the best score (-1 for none).
+func best(scores []acqScore) int {
 	b := -1
 	for i, s := range scores {
 		if b < 0 || s.better(scores[b]) {
 			b = i
 		}
-	}
-	if b < 0 || scores[b].pf >= tau {
-		return b
-	}
-	sure := -1
-	for i, s := range scores {
-		if s.pf >= tau && (sure < 0 || s.better(scores[sure])) {
-			sure = i
-		}
-	}
-	if sure >= 0 {
-		return sure
 	}
 	return b
 }

@@ -64,12 +64,36 @@ func TestAcquisitionFixedRefValuesEnds(t *testing.T) {
 	sc := scalariser{norm: norm, weights: []float64{0.5, 0.5}}
 	front := [][]float64{norm.apply(vecs[0]), norm.apply(vecs[1])}
 	pred := []Prediction{{Mean: []float64{1000, 30}, Std: []float64{0, 0}, PFeasible: 1}}
-	local := acquisition(pred, front, sc, 0, nil)
-	fixed := acquisition(pred, front, sc, 0, normRef([]float64{0, 80}, norm))
+	local := acquisition(pred, front, sc, 0, 1, nil)
+	fixed := acquisition(pred, front, sc, 0, 1, normRef([]float64{0, 80}, norm))
 	if local[0].hvi != 0 {
 		t.Fatalf("local reference credits a point beyond its box: %v", local[0].hvi)
 	}
 	if fixed[0].hvi <= 0 {
 		t.Fatalf("fixed reference gives no gain to the low-memory end: %v", fixed[0].hvi)
+	}
+}
+
+// The feasibility exponent discounts a candidate's odds below certainty
+// more than their expectation: a larger gain at even odds loses to a
+// smaller one that will almost surely count.
+func TestAcquisitionFeasibilityExponent(t *testing.T) {
+	objs := pareto.Objectives{{Name: "thr", Direction: pareto.Maximize}, {Name: "mem", Direction: pareto.Minimize}}
+	vecs := [][]float64{{2000, 70}, {1800, 60}}
+	norm := newNormaliser(objs, vecs)
+	sc := scalariser{norm: norm, weights: []float64{0.5, 0.5}}
+	front := [][]float64{norm.apply(vecs[0]), norm.apply(vecs[1])}
+	preds := []Prediction{
+		{Mean: []float64{3000, 50}, Std: []float64{0, 0}, PFeasible: 0.5},  // more gain, even odds
+		{Mean: []float64{2300, 50}, Std: []float64{0, 0}, PFeasible: 0.95}, // less gain, near certain
+	}
+	cases := []struct {
+		kf   float64
+		want int
+	}{{1, 0}, {3, 1}}
+	for _, c := range cases {
+		if got := best(acquisition(preds, front, sc, 0, c.kf, nil)); got != c.want {
+			t.Errorf("exponent %v: best = %d, want %d", c.kf, got, c.want)
+		}
 	}
 }
