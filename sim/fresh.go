@@ -37,3 +37,10 @@ func (f *FreshNoiseRunner) Run(ctx context.Context, cfg spaces.Config, w trial.W
 	f.mu.Unlock()
 	return f.base.WithSeed(seed).Run(ctx, cfg, w)
 }
+
+// RunStaged measures the short workload and, when promote says so, the
+// full one on the same engine (Runner.RunStaged), each stage with the
+// next noise seed.
+func (f *FreshNoiseRunner) RunStaged(ctx context.Context, cfg spaces.Config, short, full trial.Workload, promote func(*trial.Result) bool) (trial.Result, trial.Result, error) {
+	return runStaged(ctx, cfg, short, full, promote, f.Run)
+}

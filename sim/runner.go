@@ -304,6 +304,27 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 	return res, nil
 }
 
+// RunStaged measures the short workload and, when promote says so, the
+// full one on the same engine, as a screened trial of `tuner search
+// --screen-fraction` runs: the engine stays up between the stages, so the
+// second result counts no start-up (its engine state is fresh, as every
+// level's is here).
+func (r *Runner) RunStaged(ctx context.Context, cfg spaces.Config, short, full trial.Workload, promote func(*trial.Result) bool) (trial.Result, trial.Result, error) {
+	return runStaged(ctx, cfg, short, full, promote, r.Run)
+}
+
+func runStaged(ctx context.Context, cfg spaces.Config, short, full trial.Workload, promote func(*trial.Result) bool,
+	run func(context.Context, spaces.Config, trial.Workload) (trial.Result, error)) (trial.Result, trial.Result, error) {
+	first, err := run(ctx, cfg, short)
+	if err != nil || !first.Usable() || !promote(&first) {
+		return first, trial.Result{}, err
+	}
+	second, err := run(ctx, cfg, full)
+	second.Phases.TotalS -= second.Phases.StartupS
+	second.Phases.StartupS = 0
+	return first, second, err
+}
+
 func failureClass(se *StartupError) trial.FailureClass {
 	switch {
 	case errors.Is(se, ErrOOM):

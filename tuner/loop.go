@@ -43,6 +43,11 @@ type Config struct {
 
 	Resume bool // continue a study that has trials
 
+	// Screen measures each proposal on a short run first and in full only
+	// when promising (screen.go); the zero value measures every one in
+	// full.
+	Screen Screening
+
 	Progress io.Writer // live progress; nil = none
 	Terminal bool      // Progress is a terminal: draw a live bar
 	Width    int       // columns of that terminal; 0 = 80
@@ -97,6 +102,9 @@ func (c *Config) Validate() error {
 		return errors.New("tuner: objective metrics not set")
 	case c.Shared != nil && c.Lease <= 0:
 		return errors.New("tuner: a shared study needs a lease")
+	}
+	if err := c.Screen.Validate(); err != nil {
+		return fmt.Errorf("tuner: %w", err)
 	}
 	return nil
 }
@@ -318,7 +326,7 @@ func (l *Loop) replay(hist []Trial) []Trial {
 			l.st.repeatDone++
 		case t.State.Finished():
 			l.st.searchDone++
-			l.prop.Tell(t.Config, t.Result)
+			l.prop.Tell(t.Config, told(t.Result))
 			l.updateFront(&t)
 			l.st.last = fmt.Sprintf("#%d %s", t.Number, t.Verdict())
 		case t.Phase != PhaseRepeat && !finished[t.ConfigID] && !queued[t.ConfigID]:
@@ -412,7 +420,7 @@ func (l *Loop) search(ctx context.Context, prog progress, rerun []Trial) (string
 			// Never run a config twice in the search: teach the proposer
 			// the known result instead.
 			l.log.Debug("proposer repeated a config; told it the known result", "config", cfg.ID(), "trial", prev.Number)
-			l.prop.Tell(cfg, prev.Result)
+			l.prop.Tell(cfg, told(prev.Result))
 			if dups++; dups >= 100 {
 				return StopExhausted, nil
 			}
@@ -521,7 +529,7 @@ func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, pha
 			return nil
 		}
 	}
-	res, runErr := l.runner.Run(tctx, cfg, l.cfg.Workload)
+	res, runErr := l.measure(tctx, cfg, phase == PhaseSearch && l.screens(cfg))
 	var leaseErr error
 	if lost != nil && ctx.Err() == nil {
 		leaseErr = lost()
