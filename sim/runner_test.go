@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -349,5 +350,36 @@ func TestRunnerConcurrentUse(t *testing.T) {
 	other, _ := r.WithSeed(6).Run(context.Background(), cfg, w)
 	if other.Metrics().OutputThroughput == want.Metrics().OutputThroughput {
 		t.Error("WithSeed did not change the noise")
+	}
+}
+
+func TestRunnerStagedReusesTheEngine(t *testing.T) {
+	tg := h100(t, 1)
+	cfg := defaults(t, tg)
+	full := mixedWorkload()
+	short, err := full.Shortened(0.25)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := noisyRunner(t, tg, 3)
+	for _, promote := range []bool{false, true} {
+		var asked *trial.Result
+		first, second, err := r.RunStaged(context.Background(), cfg, short, full, func(res *trial.Result) bool { asked = res; return promote })
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := mustOK(t, first)
+		if asked == nil || m.Completed != 75 || first.Phases.StartupS <= 0 {
+			t.Fatalf("short stage: %d requests, startup %.1f s, promote asked: %v", m.Completed, first.Phases.StartupS, asked != nil)
+		}
+		if !promote {
+			if second.Status != "" {
+				t.Fatalf("not promoted, yet a second stage ran: %+v", second.Status)
+			}
+			continue
+		}
+		if m := mustOK(t, second); m.Completed != 300 || second.Phases.StartupS != 0 || math.Abs(second.Phases.TotalS-second.Phases.MeasureS) > 1e-9 {
+			t.Fatalf("full stage on the running engine: %d requests, phases %+v; want 300, no start-up", m.Completed, second.Phases)
+		}
 	}
 }

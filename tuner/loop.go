@@ -129,14 +129,17 @@ type Report struct {
 	SearchTrials int           `json:"search_trials"` // finished, whole study
 	RepeatTrials int           `json:"repeat_trials"` // finished, whole study
 	FailedTrials int           `json:"failed_trials"`
-	RanThisRun   int           `json:"ran_this_run"`
-	SLO          trial.SLO     `json:"slo,omitempty"`
-	Metrics      Metrics       `json:"metrics"`
-	Front        []Candidate   `json:"front"`     // feasible, conservative vectors
-	Finalists    []Candidate   `json:"finalists"` // re-measured configs, best first
-	Recommended  *Candidate    `json:"recommended,omitempty"`
-	Default      *Candidate    `json:"default,omitempty"`
-	GainPct      *float64      `json:"gain_pct,omitempty"` // recommended over default, throughput medians
+	// ScreenedOut counts the search trials that ended after their short
+	// run (Config.Screen); they are not in FailedTrials.
+	ScreenedOut int         `json:"screened_out,omitempty"`
+	RanThisRun  int         `json:"ran_this_run"`
+	SLO         trial.SLO   `json:"slo,omitempty"`
+	Metrics     Metrics     `json:"metrics"`
+	Front       []Candidate `json:"front"`     // feasible, conservative vectors
+	Finalists   []Candidate `json:"finalists"` // re-measured configs, best first
+	Recommended *Candidate  `json:"recommended,omitempty"`
+	Default     *Candidate  `json:"default,omitempty"`
+	GainPct     *float64    `json:"gain_pct,omitempty"` // recommended over default, throughput medians
 	// Gain is GainPct with its confidence interval from the runs of both.
 	Gain *GainEstimate `json:"gain,omitempty"`
 	// RecommendedIsDefault says that the pick is vLLM's default config.
@@ -773,7 +776,10 @@ func (l *Loop) report(reason string) Report {
 	}
 	l.mu.Unlock()
 	for _, t := range trials {
-		if t.State == StateFailed {
+		switch {
+		case t.Result != nil && t.Result.Failure == trial.FailScreenedOut:
+			rep.ScreenedOut++
+		case t.State == StateFailed:
 			rep.FailedTrials++
 		}
 	}

@@ -90,8 +90,12 @@ var shellJoin = tuner.ShellJoin
 
 // printReport writes the final summary.
 func printReport(w io.Writer, rep tuner.Report, ss *tuner.Search) {
-	fmt.Fprintf(w, "\nstudy %s: %d search trials, %d re-measurements (%d failed), %s; this run: %d trials in %s\n",
-		rep.Study, rep.SearchTrials, rep.RepeatTrials, rep.FailedTrials, rep.StopReason, rep.RanThisRun, rep.Elapsed.Round(time.Second))
+	screened := ""
+	if rep.ScreenedOut > 0 {
+		screened = fmt.Sprintf(", %d screened out after a short run", rep.ScreenedOut)
+	}
+	fmt.Fprintf(w, "\nstudy %s: %d search trials, %d re-measurements (%d failed%s), %s; this run: %d trials in %s\n",
+		rep.Study, rep.SearchTrials, rep.RepeatTrials, rep.FailedTrials, screened, rep.StopReason, rep.RanThisRun, rep.Elapsed.Round(time.Second))
 	m := rep.Metrics
 	r := rep.Recommended
 	def := ss.Space.DefaultConfig()
