@@ -381,5 +381,18 @@ func TestRunnerStagedReusesTheEngine(t *testing.T) {
 		if m := mustOK(t, second); m.Completed != 300 || second.Phases.StartupS != 0 || math.Abs(second.Phases.TotalS-second.Phases.MeasureS) > 1e-9 {
 			t.Fatalf("full stage on the running engine: %d requests, phases %+v; want 300, no start-up", m.Completed, second.Phases)
 		}
+		// The promotion continues the run: both stages cost what one full
+		// run does, and measure what it measures.
+		plain, err := r.Run(context.Background(), cfg, full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(first.Phases.TotalS+second.Phases.TotalS-plain.Phases.TotalS) > 1e-6 || second.Metrics().OutputThroughput != plain.Metrics().OutputThroughput {
+			t.Fatalf("stages cost %.2f + %.2f s, measured %.1f tok/s; one full run %.2f s, %.1f tok/s", first.Phases.TotalS, second.Phases.TotalS,
+				second.Metrics().OutputThroughput, plain.Phases.TotalS, plain.Metrics().OutputThroughput)
+		}
+		if first.Phases.MeasureS >= plain.Phases.MeasureS/2 {
+			t.Fatalf("short stage measured %.1f s of the full run's %.1f s", first.Phases.MeasureS, plain.Phases.MeasureS)
+		}
 	}
 }

@@ -21,7 +21,10 @@ import (
 // would leave TPE and the surrogate nothing to steer by when most
 // proposals miss the SLO.
 //
-// A short stage is promising when its measurement meets the SLO relaxed by
+// The first Calibrate short stages are promoted whatever they
+// read. After them a short stage is promising when its measurement,
+// corrected by the
+// study's own short/full pairs (screenBias), meets the SLO relaxed by
 // Margin, is not dominated, even with a Margin handicap in its favour on
 // throughput and latency, by
 // the short stage of a config whose full run is SLO-feasible (short runs
@@ -39,12 +42,17 @@ type Screening struct {
 	// Margin is the relative slack of the SLO and front tests (0:
 	// DefaultScreenMargin; negative: none).
 	Margin float64 `json:"margin,omitempty"`
+	// Calibrate is the number of short runs promoted whatever they read,
+	// so that the study has short/full pairs to correct the next ones by
+	// (0: DefaultScreenCalibrate; negative: none).
+	Calibrate int `json:"calibrate,omitempty"`
 }
 
 // Defaults of Screening.
 const (
-	DefaultScreenKeep   = 0.5
-	DefaultScreenMargin = 0.10
+	DefaultScreenKeep      = 0.5
+	DefaultScreenMargin    = 0.10
+	DefaultScreenCalibrate = 3
 )
 
 // On reports whether proposals are screened.
@@ -55,6 +63,16 @@ func (s Screening) keep() float64 {
 		return DefaultScreenKeep
 	}
 	return s.Keep
+}
+
+func (s Screening) calibrate() int {
+	switch {
+	case s.Calibrate < 0:
+		return 0
+	case s.Calibrate == 0:
+		return DefaultScreenCalibrate
+	}
+	return s.Calibrate
 }
 
 func (s Screening) margin() float64 {
@@ -81,11 +99,14 @@ func (s Screening) Validate() error {
 }
 
 // StagedRunner is a Runner that measures both stages of a screened trial
-// on one engine start: the short workload, then, when promote says so,
-// the full one on the engine that is already up (start-up is a large part
-// of a trial's cost). The full stage's Phases count no start-up of its
-// own. full is the zero Result when the config was not promoted. A Runner
-// without it pays a second engine start for a promotion.
+// on one engine start (start-up is a large part of a trial's cost): the
+// short stage, then, when promote says so, the full one on the engine
+// that is already up, ideally by continuing the short stage's run to the
+// full workload (sim.Runner reads the short stage as a checkpoint of the
+// full run). second's Phases count only what the second stage added;
+// second is the zero Result when the config was not promoted. A Runner
+// without it (trial.Runner today) pays a second engine start and a second
+// warm-up for a promotion.
 type StagedRunner interface {
 	RunStaged(ctx context.Context, cfg spaces.Config, short, full trial.Workload, promote func(*trial.Result) bool) (first, second trial.Result, err error)
 }
@@ -169,8 +190,23 @@ func (l *Loop) promote(r *trial.Result) (bool, string) {
 		return false, "no objective values"
 	}
 	m := l.cfg.Screen.margin()
-	if met, bad := l.cfg.SLO.Effective().Relaxed(m).Check(stage.Metrics); !met {
-		return false, fmt.Sprintf("misses the SLO by more than %.0f%%: %s", m*100, bad[0])
+	l.mu.Lock()
+	bias, pairs := l.screenBias()
+	l.mu.Unlock()
+	if n := l.cfg.Screen.calibrate(); pairs < n {
+		return true, fmt.Sprintf("calibrating short runs against full ones (%d of %d)", pairs+1, n)
+	}
+	if stage.Metrics.Overloaded {
+		return false, stage.Metrics.OverloadText()
+	}
+	for _, b := range l.cfg.SLO.Effective().Relaxed(m) {
+		x, ok := stage.Metrics.Value(b.Metric)
+		if r, ok := bias[b.Metric]; ok {
+			x *= r
+		}
+		if !ok || !b.Holds(x) {
+			return false, fmt.Sprintf("misses the SLO by more than %.0f%%: %s=%.4g as a full run would measure it (want %s %.4g)", m*100, b.Metric, x, b.Op, b.Limit)
+		}
 	}
 	objs := l.cfg.Metrics.Objectives()
 	dirs := objs.Directions()
@@ -205,6 +241,34 @@ func (l *Loop) promote(r *trial.Result) (bool, string) {
 		return false, fmt.Sprintf("dominated by %d of the %d short runs so far (promoted: the top %.0f%%)", by, len(rung), keep*100)
 	}
 	return true, "promising"
+}
+
+// screenBias is, per SLO metric, the median ratio of the full run's value
+// to its short stage's over the promoted configs of the study: a short
+// run reads latencies high and throughput low (the requests that complete
+// first are measured, the load still on), by an amount the study's own
+// pairs tell. Caller holds mu.
+func (l *Loop) screenBias() (bias map[string]float64, pairs int) {
+	ratios := map[string][]float64{}
+	for _, t := range l.st.trials {
+		r := t.Result
+		if r == nil || r.Screen == nil || r.Screen.Metrics == nil || !r.Usable() || r.Metrics() == nil {
+			continue
+		}
+		pairs++
+		for _, b := range l.cfg.SLO.Effective() {
+			short, ok1 := r.Screen.Metrics.Value(b.Metric)
+			full, ok2 := r.Metrics().Value(b.Metric)
+			if ok1 && ok2 && short > 0 && full > 0 {
+				ratios[b.Metric] = append(ratios[b.Metric], full/short)
+			}
+		}
+	}
+	bias = map[string]float64{}
+	for k, xs := range ratios {
+		bias[k] = trial.Median(xs)
+	}
+	return bias, pairs
 }
 
 // screenVector is a short stage's objective vector.

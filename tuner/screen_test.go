@@ -76,7 +76,7 @@ func screenConfig(t *testing.T, trials int) Config {
 	c := testConfig(t)
 	c.Workload = trial.Workload{Name: "w", NumRequests: 100, Warmup: 10}
 	c.MaxTrials, c.Finalists, c.Repeats = trials, 0, 1
-	c.Screen = Screening{Fraction: 0.25}
+	c.Screen = Screening{Fraction: 0.25, Calibrate: -1}
 	return c
 }
 
@@ -186,6 +186,28 @@ func TestLoopScreeningResumes(t *testing.T) {
 	}
 	if rep.SearchTrials != 5 || rep.ScreenedOut != 2 {
 		t.Fatalf("resumed report: %d search trials, %d screened out; want 5, 2", rep.SearchTrials, rep.ScreenedOut)
+	}
+}
+
+// The first Calibrate short runs are promoted whatever they read; later
+// ones are corrected by the promoted pairs' full/short ratios.
+func TestLoopScreeningCalibrates(t *testing.T) {
+	r := &stagedRunner{}
+	cfg := screenConfig(t, 5)
+	cfg.Screen.Calibrate = 1
+	l, err := New(cfg, r, newListProposer(128, 300, 200, 96, 64), &memStore{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := l.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(r.calls, " "), "128/100 300/25 300/100 200/25 200/100 96/25 64/25 64/100"; got != want {
+		t.Fatalf("runs %s, want %s (300 promoted to calibrate)", got, want)
+	}
+	if rep.ScreenedOut != 1 {
+		t.Fatalf("%d screened out, want 1 (96)", rep.ScreenedOut)
 	}
 }
 
