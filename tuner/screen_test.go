@@ -41,7 +41,6 @@ func (r *workRunner) Run(ctx context.Context, cfg spaces.Config, w trial.Workloa
 	return res, ctx.Err()
 }
 
-
 // stagedRunner is workRunner with the engine kept up for a promotion.
 type stagedRunner struct{ workRunner }
 
