@@ -651,6 +651,9 @@ func (l *Loop) trialLine(t *Trial) string {
 	} else if t.Result != nil && t.Result.Error != "" {
 		s += " " + firstLine(t.Result.Error, 100)
 	}
+	if sc := t.Result; sc != nil && sc.Screen != nil && sc.Screen.Promoted {
+		s += fmt.Sprintf(" after a short run (%s)", sc.Screen.Reason)
+	}
 	s += fmt.Sprintf(" (%s)", fmtDur(t.Ended.Sub(t.Started)))
 	if t.Worker != "" {
 		s += " by " + t.Worker
