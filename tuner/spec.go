@@ -414,6 +414,9 @@ func (s SearchSpec) loopConfig(m Metrics) (Config, error) {
 	if cfg.MaxTrials == 0 && cfg.Budget == 0 && cfg.Patience == 0 {
 		return cfg, Usagef("--trials 0, --budget 0 and --patience 0: unbounded search (set at least one)")
 	}
+	if err := cfg.Screen.Validate(); err != nil {
+		return cfg, Usagef("%v", err)
+	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, AsUsage(err)
 	}
