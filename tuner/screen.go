@@ -65,24 +65,19 @@ func (s Screening) keep() float64 {
 	return s.Keep
 }
 
-func (s Screening) calibrate() int {
-	switch {
-	case s.Calibrate < 0:
-		return 0
-	case s.Calibrate == 0:
-		return DefaultScreenCalibrate
-	}
-	return s.Calibrate
-}
+func (s Screening) calibrate() int  { return knob(s.Calibrate, DefaultScreenCalibrate) }
+func (s Screening) margin() float64 { return knob(s.Margin, DefaultScreenMargin) }
 
-func (s Screening) margin() float64 {
+// knob reads a setting whose zero value means its default and a negative
+// one "none".
+func knob[T int | float64](v, def T) T {
 	switch {
-	case s.Margin < 0:
+	case v < 0:
 		return 0
-	case s.Margin == 0:
-		return DefaultScreenMargin
+	case v == 0:
+		return def
 	}
-	return s.Margin
+	return v
 }
 
 // Validate checks the knobs; messages name the CLI flags.
