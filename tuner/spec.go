@@ -147,49 +147,49 @@ func LoadSpace(path string) (*spaces.Space, error) {
 // name the CLI flag) for both.
 type SearchSpec struct {
 	TargetSpec
-	Engine       string    `json:"engine"`
-	Workload     string    `json:"workload"`
-	Requests     *int      `json:"requests,omitempty"`
-	Endpoint     string    `json:"endpoint,omitempty"`
-	Duration     *Duration `json:"duration,omitempty"`
-	Space        string    `json:"space,omitempty"`
-	SLO          string    `json:"slo,omitempty"`
-	Latency      string    `json:"latency"`
-	Trials       int       `json:"trials"`
-	Budget       Duration  `json:"budget"`
-	TrialTimeout Duration  `json:"trial_timeout"`
-	Patience     int       `json:"patience"`
-	// ScreenFraction measures each proposal first on this share of the
-	// workload's requests and in full only when promising (Screening); 0
-	// = off. ScreenKeep is Screening.Keep.
-	ScreenFraction float64  `json:"screen_fraction,omitempty"`
-	ScreenKeep     float64  `json:"screen_keep,omitempty"`
-	Finalists      int      `json:"finalists"`
-	Repeats        int      `json:"repeats"`
-	Sampler        string   `json:"sampler"`
-	Enqueue        []string `json:"enqueue,omitempty"`
-	Seed           uint64   `json:"seed"`
-	Resume         bool     `json:"resume,omitempty"`
-	NewStudy       bool     `json:"new_study,omitempty"`
-	NoPrune        bool     `json:"no_prune,omitempty"`
-	NoSurrogate    bool     `json:"no_surrogate,omitempty"`
-	Surrogate      string   `json:"surrogate,omitempty"`
-	DryRun         bool     `json:"dry_run,omitempty"`
-	Proposals      int      `json:"proposals"`
-	EngineArgs     []string `json:"engine_args,omitempty"`
-	EngineEnv      []string `json:"engine_env,omitempty"`
-	VLLM           string   `json:"vllm"`
-	VLLMSim        string   `json:"vllm_sim,omitempty"`
-	LogDir         string   `json:"log_dir,omitempty"`
-	Extend         int      `json:"extend"`
-	EngineLogMiB   int      `json:"engine_log_mib"`
-	StartupTimeout Duration `json:"startup_timeout"`
+	Engine         string    `json:"engine"`
+	Workload       string    `json:"workload"`
+	Requests       *int      `json:"requests,omitempty"`
+	Endpoint       string    `json:"endpoint,omitempty"`
+	Duration       *Duration `json:"duration,omitempty"`
+	Space          string    `json:"space,omitempty"`
+	SLO            string    `json:"slo,omitempty"`
+	Latency        string    `json:"latency"`
+	Trials         int       `json:"trials"`
+	Budget         Duration  `json:"budget"`
+	TrialTimeout   Duration  `json:"trial_timeout"`
+	Patience       int       `json:"patience"`
+	Finalists      int       `json:"finalists"`
+	Repeats        int       `json:"repeats"`
+	Sampler        string    `json:"sampler"`
+	Enqueue        []string  `json:"enqueue,omitempty"`
+	Seed           uint64    `json:"seed"`
+	Resume         bool      `json:"resume,omitempty"`
+	NewStudy       bool      `json:"new_study,omitempty"`
+	NoPrune        bool      `json:"no_prune,omitempty"`
+	NoSurrogate    bool      `json:"no_surrogate,omitempty"`
+	Surrogate      string    `json:"surrogate,omitempty"`
+	DryRun         bool      `json:"dry_run,omitempty"`
+	Proposals      int       `json:"proposals"`
+	EngineArgs     []string  `json:"engine_args,omitempty"`
+	EngineEnv      []string  `json:"engine_env,omitempty"`
+	VLLM           string    `json:"vllm"`
+	VLLMSim        string    `json:"vllm_sim,omitempty"`
+	LogDir         string    `json:"log_dir,omitempty"`
+	Extend         int       `json:"extend"`
+	EngineLogMiB   int       `json:"engine_log_mib"`
+	StartupTimeout Duration  `json:"startup_timeout"`
 	// Worker names this process among the workers of a shared
 	// (PostgreSQL) study; "" = hostname:pid.
 	Worker string `json:"worker,omitempty"`
 	// Lease is how long a shared study's trial stays claimed without a
 	// heartbeat; 0 = DefaultLease.
 	Lease Duration `json:"lease,omitempty"`
+	// ScreenFraction measures each proposal first on this share of the
+	// workload's requests and in full only when promising (Screening); 0
+	// = off. ScreenKeep is Screening.Keep.
+	ScreenFraction float64 `json:"screen_fraction,omitempty"`
+	ScreenKeep     float64 `json:"screen_keep,omitempty"`
 }
 
 // DefaultSearchSpec returns the defaults of `tuner search`'s flags.
