@@ -123,7 +123,13 @@ const (
 	StratTuner  = "tuner"
 	StratWarm   = "tuner-warm"
 	StratPrior  = "tuner-prior"
+	// StratScreen is the tuner with low-fidelity screening (tuner search
+	// --screen-fraction ScreenFraction): run only when named.
+	StratScreen = "tuner-sh"
 )
+
+// ScreenFraction is the short run's share of the requests in StratScreen.
+const ScreenFraction = 0.25
 
 // DefaultStrategies are the five strategies of the benchmark, in report order.
 func DefaultStrategies() []Strategy {

@@ -49,7 +49,7 @@ func curve(trials []Trial, n int, p *Problem, ref []float64, trueHV float64) []f
 			out[k] = last
 			k++
 		}
-		if t.True.Feasible {
+		if t.found() {
 			pts = append(pts, t.True.Vec)
 			pts = frontOf(pts, p)
 			last = math.Max(0, math.Min(1, hvOf(pts, p, ref)/trueHV))

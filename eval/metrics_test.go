@@ -120,3 +120,23 @@ func TestGPUHoursTo(t *testing.T) {
 		}
 	}
 }
+
+// A screened-out config (tuner-sh) costs its short run's GPU time and adds
+// nothing to the HV curve, even when it is truly on the front.
+func TestScreenedOutCostsButIsNotFound(t *testing.T) {
+	p := &Problem{Objectives: store.DefaultObjectives("tpot_p99")}
+	ref := []float64{0, 100, 100}
+	best := Truth{Feasible: true, Vec: []float64{100, 0, 0}}
+	trials := []Trial{
+		{Number: 1, Phase: PhaseSearch, GPUSeconds: 900, True: best, ScreenedOut: true},
+		{Number: 2, Phase: PhaseSearch, GPUSeconds: 1800, True: Truth{Feasible: true, Vec: []float64{50, 0, 0}}},
+		{Number: 3, Phase: PhaseSearch, GPUSeconds: 3600, True: best},
+	}
+	c := curve(trials, 3, p, ref, 100*100*100)
+	if c[0] != 0 || math.Abs(c[1]-0.5) > 1e-9 || math.Abs(c[2]-1) > 1e-9 {
+		t.Fatalf("curve %v, want [0 0.5 1]: the screened-out trial found nothing", c)
+	}
+	if h, ok := gpuHoursTo(trials, c, 0.9); !ok || math.Abs(h-1.75) > 1e-9 {
+		t.Fatalf("GPU hours to 0.9: %.3f, %v; want 1.75 (the short run counted)", h, ok)
+	}
+}

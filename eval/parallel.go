@@ -9,6 +9,7 @@ import (
 	"github.com/vllm-tuner/tuner/search"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/trial"
+	"github.com/vllm-tuner/tuner/tuner"
 )
 
 // Strategy names of the parallel-worker comparison (not in the default
@@ -20,7 +21,8 @@ const (
 
 // ExtraStrategies are the strategies run only when named.
 func ExtraStrategies() []Strategy {
-	return []Strategy{ParallelStrategy{Label: StratPar1, Workers: 1}, ParallelStrategy{Label: StratPar4, Workers: 4}}
+	return []Strategy{ParallelStrategy{Label: StratPar1, Workers: 1}, ParallelStrategy{Label: StratPar4, Workers: 4},
+		TunerStrategy{Label: StratScreen, Screen: tuner.Screening{Fraction: ScreenFraction}}}
 }
 
 // ParallelStrategy is the tuner's proposer (TunerStrategy's, cold) driven as Workers workers of one shared study are: each trial

@@ -11,6 +11,9 @@ import (
 func TestParallelStrategy(t *testing.T) {
 	p := quickProblem(t)
 	for _, s := range ExtraStrategies() {
+		if _, ok := s.(ParallelStrategy); !ok {
+			continue
+		}
 		t.Run(s.Name(), func(t *testing.T) {
 			env := Env{Problem: p, Seed: 3, Trials: 10, TempDir: t.TempDir()}
 			trials, _, err := s.Run(context.Background(), env)
@@ -34,5 +37,33 @@ func TestParallelStrategy(t *testing.T) {
 				t.Errorf("first trial %s is not vLLM's default", trials[0].ConfigID)
 			}
 		})
+	}
+}
+
+// TestScreenStrategy: tuner-sh runs the asked number of search trials (a
+// screened-out config is one), each paid for in GPU time; a screened-out
+// one is a failed trial of class screened_out, never the belief's pick.
+func TestScreenStrategy(t *testing.T) {
+	p := quickProblem(t)
+	s := strategyByName(StratScreen)
+	env := Env{Problem: p, Seed: 3, Trials: 10, TempDir: t.TempDir()}
+	trials, b, err := s.Run(context.Background(), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, tr := range trials {
+		if tr.Phase != PhaseSearch {
+			continue
+		}
+		if n++; tr.Number != n || tr.GPUSeconds <= 0 {
+			t.Fatalf("search trial %d: numbered %d, %.1f GPU s", n, tr.Number, tr.GPUSeconds)
+		}
+		if tr.ScreenedOut && (tr.Status != "failed" || tr.Measured != nil || tr.ConfigID == b.ConfigID) {
+			t.Fatalf("screened-out trial %d: status %s, measured %v, picked %v", n, tr.Status, tr.Measured, tr.ConfigID == b.ConfigID)
+		}
+	}
+	if n != env.Trials {
+		t.Fatalf("%d search trials, want %d", n, env.Trials)
 	}
 }

@@ -99,7 +99,10 @@ type Summary struct {
 	GPUHoursTo map[string]Quantiles `json:"gpu_hours_to"`
 	ReachedTo  map[string]int       `json:"reached_to"`
 	Repeats    Quantiles            `json:"repeat_trials"`
-	BelievedHV Quantiles            `json:"believed_hv_ratio"` // measured front's HV / true HV (may exceed 1)
+	// ScreenedOut counts the search trials measured only on a short run
+	// (tuner-sh): paid for in GPU time, never found.
+	ScreenedOut Quantiles `json:"screened_out"`
+	BelievedHV  Quantiles `json:"believed_hv_ratio"` // measured front's HV / true HV (may exceed 1)
 	// PickTrueRatio is the picked config's true throughput over what the
 	// strategy measured for it; PickFeasible the share of seeds whose pick
 	// truly meets the SLO.
@@ -186,7 +189,7 @@ func buildReport(ctx context.Context, cfg Config, states []*scenarioState, strat
 		}
 		for _, r := range scRuns {
 			for _, t := range r.Trials {
-				if t.True.Feasible && !seen[t.ConfigID] {
+				if t.found() && !seen[t.ConfigID] {
 					seen[t.ConfigID] = true
 					all = append(all, member{t.Config, t.True.Vec, true})
 				}
@@ -326,7 +329,7 @@ func summarize(cfg Config, p *Problem, sr ScenarioReport, strat string, runs []*
 		GPUHoursTo: map[string]Quantiles{}, ReachedTo: map[string]int{}}
 	gpuTo := map[string][]float64{}
 	var curves, stricts [][]float64
-	var best, gain, failed, oom, gpuh, reps, believed, pickRatio, pickBest []float64
+	var best, gain, failed, oom, gpuh, reps, screened, believed, pickRatio, pickBest []float64
 	ideal := make([][]float64, len(p.Objectives))
 	trueIdeal := make([]float64, len(p.Objectives))
 	for j, o := range p.Objectives {
@@ -363,7 +366,7 @@ func summarize(cfg Config, p *Problem, sr ScenarioReport, strat string, runs []*
 			}
 		}
 		b := 0.0
-		nf, no, rp := 0, 0, 0
+		nf, no, rp, ns := 0, 0, 0, 0
 		var hours float64
 		byID := map[string]Trial{}
 		for _, t := range r.Trials {
@@ -373,20 +376,24 @@ func summarize(cfg Config, p *Problem, sr ScenarioReport, strat string, runs []*
 				rp++
 				continue
 			}
+			if t.ScreenedOut {
+				ns++
+				continue
+			}
 			if t.Status == "failed" {
 				nf++
 				if oomLike(t.Failure) {
 					no++
 				}
 			}
-			if t.True.Feasible {
+			if t.found() {
 				b = math.Max(b, t.True.Vec[0])
 			}
 		}
 		for _, cp := range cfg.Checkpoints {
 			bb := 0.0
 			for _, t := range r.Trials {
-				if t.Phase == PhaseSearch && t.Number <= cp && t.True.Feasible {
+				if t.Phase == PhaseSearch && t.Number <= cp && t.found() {
 					bb = math.Max(bb, t.True.Vec[0])
 				}
 			}
@@ -396,7 +403,7 @@ func summarize(cfg Config, p *Problem, sr ScenarioReport, strat string, runs []*
 		for j, o := range p.Objectives {
 			found := math.NaN()
 			for _, t := range r.Trials {
-				if t.Phase == PhaseSearch && t.True.Feasible && (math.IsNaN(found) || o.Direction.Better(t.True.Vec[j], found)) {
+				if t.Phase == PhaseSearch && t.found() && (math.IsNaN(found) || o.Direction.Better(t.True.Vec[j], found)) {
 					found = t.True.Vec[j]
 				}
 			}
@@ -414,6 +421,7 @@ func summarize(cfg Config, p *Problem, sr ScenarioReport, strat string, runs []*
 			gain = append(gain, b/d.Vec[0]-1)
 		}
 		failed, oom, gpuh, reps = append(failed, float64(nf)), append(oom, float64(no)), append(gpuh, hours), append(reps, float64(rp))
+		screened = append(screened, float64(ns))
 		believed = append(believed, hvOf(r.Belief.Front, p, sr.Ref)/sr.TrueHV)
 		if t, ok := byID[r.Belief.ConfigID]; ok && r.Belief.Throughput > 0 {
 			picks++
@@ -468,7 +476,7 @@ func summarize(cfg Config, p *Problem, sr ScenarioReport, strat string, runs []*
 	for j := range ideal {
 		s.Ideal = append(s.Ideal, quantiles(ideal[j]))
 	}
-	s.Failed, s.OOM, s.GPUHours, s.Repeats = quantiles(failed), quantiles(oom), quantiles(gpuh), quantiles(reps)
+	s.Failed, s.OOM, s.GPUHours, s.Repeats, s.ScreenedOut = quantiles(failed), quantiles(oom), quantiles(gpuh), quantiles(reps), quantiles(screened)
 	s.BelievedHV, s.PickTrueRatio, s.PickBestRatio = quantiles(believed), quantiles(pickRatio), quantiles(pickBest)
 	if picks > 0 {
 		s.PickFeasible = float64(pickFeas) / float64(picks)
@@ -649,11 +657,15 @@ func (r *Report) Markdown() string {
 			for _, q := range s.Ideal {
 				ideal = append(ideal, fmt.Sprintf("%.2f", q.Median))
 			}
-			fmt.Fprintf(&b, " %s | %s %v | %s %v | %s | %s | %s | %s | %s | %.0f (%.0f) | %.0f | %.2f | %s | %s |\n",
+			failed := fmt.Sprintf("%.0f (%.0f)", s.Failed.Median, s.OOM.Median)
+			if s.ScreenedOut.Median > 0 {
+				failed += fmt.Sprintf(", %.0f screened out", s.ScreenedOut.Median)
+			}
+			fmt.Fprintf(&b, " %s | %s %v | %s %v | %s | %s | %s | %s | %s | %s | %.0f | %.2f | %s | %s |\n",
 				fmtQ(s.HVStrict[ck(st.Trials)], 3), fmtTrials(s.TrialsToMedian, st.Trials), trialsList(s.TrialsToThreshold, st.Trials),
 				fmtTrials(s.TrialsToLowMedian, st.Trials), trialsList(s.TrialsToLow, st.Trials),
 				fmtReached(s, GPUThresholds[0], st.Seeds), fmtReached(s, GPUThresholds[1], st.Seeds), fmtQ(s.BestRatio, 3), fmtPct(s.GainOverDefault), strings.Join(ideal, ", "),
-				s.Failed.Median, s.OOM.Median, s.Repeats.Median, s.GPUHours.Median, fmtQ(s.BelievedHV, 3), pick)
+				failed, s.Repeats.Median, s.GPUHours.Median, fmtQ(s.BelievedHV, 3), pick)
 		}
 	}
 	if len(r.Pruning) > 0 {

@@ -39,7 +39,11 @@ type Trial struct {
 	True             Truth     `json:"true"`
 	// GPUSeconds is (simulated startup + measurement) x GPUs the engine used.
 	GPUSeconds float64 `json:"gpu_seconds"`
-	result     *trial.Result
+	// ScreenedOut: the config was measured only on a short run (low
+	// fidelity) and not promoted; the run paid for it, but holds no
+	// measurement of it.
+	ScreenedOut bool `json:"screened_out,omitempty"`
+	result      *trial.Result
 }
 
 // Belief is what a strategy would report to its user.
@@ -92,8 +96,13 @@ func (p *Problem) record(n int, phase string, cfg spaces.Config, res *trial.Resu
 	t.Measured, t.MeasuredFeasible, t.MeasuredE2EP99 = j.Vec, j.Feasible, j.E2EP99
 	gpus := max(1, cfg.Int("tensor_parallel_size")) * max(1, cfg.Int("data_parallel_size"))
 	t.GPUSeconds = (res.Phases.StartupS + res.Phases.MeasureS) * float64(gpus)
+	t.ScreenedOut = res.Failure == trial.FailScreenedOut
 	return t
 }
+
+// found reports whether the run holds the config as a truly SLO-feasible
+// measurement (a screened-out config was paid for, not found).
+func (t *Trial) found() bool { return t.True.Feasible && !t.ScreenedOut }
 
 // bestMeasured is the belief of a strategy that trusts its measurements.
 func bestMeasured(trials []Trial, p *Problem) Belief {
@@ -253,6 +262,9 @@ type TunerStrategy struct {
 	Prior bool
 	// Finalists and Repeats of the final re-measurement (0: the loop's defaults).
 	Finalists, Repeats int
+	// Screen is the loop's low-fidelity screening (tuner search
+	// --screen-fraction); zero = off.
+	Screen tuner.Screening
 }
 
 // WarmWeight is the weight of another scenario's trials, as `tuner search`
@@ -330,6 +342,7 @@ func (s TunerStrategy) Run(ctx context.Context, env Env) ([]Trial, Belief, error
 	if s.Repeats > 0 {
 		lc.Repeats = s.Repeats
 	}
+	lc.Screen = s.Screen
 	lc.Logger = env.Logger
 	loop, err := tuner.New(lc, r, tuner.SearchProposer{Proposer: prop}, ls)
 	if err != nil {

@@ -31,9 +31,19 @@ func NewFreshNoiseRunner(cfg Config) (*FreshNoiseRunner, error) {
 
 // Run measures cfg under w with the next noise seed.
 func (f *FreshNoiseRunner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (trial.Result, error) {
+	return f.next().Run(ctx, cfg, w)
+}
+
+// next is the base runner with the next noise seed.
+func (f *FreshNoiseRunner) next() *Runner {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	seed := f.seed + f.n*0x9e3779b97f4a7c15
 	f.n++
-	f.mu.Unlock()
-	return f.base.WithSeed(seed).Run(ctx, cfg, w)
+	return f.base.WithSeed(seed)
+}
+
+// RunStaged is Runner.RunStaged with the next noise seed.
+func (f *FreshNoiseRunner) RunStaged(ctx context.Context, cfg spaces.Config, short, full trial.Workload, promote func(*trial.Result) bool) (trial.Result, trial.Result, error) {
+	return f.next().RunStaged(ctx, cfg, short, full, promote)
 }

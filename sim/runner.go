@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -139,6 +140,44 @@ func (r *Runner) start(cfg spaces.Config, tenants []trial.Tenant) (EngineArgs, M
 // arguments) are failed Results; the error is only for cancellation and
 // bad input.
 func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (trial.Result, error) {
+	return r.run(ctx, cfg, w, nil)
+}
+
+// checkpoint is a screened trial's short stage read off its full run: the
+// records a live load generator holds when the k-th measured request
+// completes (requests still in flight then are left out).
+type checkpoint struct {
+	k     int
+	level *trial.Level // nil: the run never got there
+	at    float64      // seconds into the level
+}
+
+// cut fills the checkpoint from a level's records.
+func (cp *checkpoint) cut(recs []trial.Record, slo trial.SLO) {
+	var ends []time.Duration
+	for i := range recs {
+		if !recs[i].Warmup && recs[i].OK() {
+			ends = append(ends, recs[i].Start+recs[i].End)
+		}
+	}
+	if len(ends) < cp.k || cp.k <= 0 {
+		return
+	}
+	slices.Sort(ends)
+	at := ends[cp.k-1]
+	var held []trial.Record
+	for _, rec := range recs {
+		if rec.Start+rec.End <= at {
+			held = append(held, rec)
+		}
+	}
+	m := trial.Summarize(held, slo)
+	met, viol := slo.Check(&m)
+	cp.level = &trial.Level{Metrics: m, SLOMet: met, Violations: viol, Stability: trial.Stability{Stable: true, Reason: "virtual clock", Windows: 1}}
+	cp.at = at.Seconds()
+}
+
+func (r *Runner) run(ctx context.Context, cfg spaces.Config, w trial.Workload, cp *checkpoint) (trial.Result, error) {
 	if err := ctx.Err(); err != nil {
 		return trial.Result{}, err
 	}
@@ -215,6 +254,14 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 		measure += span
 		if err := trial.ContextLengthError(recs); err != nil {
 			return trial.Level{}, err
+		}
+		if cp != nil && li == 0 {
+			cp.cut(recs, w.SLO)
+			if cp.level != nil && lv.closed {
+				cp.level.Concurrency = lv.concurrency
+			} else if cp.level != nil {
+				cp.level.Rate = lv.workload.Arrival.Rate
+			}
 		}
 		m := trial.Summarize(recs, w.SLO)
 		if m.Breakdown, err = breakdownOf(reg, recs); err != nil {
@@ -302,6 +349,49 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w trial.Workload) (
 	res.Phases.MeasureS = measure
 	res.Phases.TotalS = res.Phases.StartupS + measure
 	return res, nil
+}
+
+// RunStaged runs a screened trial of `tuner search --screen-fraction`: the
+// short stage is a checkpoint of the full run, read when the short
+// workload's count of measured requests has completed (as a live load
+// generator would read it, the load still on), and a promotion continues
+// the same run to its end, so it costs only the rest of the measurement.
+// A workload of several levels, a duration, capacity or feedback mode runs
+// the short workload and then, on the engine that is still up, the full
+// one. The second result's Phases count only what the second stage added.
+func (r *Runner) RunStaged(ctx context.Context, cfg spaces.Config, short, full trial.Workload, promote func(*trial.Result) bool) (trial.Result, trial.Result, error) {
+	levels, err := levelsOf(full)
+	if err != nil || full.Capacity || full.Feedback || len(levels) != 1 || full.Duration > 0 ||
+		short.NumRequests <= 0 || short.NumRequests >= full.NumRequests {
+		return runStaged(ctx, cfg, short, full, promote, r.Run)
+	}
+	cp := &checkpoint{k: short.NumRequests}
+	res, err := r.run(ctx, cfg, full, cp)
+	if err != nil || !res.Usable() || cp.level == nil {
+		return res, trial.Result{}, err
+	}
+	first := res
+	first.Levels, first.Primary = []trial.Level{*cp.level}, 0
+	first.Stability = cp.level.Stability
+	first.Phases = trial.Phases{StartupS: res.Phases.StartupS, MeasureS: cp.at, TotalS: res.Phases.StartupS + cp.at}
+	if !promote(&first) {
+		return first, trial.Result{}, nil
+	}
+	second := res
+	second.Phases = trial.Phases{MeasureS: res.Phases.MeasureS - cp.at, TotalS: res.Phases.TotalS - first.Phases.TotalS}
+	return first, second, nil
+}
+
+func runStaged(ctx context.Context, cfg spaces.Config, short, full trial.Workload, promote func(*trial.Result) bool,
+	run func(context.Context, spaces.Config, trial.Workload) (trial.Result, error)) (trial.Result, trial.Result, error) {
+	first, err := run(ctx, cfg, short)
+	if err != nil || !first.Usable() || !promote(&first) {
+		return first, trial.Result{}, err
+	}
+	second, err := run(ctx, cfg, full)
+	second.Phases.TotalS -= second.Phases.StartupS
+	second.Phases.StartupS = 0
+	return first, second, err
 }
 
 func failureClass(se *StartupError) trial.FailureClass {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -349,5 +350,49 @@ func TestRunnerConcurrentUse(t *testing.T) {
 	other, _ := r.WithSeed(6).Run(context.Background(), cfg, w)
 	if other.Metrics().OutputThroughput == want.Metrics().OutputThroughput {
 		t.Error("WithSeed did not change the noise")
+	}
+}
+
+func TestRunnerStagedReusesTheEngine(t *testing.T) {
+	tg := h100(t, 1)
+	cfg := defaults(t, tg)
+	full := mixedWorkload()
+	short, err := full.Shortened(0.25)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := noisyRunner(t, tg, 3)
+	for _, promote := range []bool{false, true} {
+		var asked *trial.Result
+		first, second, err := r.RunStaged(context.Background(), cfg, short, full, func(res *trial.Result) bool { asked = res; return promote })
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := mustOK(t, first)
+		if asked == nil || m.Completed != 75 || first.Phases.StartupS <= 0 {
+			t.Fatalf("short stage: %d requests, startup %.1f s, promote asked: %v", m.Completed, first.Phases.StartupS, asked != nil)
+		}
+		if !promote {
+			if second.Status != "" {
+				t.Fatalf("not promoted, yet a second stage ran: %+v", second.Status)
+			}
+			continue
+		}
+		if m := mustOK(t, second); m.Completed != 300 || second.Phases.StartupS != 0 || math.Abs(second.Phases.TotalS-second.Phases.MeasureS) > 1e-9 {
+			t.Fatalf("full stage on the running engine: %d requests, phases %+v; want 300, no start-up", m.Completed, second.Phases)
+		}
+		// The promotion continues the run: both stages cost what one full
+		// run does, and measure what it measures.
+		plain, err := r.Run(context.Background(), cfg, full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(first.Phases.TotalS+second.Phases.TotalS-plain.Phases.TotalS) > 1e-6 || second.Metrics().OutputThroughput != plain.Metrics().OutputThroughput {
+			t.Fatalf("stages cost %.2f + %.2f s, measured %.1f tok/s; one full run %.2f s, %.1f tok/s", first.Phases.TotalS, second.Phases.TotalS,
+				second.Metrics().OutputThroughput, plain.Phases.TotalS, plain.Metrics().OutputThroughput)
+		}
+		if first.Phases.MeasureS >= plain.Phases.MeasureS/2 {
+			t.Fatalf("short stage measured %.1f s of the full run's %.1f s", first.Phases.MeasureS, plain.Phases.MeasureS)
+		}
 	}
 }

@@ -290,6 +290,9 @@ type Result struct {
 	Phases        Phases    `json:"phases"`
 	LogPath       string    `json:"log_path,omitempty"`
 	RawPath       string    `json:"raw_path,omitempty"`
+	// Screen is the short first stage of a screened trial (nil when the
+	// trial was not screened): Phases then cover both stages.
+	Screen *ScreenStage `json:"screen,omitempty"`
 }
 
 // Metrics returns the primary level's metrics (nil when the trial has none).

@@ -2,6 +2,7 @@ package trial
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -130,6 +131,24 @@ func (s SLO) Check(m *Metrics) (bool, []string) {
 		}
 	}
 	return len(bad) == 0, bad
+}
+
+// Relaxed is s with every bound loosened by the share m (upper limits
+// raised, lower ones lowered by m x |limit|): "within m of the SLO", as a
+// short, noisier measurement is judged before it is measured in full.
+func (s SLO) Relaxed(m float64) SLO {
+	out := make(SLO, len(s))
+	for i, b := range s {
+		d := m * math.Abs(b.Limit)
+		switch b.Op {
+		case "<=", "<":
+			b.Limit += d
+		case ">=", ">":
+			b.Limit -= d
+		}
+		out[i] = b
+	}
+	return out
 }
 
 func (b Bound) holds(v float64) bool { return b.Holds(v) }

@@ -110,5 +110,5 @@ func (l *Loop) tell(cfg spaces.Config, res *trial.Result) {
 	for _, h := range held {
 		l.prop.Tell(h.cfg, h.res)
 	}
-	l.prop.Tell(cfg, res)
+	l.prop.Tell(cfg, told(res))
 }

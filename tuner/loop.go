@@ -43,6 +43,11 @@ type Config struct {
 
 	Resume bool // continue a study that has trials
 
+	// Screen measures each proposal on a short run first and in full only
+	// when promising (screen.go); the zero value measures every one in
+	// full.
+	Screen Screening
+
 	Progress io.Writer // live progress; nil = none
 	Terminal bool      // Progress is a terminal: draw a live bar
 	Width    int       // columns of that terminal; 0 = 80
@@ -98,6 +103,9 @@ func (c *Config) Validate() error {
 	case c.Shared != nil && c.Lease <= 0:
 		return errors.New("tuner: a shared study needs a lease")
 	}
+	if err := c.Screen.Validate(); err != nil {
+		return fmt.Errorf("tuner: %w", err)
+	}
 	return nil
 }
 
@@ -121,14 +129,17 @@ type Report struct {
 	SearchTrials int           `json:"search_trials"` // finished, whole study
 	RepeatTrials int           `json:"repeat_trials"` // finished, whole study
 	FailedTrials int           `json:"failed_trials"`
-	RanThisRun   int           `json:"ran_this_run"`
-	SLO          trial.SLO     `json:"slo,omitempty"`
-	Metrics      Metrics       `json:"metrics"`
-	Front        []Candidate   `json:"front"`     // feasible, conservative vectors
-	Finalists    []Candidate   `json:"finalists"` // re-measured configs, best first
-	Recommended  *Candidate    `json:"recommended,omitempty"`
-	Default      *Candidate    `json:"default,omitempty"`
-	GainPct      *float64      `json:"gain_pct,omitempty"` // recommended over default, throughput medians
+	// ScreenedOut counts the search trials that ended after their short
+	// run (Config.Screen); they are not in FailedTrials.
+	ScreenedOut int         `json:"screened_out,omitempty"`
+	RanThisRun  int         `json:"ran_this_run"`
+	SLO         trial.SLO   `json:"slo,omitempty"`
+	Metrics     Metrics     `json:"metrics"`
+	Front       []Candidate `json:"front"`     // feasible, conservative vectors
+	Finalists   []Candidate `json:"finalists"` // re-measured configs, best first
+	Recommended *Candidate  `json:"recommended,omitempty"`
+	Default     *Candidate  `json:"default,omitempty"`
+	GainPct     *float64    `json:"gain_pct,omitempty"` // recommended over default, throughput medians
 	// Gain is GainPct with its confidence interval from the runs of both.
 	Gain *GainEstimate `json:"gain,omitempty"`
 	// RecommendedIsDefault says that the pick is vLLM's default config.
@@ -318,7 +329,7 @@ func (l *Loop) replay(hist []Trial) []Trial {
 			l.st.repeatDone++
 		case t.State.Finished():
 			l.st.searchDone++
-			l.prop.Tell(t.Config, t.Result)
+			l.prop.Tell(t.Config, told(t.Result))
 			l.updateFront(&t)
 			l.st.last = fmt.Sprintf("#%d %s", t.Number, t.Verdict())
 		case t.Phase != PhaseRepeat && !finished[t.ConfigID] && !queued[t.ConfigID]:
@@ -412,7 +423,7 @@ func (l *Loop) search(ctx context.Context, prog progress, rerun []Trial) (string
 			// Never run a config twice in the search: teach the proposer
 			// the known result instead.
 			l.log.Debug("proposer repeated a config; told it the known result", "config", cfg.ID(), "trial", prev.Number)
-			l.prop.Tell(cfg, prev.Result)
+			l.prop.Tell(cfg, told(prev.Result))
 			if dups++; dups >= 100 {
 				return StopExhausted, nil
 			}
@@ -521,7 +532,7 @@ func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, pha
 			return nil
 		}
 	}
-	res, runErr := l.runner.Run(tctx, cfg, l.cfg.Workload)
+	res, runErr := l.measure(tctx, cfg, phase == PhaseSearch && l.screens(cfg))
 	var leaseErr error
 	if lost != nil && ctx.Err() == nil {
 		leaseErr = lost()
@@ -639,6 +650,9 @@ func (l *Loop) trialLine(t *Trial) string {
 		}
 	} else if t.Result != nil && t.Result.Error != "" {
 		s += " " + firstLine(t.Result.Error, 100)
+	}
+	if sc := t.Result; sc != nil && sc.Screen != nil && sc.Screen.Promoted {
+		s += fmt.Sprintf(" after a short run (%s)", sc.Screen.Reason)
 	}
 	s += fmt.Sprintf(" (%s)", fmtDur(t.Ended.Sub(t.Started)))
 	if t.Worker != "" {
@@ -765,7 +779,10 @@ func (l *Loop) report(reason string) Report {
 	}
 	l.mu.Unlock()
 	for _, t := range trials {
-		if t.State == StateFailed {
+		switch {
+		case t.Result != nil && t.Result.Failure == trial.FailScreenedOut:
+			rep.ScreenedOut++
+		case t.State == StateFailed:
 			rep.FailedTrials++
 		}
 	}

@@ -197,7 +197,7 @@ func (l *Loop) sync(ctx context.Context, prog progress, show bool) ([]Trial, err
 				l.st.repeatsLeft = max(0, l.st.repeatsLeft-1)
 			case t.State.Finished():
 				l.st.searchDone++
-				l.prop.Tell(t.Config, t.Result)
+				l.prop.Tell(t.Config, told(t.Result))
 				l.updateFront(&t)
 			}
 			l.st.last = fmt.Sprintf("#%d %s", t.Number, t.Verdict())
@@ -298,7 +298,7 @@ func (l *Loop) searchShared(ctx context.Context, prog progress) (string, error) 
 				return "", fmt.Errorf("propose: %w", err)
 			}
 			if i := slices.IndexFunc(trials, func(t Trial) bool { return t.ConfigID == c.ID() && t.State.Finished() && t.Phase != PhaseRepeat }); i >= 0 {
-				l.prop.Tell(c, trials[i].Result)
+				l.prop.Tell(c, told(trials[i].Result))
 				if dups++; dups >= 100 {
 					return StopExhausted, nil
 				}

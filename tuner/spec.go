@@ -185,6 +185,11 @@ type SearchSpec struct {
 	// Lease is how long a shared study's trial stays claimed without a
 	// heartbeat; 0 = DefaultLease.
 	Lease Duration `json:"lease,omitempty"`
+	// ScreenFraction measures each proposal first on this share of the
+	// workload's requests and in full only when promising (Screening); 0
+	// = off. ScreenKeep is Screening.Keep.
+	ScreenFraction float64 `json:"screen_fraction,omitempty"`
+	ScreenKeep     float64 `json:"screen_keep,omitempty"`
 }
 
 // DefaultSearchSpec returns the defaults of `tuner search`'s flags.
@@ -389,6 +394,7 @@ func (s SearchSpec) loopConfig(m Metrics) (Config, error) {
 	cfg.Metrics = m
 	cfg.MaxTrials, cfg.Budget, cfg.TrialTimeout, cfg.Patience = s.Trials, s.Budget.Std(), s.TrialTimeout.Std(), s.Patience
 	cfg.Finalists, cfg.Repeats, cfg.Resume = s.Finalists, s.Repeats, s.Resume
+	cfg.Screen = Screening{Fraction: s.ScreenFraction, Keep: s.ScreenKeep}
 	for _, f := range []struct {
 		name string
 		v    int
@@ -407,6 +413,9 @@ func (s SearchSpec) loopConfig(m Metrics) (Config, error) {
 	}
 	if cfg.MaxTrials == 0 && cfg.Budget == 0 && cfg.Patience == 0 {
 		return cfg, Usagef("--trials 0, --budget 0 and --patience 0: unbounded search (set at least one)")
+	}
+	if err := cfg.Screen.Validate(); err != nil {
+		return cfg, Usagef("%v", err)
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, AsUsage(err)

@@ -307,6 +307,9 @@ func ReadCapped(path string, limit int) ([]byte, error) {
 var (
 	_ Runner = (*trial.Runner)(nil)
 	_ Runner = (*sim.Runner)(nil)
+
+	_ StagedRunner = (*sim.Runner)(nil)
+	_ StagedRunner = (*sim.FreshNoiseRunner)(nil)
 )
 
 // timeScale reads --time-scale=F from sim-virtual's engine arguments (0

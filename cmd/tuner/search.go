@@ -55,6 +55,8 @@ func searchCommand() *cli.Command {
 			&cli.DurationFlag{Name: "budget", Value: d.Budget.Std(), Usage: "wall time of this run, re-measurement included (0 = no limit)"},
 			&cli.DurationFlag{Name: "trial-timeout", Value: d.TrialTimeout.Std(), Usage: "limit of one trial (0 = none)"},
 			&cli.IntFlag{Name: "patience", Value: d.Patience, Usage: "stop after N trials without front improvement (0 = off)"},
+			&cli.Float64Flag{Name: "screen-fraction", Usage: "measure each proposed config first on this share of the workload's requests (e.g. 0.25), and in full only when promising: near the SLO, not dominated by the front, in the top --screen-keep of the short runs (successive halving); 0 = off"},
+			&cli.Float64Flag{Name: "screen-keep", Value: tuner.DefaultScreenKeep, Usage: "with --screen-fraction: promote a short run unless more than this share of the short runs so far dominate it"},
 			&cli.IntFlag{Name: "finalists", Value: d.Finalists, Usage: "configs re-measured at the end"},
 			&cli.IntFlag{Name: "repeats", Value: d.Repeats, Usage: "measurements per finalist (1 = no re-measurement)"},
 			&cli.StringFlag{Name: "sampler", Value: d.Sampler, Usage: "tpe, cmaes or random"},
@@ -88,8 +90,12 @@ var shellJoin = tuner.ShellJoin
 
 // printReport writes the final summary.
 func printReport(w io.Writer, rep tuner.Report, ss *tuner.Search) {
-	fmt.Fprintf(w, "\nstudy %s: %d search trials, %d re-measurements (%d failed), %s; this run: %d trials in %s\n",
-		rep.Study, rep.SearchTrials, rep.RepeatTrials, rep.FailedTrials, rep.StopReason, rep.RanThisRun, rep.Elapsed.Round(time.Second))
+	screened := ""
+	if rep.ScreenedOut > 0 {
+		screened = fmt.Sprintf(", %d screened out after a short run", rep.ScreenedOut)
+	}
+	fmt.Fprintf(w, "\nstudy %s: %d search trials, %d re-measurements (%d failed%s), %s; this run: %d trials in %s\n",
+		rep.Study, rep.SearchTrials, rep.RepeatTrials, rep.FailedTrials, screened, rep.StopReason, rep.RanThisRun, rep.Elapsed.Round(time.Second))
 	m := rep.Metrics
 	r := rep.Recommended
 	def := ss.Space.DefaultConfig()
@@ -248,7 +254,7 @@ func searchSpec(c *cli.Context) (tuner.SearchSpec, error) {
 		Engine:     c.String("engine"), Workload: c.String("workload"), Endpoint: c.String("endpoint"),
 		Space: c.String("space"), SLO: c.String("slo"), Latency: c.String("latency"),
 		Trials: c.Int("trials"), Budget: tuner.Duration(c.Duration("budget")), TrialTimeout: tuner.Duration(c.Duration("trial-timeout")),
-		Patience: c.Int("patience"), Finalists: c.Int("finalists"), Repeats: c.Int("repeats"),
+		Patience: c.Int("patience"), ScreenFraction: c.Float64("screen-fraction"), ScreenKeep: c.Float64("screen-keep"), Finalists: c.Int("finalists"), Repeats: c.Int("repeats"),
 		Sampler: c.String("sampler"), Enqueue: c.StringSlice("enqueue"), Seed: c.Uint64("seed"),
 		Resume: c.Bool("resume"), NewStudy: c.Bool("new-study"), NoPrune: c.Bool("no-prune"),
 		NoSurrogate: c.Bool("no-surrogate"), Surrogate: c.String("surrogate"),
