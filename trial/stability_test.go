@@ -243,3 +243,64 @@ func TestClosedLoopThroughputCI(t *testing.T) {
 		t.Errorf("request-level batches over the live waves: stable %v (%s), CI %.3f; want stable within %.2f", a.Stable, a.Reason, a.CIHalfWidth, sc.CITarget)
 	}
 }
+
+// TestWarmupCutIgnoresDrain: MSER-5 looks at the requests served at full
+// load. A closed loop's last round drains in a shrinking batch, much
+// faster than the rest, and that tail would hide a slow first round: on
+// synthetic records and on vllm-sim's long-prefill trial (16 users that
+// start together take a round or two to spread their 8,192-token prefills
+// out, and the last round finishes up to 50% faster).
+func TestWarmupCutIgnoresDrain(t *testing.T) {
+	const n = 400
+	recs := synth(n, 10*time.Millisecond, 20, func(i int) float64 {
+		switch {
+		case i < 40:
+			return 345
+		case i >= n-20:
+			return 160 // done after the last send: the drain
+		}
+		return 320
+	}, 6)
+	sc := DefaultStabilityConfig()
+	sc.Concurrency = 32
+	e2el := make([]float64, n)
+	for i := range recs {
+		e2el[i] = ms(recs[i].Latency())
+	}
+	if c := mserCut(e2el, 5, sc.WarmupMax); c >= 40 {
+		t.Fatalf("MSER over every request cut %d: the fixture does not show the drain hiding the warm-up", c)
+	}
+	if a := Analyze(recs, sc); a.Cut < 35 || a.Cut > 50 {
+		t.Errorf("cut %d, want about the 40 slow requests", a.Cut)
+	}
+
+	h, err := ReadRaw("testdata/long-prefill-live.raw.jsonl.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := h.Levels[0].Records
+	sc.Concurrency = h.Levels[0].Concurrency
+	a := Analyze(live, sc)
+	if a.Cut < sc.Concurrency || !a.Stable || a.CIHalfWidth > sc.CITarget {
+		t.Errorf("long-prefill: cut %d (want >= a round of %d), stable %v (%s), CI %.4f (want <= %.2f)", a.Cut, sc.Concurrency, a.Stable, a.Reason, a.CIHalfWidth, sc.CITarget)
+	}
+	// The same server slowing down by 8% halfway through is not ok.
+	slow := append([]Record(nil), live...)
+	var mid time.Duration
+	for _, r := range slow {
+		mid = max(mid, r.Start)
+	}
+	mid /= 2
+	for i := range slow {
+		if r := &slow[i]; r.Start >= mid {
+			cs := make([]time.Duration, len(r.Chunks))
+			for k, c := range r.Chunks {
+				cs[k] = c * 108 / 100
+			}
+			r.Chunks, r.End = cs, r.End*108/100
+		}
+	}
+	if a := Analyze(slow, sc); a.Stable && a.CIHalfWidth <= sc.CITarget {
+		t.Errorf("long-prefill 8%% slower after %.0f s: stable, CI %.4f", mid.Seconds(), a.CIHalfWidth)
+	}
+}
