@@ -11,21 +11,11 @@ import (
 // distribution with the effective size n1*n2/(n1+n2) and Stephens'
 // small-sample correction. It returns 1 when a sample is empty.
 func KSTest(x, y []float64) float64 {
-	return KSTestSizes(x, y, float64(len(x)), float64(len(y)))
-}
-
-// KSTestSizes is KSTest with the samples' effective sizes nx and ny in
-// place of their lengths: observations that come in correlated blocks
-// (requests in flight together share the engine's batches) carry the
-// information of fewer independent ones, and the statistic's null
-// distribution is that of the smaller sizes. It returns 1 when a sample
-// is empty or a size is not positive.
-func KSTestSizes(x, y []float64, nx, ny float64) float64 {
-	if len(x) == 0 || len(y) == 0 || !(nx > 0) || !(ny > 0) {
+	if len(x) == 0 || len(y) == 0 {
 		return 1
 	}
 	d := stat.KolmogorovSmirnov(x, nil, y, nil)
-	ne := nx * ny / (nx + ny)
+	ne := float64(len(x)) * float64(len(y)) / float64(len(x)+len(y))
 	sq := math.Sqrt(ne)
 	return KolmogorovQ((sq + 0.12 + 0.11/sq) * d)
 }

@@ -70,15 +70,4 @@ func TestKSTest(t *testing.T) {
 	if p := KSTest(a, b); p > 1e-6 {
 		t.Errorf("p(shifted by 0.5 sd) = %v", p)
 	}
-	// The same shift seen through blocks of 100 correlated observations:
-	// 4 independent ones a side cannot tell it from noise.
-	if p := KSTestSizes(a, b, 4, 4); p < 0.05 {
-		t.Errorf("p(shifted, 4 blocks a side) = %v, want >= 0.05", p)
-	}
-	if p, q := KSTestSizes(x, y, 5, 5), KSTest(x, y); p != q {
-		t.Errorf("KSTestSizes with the lengths = %v, KSTest %v", p, q)
-	}
-	if p := KSTestSizes(x, y, 0, 5); p != 1 {
-		t.Errorf("p(size 0) = %v, want 1", p)
-	}
 }
