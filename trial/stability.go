@@ -59,8 +59,10 @@ type Analysis struct {
 
 // Analyze checks whether the measured records of one level show a steady
 // state. Warm-up: MSER-5 (the truncation that minimises the standard error
-// of the mean of 5-request batch means of E2EL, in start order), capped at
-// WarmupMax; the cut requests are listed (CutIndex) unless NoWarmupCut. The
+// of the mean of 5-request batch means of E2EL, in start order) over the
+// requests served at full load, capped at WarmupMax (a closed loop: two
+// rounds, see warmupCut); the cut requests are listed (CutIndex) unless
+// NoWarmupCut. The
 // steady span runs to the last send: E2EL windows split it from the first
 // kept send, output-rate windows from the first kept completion (when the
 // pipeline is full), counting every content chunk that arrived in them.
@@ -74,7 +76,8 @@ type Analysis struct {
 // larger. CIHalfWidth is the relative 95% Student-t half-width of the mean
 // window rate (the early-stop criterion). With c.Concurrency set (a closed
 // loop) the rate windows are request-level batches of the requests served
-// at full load instead (closedLoopBatches).
+// at full load instead (closedLoopBatches), and they must not trend
+// (batchTrend).
 func Analyze(recs []Record, c StabilityConfig) Analysis { return analyze(recs, c, false) }
 
 // analyze is Analyze; with fullLoad every kept request counts as served at
@@ -258,9 +261,56 @@ func analyze(recs []Record, c StabilityConfig, fullLoad bool) Analysis {
 	if a.ThroughputCV > cvMax {
 		bad = append(bad, fmt.Sprintf("throughput CV %.3f > %.3f", a.ThroughputCV, cvMax))
 	}
+	if c.Concurrency > 0 {
+		if change, ok := batchTrend(a.WindowThroughput, c); ok {
+			bad = append(bad, fmt.Sprintf("throughput drifts %+.1f%% over the level", 100*change))
+		}
+	}
 	a.Stable = len(bad) == 0
 	a.Reason = strings.Join(bad, "; ")
 	return a
+}
+
+// batchTrend tests a closed loop's batch throughputs (in order) for a
+// linear trend: the least-squares slope's t statistic against the
+// residuals, two-sided at Alpha, and a change over the level, first batch
+// to last, larger than CITarget. A server that slows down steadily (10%
+// over long-prefill's 100 s) has batches whose spread stays within the
+// CV limit and whose Student-t CI reaches 2% (the batches are few and
+// the trend is smooth), yet its mean depends on where the level stops.
+// It returns the relative change and whether it counts; fewer than 4
+// batches cannot tell.
+func batchTrend(xs []float64, c StabilityConfig) (float64, bool) {
+	n := len(xs)
+	if n < 4 {
+		return 0, false
+	}
+	idx := make([]float64, n)
+	for i := range idx {
+		idx[i] = float64(i)
+	}
+	alpha, beta := stat.LinearRegression(idx, xs, nil, false)
+	mean := stat.Mean(xs, nil)
+	if mean <= 0 {
+		return 0, false
+	}
+	var rss, sxx float64
+	mx := float64(n-1) / 2
+	for i, x := range xs {
+		r := x - alpha - beta*idx[i]
+		rss += r * r
+		sxx += (idx[i] - mx) * (idx[i] - mx)
+	}
+	change := beta * float64(n-1) / mean
+	if math.Abs(change) <= c.CITarget {
+		return change, false
+	}
+	se := math.Sqrt(rss / float64(n-2) / sxx)
+	if se == 0 {
+		return change, true
+	}
+	tq := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(n - 2)}.Quantile(1 - c.Alpha/2)
+	return change, math.Abs(beta)/se > tq
 }
 
 // closedBatch is the size of closedLoopBatches' batches for n requests:

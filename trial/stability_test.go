@@ -317,4 +317,40 @@ func TestWarmupCutIgnoresDrain(t *testing.T) {
 	if a := Analyze(slow, sc); a.Stable && a.CIHalfWidth <= sc.CITarget {
 		t.Errorf("long-prefill 8%% slower after %.0f s: stable, CI %.4f", mid.Seconds(), a.CIHalfWidth)
 	}
+	// Nor one that slows down steadily, 10% over the run: the larger cut
+	// of a closed loop does not hide a drift.
+	drift := append([]Record(nil), live...)
+	for i := range drift {
+		r := &drift[i]
+		f := 1 + 0.10*r.Start.Seconds()/(2*mid.Seconds())
+		cs := make([]time.Duration, len(r.Chunks))
+		for k, c := range r.Chunks {
+			cs[k] = time.Duration(float64(c) * f)
+		}
+		r.Chunks, r.End = cs, time.Duration(float64(r.End)*f)
+	}
+	if a := Analyze(drift, sc); a.Stable && a.CIHalfWidth <= sc.CITarget {
+		t.Errorf("long-prefill drifting 10%% over the run: stable, CI %.4f (cut %d)", a.CIHalfWidth, a.Cut)
+	}
+}
+
+// TestBatchTrend: a closed loop's batches are tested for a linear trend:
+// stationary loops pass (20 seeds), one slowing down 10% over the level
+// does not, whatever its batches' spread.
+func TestBatchTrend(t *testing.T) {
+	sc := DefaultStabilityConfig()
+	sc.Concurrency = 32
+	for seed := uint64(1); seed <= 20; seed++ {
+		flat := synth(600, 10*time.Millisecond, 20, func(int) float64 { return 320 }, seed)
+		if a := Analyze(flat, sc); !a.Stable {
+			t.Errorf("seed %d: stationary loop unstable: %s (batches %.0f)", seed, a.Reason, a.WindowThroughput)
+		}
+		slow := synth(600, 10*time.Millisecond, 20, func(i int) float64 { return 320 * (1 + 0.1*float64(i)/600) }, seed)
+		if a := Analyze(slow, sc); a.Stable || !strings.Contains(a.Reason, "drifts") {
+			t.Errorf("seed %d: 10%% slowdown over the level: stable %v, %q (batches %.0f)", seed, a.Stable, a.Reason, a.WindowThroughput)
+		}
+	}
+	if _, ok := batchTrend([]float64{100, 101, 99}, sc); ok {
+		t.Error("3 batches: a trend")
+	}
 }
