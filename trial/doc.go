@@ -34,14 +34,16 @@
 //     an open-loop level; RequestErrorClass classifies failed requests;
 //     Record is the raw data (also written per trial by WriteRaw, read
 //     back by ReadRaw, so any metric can be recomputed).
-//   - Stability (stability.go): Analyze cuts the warm-up (MSER-5 on E2EL),
-//     compares steady windows pairwise by two-sample KS (stats.KSTest, our
-//     asymptotic p-value), checks the window throughput CV and reports the
-//     95% CI half-width used for early stopping. A closed loop's
+//   - Stability (stability.go): Analyze cuts the warm-up (MSER-5 on the
+//     E2EL of the requests served at full load; up to two rounds of a
+//     closed loop), compares steady windows pairwise by two-sample KS
+//     (stats.KSTest, our asymptotic p-value), checks the window throughput
+//     CV and reports the 95% CI half-width used for early stopping. A
+//     closed loop's
 //     throughput windows are request-level batches (Little's law:
 //     concurrency x tokens / sum of E2EL), which synchronised waves of
-//     identical requests do not throw off; an open loop's are fixed-time
-//     windows of chunk arrivals.
+//     identical requests do not throw off, tested for a linear trend; an
+//     open loop's are fixed-time windows of chunk arrivals.
 //   - Telemetry (telemetry.go, nvml.go): GPUSource (NVML through go-nvml
 //     with cgo on Linux; a stub reporting ErrNVMLUnavailable otherwise) at
 //     ~10 Hz, and ParseEngineMetrics/ScrapeEngine for the engine's /metrics

@@ -3,6 +3,7 @@ package trial
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -241,5 +242,115 @@ func TestClosedLoopThroughputCI(t *testing.T) {
 	sc.Concurrency = h.Levels[0].Concurrency
 	if a := Analyze(recs, sc); !a.Stable || a.CIHalfWidth > sc.CITarget {
 		t.Errorf("request-level batches over the live waves: stable %v (%s), CI %.3f; want stable within %.2f", a.Stable, a.Reason, a.CIHalfWidth, sc.CITarget)
+	}
+}
+
+// TestWarmupCutIgnoresDrain: MSER-5 looks at the requests served at full
+// load. A closed loop's last round drains in a shrinking batch, much
+// faster than the rest, and that tail would hide a slow first round: on
+// synthetic records and on vllm-sim's long-prefill trial (16 users that
+// start together take a round or two to spread their 8,192-token prefills
+// out, and the last round finishes up to 50% faster).
+func TestWarmupCutIgnoresDrain(t *testing.T) {
+	const n = 400
+	recs := synth(n, 10*time.Millisecond, 20, func(i int) float64 {
+		switch {
+		case i < 40:
+			return 345
+		case i >= n-20:
+			return 160 // done after the last send: the drain
+		}
+		return 320
+	}, 6)
+	sc := DefaultStabilityConfig()
+	sc.Concurrency = 32
+	e2el := make([]float64, n)
+	for i := range recs {
+		e2el[i] = ms(recs[i].Latency())
+	}
+	if c := mserCut(e2el, 5, sc.WarmupMax); c >= 40 {
+		t.Fatalf("MSER over every request cut %d: the fixture does not show the drain hiding the warm-up", c)
+	}
+	if a := Analyze(recs, sc); a.Cut < 35 || a.Cut > 50 {
+		t.Errorf("cut %d, want about the 40 slow requests", a.Cut)
+	}
+
+	h, err := ReadRaw("testdata/long-prefill-live.raw.jsonl.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := h.Levels[0].Records
+	sc.Concurrency = h.Levels[0].Concurrency
+	a := Analyze(live, sc)
+	if a.Cut < sc.Concurrency || !a.Stable || a.CIHalfWidth > sc.CITarget {
+		t.Errorf("long-prefill: cut %d (want >= a round of %d), stable %v (%s), CI %.4f (want <= %.2f)", a.Cut, sc.Concurrency, a.Stable, a.Reason, a.CIHalfWidth, sc.CITarget)
+	}
+	// The early-stop check when the 96th request is sent (80 of 120
+	// measured issued): the two slow rounds are cut and the rest agrees
+	// within 2%, where a 25% cap left one in (CI 2.6%).
+	slices.SortFunc(live, func(x, y Record) int { return cmpDur(x.Start, y.Start) })
+	var done []Record
+	for _, r := range live {
+		if r.Start+r.Latency() <= live[96].Start {
+			done = append(done, r)
+		}
+	}
+	if a := analyze(done, sc, true); a.Cut < 2*sc.Concurrency-10 || !a.Stable || a.CIHalfWidth > sc.CITarget {
+		t.Errorf("long-prefill after 96 sends: cut %d, stable %v (%s), CI %.4f; want the first two rounds cut and CI <= %.2f", a.Cut, a.Stable, a.Reason, a.CIHalfWidth, sc.CITarget)
+	}
+	// The same server slowing down by 8% halfway through is not ok.
+	slow := append([]Record(nil), live...)
+	var mid time.Duration
+	for _, r := range slow {
+		mid = max(mid, r.Start)
+	}
+	mid /= 2
+	for i := range slow {
+		if r := &slow[i]; r.Start >= mid {
+			cs := make([]time.Duration, len(r.Chunks))
+			for k, c := range r.Chunks {
+				cs[k] = c * 108 / 100
+			}
+			r.Chunks, r.End = cs, r.End*108/100
+		}
+	}
+	if a := Analyze(slow, sc); a.Stable && a.CIHalfWidth <= sc.CITarget {
+		t.Errorf("long-prefill 8%% slower after %.0f s: stable, CI %.4f", mid.Seconds(), a.CIHalfWidth)
+	}
+	// Nor one that slows down steadily, 10% over the run: the larger cut
+	// of a closed loop does not hide a drift.
+	drift := append([]Record(nil), live...)
+	for i := range drift {
+		r := &drift[i]
+		f := 1 + 0.10*r.Start.Seconds()/(2*mid.Seconds())
+		cs := make([]time.Duration, len(r.Chunks))
+		for k, c := range r.Chunks {
+			cs[k] = time.Duration(float64(c) * f)
+		}
+		r.Chunks, r.End = cs, time.Duration(float64(r.End)*f)
+	}
+	if a := Analyze(drift, sc); a.Stable && a.CIHalfWidth <= sc.CITarget {
+		t.Errorf("long-prefill drifting 10%% over the run: stable, CI %.4f (cut %d)", a.CIHalfWidth, a.Cut)
+	}
+}
+
+// TestBatchTrend: a closed loop's batches are tested for a linear trend:
+// stationary loops pass (20 seeds), one slowing down 10% over the level
+// does not, whatever its batches' spread.
+func TestBatchTrend(t *testing.T) {
+	sc := DefaultStabilityConfig()
+	sc.Concurrency = 32
+	for seed := uint64(1); seed <= 20; seed++ {
+		flat := synth(600, 10*time.Millisecond, 20, func(int) float64 { return 320 }, seed)
+		if a := Analyze(flat, sc); !a.Stable {
+			t.Errorf("seed %d: stationary loop unstable: %s (batches %.0f)", seed, a.Reason, a.WindowThroughput)
+		}
+		slow := synth(600, 10*time.Millisecond, 20, func(i int) float64 { return 320 * (1 + 0.1*float64(i)/600) }, seed)
+		if a := Analyze(slow, sc); a.Stable || !strings.Contains(a.Reason, "drifts") {
+			t.Errorf("seed %d: 10%% slowdown over the level: stable %v, %q (batches %.0f)", seed, a.Stable, a.Reason, a.WindowThroughput)
+		}
+	}
+	if _, ok := batchTrend([]float64{100, 101, 99}, sc); ok {
+		t.Error("3 batches: a trend")
 	}
 }
