@@ -110,8 +110,8 @@ func Prune(space *spaces.Space, history []Observation, opts PruneOptions) (*spac
 		}
 		pr.failureRegions()
 		pr.envelope()
-		pr.vramCeiling()
 		pr.dominatedLevels()
+		pr.vramCeiling()
 		pr.keepDefault()
 		constrained = pr.memoryShare()
 		if len(reasons) == 0 {
@@ -161,6 +161,8 @@ func extent(p *spaces.Param) float64 {
 		return 2
 	case p.Kind == spaces.Categorical:
 		return float64(len(p.Choices))
+	case len(p.Values) > 0 && p.Step > 0 && p.Kind == spaces.Float:
+		return float64(len(p.Values)) * p.Step // a stepped range turned into levels
 	case len(p.Values) > 0:
 		return float64(len(p.Values))
 	}
@@ -644,26 +646,88 @@ func (pr *pruner) vramCeiling() {
 	if !ok {
 		return
 	}
-	goodW, goodHi := 0.0, math.Inf(-1)
+	goodW := 0.0
 	for i, o := range pr.obs {
 		if pr.good[i] {
 			goodW += o.weight()
-			goodHi = math.Max(goodHi, value(o, util).Float())
 		}
 	}
 	if goodW < pr.opts.MinGoodVRAM {
 		return
 	}
 	d := dim{p: util}
-	hi := d.unit(spaces.FloatValue(goodHi)) + pr.opts.Margin
+	_, goodHiU, _ := pr.goodSpan(d)
+	goodHi := roundTo(d.fromUnitRaw(goodHiU), util.Step)
+	if g := pr.kvGain(util, goodHi); g > ceilingKVGain {
+		pr.note(util.Name, "no VRAM ceiling: the weights take so much of each GPU that utilisation %s grows the KV cache %.1fx over the good trials' %s",
+			spaces.FloatValue(util.Max), g, spaces.FloatValue(goodHi))
+		return
+	}
+	// The plain margin, however few distinct values the good trials have:
+	// they sit at the cheap end because of the VRAM they save, not for
+	// want of trying.
+	margin := pr.opts.Margin
+	hi := goodHiU + margin
 	if hi >= 1 {
 		return
 	}
-	if newMax := snapUp(util, d.fromUnitRaw(hi)); newMax < util.Max {
-		pr.note(util.Name, "VRAM ceiling: peak VRAM (an objective) rises with it and %.0f good trials need <= %s (margin %.0f%%)",
-			goodW, spaces.FloatValue(goodHi), 100*pr.opts.Margin)
-		util.Max = newMax
+	newMax := snapUp(util, d.fromUnitRaw(hi))
+	if newMax >= util.Max {
+		return
 	}
+	pr.note(util.Name, "VRAM ceiling: peak VRAM (an objective) rises with it and %.0f good trials need <= %s (margin %.0f%%)",
+		goodW, spaces.FloatValue(goodHi), 100*margin)
+	def := util.Default.Float()
+	if def <= newMax || util.Step <= 0 || util.Kind != spaces.Float {
+		util.Max = newMax // keepDefault widens it to a default above
+		return
+	}
+	// The default stays as a level of its own rather than widening the
+	// range back to it: the steps between the ceiling and the default are
+	// what the evidence removes.
+	var vals []float64
+	for k := 0; ; k++ {
+		v := roundTo(util.Min+float64(k)*util.Step, util.Step)
+		if v > newMax+1e-9 {
+			break
+		}
+		vals = append(vals, v)
+	}
+	util.Values = append(vals, def)
+	util.Max = def
+	pr.note(util.Name, "the default %s stays as a level of its own", util.Default)
+}
+
+// ceilingKVGain is the growth of the KV cache, from the good trials'
+// utilisation to the range's top, above which the VRAM ceiling stays off:
+// where the weights take much of each GPU (a 70B model over 4 GPUs), more
+// utilisation multiplies the KV cache and can buy latency a front needs.
+const ceilingKVGain = 1.75
+
+// kvGain is how much the KV budget (utilisation x GPU memory - weights per
+// GPU) grows from utilisation at to the range's top, at the smallest
+// tensor_parallel_size a good trial used (1 without a target).
+func (pr *pruner) kvGain(util *spaces.Param, at float64) float64 {
+	t := pr.space.Target()
+	if t == nil || t.GPU.MemoryGiB <= 0 {
+		return 1
+	}
+	tp := math.Inf(1)
+	for i, o := range pr.obs {
+		if pr.good[i] {
+			if v, ok := o.Config.Get("tensor_parallel_size"); ok {
+				tp = math.Min(tp, math.Max(1, v.Float()))
+			}
+		}
+	}
+	if math.IsInf(tp, 1) {
+		tp = 1
+	}
+	w := t.Model.WeightBytes() / tp / (t.GPU.MemoryGiB * (1 << 30))
+	if at <= w {
+		return math.Inf(1)
+	}
+	return (util.Max - w) / (at - w)
 }
 
 // vramRising returns gpu_memory_utilization when it is a tuned range, peak
@@ -714,7 +778,7 @@ func (pr *pruner) vramRising() (*spaces.Param, bool) {
 // plain Margin.
 const (
 	envelopeEvidence = 3
-	envelopeAlpha    = 0.05
+	envelopeAlpha    = 0.02
 	envelopeFullGood = 12
 	envelopeTwins    = 2
 )
@@ -746,25 +810,8 @@ func (pr *pruner) envelope() {
 			continue
 		}
 		d := dim{p: p}
-		goodLo, goodHi := math.Inf(1), math.Inf(-1)
-		distinct := map[float64]float64{} // good weight per value
-		for i, o := range pr.obs {
-			if pr.good[i] {
-				u := d.unit(value(o, p))
-				goodLo, goodHi = math.Min(goodLo, u), math.Max(goodHi, u)
-				k := math.Round(u * 1e4)
-				distinct[k] = math.Max(distinct[k], o.weight())
-			}
-		}
-		// A few good values show less of the front's extent than many: the
-		// margin grows as 1/sqrt of their number below envelopeFullGood.
-		// Values, not trials: a search that refines its best config repeats
-		// one value many times, which says nothing about the others.
-		nVals := 0.0
-		for _, w := range distinct {
-			nVals += w
-		}
-		margin := pr.opts.Margin * math.Sqrt(math.Max(1, envelopeFullGood/nVals))
+		goodLo, goodHi, nVals := pr.goodSpan(d)
+		margin := pr.margin(nVals)
 		// Usable trials beyond the good span (none good), and among them
 		// twins of good trials: a good config moved outward along this
 		// parameter and worse for it shows the edge directly.
@@ -844,6 +891,34 @@ func (pr *pruner) twin(i int, p *spaces.Param) bool {
 		}
 	}
 	return false
+}
+
+// goodSpan is the span of the good trials' values of a range parameter in
+// normalised coordinates, and the weighted number of distinct values in it.
+func (pr *pruner) goodSpan(d dim) (lo, hi, nVals float64) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	distinct := map[float64]float64{} // good weight per value
+	for i, o := range pr.obs {
+		if pr.good[i] {
+			u := d.unit(value(o, d.p))
+			lo, hi = math.Min(lo, u), math.Max(hi, u)
+			k := math.Round(u * 1e4)
+			distinct[k] = math.Max(distinct[k], o.weight())
+		}
+	}
+	for _, w := range distinct {
+		nVals += w
+	}
+	return lo, hi, nVals
+}
+
+// margin is how far (normalised) a cut stays outside the good span: a few
+// good values show less of the front's extent than many, so Margin grows as
+// 1/sqrt of their number below envelopeFullGood. Values, not trials: a
+// search that refines its best config repeats one value many times, which
+// says nothing about the others.
+func (pr *pruner) margin(nVals float64) float64 {
+	return pr.opts.Margin * math.Sqrt(math.Max(1, envelopeFullGood/math.Max(nVals, 1e-9)))
 }
 
 // avoidChance is the probability that good (weighted) trials drawn at
