@@ -516,6 +516,26 @@ func TestPruneVRAMCeiling(t *testing.T) {
 					t.Fatalf("good trial at %v cut: %v", u, err)
 				}
 			}
+			if len(up.Values) == 0 {
+				return
+			}
+			// The utilisation turned into levels is searchable: every
+			// proposal is valid in the pruned space, and both sides of the
+			// gap (the kept range, the default's level) come up.
+			for _, k := range []SamplerKind{SamplerTPE, SamplerRandom} {
+				cfg := DefaultProposerConfig()
+				cfg.Space, cfg.Sampler, cfg.Seed = out, k, 3
+				seen := map[bool]bool{}
+				for _, c := range runProposer(t, newProposer(t, cfg), 30, synth) {
+					if err := out.Validate(c); err != nil {
+						t.Fatalf("%s proposed an invalid config: %v", k, err)
+					}
+					seen[c.Float("gpu_memory_utilization") > 0.85] = true
+				}
+				if !seen[true] || !seen[false] {
+					t.Errorf("%s drew utilisation only on one side of the cut: %v", k, seen)
+				}
+			}
 		})
 	}
 }
