@@ -3,10 +3,16 @@
 //   - History pruning (Prune): static feasibility from the target's memory
 //     facts, failure regions (ranges or levels where every trial failed for
 //     memory), shrinking numeric ranges to the envelope of good trials (Pareto
-//     rank <= 2 among SLO-feasible ones) plus a margin, and dropping discrete
-//     levels the observed front does not need. vLLM's default config always
-//     stays inside. PruneReport gives per-parameter ranges, reasons and the
-//     fraction of volume removed.
+//     rank <= 2 among SLO-feasible ones) plus a margin on each side where
+//     usable trials went beyond it and good trials avoided it more than
+//     chance would (the margin widens when few distinct values are good,
+//     unless worse twins of good trials mark the edge), a VRAM ceiling on
+//     gpu_memory_utilization when peak VRAM is an objective and rises with it
+//     (off where the weights fill the GPUs), and dropping discrete levels the
+//     observed front does not need and no good trial used. vLLM's default
+//     config always stays inside (a stepped range cut below the default keeps
+//     it as a level of its own). PruneReport gives per-parameter ranges,
+//     reasons and the fraction of volume removed.
 //   - The Proposer: trial 0 is vLLM's default config; then each Ask draws a
 //     ParEGO weight vector, scalarises the whole history (augmented Chebyshev
 //     of normalised objectives; SLO violations penalised in proportion,

@@ -40,6 +40,9 @@ type PruneOptions struct {
 	// level's trials count as not needed (dominated).
 	LevelEvidence float64
 	LevelHVLoss   float64
+	// MinGoodVRAM is the weighted number of good trials needed before the
+	// VRAM ceiling lowers gpu_memory_utilization's maximum (see vramCeiling).
+	MinGoodVRAM float64
 }
 
 // DefaultPruneOptions returns the defaults.
@@ -49,11 +52,12 @@ func DefaultPruneOptions() PruneOptions {
 		Static:        true,
 		MinFailures:   3,
 		MinHistory:    12,
-		MinGood:       12,
+		MinGood:       4,
 		GoodRank:      2,
 		Margin:        0.3,
 		LevelEvidence: 12,
 		LevelHVLoss:   0.01,
+		MinGoodVRAM:   3,
 	}
 }
 
@@ -107,6 +111,7 @@ func Prune(space *spaces.Space, history []Observation, opts PruneOptions) (*spac
 		pr.failureRegions()
 		pr.envelope()
 		pr.dominatedLevels()
+		pr.vramCeiling()
 		pr.keepDefault()
 		constrained = pr.memoryShare()
 		if len(reasons) == 0 {
@@ -156,6 +161,8 @@ func extent(p *spaces.Param) float64 {
 		return 2
 	case p.Kind == spaces.Categorical:
 		return float64(len(p.Choices))
+	case len(p.Values) > 0 && p.Step > 0 && p.Kind == spaces.Float:
+		return float64(len(p.Values)) * p.Step // a stepped range turned into levels
 	case len(p.Values) > 0:
 		return float64(len(p.Values))
 	}
@@ -625,59 +632,220 @@ func removeLevels(p *spaces.Param, drop []spaces.Value) {
 	}
 }
 
+// --- VRAM ceiling
+
+// vramCeiling lowers gpu_memory_utilization's maximum to the good trials'
+// highest utilisation plus Margin (never below the default) when peak VRAM
+// is a minimised objective and the history shows VRAM rising with the
+// utilisation (vLLM reserves utilisation x GPU memory up front): a config
+// above every good trial pays more VRAM for sure and is on the front only if
+// its extra KV cache buys throughput or latency none of the good trials
+// needed.
+func (pr *pruner) vramCeiling() {
+	util, ok := pr.vramRising()
+	if !ok {
+		return
+	}
+	goodW := 0.0
+	for i, o := range pr.obs {
+		if pr.good[i] {
+			goodW += o.weight()
+		}
+	}
+	if goodW < pr.opts.MinGoodVRAM {
+		return
+	}
+	d := dim{p: util}
+	_, goodHiU, _ := pr.goodSpan(d)
+	goodHi := roundTo(d.fromUnitRaw(goodHiU), util.Step)
+	if g := pr.kvGain(util, goodHi); g > ceilingKVGain {
+		pr.note(util.Name, "no VRAM ceiling: the weights take so much of each GPU that utilisation %s grows the KV cache %.1fx over the good trials' %s",
+			spaces.FloatValue(util.Max), g, spaces.FloatValue(goodHi))
+		return
+	}
+	// The plain margin, however few distinct values the good trials have:
+	// they sit at the cheap end because of the VRAM they save, not for
+	// want of trying.
+	margin := pr.opts.Margin
+	hi := goodHiU + margin
+	if hi >= 1 {
+		return
+	}
+	newMax := snapUp(util, d.fromUnitRaw(hi))
+	if newMax >= util.Max {
+		return
+	}
+	pr.note(util.Name, "VRAM ceiling: peak VRAM (an objective) rises with it and %.0f good trials need <= %s (margin %.0f%%)",
+		goodW, spaces.FloatValue(goodHi), 100*margin)
+	def := util.Default.Float()
+	if def <= newMax || util.Step <= 0 || util.Kind != spaces.Float {
+		util.Max = newMax // keepDefault widens it to a default above
+		return
+	}
+	// The default stays as a level of its own rather than widening the
+	// range back to it: the steps between the ceiling and the default are
+	// what the evidence removes.
+	var vals []float64
+	for k := 0; ; k++ {
+		v := roundTo(util.Min+float64(k)*util.Step, util.Step)
+		if v > newMax+1e-9 {
+			break
+		}
+		vals = append(vals, v)
+	}
+	util.Values = append(vals, def)
+	util.Max = def
+	pr.note(util.Name, "the default %s stays as a level of its own", util.Default)
+}
+
+// ceilingKVGain is the growth of the KV cache, from the good trials'
+// utilisation to the range's top, above which the VRAM ceiling stays off:
+// where the weights take much of each GPU (a 70B model over 4 GPUs), more
+// utilisation multiplies the KV cache and can buy latency a front needs.
+const ceilingKVGain = 1.75
+
+// kvGain is how much the KV budget (utilisation x GPU memory - weights per
+// GPU) grows from utilisation at to the range's top, at the smallest
+// tensor_parallel_size a good trial used (1 without a target).
+func (pr *pruner) kvGain(util *spaces.Param, at float64) float64 {
+	t := pr.space.Target()
+	if t == nil || t.GPU.MemoryGiB <= 0 {
+		return 1
+	}
+	tp := math.Inf(1)
+	for i, o := range pr.obs {
+		if pr.good[i] {
+			if v, ok := o.Config.Get("tensor_parallel_size"); ok {
+				tp = math.Min(tp, math.Max(1, v.Float()))
+			}
+		}
+	}
+	if math.IsInf(tp, 1) {
+		tp = 1
+	}
+	w := t.Model.WeightBytes() / tp / (t.GPU.MemoryGiB * (1 << 30))
+	if at <= w {
+		return math.Inf(1)
+	}
+	return (util.Max - w) / (at - w)
+}
+
+// vramRising returns gpu_memory_utilization when it is a tuned range, peak
+// VRAM is a minimised objective and the history shows VRAM rising with the
+// utilisation: at least MinGoodVRAM weighted pairs of usable trials whose
+// utilisation differs by a step or more, 90% of them concordant.
+func (pr *pruner) vramRising() (*spaces.Param, bool) {
+	vi := slices.IndexFunc(pr.opts.Objectives, func(o pareto.Objective) bool {
+		return (o.Name == "peak_vram_gib" || o.Name == "vram") && o.Direction == pareto.Minimize
+	})
+	util, ok := pr.space.Param("gpu_memory_utilization")
+	if vi < 0 || !ok || util.Fixed != nil || !util.Tune || len(util.Values) > 0 || util.Max <= util.Min {
+		return nil, false
+	}
+	step := util.Step
+	if step <= 0 {
+		step = (util.Max - util.Min) / 100
+	}
+	conc, pairs := 0.0, 0.0
+	for i, a := range pr.obs {
+		for j := i + 1; j < len(pr.obs); j++ {
+			if pr.outs[i].failed || pr.outs[j].failed {
+				continue
+			}
+			du := value(a, util).Float() - value(pr.obs[j], util).Float()
+			if math.Abs(du) < step-1e-9 {
+				continue
+			}
+			w := a.weight() * pr.obs[j].weight()
+			pairs += w
+			if du*(pr.outs[i].vals[vi]-pr.outs[j].vals[vi]) > 0 {
+				conc += w
+			}
+		}
+	}
+	return util, pairs >= pr.opts.MinGoodVRAM && conc >= 0.9*pairs
+}
+
 // --- good envelope
 
-// envelopeEvidence is the weighted number of usable trials that must lie
-// beyond the good envelope (plus margin) before that side is cut.
-const envelopeEvidence = 2
+// envelopeEvidence is the weighted number of usable, not good trials that
+// must lie beyond the good envelope on a side before that side is cut, and
+// envelopeAlpha how unlikely it must be that good trials avoid that side by
+// chance (see avoidChance).
+// envelopeFullGood is the number of distinct good values of a parameter
+// from which the margin is Margin itself, and envelopeTwins the weighted
+// number of twins (see twin) beyond a side that also gives that side the
+// plain Margin.
+const (
+	envelopeEvidence = 3
+	envelopeAlpha    = 0.02
+	envelopeFullGood = 12
+	envelopeTwins    = 2
+)
 
 // envelope shrinks numeric ranges to the span of good trials plus Margin, on
-// each side where enough usable trials lie beyond it.
+// each side where usable trials went beyond the span and were not good, and
+// the good trials avoid that side more than a random draw of as many usable
+// trials would: no evidence about a region is no reason to remove it, and a
+// parameter that does not matter (whose good trials fall anywhere) keeps its
+// range.
 func (pr *pruner) envelope() {
-	usable, nGood := 0.0, 0
+	usable, good := 0.0, 0.0
+	nGood := 0
 	for i, o := range pr.obs {
 		if !pr.outs[i].failed {
 			usable += o.weight()
 		}
 		if pr.good[i] {
 			nGood++
+			good += o.weight()
 		}
 	}
 	if usable < pr.opts.MinHistory || nGood < pr.opts.MinGood {
 		return
 	}
+	cheapUtil, _ := pr.vramRising()
 	for _, p := range pr.space.Tuned() {
 		if p.Kind == spaces.Bool || p.Kind == spaces.Categorical || len(p.Values) > 0 || p.Max <= p.Min {
 			continue
 		}
 		d := dim{p: p}
-		lo, hi := math.Inf(1), math.Inf(-1)
-		for i, o := range pr.obs {
-			if pr.good[i] {
-				u := d.unit(value(o, p))
-				lo, hi = math.Min(lo, u), math.Max(hi, u)
-			}
-		}
-		goodLo, goodHi := lo, hi
-		lo, hi = math.Max(0, lo-pr.opts.Margin), math.Min(1, hi+pr.opts.Margin)
-		// Cut a side only where usable trials went and were not good: no
-		// evidence about a region is no reason to remove it.
-		below, above := 0.0, 0.0
+		goodLo, goodHi, nVals := pr.goodSpan(d)
+		margin := pr.margin(nVals)
+		// Usable trials beyond the good span (none good), and among them
+		// twins of good trials: a good config moved outward along this
+		// parameter and worse for it shows the edge directly.
+		below, above, twinsBelow, twinsAbove := 0.0, 0.0, 0.0, 0.0
 		for i, o := range pr.obs {
 			if pr.outs[i].failed {
 				continue
 			}
 			switch u := d.unit(value(o, p)); {
-			case u < lo:
+			case u < goodLo-1e-12:
 				below += o.weight()
-			case u > hi:
+				if pr.twin(i, p) {
+					twinsBelow += o.weight()
+				}
+			case u > goodHi+1e-12:
 				above += o.weight()
+				if pr.twin(i, p) {
+					twinsAbove += o.weight()
+				}
 			}
 		}
-		if below < envelopeEvidence {
+		lo, hi := goodLo-margin, goodHi+margin
+		if twinsBelow >= envelopeTwins {
+			lo = goodLo - pr.opts.Margin
+		}
+		if twinsAbove >= envelopeTwins {
+			hi = goodHi + pr.opts.Margin
+		}
+		// Lower utilisation costs less VRAM for sure: its bottom is the
+		// front's cheap end whatever the good trials used.
+		if below < envelopeEvidence || avoidChance(usable, below, good) > envelopeAlpha || p == cheapUtil {
 			lo = 0
 		}
-		if above < envelopeEvidence {
+		if above < envelopeEvidence || avoidChance(usable, above, good) > envelopeAlpha {
 			hi = 1
 		}
 		if lo <= 0 && hi >= 1 {
@@ -691,12 +859,80 @@ func (pr *pruner) envelope() {
 			newMax = snapUp(p, d.fromUnitRaw(hi))
 		}
 		if newMin > p.Min || newMax < p.Max {
-			pr.note(p.Name, "good envelope: %d trials of Pareto rank <= %d span %s..%s (margin %.0f%%)",
+			pr.note(p.Name, "good envelope: %d trials of Pareto rank <= %d span %s..%s (%.0f distinct); %.0f usable trials below it (%.0f twins of good ones), %.0f above (%.0f twins); kept %s..%s",
 				nGood, pr.opts.GoodRank, spaces.FloatValue(roundSig(d.fromUnitRaw(goodLo))),
-				spaces.FloatValue(roundSig(d.fromUnitRaw(goodHi))), 100*pr.opts.Margin)
+				spaces.FloatValue(roundSig(d.fromUnitRaw(goodHi))), nVals, below, twinsBelow, above, twinsAbove,
+				spaces.FloatValue(math.Max(p.Min, newMin)), spaces.FloatValue(math.Min(p.Max, newMax)))
 			p.Min, p.Max = math.Max(p.Min, newMin), math.Min(p.Max, newMax)
 		}
 	}
+}
+
+// twin reports whether observation i differs from some good trial in p and
+// at most one other tuned parameter (numeric values count as equal within
+// 5% of their normalised range): the neighbours a refining search tries.
+func (pr *pruner) twin(i int, p *spaces.Param) bool {
+	for j, ok := range pr.good {
+		if !ok || j == i {
+			continue
+		}
+		diff := 0
+		for _, d := range dimsOf(pr.space) {
+			if d.p.Name == p.Name {
+				continue
+			}
+			a, b := value(pr.obs[i], d.p), value(pr.obs[j], d.p)
+			if d.levels != nil && !a.Equal(b) || d.levels == nil && math.Abs(d.unit(a)-d.unit(b)) > 0.05 {
+				diff++
+			}
+		}
+		if diff <= 1 {
+			return true
+		}
+	}
+	return false
+}
+
+// goodSpan is the span of the good trials' values of a range parameter in
+// normalised coordinates, and the weighted number of distinct values in it.
+func (pr *pruner) goodSpan(d dim) (lo, hi, nVals float64) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	distinct := map[float64]float64{} // good weight per value
+	for i, o := range pr.obs {
+		if pr.good[i] {
+			u := d.unit(value(o, d.p))
+			lo, hi = math.Min(lo, u), math.Max(hi, u)
+			k := math.Round(u * 1e4)
+			distinct[k] = math.Max(distinct[k], o.weight())
+		}
+	}
+	for _, w := range distinct {
+		nVals += w
+	}
+	return lo, hi, nVals
+}
+
+// margin is how far (normalised) a cut stays outside the good span: a few
+// good values show less of the front's extent than many, so Margin grows as
+// 1/sqrt of their number below envelopeFullGood. Values, not trials: a
+// search that refines its best config repeats one value many times, which
+// says nothing about the others.
+func (pr *pruner) margin(nVals float64) float64 {
+	return pr.opts.Margin * math.Sqrt(math.Max(1, envelopeFullGood/math.Max(nVals, 1e-9)))
+}
+
+// avoidChance is the probability that good (weighted) trials drawn at
+// random from n usable ones all miss a set of out of them: the
+// hypergeometric C(n-out, good) / C(n, good), on weighted counts.
+func avoidChance(n, out, good float64) float64 {
+	if good <= 0 || out <= 0 {
+		return 1
+	}
+	if n-out < good {
+		return 0
+	}
+	lg := func(x float64) float64 { v, _ := math.Lgamma(x + 1); return v }
+	return math.Exp(lg(n-out) - lg(n-out-good) - lg(n) + lg(n-good))
 }
 
 func roundSig(x float64) float64 {
@@ -784,6 +1020,7 @@ func (pr *pruner) dominatedLevels() {
 		}
 		levels := p.Discrete()
 		n := make([]float64, len(levels))
+		good := make([]bool, len(levels))
 		all := 0.0
 		for i, o := range pr.obs {
 			if pr.outs[i].failed {
@@ -794,12 +1031,16 @@ func (pr *pruner) dominatedLevels() {
 				if l.Equal(v) {
 					n[k] += o.weight()
 					all += o.weight()
+					good[k] = good[k] || pr.good[i]
 				}
 			}
 		}
 		var drop []spaces.Value
 		for k, l := range levels {
-			if l.Equal(p.Default) || n[k] < pr.opts.LevelEvidence || all-n[k] < pr.opts.LevelEvidence {
+			// A level holding a good trial is needed near the front even
+			// when the hypervolume barely notices it: where a parameter
+			// hardly matters, the front's configs take either level.
+			if l.Equal(p.Default) || good[k] || n[k] < pr.opts.LevelEvidence || all-n[k] < pr.opts.LevelEvidence {
 				continue
 			}
 			loss := 1 - hv(func(i int) bool { return value(pr.obs[i], p).Equal(l) })/total

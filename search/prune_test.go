@@ -166,61 +166,70 @@ func TestPruneFailureRegion(t *testing.T) {
 	}
 }
 
+// TestPruneEnvelopeAndLevels prunes a random history of synth. With VRAM an
+// objective, a low-utilisation enforce_eager=true trial is on the observed
+// front, so that level stays although it is slower (before good trials
+// protected their level, it was dropped); judged by throughput and TPOT
+// with only rank 1 counted as good, it is dominated and is dropped.
 func TestPruneEnvelopeAndLevels(t *testing.T) {
 	s := h100(t)
 	slo := trial.SLO{{Metric: "tpot_p99", Op: "<=", Limit: 20}}
 	hist := randomHistory(t, s, 80, 5, synth)
-	opts := DefaultPruneOptions()
-	opts.SLO = slo
-	out, rep := Prune(s, hist, opts)
-	if rep.VolumeRemoved < 0.3 {
-		t.Errorf("removed only %.2f of the volume", rep.VolumeRemoved)
-	}
-	// The feasible trials left inside keep >= 98% of the observed
-	// hypervolume, and every good trial (rank <= 2) of a level that was not
-	// dropped as dominated is still inside.
-	pr := pruner{space: s, opts: opts, note: func(string, string, ...any) {}}
-	pr.history(hist)
-	var all, kept []Observation
-	for i, o := range hist {
-		if pr.outs[i].feasible {
-			all = append(all, o)
-			if out.Validate(o.Config) == nil {
-				kept = append(kept, o)
+	for _, tc := range []struct {
+		name       string
+		objs       pareto.Objectives
+		goodRank   int
+		eagerFixed bool
+	}{
+		{"with VRAM", DefaultPruneOptions().Objectives, 2, false},
+		{"throughput and TPOT, rank 1", pareto.Objectives{{Name: "output_throughput", Direction: pareto.Maximize}, {Name: "tpot_p99", Direction: pareto.Minimize}}, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := DefaultPruneOptions()
+			opts.SLO, opts.Objectives, opts.GoodRank = slo, tc.objs, tc.goodRank
+			out, rep := Prune(s, hist, opts)
+			if rep.VolumeRemoved < 0.1 {
+				t.Errorf("removed only %.2f of the volume", rep.VolumeRemoved)
 			}
-		}
-		if !pr.good[i] || out.Validate(o.Config) == nil {
-			continue
-		}
-		ok := false
-		for _, d := range dimsOf(s) {
-			if v, _ := o.Config.Get(d.p.Name); d.levels != nil && !levelKept(param(t, out, d.p.Name), v) &&
-				strings.Contains(strings.Join(reportOf(rep, d.p.Name).Reasons, ";"), "dominated") {
-				ok = true
+			// Every good trial (rank <= 2) is still inside, and the feasible
+			// trials left keep >= 98% of the observed hypervolume.
+			pr := pruner{space: s, opts: opts, note: func(string, string, ...any) {}}
+			pr.history(hist)
+			var all, kept []Observation
+			goodEager := false
+			for i, o := range hist {
+				if pr.outs[i].feasible {
+					all = append(all, o)
+					if out.Validate(o.Config) == nil {
+						kept = append(kept, o)
+					}
+				}
+				goodEager = goodEager || pr.good[i] && o.Config.Bool("enforce_eager")
+				if pr.good[i] && out.Validate(o.Config) != nil {
+					t.Errorf("good trial cut: %s: %v", o.Config, out.Validate(o.Config))
+				}
 			}
-		}
-		if !ok {
-			t.Errorf("good trial cut: %s: %v", o.Config, out.Validate(o.Config))
-		}
+			ref := []float64{0, 40, 100}[:len(tc.objs)]
+			hAll, hKept := hvOf(t, all, opts.Objectives, slo, ref), hvOf(t, kept, opts.Objectives, slo, ref)
+			if hKept < 0.98*hAll {
+				t.Errorf("pruned space keeps %.1f%% of the observed hypervolume", 100*hKept/hAll)
+			}
+			// long_prefill_token_threshold does not matter in synth: its
+			// levels are interchangeable and none is dropped.
+			if r := reportOf(rep, "long_prefill_token_threshold"); r.Removed != 0 {
+				t.Errorf("dropped levels of a parameter without effect: %v", r.Reasons)
+			}
+			ee := param(t, out, "enforce_eager")
+			if pinned := ee.Fixed != nil && !ee.Fixed.Bool(); pinned != tc.eagerFixed || pinned == goodEager {
+				t.Errorf("enforce_eager pinned to false: %v, want %v (a good trial with enforce_eager=true: %v); %v",
+					pinned, tc.eagerFixed, goodEager, reportOf(rep, "enforce_eager").Reasons)
+			}
+			if err := out.Validate(out.DefaultConfig()); err != nil {
+				t.Errorf("default invalid after pruning: %v", err)
+			}
+			t.Logf("removed %.3f", rep.VolumeRemoved)
+		})
 	}
-	ref := []float64{0, 40, 100}
-	hAll, hKept := hvOf(t, all, opts.Objectives, slo, ref), hvOf(t, kept, opts.Objectives, slo, ref)
-	if hKept < 0.98*hAll {
-		t.Errorf("pruned space keeps %.1f%% of the observed hypervolume", 100*hKept/hAll)
-	}
-	// long_prefill_token_threshold does not matter in synth: its levels are
-	// interchangeable and none is dropped.
-	if r := reportOf(rep, "long_prefill_token_threshold"); r.Removed != 0 {
-		t.Errorf("dropped levels of a parameter without effect: %v", r.Reasons)
-	}
-	// enforce_eager=true is dominated everywhere in synth.
-	if ee := param(t, out, "enforce_eager"); ee.Fixed == nil || ee.Fixed.Bool() {
-		t.Errorf("enforce_eager not pinned to false: %+v (%v)", ee.Fixed, reportOf(rep, "enforce_eager").Reasons)
-	}
-	if err := out.Validate(out.DefaultConfig()); err != nil {
-		t.Errorf("default invalid after pruning: %v", err)
-	}
-	t.Logf("removed %.3f: %+v", rep.VolumeRemoved, rep.Params)
 }
 
 // The default config survives whatever the history says, even when every
@@ -298,16 +307,19 @@ func levelKept(p *spaces.Param, v spaces.Value) bool {
 // Hand-made envelope: only max_num_seqs in [64, 256] gives good results
 // (a trade-off front among them); everything else is dominated in a chain,
 // so with GoodRank 1 the good envelope is exactly [64, 256] and the pruned
-// range is that plus 15% of the log range on each side.
+// range is that plus 15% of the log range on each side: every other trial
+// is a twin of a good one (the default with another max_num_seqs), so the
+// plain margin holds although only 9 values are good, and 8 trials on each
+// side of the span make the good trials' avoiding it unlikely by chance.
 func TestPruneEnvelopeHandMade(t *testing.T) {
 	s := testSpace(t, "Llama-3.1-8B", "A100-80GB", 1) // default max_num_seqs 256
 	def := s.DefaultConfig()
 	var hist []Observation
-	for i, seqs := range []int{64, 96, 128, 192, 256} {
+	for i, seqs := range []int{64, 72, 80, 96, 112, 128, 160, 192, 256} {
 		c := def.With("max_num_seqs", spaces.IntValue(seqs))
 		hist = append(hist, Observation{Config: c, Result: measured(c, 1000+100*float64(i), 10+float64(i), 70)})
 	}
-	for i, seqs := range []int{8, 12, 20, 600, 1000, 1500, 2048, 16, 800, 1200} {
+	for i, seqs := range []int{8, 12, 20, 600, 1000, 1500, 2048, 16, 800, 1200, 10, 14, 24, 28, 700, 1800} {
 		c := def.With("max_num_seqs", spaces.IntValue(seqs))
 		hist = append(hist, Observation{Config: c, Result: measured(c, 500-10*float64(i), 50+float64(i), 70)})
 	}
@@ -428,5 +440,211 @@ func TestPruneStaticJointMemory(t *testing.T) {
 	}
 	if cut == 0 || kept == 0 {
 		t.Errorf("cut %d, kept %d of the TP x utilisation grid: want both", cut, kept)
+	}
+}
+
+// TestPruneVRAMCeiling: with peak VRAM a minimised objective rising with
+// gpu_memory_utilization, the range's top is cut above the good trials plus
+// the margin (rank 1 counts as good here), and vLLM's default 0.9 above the
+// cut stays as a level of its own; not when VRAM is no objective, does not
+// follow the utilisation, too few trials are good, a good trial already
+// needs the top, or the weights take so much of each GPU (70B over 4 H100s:
+// 0.42 of each) that the top grows the KV cache 1.9x over the good trials'.
+func TestPruneVRAMCeiling(t *testing.T) {
+	s8, s70 := h100(t), testSpace(t, "Llama-3.1-70B", "H100-80GB", 4)
+	vramOf := func(u float64) float64 { return u * 79.19 }
+	flat := func(float64) float64 { return 60 }
+	twoObjs := pareto.Objectives{{Name: "output_throughput", Direction: pareto.Maximize}, {Name: "tpot_p99", Direction: pareto.Minimize}}
+	for _, tc := range []struct {
+		name     string
+		good     []float64 // utilisation of the trade-off front's trials
+		objs     pareto.Objectives
+		vram     func(float64) float64
+		want     string // the pruned range
+		wantNote bool
+		big      bool // 70B at TP 4 instead of 8B
+	}{
+		// 0.72 + 30% of [0.70, 0.98] = 0.804, up to the step: 0.81.
+		{"fires", []float64{0.70, 0.71, 0.72}, nil, vramOf,
+			"{0.7, 0.71, 0.72, 0.73, 0.74, 0.75, 0.76, 0.77, 0.78, 0.79, 0.8, 0.81, 0.9}", true, false},
+		{"VRAM no objective", []float64{0.70, 0.71, 0.72}, twoObjs, vramOf, "[0.7, 0.98] step 0.01", false, false},
+		{"VRAM flat", []float64{0.70, 0.71, 0.72}, nil, flat, "[0.7, 0.98] step 0.01", false, false},
+		{"two good trials", []float64{0.70, 0.71}, nil, vramOf, "[0.7, 0.98] step 0.01", false, false},
+		{"good trial near the top", []float64{0.70, 0.71, 0.93}, nil, vramOf, "[0.7, 0.98] step 0.01", false, false},
+		{"weights fill the GPUs", []float64{0.70, 0.71, 0.72}, nil, func(u float64) float64 { return 4 * vramOf(u) }, "[0.7, 0.98] step 0.01", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, def := s8, s8.DefaultConfig()
+			if tc.big {
+				s, def = s70, s70.DefaultConfig().With("tensor_parallel_size", spaces.IntValue(4))
+			}
+			var hist []Observation
+			add := func(u float64, seqs int, thr, tpot float64) {
+				c := def.With("gpu_memory_utilization", spaces.FloatValue(u)).With("max_num_seqs", spaces.IntValue(seqs))
+				hist = append(hist, Observation{Config: c, Result: measured(c, thr, tpot, tc.vram(u))})
+			}
+			for i, u := range tc.good { // a throughput/latency trade-off
+				add(u, 64<<i, 2000+1000*float64(i), 10+5*float64(i))
+			}
+			for i, u := range []float64{0.8, 0.85, 0.9, 0.95} { // dominated
+				add(u, 100+i, 1000, 50)
+			}
+			opts := DefaultPruneOptions()
+			opts.GoodRank, opts.Static = 1, false
+			if tc.objs != nil {
+				opts.Objectives = tc.objs
+			}
+			out, rep := Prune(s, hist, opts)
+			up := param(t, out, "gpu_memory_utilization")
+			r := reportOf(rep, "gpu_memory_utilization")
+			noted := slices.ContainsFunc(r.Reasons, func(x string) bool { return strings.HasPrefix(x, "VRAM ceiling") })
+			if got := up.RangeString(); got != tc.want || noted != tc.wantNote {
+				t.Fatalf("gpu_memory_utilization %s (noted %v), want %s (%v): %q", got, noted, tc.want, tc.wantNote, r.Reasons)
+			}
+			if tc.big != strings.Contains(strings.Join(r.Reasons, ";"), "no VRAM ceiling") {
+				t.Fatalf("reasons %q", r.Reasons)
+			}
+			if err := out.Validate(s.DefaultConfig()); err != nil {
+				t.Fatalf("default invalid: %v", err)
+			}
+			// The volume counts steps: 13 of the 29 kept.
+			if n := len(up.Values); n > 0 && math.Abs(r.Removed-(1-float64(n)/29)) > 1e-9 {
+				t.Fatalf("removed %v, want %v", r.Removed, 1-float64(n)/29)
+			}
+			for i, u := range tc.good {
+				if err := out.Validate(hist[i].Config); err != nil {
+					t.Fatalf("good trial at %v cut: %v", u, err)
+				}
+			}
+			if len(up.Values) == 0 {
+				return
+			}
+			// The utilisation turned into levels is searchable: every
+			// proposal is valid in the pruned space, and both sides of the
+			// gap (the kept range, the default's level) come up.
+			for _, k := range []SamplerKind{SamplerTPE, SamplerRandom} {
+				cfg := DefaultProposerConfig()
+				cfg.Space, cfg.Sampler, cfg.Seed = out, k, 3
+				seen := map[bool]bool{}
+				for _, c := range runProposer(t, newProposer(t, cfg), 30, synth) {
+					if err := out.Validate(c); err != nil {
+						t.Fatalf("%s proposed an invalid config: %v", k, err)
+					}
+					seen[c.Float("gpu_memory_utilization") > 0.85] = true
+				}
+				if !seen[true] || !seen[false] {
+					t.Errorf("%s drew utilisation only on one side of the cut: %v", k, seen)
+				}
+			}
+		})
+	}
+}
+
+// TestPruneEnvelopeEvidence: the envelope cuts a side only with evidence
+// there. One good max_num_seqs value (128, nine trials) with worse twins on
+// both sides cuts at the plain margin; the same trials moved away from the
+// good ones in other parameters (no twins) keep the range, since one value
+// says little about the front's extent; a parameter whose good trials fall
+// anywhere among the others keeps its range; and utilisation's bottom (the
+// cheap end when VRAM is an objective and rises with it) is never cut.
+func TestPruneEnvelopeEvidence(t *testing.T) {
+	s := testSpace(t, "Llama-3.1-8B", "A100-80GB", 1) // default max_num_seqs 256, gpu_memory_utilization 0.9
+	def := s.DefaultConfig()
+	twoObjs := pareto.Objectives{{Name: "output_throughput", Direction: pareto.Maximize}, {Name: "tpot_p99", Direction: pareto.Minimize}}
+	good := func(i int) spaces.Config { // nine good configs, max_num_seqs 128
+		return def.With("max_num_seqs", spaces.IntValue(128)).With("max_num_batched_tokens", spaces.IntValue(2048+512*i))
+	}
+	awayFrom := func(c spaces.Config) spaces.Config {
+		return c.With("block_size", spaces.IntValue(64)).With("scheduling_policy", spaces.StringValue("priority")).
+			With("enable_prefix_caching", spaces.BoolValue(false))
+	}
+	outside := []int{8, 10, 12, 16, 20, 24, 32, 900, 1100, 1300, 1500, 1700, 1800, 2048}
+	chain := func(away bool) []Observation {
+		var hist []Observation
+		for i := range 9 {
+			c := good(i)
+			hist = append(hist, Observation{Config: c, Result: measured(c, 2000+100*float64(i), 10+float64(i), 70)})
+		}
+		for i, seqs := range outside {
+			c := good(i%9).With("max_num_seqs", spaces.IntValue(seqs))
+			if away {
+				c = awayFrom(c)
+			}
+			hist = append(hist, Observation{Config: c, Result: measured(c, 1000-10*float64(i), 50+float64(i), 70)})
+		}
+		return hist
+	}
+	// Flat: the good trials' max_num_seqs alternate with the others'.
+	var flat []Observation
+	for i, seqs := range []int{8, 16, 32, 64, 128, 256, 512, 1024, 1536, 2048, 12, 24, 48, 96, 192, 384} {
+		c := def.With("max_num_seqs", spaces.IntValue(seqs))
+		thr, tpot := 1000-10*float64(i), 50+float64(i)
+		if i%2 == 0 {
+			thr, tpot = 2000+100*float64(i), 10+float64(i)
+		}
+		flat = append(flat, Observation{Config: c, Result: measured(c, thr, tpot, 70)})
+	}
+	// Utilisation: good trials high (throughput), cheap trials low are not
+	// good here but cost less VRAM.
+	var util []Observation
+	for i, u := range []float64{0.90, 0.92, 0.94, 0.95, 0.7, 0.71, 0.72, 0.73, 0.74, 0.75, 0.76, 0.77} {
+		c := def.With("gpu_memory_utilization", spaces.FloatValue(u)).With("max_num_seqs", spaces.IntValue(100+i))
+		thr, tpot := 1000.0, 50+float64(i)
+		if u >= 0.9 {
+			thr, tpot = 2000+100*float64(i), 10+float64(i)
+		}
+		util = append(util, Observation{Config: c, Result: measured(c, thr, tpot, u*79.19)})
+	}
+	lo, hi := math.Log(7.5), math.Log(2048.5)
+	u := func(x float64) float64 { return (math.Log(x) - lo) / (hi - lo) }
+	x := func(u float64) float64 { return math.Exp(lo + u*(hi-lo)) }
+	for _, tc := range []struct {
+		name       string
+		hist       []Observation
+		objs       pareto.Objectives
+		param      string
+		wantMin    float64
+		wantMax    float64
+		wantReason bool
+	}{
+		{"twins: plain margin", chain(false), twoObjs, "max_num_seqs", math.Floor(x(u(128) - 0.3)), math.Ceil(x(u(128) + 0.3)), true},
+		{"no twins, one good value", chain(true), twoObjs, "max_num_seqs", 8, 2048, false},
+		{"flat parameter", flat, twoObjs, "max_num_seqs", 8, 2048, false},
+		{"cheap end of utilisation", util, nil, "gpu_memory_utilization", 0.7, 0.98, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := DefaultPruneOptions()
+			if tc.objs != nil {
+				opts.Objectives = tc.objs
+			}
+			opts.GoodRank, opts.MinHistory = 1, 10
+			out, rep := Prune(s, tc.hist, opts)
+			p := param(t, out, tc.param)
+			r := reportOf(rep, tc.param)
+			has := strings.Contains(strings.Join(r.Reasons, ";"), "good envelope")
+			if p.Min != tc.wantMin || p.Max != tc.wantMax || has != tc.wantReason {
+				t.Fatalf("%s pruned to [%v, %v] (envelope noted %v), want [%v, %v] (%v): %q", tc.param, p.Min, p.Max, has, tc.wantMin, tc.wantMax, tc.wantReason, r.Reasons)
+			}
+		})
+	}
+}
+
+// TestAvoidChance checks the weighted hypergeometric against exact counts.
+func TestAvoidChance(t *testing.T) {
+	binom := func(n, k int) float64 {
+		r := 1.0
+		for i := range k {
+			r = r * float64(n-i) / float64(i+1)
+		}
+		return r
+	}
+	for _, tc := range []struct{ n, out, good int }{{24, 5, 5}, {24, 14, 5}, {15, 4, 5}, {10, 3, 1}, {30, 10, 12}} {
+		want := binom(tc.n-tc.out, tc.good) / binom(tc.n, tc.good)
+		if got := avoidChance(float64(tc.n), float64(tc.out), float64(tc.good)); math.Abs(got-want) > 1e-9 {
+			t.Errorf("avoidChance(%d, %d, %d) = %v, want %v", tc.n, tc.out, tc.good, got, want)
+		}
+	}
+	if avoidChance(10, 0, 3) != 1 || avoidChance(10, 3, 0) != 1 || avoidChance(10, 8, 3) != 0 {
+		t.Error("edge cases: no trials outside or no good trials give 1; too few inside gives 0")
 	}
 }
