@@ -20,11 +20,16 @@
 //     the study for candidates (TPE or random; CMA-ES runs goptuna's
 //     cmaes.Optimizer across asks, one weight vector per generation). With a
 //     Scorer and enough history, a pool of sampler draws, mutations of the
-//     front and uniform draws is screened by feasibility x expected
+//     front and uniform draws is screened by P(feasible)^3 x expected
 //     hypervolume improvement (optimistic mean + k std) and refined by
-//     mutating the best; the best candidate runs. A config is never proposed
-//     twice (by ID); the final re-measurement and its conservative ranking
-//     (median - k*MAD) belong to the loop (tuner.Aggregate).
+//     mutating the best; the best candidate runs. Every third ask is a
+//     boundary bisection instead when there is one to make: the midpoint
+//     between the incumbent (the feasible config holding the most
+//     hypervolume on its own) and the nearest infeasible trial that would
+//     hold more, since a front's best config usually sits just inside an SLO
+//     bound. A config is never proposed twice (by ID); the final
+//     re-measurement and its conservative ranking (median - k*MAD) belong to
+//     the loop (tuner.Aggregate).
 //   - SurrogateScorer: the Scorer over package surrogate (retrained on the
 //     history, other contexts included through their Target and Workload).
 //
