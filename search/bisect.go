@@ -8,6 +8,12 @@ import (
 	"github.com/vllm-tuner/tuner/spaces"
 )
 
+// bisectResolution is the distance (in the unit cube of the numeric
+// parameters) below which a bound counts as located: closer pairs are not
+// bisected again, so the search does not spend trials on steps that move the
+// objectives by less than the measurement noise.
+const bisectResolution = 0.03
+
 // bisect proposes the midpoint between the incumbent and the nearest
 // infeasible observation that would hold more hypervolume than it, were it
 // feasible. The incumbent is the feasible config of this context whose own
@@ -19,7 +25,8 @@ import (
 // midpoint halves the distance to the bound. Numeric coordinates are
 // interpolated; levels stay the incumbent's, so the step moves along the
 // parameters that set the bound. ok is false when there is no incumbent, no
-// such infeasible observation, or every midpoint was tried.
+// such infeasible observation farther than bisectResolution, or every
+// midpoint was tried.
 func (p *Proposer) bisect(sc scalariser) (spaces.Config, bool) {
 	ref := normRef(fixedRef(p.cfg.Objectives, p.cfg.SLO, p.cfg.Space.Target()), sc.norm)
 	box := func(vals []float64) float64 {
@@ -66,7 +73,7 @@ func (p *Proposer) bisect(sc scalariser) (spaces.Config, bool) {
 				d += (x[k] - inc[k]) * (x[k] - inc[k])
 			}
 		}
-		if d > 1e-6 {
+		if d > bisectResolution*bisectResolution {
 			cands = append(cands, far{x, d})
 		}
 	}
