@@ -2,9 +2,9 @@ package search
 
 import (
 	"cmp"
-	"math"
 	"slices"
 
+	"github.com/vllm-tuner/tuner/pareto"
 	"github.com/vllm-tuner/tuner/spaces"
 )
 
@@ -29,17 +29,10 @@ const bisectResolution = 0.03
 // midpoint was tried.
 func (p *Proposer) bisect(sc scalariser) (spaces.Config, bool) {
 	ref := normRef(fixedRef(p.cfg.Objectives, p.cfg.SLO, p.cfg.Space.Target()), sc.norm)
-	box := func(vals []float64) float64 {
-		y := sc.norm.apply(vals)
-		vol := 1.0
-		for j := range y {
-			r := hvRef
-			if ref != nil {
-				r = ref[j]
-			}
-			vol *= math.Max(0, r-y[j])
-		}
-		return vol
+	dirs := minDirs(len(p.cfg.Objectives))
+	box := func(vals []float64) float64 { // the hypervolume one config holds alone
+		hv, _ := pareto.Hypervolume([][]float64{sc.norm.apply(vals)}, dirs, ref)
+		return hv
 	}
 	obs := p.samplerObs()
 	outs := make([]outcome, len(obs))
