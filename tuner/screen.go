@@ -58,13 +58,7 @@ const (
 // On reports whether proposals are screened.
 func (s Screening) On() bool { return s.Fraction > 0 }
 
-func (s Screening) keep() float64 {
-	if s.Keep <= 0 {
-		return DefaultScreenKeep
-	}
-	return s.Keep
-}
-
+func (s Screening) keep() float64   { return knob(s.Keep, DefaultScreenKeep) } // Validate refuses a negative one
 func (s Screening) calibrate() int  { return knob(s.Calibrate, DefaultScreenCalibrate) }
 func (s Screening) margin() float64 { return knob(s.Margin, DefaultScreenMargin) }
 
