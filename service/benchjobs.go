@@ -42,15 +42,10 @@ func ParseBenchJob(ctx context.Context, body io.Reader, st tuner.ConfigSource) (
 		Kind string `json:"kind"`
 		tuner.BenchSpec
 	}{BenchSpec: tuner.DefaultBenchSpec()}
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return req.BenchSpec, tuner.Usagef("job body: %w", err)
+	if err := decodeBody(body, &req); err != nil {
+		return req.BenchSpec, err
 	}
 	spec := req.BenchSpec
-	if dec.More() {
-		return spec, tuner.Usagef("job body: more than one JSON value")
-	}
 	if req.Kind != KindBench {
 		return spec, tuner.Usagef("job body: kind %q: want %q", req.Kind, KindBench)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/vllm-tuner/tuner/bounded"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/tuner"
 )
@@ -155,6 +156,8 @@ func (s *Server) writeErr(w http.ResponseWriter, err error) {
 	switch {
 	case errors.As(err, &ue):
 		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+	case errors.Is(err, bounded.ErrLimit):
+		writeError(w, http.StatusBadRequest, "too_large", err.Error())
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	default:
@@ -180,18 +183,13 @@ func ParseJob(body io.Reader) (tuner.SearchSpec, error) {
 		Kind string `json:"kind,omitempty"` // "search" or absent
 		tuner.SearchSpec
 	}{SearchSpec: tuner.DefaultSearchSpec()}
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(&req)
+	err := decodeBody(body, &req)
 	spec := req.SearchSpec
 	if err != nil {
-		return spec, tuner.Usagef("job body: %w", err)
+		return spec, err
 	}
 	if req.Kind != "" && req.Kind != KindSearch {
 		return spec, tuner.Usagef("job body: kind %q: want %q or %q", req.Kind, KindSearch, KindBench)
-	}
-	if dec.More() {
-		return spec, tuner.Usagef("job body: more than one JSON value")
 	}
 	def := tuner.DefaultSearchSpec()
 	for _, f := range []struct{ name, v, def string }{
@@ -216,8 +214,23 @@ func ParseJob(body io.Reader) (tuner.SearchSpec, error) {
 	return spec, spec.Validate()
 }
 
+// decodeBody decodes a job body into v under bounded's limits (unknown
+// fields refused, one JSON value).
+func decodeBody(body io.Reader, v any) error {
+	b, err := bounded.ReadAll("job body", body, bounded.Default().Bytes)
+	if err == nil {
+		err = bounded.DecodeJSON("job body", b, v, true)
+	}
+	if err != nil {
+		return tuner.Usagef("job body: %w", err)
+	}
+	return nil
+}
+
 func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+	// No job body is larger than bounded's limit on a document, whatever
+	// MaxBody allows for other requests.
+	r.Body = http.MaxBytesReader(w, r.Body, min(s.cfg.MaxBody, bounded.Default().Bytes))
 	body, err := io.ReadAll(r.Body)
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {

@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/vllm-tuner/tuner/bench"
+	"github.com/vllm-tuner/tuner/bounded"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
@@ -412,7 +413,7 @@ func benchImport(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	b, err := os.ReadFile(path)
+	b, err := bounded.ReadFile(path, bounded.ImportBytes)
 	if err != nil {
 		return usagef("bench import: %v", err)
 	}

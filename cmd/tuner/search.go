@@ -235,7 +235,6 @@ var (
 	splitFlags         = tuner.SplitFlags
 	findVLLMSim        = tuner.FindVLLMSim
 	history            = tuner.History
-	readCapped         = tuner.ReadCapped
 )
 
 var execLookPath = exec.LookPath

@@ -15,6 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/vllm-tuner/tuner/bounded"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/surrogate"
@@ -135,11 +136,11 @@ func surrogateImport(c *cli.Context) error {
 		return err
 	}
 	file := a.file
-	model, err := readCapped(file, surrogate.DefaultLimits().MaxBytes)
+	model, err := bounded.ReadFile(file, int64(surrogate.DefaultLimits().MaxBytes))
 	if err != nil {
 		return asUsage(err)
 	}
-	sb, err := readCapped(a.schema, 16<<20)
+	sb, err := bounded.ReadFile(a.schema, 16<<20)
 	if err != nil {
 		return asUsage(err)
 	}
