@@ -88,26 +88,6 @@ func ReadAll(source string, r io.Reader, max int64) ([]byte, error) {
 	return b, nil
 }
 
-// ReadYAMLFile reads and checks a YAML file under the default limits.
-func ReadYAMLFile(path string) ([]byte, error) {
-	l := Default()
-	b, err := ReadFile(path, l.Bytes)
-	if err != nil {
-		return nil, err
-	}
-	return b, CheckYAML(path, b, l)
-}
-
-// ReadJSONFile reads and checks a JSON file under the default limits.
-func ReadJSONFile(path string) ([]byte, error) {
-	l := Default()
-	b, err := ReadFile(path, l.Bytes)
-	if err != nil {
-		return nil, err
-	}
-	return b, CheckJSON(path, b, l)
-}
-
 // DecodeYAML checks b under the default limits, then decodes its first
 // document into v with opts. A panic of the decoder (goccy/go-yaml v1.19.2
 // dereferences nil on some malformed sequences) is returned as an error.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -13,18 +12,6 @@ import (
 	"github.com/vllm-tuner/tuner/bounded"
 	"github.com/vllm-tuner/tuner/bounded/boundedtest"
 )
-
-// allocated is the bytes f allocates (runtime.MemStats.TotalAlloc), the
-// measure of the "< 64 MB extra": it counts every allocation, also
-// ones a GC already freed, so it bounds the peak too.
-func allocated(f func()) uint64 {
-	var a, b runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&a)
-	f()
-	runtime.ReadMemStats(&b)
-	return b.TotalAlloc - a.TotalAlloc
-}
 
 const maxExtra = 64 << 20
 
@@ -39,7 +26,7 @@ func TestHostileRefused(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			var err error
 			var v any
-			n := allocated(func() { err = bounded.DecodeYAML("doc.yaml", doc, &v) })
+			n := boundedtest.Allocated(func() { err = bounded.DecodeYAML("doc.yaml", doc, &v) })
 			if !errors.Is(err, bounded.ErrLimit) {
 				t.Fatalf("err = %v, want a limit error", err)
 			}
@@ -128,7 +115,11 @@ func TestShippedFilesPass(t *testing.T) {
 		t.Fatalf("found %d shipped YAML files, want the project's", len(files))
 	}
 	for _, f := range files {
-		if _, err := bounded.ReadYAMLFile(f); err != nil {
+		b, err := bounded.ReadFile(f, bounded.Default().Bytes)
+		if err == nil {
+			err = bounded.CheckYAML(f, b, bounded.Default())
+		}
+		if err != nil {
 			t.Errorf("%v", err)
 		}
 	}
@@ -145,7 +136,7 @@ func TestReadFileRefusesBySize(t *testing.T) {
 	}
 	f.Close()
 	var rerr error
-	n := allocated(func() { _, rerr = bounded.ReadFile(p, bounded.ImportBytes) })
+	n := boundedtest.Allocated(func() { _, rerr = bounded.ReadFile(p, bounded.ImportBytes) })
 	if want := p + ": size over the limit of 67108864 bytes"; rerr == nil || rerr.Error() != want {
 		t.Fatalf("ReadFile = %v, want %q", rerr, want)
 	}

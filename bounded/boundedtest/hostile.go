@@ -5,6 +5,7 @@ package boundedtest
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 	"strings"
 )
 
@@ -39,4 +40,16 @@ func Hostile() map[string][]byte {
 		"string-50mb": big,
 		"alias-bomb":  []byte(bomb.String()),
 	}
+}
+
+// Allocated is what f allocates (runtime.MemStats.TotalAlloc, freed or
+// not, so it bounds the peak too): the measure of issue 29's "< 64 MB
+// extra", which a test asserts in place of a time.
+func Allocated(f func()) uint64 {
+	var a, b runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&a)
+	f()
+	runtime.ReadMemStats(&b)
+	return b.TotalAlloc - a.TotalAlloc
 }

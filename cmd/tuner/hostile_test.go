@@ -3,7 +3,6 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -22,17 +21,6 @@ func hostileDoors(db string) map[string][]string {
 		"matrix":    {"--db", db, "bench", "run", "--engine", "sim-virtual", "--model", testModel, "--gpu", testGPU, "--matrix", "F"},
 		"scenarios": {"eval", "search", "--quick", "--scenarios-file", "F", "--out", filepath.Join(filepath.Dir(db), "eval")},
 	}
-}
-
-// allocated is what f allocates (runtime.MemStats.TotalAlloc): freed or
-// not, so it bounds the peak.
-func allocated(f func()) uint64 {
-	var a, b runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&a)
-	f()
-	runtime.ReadMemStats(&b)
-	return b.TotalAlloc - a.TotalAlloc
 }
 
 // Issue 29: each hostile document of the issue, given to each command that
@@ -56,7 +44,7 @@ func TestHostileFilesRefused(t *testing.T) {
 				}
 				var code int
 				var errb string
-				n := allocated(func() { code, _, errb = runTuner(t, args...) })
+				n := boundedtest.Allocated(func() { code, _, errb = runTuner(t, args...) })
 				if code != exitUsage || !strings.Contains(errb, f) || !strings.Contains(errb, "over the limit of") {
 					t.Fatalf("exit %d, stderr %q: want 2 naming %s and the limit", code, errb, f)
 				}
@@ -83,7 +71,7 @@ func TestBenchImportRefusesBySize(t *testing.T) {
 	f.Close()
 	var code int
 	var errb string
-	n := allocated(func() { code, _, errb = runTuner(t, "--db", filepath.Join(dir, "t.db"), "bench", "import", p) })
+	n := boundedtest.Allocated(func() { code, _, errb = runTuner(t, "--db", filepath.Join(dir, "t.db"), "bench", "import", p) })
 	if code != exitUsage || !strings.Contains(errb, p+": size over the limit of 67108864 bytes") {
 		t.Fatalf("exit %d, stderr %q", code, errb)
 	}
