@@ -66,8 +66,11 @@ func ParseBenchJob(ctx context.Context, body io.Reader, st tuner.ConfigSource) (
 		}
 		return st, func() {}, nil
 	}
-	_, err := spec.Resolve(ctx)
-	return spec, err
+	b, err := spec.Resolve(ctx)
+	if err != nil {
+		return spec, err
+	}
+	return spec, DefaultJobLimits().bench(b)
 }
 
 // resolveBench resolves a stored bench job's spec against the store.

@@ -71,3 +71,38 @@ func BenchmarkRefuseHostileService(b *testing.B) {
 		})
 	}
 }
+
+// A 500 says "internal error" with an incident ID, never the server's
+// error text (which names its files: the database path).
+func TestInternalErrorNamesNoPath(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, dir+"/tuner.db", Config{}, false)
+	e.st.Close() // every read now fails inside the server
+	code, out := e.do(t, "GET", "/api/v1/jobs", "", "")
+	var ae apiError
+	if code != http.StatusInternalServerError || json.Unmarshal([]byte(out), &ae) != nil {
+		t.Fatalf("%d %s; want 500", code, out)
+	}
+	if !strings.HasPrefix(ae.Message, "internal error (incident ") || strings.Contains(out, dir) {
+		t.Errorf("500 answer %q: want an incident ID and no server path", ae.Message)
+	}
+}
+
+// Job sizes are bounded with a 400 naming the field and the limit.
+func TestJobSizeBounded(t *testing.T) {
+	e := newEnv(t, "", Config{}, false)
+	job := func(extra string) string {
+		return fmt.Sprintf(`{"model":%q,"gpu":%q,"engine":"sim-virtual"%s}`, testModel, testGPU, extra)
+	}
+	for _, tc := range []struct{ body, want string }{
+		{job(`,"trials":1000000000`), "job body: trials 1000000000 over the limit of 1000"},
+		{job(`,"requests":1000000000`), "job body: requests 1000000000 over the limit of 1000000"},
+		{job(`,"repeats":1000`), "job body: repeats 1000 over the limit of 20"},
+		{job(`,"budget":"100000h"`), "job body: budget 100000h0m0s over the limit of 168h0m0s"},
+		{job(`,"trial_timeout":"1000h"`), "job body: trial_timeout 1000h0m0s over the limit of 24h0m0s"},
+		{hostileBody([]byte("name: big\ncells:\n  - {name: a, prompt: {kind: fixed, value: 10}, output: {kind: fixed, value: 10}, arrival: {kind: closed, concurrency: 1}, num_requests: 100000000}\n")),
+			"matrix_yaml:3: cells.a.num_requests: too many"},
+	} {
+		e.wantInvalidJob(t, tc.body, tc.want)
+	}
+}

@@ -3,8 +3,10 @@ package service
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
 	"embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -161,9 +163,19 @@ func (s *Server) writeErr(w http.ResponseWriter, err error) {
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	default:
-		s.log.Error("request failed", "err", err)
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		s.internalError(w, err)
 	}
+}
+
+// internalError answers 500 with an incident ID and nothing of err: its
+// text may name the server's files (the database path). The log has it
+// under the same ID.
+func (s *Server) internalError(w http.ResponseWriter, err error) {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	s.log.Error("request failed", "incident", id, "err", err)
+	writeError(w, http.StatusInternalServerError, "internal", "internal error (incident "+id+"; the server's log has the details)")
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -210,6 +222,9 @@ func ParseJob(body io.Reader) (tuner.SearchSpec, error) {
 		if strings.HasPrefix(e, "@") {
 			return spec, tuner.Usagef("job body: enqueue %q: @FILE is not readable over the API", e)
 		}
+	}
+	if err := DefaultJobLimits().search(spec); err != nil {
+		return spec, err
 	}
 	return spec, spec.Validate()
 }

@@ -114,9 +114,6 @@ var parseLabels = tuner.ParseLabels
 
 // benchSpec turns the bench run flags into the core's job description.
 func benchSpec(c *cli.Context) (tuner.BenchSpec, error) {
-	if c.NArg() > 0 {
-		return tuner.BenchSpec{}, usagef("bench run takes no arguments, got %q", c.Args().First())
-	}
 	s := tuner.BenchSpec{
 		Matrix: c.String("matrix"), Tier: c.String("tier"), Config: c.String("config"), URL: c.String("url"),
 		Model: c.String("model"), GPU: c.String("gpu"), GPUs: c.Int("gpus"), Labels: c.StringSlice("label"),
@@ -212,9 +209,6 @@ func openRun(c *cli.Context, id string) (*store.Store, bench.Run, error) {
 }
 
 func benchList(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return usagef("bench list takes no arguments")
-	}
 	labels, err := parseLabels(c.StringSlice("label"), true)
 	if err != nil {
 		return err

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -107,18 +105,9 @@ func parseImportArgs(c *cli.Context) (importArgs, error) {
 		return a, usagef("surrogate import needs a model FILE")
 	}
 	a.file = c.Args().First()
-	fs := flag.NewFlagSet("import", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&a.schema, "schema", a.schema, "")
-	fs.StringVar(&a.target, "target", a.target, "")
-	fs.StringVar(&a.name, "name", a.name, "")
-	fs.BoolVar(&a.replace, "replace", a.replace, "")
-	if err := fs.Parse(c.Args().Tail()); err != nil {
-		return a, usagef("surrogate import: %v", err)
-	}
 	switch {
-	case fs.NArg() > 0:
-		return a, usagef("surrogate import takes one model FILE, got also %q", fs.Args())
+	case c.NArg() > 1:
+		return a, usagef("surrogate import takes one model FILE, got also %q", c.Args().Tail())
 	case a.schema == "":
 		return a, usagef("surrogate import needs --schema FILE (the schema export-data wrote)")
 	case a.target == "":
@@ -315,9 +304,6 @@ func historyObjectives(studies map[string]store.Study) []surrogate.Objective {
 }
 
 func surrogateExport(c *cli.Context) error {
-	if c.NArg() != 0 {
-		return usagef("surrogate export-data takes no arguments")
-	}
 	out, schemaOut := c.String("output"), c.String("schema-out")
 	if schemaOut == "" {
 		if out == "" {
@@ -368,9 +354,6 @@ func writeFileAtomic(path string, b []byte) error {
 }
 
 func surrogateEval(c *cli.Context) error {
-	if c.NArg() != 0 {
-		return usagef("surrogate eval takes no arguments")
-	}
 	folds := c.Int("folds")
 	if folds < 2 {
 		return usagef("--folds must be >= 2")
@@ -391,9 +374,6 @@ func surrogateEval(c *cli.Context) error {
 }
 
 func surrogateTrain(c *cli.Context) error {
-	if c.NArg() != 0 {
-		return usagef("surrogate train takes no arguments")
-	}
 	m, nStudies, err := historyMatrix(c)
 	if err != nil {
 		return err
@@ -422,9 +402,6 @@ func surrogateTrain(c *cli.Context) error {
 }
 
 func surrogateList(c *cli.Context) error {
-	if c.NArg() != 0 {
-		return usagef("surrogate list takes no arguments")
-	}
 	st, err := openReader(c)
 	if err != nil {
 		return err
