@@ -16,20 +16,7 @@ import (
 func TestE2ESpaceExtraFlag(t *testing.T) {
 	tunerBin, simBin := binaries(t)
 	dir := t.TempDir()
-	space := filepath.Join(dir, "space.yaml")
-	if err := os.WriteFile(space, []byte(`params:
-  - name: disable_cascade_attn
-    kind: bool
-    default: false
-    fixed: true
-  - name: compilation_config
-    kind: categorical
-    choices: ['{"cudagraph_mode":"FULL_AND_PIECEWISE"}', '{"cudagraph_mode":"PIECEWISE"}']
-    default: '{"cudagraph_mode":"FULL_AND_PIECEWISE"}'
-    tune: true
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	space := "../../examples/extra-flags-space.yaml" // the README's example
 	db := filepath.Join(dir, "e2e.db")
 	code, out, errb := runBin(t, tunerBin, simSearchArgs(db, simBin, "--trials", "3", "--repeats", "1", "--space", space)...)
 	if code != 0 {
