@@ -149,6 +149,10 @@ type PrefixCache struct {
 	HitRate       float64 `json:"hit_rate"` // fraction 0-1
 }
 
+func (p *PrefixCache) String() string {
+	return fmt.Sprintf("hit rate %.1f%% (%.0f of %.0f prompt tokens found)", 100*p.HitRate, p.HitTokens, p.QueriedTokens)
+}
+
 // NewPrefixCache is the window's reading from the counters' increments;
 // nil when nothing was looked up.
 func NewPrefixCache(queried, hits float64) *PrefixCache {
