@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"context"
 	"testing"
 
 	"github.com/vllm-tuner/tuner/spaces"
@@ -20,31 +19,22 @@ func TestRunnerPrefixCacheHitRate(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.SLO = slo
-	run := func(cfg spaces.Config, w trial.Workload) *trial.PrefixCache {
+	hitRate := func(cfg spaces.Config, w trial.Workload) *trial.PrefixCache {
 		t.Helper()
-		c := DefaultConfig()
-		c.Target = tg
-		r, err := NewRunner(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := r.Run(context.Background(), cfg, w)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := run(t, tg, cfg, w)
 		return res.Levels[0].Metrics.PrefixCache
 	}
 	cfg := defaults(t, tg)
-	shared := run(cfg, w)
+	shared := hitRate(cfg, w)
 	if shared == nil || shared.HitRate < 0.3 || shared.HitRate > 1 || shared.HitTokens > shared.QueriedTokens {
 		t.Fatalf("shared prefix: %+v", shared)
 	}
 	noPrefix := w
 	noPrefix.PrefixLen = 0
-	if p := run(cfg, noPrefix); p == nil || p.HitRate >= shared.HitRate/2 {
+	if p := hitRate(cfg, noPrefix); p == nil || p.HitRate >= shared.HitRate/2 {
 		t.Fatalf("no shared prefix: %+v against %+v", p, shared)
 	}
-	if p := run(cfg.With("enable_prefix_caching", spaces.BoolValue(false)), w); p != nil {
+	if p := hitRate(cfg.With("enable_prefix_caching", spaces.BoolValue(false)), w); p != nil {
 		t.Fatalf("prefix caching off: %+v", p)
 	}
 }
