@@ -71,13 +71,21 @@ var loadGateRun = tuner.LoadGateRun
 // regressionError is compare's exit 1: the report was written.
 type regressionError struct{ rep *gate.Report }
 
-func (e regressionError) Error() string {
+// rowsWith lists the rows of verdict v, each as f writes it.
+func rowsWith(rep *gate.Report, v gate.Verdict, f func(gate.Row) string) []string {
 	var parts []string
-	for _, r := range e.rep.Rows {
-		if r.Verdict == gate.Regression {
-			parts = append(parts, fmt.Sprintf("%s %s %+.1f%%", r.Cell, r.Metric.Name, 100*r.Effect))
+	for _, r := range rep.Rows {
+		if r.Verdict == v {
+			parts = append(parts, f(r))
 		}
 	}
+	return parts
+}
+
+func (e regressionError) Error() string {
+	parts := rowsWith(e.rep, gate.Regression, func(r gate.Row) string {
+		return fmt.Sprintf("%s %s %+.1f%%", r.Cell, r.Metric.Name, 100*r.Effect)
+	})
 	return fmt.Sprintf("regression: %s vs %s: %s", e.rep.New, e.rep.Base, strings.Join(parts, "; "))
 }
 
@@ -142,12 +150,9 @@ func benchCompare(c *cli.Context) error {
 type inconclusiveError struct{ rep *gate.Report }
 
 func (e inconclusiveError) Error() string {
-	var parts []string
-	for _, r := range e.rep.Rows {
-		if r.Verdict == gate.Inconclusive {
-			parts = append(parts, fmt.Sprintf("%s %s (MDE %.1f%%)", r.Cell, r.Metric.Name, 100*r.MDE))
-		}
-	}
+	parts := rowsWith(e.rep, gate.Inconclusive, func(r gate.Row) string {
+		return fmt.Sprintf("%s %s (MDE %.1f%%)", r.Cell, r.Metric.Name, 100*r.MDE)
+	})
 	return fmt.Sprintf("inconclusive: %s vs %s: no regression found, but the runs are too noisy to rule one out above %g%% for %s",
 		e.rep.New, e.rep.Base, 100*e.rep.Threshold, strings.Join(parts, "; "))
 }

@@ -97,13 +97,7 @@ func TestCISmokeScript(t *testing.T) {
 		cmd.Env = append(os.Environ(), "TUNER="+tunerBin, "VLLM_SIM="+simBin, "TUNER_DB="+db, "OUT="+out, "GPU="+testGPU,
 			"PORT="+strconv.Itoa(freePort(t)), "MODEL=Llama-3.1-8B", "BENCH_ARGS=--matrix "+matrix, "GIT_SHA="+name)
 		cmd.Env = append(cmd.Env, env...)
-		b, err := cmd.CombinedOutput()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
+		code, b := runScript(t, cmd)
 		md, _ := os.ReadFile(filepath.Join(out, "compare.md"))
 		return code, string(b), string(md)
 	}
@@ -137,6 +131,18 @@ func TestCISmokeScript(t *testing.T) {
 	noSimProcesses(t, simBin)
 }
 
+// runScript runs cmd and returns its exit code and combined output.
+func runScript(t *testing.T, cmd *exec.Cmd) (int, []byte) {
+	t.Helper()
+	b, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), b
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return 0, b
+}
+
 // The script's handling of compare's exit 3 (inconclusive), against a
 // stand-in tuner that answers every command: a warning and exit 0 by
 // default, exit 3 with ON_INCONCLUSIVE=fail, a usage error for another
@@ -168,13 +174,7 @@ esac
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "TUNER="+fake, "SERVER_URL=http://127.0.0.1:1", "OUT="+filepath.Join(dir, "out"),
 			"ON_INCONCLUSIVE="+tc.mode, "FAKE_HEADING="+tc.heading, "FAKE_CODE="+strconv.Itoa(tc.compare))
-		b, err := cmd.CombinedOutput()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
+		code, b := runScript(t, cmd)
 		warned := strings.Contains(string(b), "::warning title=bench gate inconclusive::")
 		if code != tc.want || warned != (tc.compare == 3 && tc.want != 2) {
 			t.Errorf("ON_INCONCLUSIVE=%q, compare exit %d: script exit %d (want %d), warning %v\n%s", tc.mode, tc.compare, code, tc.want, warned, b)
