@@ -102,14 +102,11 @@ func ParseSLO(s string) (SLO, error) {
 	return out, nil
 }
 
-// higherIsBetter reports whether a bound on metric is a floor (the
-// throughputs) rather than a ceiling (latencies, error_rate, fairness).
+// higherIsBetter reports whether a bound on metric is a floor (throughputs,
+// the prefix-cache hit rate) rather than a ceiling (latencies, error_rate,
+// fairness ratios).
 func higherIsBetter(metric string) bool {
-	switch metric {
-	case "output_throughput", "request_throughput", "total_token_throughput", "request_goodput", "goodput":
-		return true
-	}
-	return false
+	return !isLatency(metric) && metric != "error_rate" && !strings.HasPrefix(metric, "fairness_")
 }
 
 // sloExample is a well-formed bound on metric.
