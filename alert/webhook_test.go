@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -78,7 +79,7 @@ func TestSendRetriesAndRecords(t *testing.T) {
 		t.Fatalf("delivery %+v, %v", d, err)
 	}
 	// Exponential backoff, capped.
-	if want := []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}; !equalDurations(clk.waits, want) {
+	if want := []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}; !slices.Equal(clk.waits, want) {
 		t.Errorf("waits %v, want %v", clk.waits, want)
 	}
 	// Alertmanager's alert array.
@@ -98,18 +99,6 @@ func TestSendRetriesAndRecords(t *testing.T) {
 	if err := json.Unmarshal(log.Bytes(), &rec); err != nil || !rec.OK || rec.Attempts != 4 || rec.Kind != KindRegression {
 		t.Fatalf("record %s: %v", log.String(), err)
 	}
-}
-
-func equalDurations(a, b []time.Duration) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestSendGivesUp(t *testing.T) {

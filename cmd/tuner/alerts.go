@@ -128,4 +128,3 @@ func writeGateMetrics(path string, rep *gate.Report) error {
 	}
 	return nil
 }
-
