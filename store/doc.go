@@ -85,3 +85,5 @@
 // runs bbolt's consistency check and this package's invariants;
 // Backup writes a consistent copy.
 package store
+
+import ()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/boltstore"
 	"github.com/vllm-tuner/tuner/store/pgstore"
 	"github.com/vllm-tuner/tuner/store/pgstore/pgtest"
 	"github.com/vllm-tuner/tuner/store/storetest"
@@ -22,7 +23,7 @@ import (
 func BenchmarkTrialOverhead(b *testing.B) {
 	backends := map[string]func(b *testing.B) storetest.Backend{
 		"bbolt": func(b *testing.B) storetest.Backend {
-			s, err := store.Open(context.Background(), filepath.Join(b.TempDir(), "t.db"), store.Options{NoSync: true, MinFreeBytes: -1})
+			s, err := boltstore.Open(context.Background(), filepath.Join(b.TempDir(), "t.db"), boltstore.Options{NoSync: true, MinFreeBytes: -1})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -11,7 +11,7 @@ import (
 
 // ImportStudy writes a study and all its trials exactly as given and adds
 // the finished ones to the fronts, in one transaction (see
-// store.Store.ImportStudy; the same rules).
+// boltstore.Store.ImportStudy; the same rules).
 func (s *Store) ImportStudy(ctx context.Context, st store.Study, trials []store.Trial) error {
 	if err := store.CheckImport(st, trials); err != nil {
 		return err

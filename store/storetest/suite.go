@@ -12,6 +12,7 @@ import (
 
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/boltstore"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -43,7 +44,7 @@ type Backend interface {
 }
 
 var (
-	_ Backend = (*store.Store)(nil)
+	_ Backend = (*boltstore.Store)(nil)
 )
 
 // Opener returns a function that opens one fresh database, the same one on
