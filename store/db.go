@@ -34,6 +34,10 @@ type DB interface {
 	// Check verifies the database's invariants (records decode, indexes and
 	// fronts agree with the trials); problems are listed in the report.
 	Check(ctx context.Context) (CheckReport, error)
+	// Backup writes a consistent copy of the database as a new bbolt file
+	// at dst (a bbolt source replaces dst atomically; a PostgreSQL one
+	// refuses a dst that exists).
+	Backup(ctx context.Context, dst string) error
 
 	// EnsureStudy returns the study of key (normalised first: default
 	// objectives, canonical SLO), creating it when new.

@@ -5,7 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-		"io"
+	"io"
 	"slices"
 	"strconv"
 	"time"

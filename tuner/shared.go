@@ -49,18 +49,9 @@ type Coordinator interface {
 	Reap(ctx context.Context) error
 }
 
-// LeaseDB is what a shared study needs of its database (store/pgstore).
-type LeaseDB interface {
-	ClaimTrial(ctx context.Context, studyID string, cfg spaces.Config, o store.ClaimOptions) (store.Trial, error)
-	Heartbeat(ctx context.Context, studyID, worker, trialID string, lease time.Duration) error
-	ReapExpired(ctx context.Context, studyID string) ([]store.Trial, error)
-	JoinStudy(ctx context.Context, studyID, worker string, lease time.Duration, spec []byte) (store.Membership, error)
-	LeaveStudy(ctx context.Context, studyID, worker string) error
-}
-
-// SharedStudy is the Coordinator over one study of a LeaseDB.
+// SharedStudy is the Coordinator over one study of a database.
 type SharedStudy struct {
-	DB     LeaseDB
+	DB     store.DB
 	Study  string
 	Worker string
 	Lease  time.Duration
@@ -94,7 +85,7 @@ func DefaultWorkerName() string {
 // joinShared registers this process as a worker of the study and returns
 // the coordinator, the time since the study's earliest live worker joined,
 // and whether other workers are live (joining them needs no --resume).
-func (ss *Search) joinShared(ctx context.Context, db LeaseDB, studyID string) (SharedStudy, store.Membership, error) {
+func (ss *Search) joinShared(ctx context.Context, db store.DB, studyID string) (SharedStudy, store.Membership, error) {
 	name := ss.Spec.Worker
 	if name == "" {
 		name = DefaultWorkerName()

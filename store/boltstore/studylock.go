@@ -11,7 +11,6 @@ import (
 	"strings"
 )
 
-
 const studyLockPrefix = "study-"
 
 func (s *Store) studyLockPath(studyID string) string {
@@ -86,7 +85,6 @@ func (s *Store) LockStudy(ctx context.Context, studyID string) (*store.StudyLock
 	}
 	return nil, fmt.Errorf("lock study %s: lock file %s keeps disappearing", studyID, p)
 }
-
 
 // maxOwnerRecord bounds what is read of a lock file (a record is ~150 bytes).
 const maxOwnerRecord = 4096

@@ -13,10 +13,7 @@ import (
 	"github.com/vllm-tuner/tuner/store/pgstore"
 	"github.com/vllm-tuner/tuner/store/pgstore/pgtest"
 	"github.com/vllm-tuner/tuner/store/storetest"
-	"github.com/vllm-tuner/tuner/tuner"
 )
-
-var _ tuner.LeaseDB = (*pgstore.Store)(nil)
 
 // TestLeases: a config (and re-measurement index) is claimed once among
 // concurrent workers; the search budget is never overshot; a lease renewed

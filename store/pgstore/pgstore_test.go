@@ -19,7 +19,6 @@ import (
 	"github.com/vllm-tuner/tuner/store/pgstore"
 	"github.com/vllm-tuner/tuner/store/pgstore/pgtest"
 	"github.com/vllm-tuner/tuner/store/storetest"
-	"github.com/vllm-tuner/tuner/tuner"
 )
 
 var _ storetest.Backend = (*pgstore.Store)(nil)
@@ -215,7 +214,6 @@ func TestMigrations(t *testing.T) {
 }
 
 // The search loop's store interface.
-var _ tuner.TrialStore = (*pgstore.Store)(nil)
 
 // TestLockStudy: one search per study across processes: a second lock
 // fails with ErrStudyLocked until the first is released.

@@ -10,7 +10,6 @@ import (
 	"github.com/vllm-tuner/tuner/store"
 )
 
-
 // LockStudy takes the study's lock without waiting; a held lock is an
 // error matching store.ErrStudyLocked.
 func (s *Store) LockStudy(ctx context.Context, studyID string) (*store.StudyLock, error) {
@@ -39,4 +38,3 @@ func (s *Store) LockStudy(ctx context.Context, studyID string) (*store.StudyLock
 		return conn.Close(ctx)
 	}, nil), nil
 }
-
