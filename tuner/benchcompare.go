@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/vllm-tuner/tuner/bench"
+	"github.com/vllm-tuner/tuner/chart"
 	"github.com/vllm-tuner/tuner/gate"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
@@ -285,21 +286,20 @@ func CheckCurveMetric(metric string) error {
 	return nil
 }
 
-// RunCurves is each cell's QPS-vs-latency curve of metric, and the chart's
-// options (with the first SLO bound on metric): what `tuner bench plot`
-// draws.
-func RunCurves(r *bench.Run, metric string) ([]CurveSeries, CurveOptions) {
-	var out []CurveSeries
+// RunCurves is each cell's QPS-vs-latency curve of metric as a chart
+// (with the first SLO bound on metric): what `tuner bench plot` draws.
+func RunCurves(r *bench.Run, metric string) chart.Figure {
+	var out []chart.CurveSeries
 	limit := 0.0
 	for i := range r.Cells {
 		cell := &r.Cells[i]
-		s := CurveSeries{Name: cell.Name}
+		s := chart.CurveSeries{Name: cell.Name}
 		for j := range cell.Levels {
 			l := &cell.Levels[j]
 			v, _ := l.Metrics.Value(metric)
-			s.Points = append(s.Points, CurvePoint{Label: l.LoadString(), QPS: l.Metrics.RequestThroughput, Latency: v})
+			s.Points = append(s.Points, chart.CurvePoint{Label: l.LoadString(), QPS: l.Metrics.RequestThroughput, Latency: v})
 		}
-		slices.SortStableFunc(s.Points, func(a, b CurvePoint) int { return cmp.Compare(a.QPS, b.QPS) })
+		slices.SortStableFunc(s.Points, func(a, b chart.CurvePoint) int { return cmp.Compare(a.QPS, b.QPS) })
 		out = append(out, s)
 		for _, b := range cell.Workload.SLO {
 			if b.Metric == metric && limit == 0 {
@@ -307,19 +307,5 @@ func RunCurves(r *bench.Run, metric string) ([]CurveSeries, CurveOptions) {
 			}
 		}
 	}
-	return out, CurveOptions{Title: fmt.Sprintf("run %s: %s on %s", r.ID, r.Model, r.Matrix), Latency: metric, LatencyLimit: limit}
-}
-
-// WriteRunCurves draws the curves of metric as svg, png or html (the
-// go-echarts page).
-func WriteRunCurves(w io.Writer, r *bench.Run, metric, format string) error {
-	series, o := RunCurves(r, metric)
-	if format == "html" {
-		return WriteCurveHTML(w, series, o)
-	}
-	ch, err := NewCurveChart(series, o)
-	if err != nil {
-		return err
-	}
-	return ch.Write(w, format)
+	return chart.Curve(fmt.Sprintf("run %s: %s on %s", r.ID, r.Model, r.Matrix), metric, limit, out)
 }

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/vllm-tuner/tuner/bench"
+	"github.com/vllm-tuner/tuner/chart"
 	"github.com/vllm-tuner/tuner/store/boltstore"
-	"github.com/vllm-tuner/tuner/tuner"
 )
 
 // synthReqs is one smoke-tier cell's requests: n successes with lognormal
@@ -264,7 +264,7 @@ func TestBenchHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	marks, err := tuner.SVGMarkers(f)
+	marks, err := chart.SVGMarkers(f)
 	if err != nil {
 		t.Fatal(err)
 	}
