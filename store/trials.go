@@ -1,6 +1,7 @@
 package store
 
 import (
+	"fmt"
 	"slices"
 	"time"
 )
@@ -54,4 +55,12 @@ func (f TrialFilter) MatchSummary(sm *Summary) bool {
 		return false
 	}
 	return f.ConfigID == "" || f.ConfigID == sm.ConfigID
+}
+
+// Check refuses options a claim cannot take.
+func (o ClaimOptions) Check() error {
+	if o.Repeat < 0 || o.Lease <= 0 || o.Worker == "" {
+		return fmt.Errorf("claim trial: repeat %d, lease %s, worker %q: want repeat >= 0, a lease and a worker", o.Repeat, o.Lease, o.Worker)
+	}
+	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -425,12 +424,9 @@ func (l *Loop) finishShared(ctx context.Context, rec Trial) error {
 	err := l.retry(ctx, "store trial end", func(ctx context.Context) error {
 		err := l.store.Finish(ctx, rec)
 		if err != nil && spool == "" && l.cfg.SpoolDir != "" && !errors.Is(err, store.ErrState) {
-			spool = filepath.Join(l.cfg.SpoolDir, rec.ID+".json")
-			if b, merr := json.MarshalIndent(rec, "", "  "); merr == nil && os.MkdirAll(l.cfg.SpoolDir, 0o755) == nil {
-				if werr := os.WriteFile(spool, b, 0o644); werr != nil {
-					l.log.Warn("cannot keep the trial's result locally", "file", spool, "err", werr)
-					spool = ""
-				}
+			var werr error
+			if spool, werr = keepPending(l.cfg.SpoolDir, rec); werr != nil {
+				l.log.Warn("cannot keep the trial's result locally", "dir", l.cfg.SpoolDir, "err", werr)
 			}
 		}
 		return err
@@ -439,7 +435,7 @@ func (l *Loop) finishShared(ctx context.Context, rec Trial) error {
 	case err == nil && spool != "":
 		os.Remove(spool)
 	case err != nil && spool != "":
-		err = fmt.Errorf("%w (the result is kept in %s)", err, spool)
+		err = fmt.Errorf("%w (the result is kept in %s: the next start of a worker of this study stores it)", err, spool)
 	}
 	return err
 }

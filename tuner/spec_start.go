@@ -168,6 +168,11 @@ func (ss *Search) Start(ctx context.Context, st store.DB, sc StartConfig) (*Run,
 		cfg.Shared, cfg.Lease, cfg.Elapsed = *shared, shared.Lease, member.Elapsed
 		cfg.RetryFor = max(2*shared.Lease, time.Minute)
 		cfg.SpoolDir = filepath.Join(sc.DataDir, "pending", study.ID)
+		// Results kept while the database was away (by this worker or one
+		// that ran here before) are stored before anything is measured.
+		if _, err := StorePending(ctx, st, study.ID, cfg.SpoolDir, shared.Worker, shared.Lease, cfg.MaxTrials, log); err != nil {
+			return fail(err)
+		}
 		// Joining live workers is not a resume: the study is theirs too.
 		cfg.Resume = cfg.Resume || member.Others > 0
 	}

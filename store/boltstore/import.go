@@ -16,11 +16,7 @@ func (s *Store) ImportStudy(ctx context.Context, st store.Study, trials []store.
 	if err := store.CheckImport(st, trials); err != nil {
 		return err
 	}
-	key, err := st.Key.Normalize()
-	if err != nil || key.ID() != st.ID {
-		return fmt.Errorf("import study %s: its key does not give its ID", st.ID)
-	}
-	err = s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.update(ctx, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketStudies)
 		if b.Get([]byte(st.ID)) == nil {
 			if err := putJSON(b, []byte(st.ID), st); err != nil {

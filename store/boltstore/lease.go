@@ -21,7 +21,8 @@ import (
 //	             (sealed): the worker running the trial and until when
 //	study_specs  study ID -> the spec the study's first worker recorded
 //
-// Lease times are this machine's clock (Options.Now).
+// Lease times are this machine's wall clock (as PostgreSQL uses its
+// server's), not Options.Now, the clock of record timestamps.
 var (
 	bucketWorkers = []byte("workers")
 	bucketLeases  = []byte("leases")
@@ -62,7 +63,7 @@ func (s *Store) JoinStudy(ctx context.Context, studyID, worker string, lease tim
 		if err != nil {
 			return err
 		}
-		now := s.opts.Now().UTC()
+		now := time.Now().UTC()
 		prefix := []byte(studyID + "/")
 		live := map[string]time.Time{} // worker -> joined
 		c := wb.Cursor()
@@ -176,17 +177,17 @@ func (s *Store) StudySpec(ctx context.Context, studyID string) ([]byte, error) {
 
 // ClaimTrial: see store.DB.
 func (s *Store) ClaimTrial(ctx context.Context, studyID string, cfg spaces.Config, o store.ClaimOptions) (store.Trial, error) {
-	if o.Repeat < 0 || o.Lease <= 0 || o.Worker == "" {
-		return store.Trial{}, fmt.Errorf("claim trial: repeat %d, lease %s, worker %q: want repeat >= 0, a lease and a worker", o.Repeat, o.Lease, o.Worker)
+	if err := o.Check(); err != nil {
+		return store.Trial{}, err
 	}
 	if err := s.checkFree(); err != nil {
 		return store.Trial{}, fmt.Errorf("claim trial in study %s: %w", studyID, err)
 	}
-	now := s.opts.Now().UTC()
+	now := time.Now().UTC()
 	t := store.Trial{
 		V: store.RecordVersion, StudyID: studyID, State: store.StateRunning,
 		ConfigID: cfg.ID(), Config: cfg, Repeat: o.Repeat,
-		Started: now, Session: s.session, Worker: o.Worker,
+		Started: s.opts.Now().UTC(), Session: s.session, Worker: o.Worker,
 	}
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		if _, err := getStudy(tx, studyID); err != nil {
@@ -240,7 +241,7 @@ func (s *Store) Heartbeat(ctx context.Context, studyID, worker, trialID string, 
 		if err != nil {
 			return err
 		}
-		now := s.opts.Now().UTC()
+		now := time.Now().UTC()
 		w := workerRec{Joined: now}
 		if raw := wb.Get(workerKey(studyID, worker)); raw != nil {
 			if err := store.DecodeStrict(raw, &w); err != nil {
@@ -286,7 +287,7 @@ func (s *Store) ReapExpired(ctx context.Context, studyID string) ([]store.Trial,
 		if lb == nil {
 			return errNoChange
 		}
-		now := s.opts.Now().UTC()
+		now := time.Now().UTC()
 		var expired [][]byte
 		if err := forLeases(tx, lb, studyID, func(k []byte, l leaseRec) error {
 			if l.Until.Before(now) {
@@ -311,7 +312,7 @@ func (s *Store) ReapExpired(ctx context.Context, studyID string) ([]store.Trial,
 			if t.State != store.StateRunning {
 				continue
 			}
-			if err := interruptTx(tx, &t, "the lease of worker "+t.Worker+" expired", now); err != nil {
+			if err := interruptTx(tx, &t, "the lease of worker "+t.Worker+" expired", s.opts.Now().UTC()); err != nil {
 				return err
 			}
 			s.log.Warn("trial lease expired", "trial", t.ID, "worker", t.Worker)

@@ -21,15 +21,15 @@ import (
 // syncs to disk here (bbolt NoSync, the test cluster's fsync=off), so the
 // figures compare the stores' own work and round trips.
 func BenchmarkTrialOverhead(b *testing.B) {
-	backends := map[string]func(b *testing.B) storetest.Backend{
-		"bbolt": func(b *testing.B) storetest.Backend {
+	backends := map[string]func(b *testing.B) store.DB{
+		"bbolt": func(b *testing.B) store.DB {
 			s, err := boltstore.Open(context.Background(), filepath.Join(b.TempDir(), "t.db"), boltstore.Options{NoSync: true, MinFreeBytes: -1})
 			if err != nil {
 				b.Fatal(err)
 			}
 			return s
 		},
-		"postgres": func(b *testing.B) storetest.Backend {
+		"postgres": func(b *testing.B) store.DB {
 			s, err := pgstore.Open(context.Background(), pgstore.Config{URL: pgtest.DB(b)})
 			if err != nil {
 				b.Fatal(err)

@@ -16,11 +16,7 @@ func (s *Store) ImportStudy(ctx context.Context, st store.Study, trials []store.
 	if err := store.CheckImport(st, trials); err != nil {
 		return err
 	}
-	key, err := st.Key.Normalize()
-	if err != nil || key.ID() != st.ID {
-		return fmt.Errorf("import study %s: its key does not give its ID", st.ID)
-	}
-	err = s.tx(ctx, true, func(tx pgx.Tx) error {
+	err := s.tx(ctx, true, func(tx pgx.Tx) error {
 		if err := insertStudy(ctx, tx, st, 0); err != nil {
 			return err
 		}

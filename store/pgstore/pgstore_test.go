@@ -21,13 +21,11 @@ import (
 	"github.com/vllm-tuner/tuner/store/storetest"
 )
 
-var _ storetest.Backend = (*pgstore.Store)(nil)
-
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
-func pgOpener(t *testing.T, now func() time.Time) func() storetest.Backend {
+func pgOpener(t *testing.T, now func() time.Time) func() store.DB {
 	url := pgtest.DB(t)
-	return func() storetest.Backend {
+	return func() store.DB {
 		s, err := pgstore.Open(context.Background(), pgstore.Config{URL: url, Now: now})
 		if err != nil {
 			t.Fatal(err)

@@ -129,12 +129,19 @@ func (s *Store) ImportRun(ctx context.Context, r *store.Run, raws [][]byte) (str
 		for i := range r.Cells {
 			if i < len(raws) && raws[i] != nil {
 				r.Cells[i].RawKey, r.Cells[i].RawBytes = store.RawKey(r.ID, i), len(raws[i])
+			}
+		}
+		if err := putRun(ctx, tx, seq, r, true); err != nil {
+			return err
+		}
+		for i := range r.Cells {
+			if r.Cells[i].RawKey != "" {
 				if err := putRaw(ctx, tx, seq, i, raws[i]); err != nil {
 					return err
 				}
 			}
 		}
-		return putRun(ctx, tx, seq, r, true)
+		return nil
 	})
 	if err != nil {
 		return "", s.wrap("import run", err)

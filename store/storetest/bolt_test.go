@@ -15,9 +15,9 @@ import (
 )
 
 // BoltOpener opens a bbolt store in a test's temp dir.
-func boltOpener(t *testing.T, now func() time.Time) func() storetest.Backend {
+func boltOpener(t *testing.T, now func() time.Time) func() store.DB {
 	path := filepath.Join(t.TempDir(), "tuner.db")
-	return func() storetest.Backend {
+	return func() store.DB {
 		s, err := boltstore.Open(context.Background(), path, boltstore.Options{Timeout: 5 * time.Second, NoSync: true, Now: now, MinFreeBytes: -1})
 		if err != nil {
 			t.Fatal(err)
