@@ -19,6 +19,7 @@ import (
 	"github.com/vllm-tuner/tuner/store/pgstore"
 	"github.com/vllm-tuner/tuner/store/pgstore/pgtest"
 	"github.com/vllm-tuner/tuner/store/storetest"
+	"net"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -394,5 +395,44 @@ func TestInterruptedWhenConnectionDies(t *testing.T) {
 	defer c.Close()
 	if got, err := c.Trial(ctx, tr2.ID); err != nil || got.State != store.StateRunning {
 		t.Fatalf("a live writer's trial: %s, %v; want running", got.State, err)
+	}
+}
+
+// TestNoAnswer: a server that accepts TCP and never answers is an error
+// matching ErrConnect and store.ErrNoAnswer that names host and database,
+// after the URL's connect_timeout (a hang before).
+func TestNoAnswer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never answered
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	addr := ln.Addr().String()
+	_, err = pgstore.Open(context.Background(), pgstore.Config{URL: "postgres://tuner:Sil3nt@" + addr + "/studies?sslmode=disable&connect_timeout=1"})
+	if !errors.Is(err, pgstore.ErrConnect) || !errors.Is(err, store.ErrNoAnswer) {
+		t.Fatalf("error %v, want ErrConnect and ErrNoAnswer", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, addr+"/studies") || strings.Contains(msg, "Sil3nt") {
+		t.Fatalf("error %q: want host and database named, no password", msg)
 	}
 }
