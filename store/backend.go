@@ -51,6 +51,17 @@ func InsertPoint(f Front, p Point) (Front, bool, error) {
 	return out, true, nil
 }
 
+// InsertPoints adds the points of ps that no member or other point
+// dominates to f in one pass (an import's trials), dropping the members
+// they dominate; it reports whether f changed. f is not modified.
+func InsertPoints(f Front, ps []Point) (Front, bool) {
+	if len(ps) == 0 {
+		return f, false
+	}
+	out := FrontOf(f.Key, f.Objectives, append(slices.Clone(f.Points), ps...))
+	return out, !SameFront(f, out)
+}
+
 // StudyFrontName and GroupFrontName are the names (Front.Key) of a study's
 // and a group's maintained fronts.
 func StudyFrontName(studyID string) string { return "study/" + studyID }

@@ -51,6 +51,29 @@ func insertPoint(tx *bolt.Tx, key []byte, name string, objs pareto.Objectives, p
 	return putFront(tx, key, f)
 }
 
+// insertPoints adds points to the front at key in one pass (see
+// store.InsertPoints).
+func insertPoints(tx *bolt.Tx, key []byte, name string, objs pareto.Objectives, ps []store.Point) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	f := store.EmptyFront(name, objs)
+	if raw := tx.Bucket(bucketFronts).Get(key); raw != nil {
+		var err error
+		if f, err = decodeFront(raw, false); err != nil {
+			return corrupt(tx, err)
+		}
+		if !f.Objectives.Equal(objs) {
+			return corrupt(tx, fmt.Errorf("front %s has objectives %s, want %s", name, f.Objectives, objs))
+		}
+	}
+	f, changed := store.InsertPoints(f, ps)
+	if !changed {
+		return nil
+	}
+	return putFront(tx, key, f)
+}
+
 // putFront writes a front record and its vector cache.
 func putFront(tx *bolt.Tx, key []byte, f store.Front) error {
 	if err := putJSON(tx.Bucket(bucketFronts), key, f); err != nil {

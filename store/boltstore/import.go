@@ -39,6 +39,8 @@ func (s *Store) ImportStudy(ctx context.Context, st store.Study, trials []store.
 		if err := tb.SetSequence(uint64(len(trials))); err != nil {
 			return err
 		}
+		var points []store.Point
+		slo := st.SLO()
 		for i := range trials {
 			t := &trials[i]
 			if err := putTrial(tx, t); err != nil {
@@ -50,11 +52,17 @@ func (s *Store) ImportStudy(ctx context.Context, st store.Study, trials []store.
 				}
 				continue
 			}
-			if err := addToFronts(tx, st, *t); err != nil {
-				return err
+			if p, ok := store.Eligible(st, slo, t, store.FrontQuery{}); ok {
+				points = append(points, p)
 			}
 		}
-		return nil
+		// The fronts take the import's points in one pass (one per trial
+		// re-encoded the whole front each time: quadratic).
+		objs, g := st.Key.Objectives, st.Key.GroupKey()
+		if err := insertPoints(tx, studyFrontKey(st.ID), store.StudyFrontName(st.ID), objs, points); err != nil {
+			return err
+		}
+		return insertPoints(tx, groupFrontKey(g), store.GroupFrontName(g), objs, points)
 	})
 	if err != nil {
 		return fmt.Errorf("import study %s: %w", st.ID, err)

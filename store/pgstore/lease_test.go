@@ -122,7 +122,8 @@ func TestLeases(t *testing.T) {
 	if err := a.LeaveStudy(ctx, st.ID, "a"); err != nil {
 		t.Fatal(err)
 	}
-	if m, err := a.JoinStudy(ctx, st.ID, "a", time.Minute, nil); err != nil || m.Others != 1 {
-		t.Fatalf("join after leave: %+v %v", m, err)
+	// b is live; w never joined but holds an unexpired lease: both count.
+	if m, err := a.JoinStudy(ctx, st.ID, "a", time.Minute, nil); err != nil || m.Others != 2 {
+		t.Fatalf("join after leave: %+v %v (want 2 others: b live, w holding a lease)", m, err)
 	}
 }
