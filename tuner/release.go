@@ -66,7 +66,7 @@ type ReleaseFigures struct {
 }
 
 // Release builds the report of spec.Tier from the store.
-func Release(ctx context.Context, st RunStore, spec ReleaseSpec) (*ReleaseReport, error) {
+func Release(ctx context.Context, st store.DB, spec ReleaseSpec) (*ReleaseReport, error) {
 	if spec.Tier == "" {
 		spec.Tier = "release"
 	}
