@@ -58,7 +58,7 @@ func TestAggregateHonestVerdicts(t *testing.T) {
 // that misses the SLOs is never recommended.
 func TestJudge(t *testing.T) {
 	def := *rounds("def", 1000, 1100, 900)
-	noisy := *rounds("a", 1030, 1090, 930) // +3%, -1%, +3%
+	noisy := *rounds("a", 1030, 1090, 930)  // +3%, -1%, +3%
 	steady := *rounds("b", 1080, 1188, 972) // +8% in every round
 	m := DefaultMetrics()
 	t.Run("no significant gain", func(t *testing.T) {
