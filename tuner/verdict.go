@@ -78,7 +78,7 @@ func Judge(in JudgeInput) Verdict {
 		return v
 	case best.ConfigID == def.ConfigID:
 		v.IsDefault = true
-		v.Text = fmt.Sprintf("keep vLLM's default: it ranks best of the measured configs (config %s)", def.ConfigID)
+		v.Text = fmt.Sprintf("keep vLLM's default: it ranks best of the measured configs that meet the SLOs (config %s)", def.ConfigID)
 		return v
 	}
 	g := gainOf(best, def, compared)
