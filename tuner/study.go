@@ -141,18 +141,18 @@ type Recommendation struct {
 	Metrics   Metrics    `json:"metrics"`
 	Candidate *Candidate `json:"candidate,omitempty"`
 	// Closest is the config nearest to the SLOs when none meets them.
-	Closest         *Candidate    `json:"closest,omitempty"`
-	DefaultConfigID string        `json:"default_config_id,omitempty"`
-	IsDefault       bool          `json:"is_default"`
+	Closest         *Candidate `json:"closest,omitempty"`
+	DefaultConfigID string     `json:"default_config_id,omitempty"`
+	IsDefault       bool       `json:"is_default"`
 	// BestMeasured is the faster-looking config when vLLM's default is
 	// recommended for want of a significant gain (Judge).
 	BestMeasured *Candidate    `json:"best_measured,omitempty"`
 	Gain         *GainEstimate `json:"gain,omitempty"`
 	// Verdict is Judge's line, word for word what search's summary says.
-	Verdict string `json:"verdict"`
-	Flags           []string      `json:"flags,omitempty"`
-	Command         string        `json:"command,omitempty"`
-	YAML            string        `json:"yaml,omitempty"`
+	Verdict string   `json:"verdict"`
+	Flags   []string `json:"flags,omitempty"`
+	Command string   `json:"command,omitempty"`
+	YAML    string   `json:"yaml,omitempty"`
 	// EngineVersion is the vLLM version the YAML is for.
 	EngineVersion string `json:"engine_version,omitempty"`
 	yamlErr       error
