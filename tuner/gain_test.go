@@ -1,6 +1,7 @@
 package tuner
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -80,7 +81,7 @@ func TestEstimateGainsFalsePositives(t *testing.T) {
 		base := mk("d", 1)
 		cs := []*Candidate{mk("a", gain), mk("b", 1), mk("c", 1)}
 		gs, _ := EstimateGains(cs, base)
-		best := slices.MaxFunc(gs, func(a, b GainEstimate) int { return cmpFloat(a.Pct, b.Pct) })
+		best := slices.MaxFunc(gs, func(a, b GainEstimate) int { return cmp.Compare(a.Pct, b.Pct) })
 		return best.Significant
 	}
 	const n = 2000
@@ -99,16 +100,6 @@ func TestEstimateGainsFalsePositives(t *testing.T) {
 	if rate := float64(found) / n; rate < 0.5 {
 		t.Errorf("a real 8%% gain found in %.3f of studies", rate)
 	}
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // TestRoundOrder: every round runs each config once, the order is the

@@ -146,17 +146,10 @@ func (p roundPlan) left(trials []Trial) int {
 // count). The plan is made once, when the search ends; a round that would
 // begin after the budget is spent is not begun.
 func (l *Loop) remeasure(ctx context.Context, prog progress) error {
-	l.mu.Lock()
-	trials := slices.Clone(l.st.trials)
-	l.mu.Unlock()
-	p := l.planRounds(trials)
-	l.setRemeasure(p, trials)
+	p := l.beginRounds()
 	round := 0
 	for {
-		l.mu.Lock()
-		trials = slices.Clone(l.st.trials)
-		l.mu.Unlock()
-		cfg, r, ok := p.next(l.cfg.Study, trials)
+		cfg, r, ok := p.next(l.cfg.Study, l.trialsSoFar())
 		if !ok {
 			return nil
 		}
@@ -181,14 +174,25 @@ func (l *Loop) budgetSpent() bool {
 	return l.cfg.Budget > 0 && l.now().Sub(l.st.start) >= l.cfg.Budget
 }
 
-// setRemeasure enters the re-measurement phase with the plan's runs left.
-func (l *Loop) setRemeasure(p roundPlan, trials []Trial) {
+// trialsSoFar is a copy of the trials folded in.
+func (l *Loop) trialsSoFar() []Trial {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.st.trials)
+}
+
+// beginRounds plans the re-measurement and enters its phase with the
+// plan's runs left.
+func (l *Loop) beginRounds() roundPlan {
+	trials := l.trialsSoFar()
+	p := l.planRounds(trials)
 	l.mu.Lock()
 	l.st.repeatsLeft = p.left(trials)
 	l.st.repeatBase = l.st.repeatDone
 	l.st.phase = PhaseRepeat
 	l.st.remeasureNote = p.note
 	l.mu.Unlock()
+	return p
 }
 
 // remeasureShared runs the planned rounds with the other workers: each run
@@ -196,11 +200,7 @@ func (l *Loop) setRemeasure(p roundPlan, trials []Trial) {
 // worker runs it and the rounds stay interleaved; it returns when every
 // one has been run.
 func (l *Loop) remeasureShared(ctx context.Context, prog progress) error {
-	l.mu.Lock()
-	trials := slices.Clone(l.st.trials)
-	l.mu.Unlock()
-	p := l.planRounds(trials)
-	l.setRemeasure(p, trials)
+	p := l.beginRounds()
 	for {
 		running, err := l.sync(ctx, prog, true)
 		if err != nil {
