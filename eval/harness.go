@@ -29,6 +29,11 @@ type Config struct {
 	Trials      int      // search trials per run (N)
 	Checkpoints []int    // trial counts the report tabulates (those <= Trials)
 	Plan        SamplePlan
+	// JoinRuns makes the reference front the truth's joined with every
+	// truly feasible config the runs tried, and skips the truth check: for
+	// a smoke run whose small sample is no truth (QuickConfig). Measured
+	// figures come from the fixed truth alone (false).
+	JoinRuns bool
 	// CacheDir holds the ground-truth cache ("" = compute, do not cache).
 	CacheDir string
 	// WriteCache stores recomputed ground truth in CacheDir.
@@ -62,6 +67,7 @@ func QuickConfig() Config {
 	c.Scenarios = DefaultScenarios()[:1]
 	c.Seeds, c.Trials, c.Checkpoints = 1, 10, []int{4, 8, 10}
 	c.Plan = SamplePlan{Random: 120, Refine: 40, Seed: 11}
+	c.JoinRuns = true
 	c.CacheDir, c.WriteCache = "", false
 	c.PruneHistory = 8
 	return c
