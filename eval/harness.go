@@ -284,7 +284,7 @@ func Execute(ctx context.Context, cfg Config) (*Report, error) {
 			return fmt.Errorf("%s/%s seed %d: %w", st.prob.Scenario.Name, j.strat.Name(), j.seed, err)
 		}
 		c := curve(r.Trials, cfg.Trials, st.prob, st.truth.Ref, st.truth.HV)
-		progress("%-22s %-10s seed %d: %d trials, HV ratio %.3f vs sampled front (%.1fs)", st.prob.Scenario.Name, j.strat.Name(), j.seed, len(r.Trials), c[len(c)-1], r.WallS)
+		progress("%-22s %-10s seed %d: %d trials, HV ratio %.3f vs the truth (%.1fs)", st.prob.Scenario.Name, j.strat.Name(), j.seed, len(r.Trials), c[len(c)-1], r.WallS)
 		runsMu.Lock()
 		runs[runKey(st.prob.Scenario.Name, j.strat.Name(), j.seed)] = r
 		runsMu.Unlock()
