@@ -3,6 +3,7 @@ package trial
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/vllm-tuner/tuner/spaces"
@@ -132,6 +133,19 @@ type Metrics struct {
 	// Fairness compares the tenants' tails.
 	ByTenant map[string]*Metrics `json:"by_tenant,omitempty"`
 	Fairness *Fairness           `json:"fairness,omitempty"`
+	// Missing names the figures the source did not have (an imported
+	// vLLM bench result without p90 or goodput, say), as Value names them
+	// ("ttft_p90", "request_goodput"): Value reports them absent and
+	// reports print "n/a", never a 0 that was not measured.
+	Missing []string `json:"missing,omitempty"`
+}
+
+// Lacks reports whether the metric named as Value names it is missing.
+func (m *Metrics) Lacks(name string) bool {
+	if len(m.Missing) == 0 {
+		return false
+	}
+	return slices.Contains(m.Missing, strings.Replace(name, "_median", "_p50", 1))
 }
 
 // Value returns a metric by name: "output_throughput", "request_throughput",
@@ -139,6 +153,9 @@ type Metrics struct {
 // "fairness_<ttft|e2el>_p95" (worst over best tenant, LoRA workloads), or
 // "<ttft|tpot|itl|e2el>_<mean|median|p50|p90|p95|p99|max>" in ms.
 func (m *Metrics) Value(name string) (float64, bool) {
+	if m.Lacks(name) {
+		return 0, false
+	}
 	switch name {
 	case "output_throughput":
 		return m.OutputThroughput, true
