@@ -195,6 +195,13 @@ func ParseVLLMResult(b []byte, o ImportOptions) (*Run, []Request, error) {
 	if arr != nil && arr.ok != m.Completed {
 		return fail("key %q: %d, but the arrays hold %d successful requests", "completed", m.Completed, arr.ok)
 	}
+	if arr != nil && (arr.in != m.TotalInputTokens || arr.out != m.TotalOutputTokens) {
+		k, stated, held := "total_output_tokens", m.TotalOutputTokens, arr.out
+		if arr.in != m.TotalInputTokens {
+			k, stated, held = "total_input_tokens", m.TotalInputTokens, arr.in
+		}
+		return fail("key %q: %d, but the successful requests' lengths add up to %d", k, stated, held)
+	}
 	if m.Completed+m.Failed > int(vals["num_prompts"]) {
 		return fail("key %q: %d completed and %d failed of %d prompts", "failed", m.Completed, m.Failed, int(vals["num_prompts"]))
 	}
@@ -491,6 +498,8 @@ func fillDist(name string, stats map[string]float64, samples []float64, missing 
 type arrays struct {
 	reqs       []Request
 	ok, failed int
+	// in and out are the successful requests' tokens.
+	in, out int
 	// series are the successful requests' values in ms: ttft, tpot, itl
 	// (every gap), e2el, client_queue.
 	series map[string][]float64
@@ -588,6 +597,8 @@ func readArrays(top map[string]json.RawMessage, vals map[string]float64) (*array
 			continue
 		}
 		a.ok++
+		a.in += r.Prompt
+		a.out += r.Output
 		e2el := ttfts[i]
 		gaps := make([]float64, len(itls[i]))
 		for j, g := range itls[i] {

@@ -258,6 +258,7 @@ func TestImportRefusesHostile(t *testing.T) {
 		"hostile-fractional-count.json":          `key "total_output_tokens": 20.5 is not a count`,
 		"hostile-arrays-disagree-completed.json": `key "completed": 4, but the arrays hold 5 successful requests`,
 		"hostile-nan.json":                       `key "std_tpot_ms": NaN is not a finite number`,
+		"hostile-lengths-disagree-totals.json":   `key "total_output_tokens": 20, but the successful requests' lengths add up to 100000000016`,
 	} {
 		_, _, err := importFixture(t, file)
 		if !errors.Is(err, ErrImport) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), file) {

@@ -77,6 +77,7 @@ hostile("rates-disagree", lambda d: d.update(request_throughput=400.0))
 hostile("latency-longer-than-run", lambda d: d["latencies"].__setitem__(5, 30.0))
 hostile("goodput-above-throughput", lambda d: d.update(request_goodput=50.0))
 hostile("fractional-count", lambda d: d.update(total_output_tokens=20.5))
+hostile("lengths-disagree-totals", lambda d: d["output_lens"].__setitem__(0, 10**11))
 hostile("arrays-disagree-completed", lambda d: d.update(completed=4, request_throughput=4 / dur))
 
 for name, d in files.items():
