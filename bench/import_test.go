@@ -229,7 +229,7 @@ func TestImportGenerations(t *testing.T) {
 			t.Error("ttft_median missing")
 		}
 		var b strings.Builder
-		if err := run.Write(&b, "text"); err != nil {
+		if err := WriteRun(&b, run, "text"); err != nil {
 			t.Fatal(err)
 		}
 		if !strings.Contains(b.String(), "n/a") {

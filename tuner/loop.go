@@ -575,8 +575,15 @@ func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, pha
 	// The end of the trial is written even when ctx is cancelled.
 	if l.cfg.Shared != nil {
 		err = l.finishShared(context.WithoutCancel(ctx), rec)
-		if leaseErr != nil && errors.Is(err, store.ErrState) {
-			err = nil // taken back already: marked interrupted by the reaper
+		if errors.Is(err, store.ErrState) {
+			// Taken back (its lease ran out, say while the database was
+			// away) and marked interrupted by another worker's reaper: the
+			// config is free for whoever claims it next. The result is
+			// stale; this worker goes on with the next trial.
+			if leaseErr == nil {
+				l.log.Warn("trial taken back by another worker; dropping its result", "trial", rec.Number, "config", rec.ConfigID)
+			}
+			return rec, fmt.Errorf("trial %d: %w", rec.Number, ErrLeaseLost)
 		}
 	} else {
 		err = l.store.Finish(context.WithoutCancel(ctx), rec)

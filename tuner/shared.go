@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -49,18 +48,9 @@ type Coordinator interface {
 	Reap(ctx context.Context) error
 }
 
-// LeaseDB is what a shared study needs of its database (store/pgstore).
-type LeaseDB interface {
-	ClaimTrial(ctx context.Context, studyID string, cfg spaces.Config, o store.ClaimOptions) (store.Trial, error)
-	Heartbeat(ctx context.Context, studyID, worker, trialID string, lease time.Duration) error
-	ReapExpired(ctx context.Context, studyID string) ([]store.Trial, error)
-	JoinStudy(ctx context.Context, studyID, worker string, lease time.Duration, spec []byte) (store.Membership, error)
-	LeaveStudy(ctx context.Context, studyID, worker string) error
-}
-
-// SharedStudy is the Coordinator over one study of a LeaseDB.
+// SharedStudy is the Coordinator over one study of a database.
 type SharedStudy struct {
-	DB     LeaseDB
+	DB     store.DB
 	Study  string
 	Worker string
 	Lease  time.Duration
@@ -94,7 +84,7 @@ func DefaultWorkerName() string {
 // joinShared registers this process as a worker of the study and returns
 // the coordinator, the time since the study's earliest live worker joined,
 // and whether other workers are live (joining them needs no --resume).
-func (ss *Search) joinShared(ctx context.Context, db LeaseDB, studyID string) (SharedStudy, store.Membership, error) {
+func (ss *Search) joinShared(ctx context.Context, db store.DB, studyID string) (SharedStudy, store.Membership, error) {
 	name := ss.Spec.Worker
 	if name == "" {
 		name = DefaultWorkerName()
@@ -434,12 +424,9 @@ func (l *Loop) finishShared(ctx context.Context, rec Trial) error {
 	err := l.retry(ctx, "store trial end", func(ctx context.Context) error {
 		err := l.store.Finish(ctx, rec)
 		if err != nil && spool == "" && l.cfg.SpoolDir != "" && !errors.Is(err, store.ErrState) {
-			spool = filepath.Join(l.cfg.SpoolDir, rec.ID+".json")
-			if b, merr := json.MarshalIndent(rec, "", "  "); merr == nil && os.MkdirAll(l.cfg.SpoolDir, 0o755) == nil {
-				if werr := os.WriteFile(spool, b, 0o644); werr != nil {
-					l.log.Warn("cannot keep the trial's result locally", "file", spool, "err", werr)
-					spool = ""
-				}
+			var werr error
+			if spool, werr = keepPending(l.cfg.SpoolDir, rec); werr != nil {
+				l.log.Warn("cannot keep the trial's result locally", "dir", l.cfg.SpoolDir, "err", werr)
 			}
 		}
 		return err
@@ -448,7 +435,7 @@ func (l *Loop) finishShared(ctx context.Context, rec Trial) error {
 	case err == nil && spool != "":
 		os.Remove(spool)
 	case err != nil && spool != "":
-		err = fmt.Errorf("%w (the result is kept in %s)", err, spool)
+		err = fmt.Errorf("%w (the result is kept in %s: the next start of a worker of this study stores it)", err, spool)
 	}
 	return err
 }

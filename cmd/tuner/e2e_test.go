@@ -16,6 +16,7 @@ import (
 
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/boltstore"
 	"github.com/vllm-tuner/tuner/store/pgstore/pgtest"
 	"github.com/vllm-tuner/tuner/trial"
 )
@@ -213,7 +214,7 @@ func waitRunning(t *testing.T, db string, minSeq uint64, done <-chan struct{}) s
 			t.Fatal("search ended before the trial to interrupt started")
 		default:
 		}
-		if s, err := store.Open(context.Background(), db, store.Options{ReadOnly: true, Timeout: time.Second}); err == nil {
+		if s, err := boltstore.Open(context.Background(), db, boltstore.Options{ReadOnly: true, Timeout: time.Second}); err == nil {
 			studies, _ := s.Studies(context.Background())
 			for _, st := range studies {
 				ts, _ := s.Trials(context.Background(), st.ID, store.TrialFilter{States: []store.State{store.StateRunning}})

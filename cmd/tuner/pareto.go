@@ -110,7 +110,7 @@ func paretoCommand() *cli.Command {
 	}
 }
 
-func buildFrontView(ctx context.Context, s *store.Store, sel selection, extra trial.SLO, group bool, k float64) (frontView, error) {
+func buildFrontView(ctx context.Context, s store.DB, sel selection, extra trial.SLO, group bool, k float64) (frontView, error) {
 	st := sel.Newest
 	v := frontView{Metrics: sel.Metrics, K: k, Front: []tuner.Candidate{}}
 	slo := append(append(trial.SLO{}, st.SLO()...), extra...)

@@ -54,7 +54,7 @@ func (sel selection) describe() string {
 	return s
 }
 
-func selectStudies(ctx context.Context, c *cli.Context, s *store.Store) (selection, error) {
+func selectStudies(ctx context.Context, c *cli.Context, s store.DB) (selection, error) {
 	if id := c.String("study"); id != "" {
 		st, err := s.Study(ctx, id)
 		if err != nil {
@@ -95,7 +95,7 @@ func selectStudies(ctx context.Context, c *cli.Context, s *store.Store) (selecti
 
 // otherServedNames lists the served names of studies of the same catalog
 // model as arg (e.g. the -Instruct variant of a base model), for a hint.
-func otherServedNames(ctx context.Context, s *store.Store, arg string) []string {
+func otherServedNames(ctx context.Context, s store.DB, arg string) []string {
 	all, err := s.Studies(ctx)
 	if err != nil {
 		return nil
@@ -114,7 +114,7 @@ func otherServedNames(ctx context.Context, s *store.Store, arg string) []string 
 var defaultIDOf = tuner.DefaultConfigIDOf
 
 // trialsOf reads the trials of the selected studies as the loop sees them.
-func trialsOf(ctx context.Context, s *store.Store, studies []store.Study) ([]tuner.Trial, error) {
+func trialsOf(ctx context.Context, s store.DB, studies []store.Study) ([]tuner.Trial, error) {
 	var out []tuner.Trial
 	for _, st := range studies {
 		ts, err := s.Trials(ctx, st.ID, store.TrialFilter{})

@@ -12,6 +12,7 @@ import (
 	"github.com/vllm-tuner/tuner/sim"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/boltstore"
 	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
 )
@@ -135,7 +136,7 @@ func crossStudyDB(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "tuner.db")
-	s, err := store.Open(ctx, path, store.DefaultOptions())
+	s, err := boltstore.Open(ctx, path, boltstore.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"github.com/vllm-tuner/tuner/search"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/dbopen"
 	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
 )
@@ -302,14 +302,16 @@ func runSearch(c *cli.Context) error {
 		return err
 	}
 	defer st.Close()
-	return startSearch(c, ss, st)
+	// A PostgreSQL study is shared: other machines may serve it too.
+	return startSearch(c, ss, st, dbPath, dbopen.IsURL(dbPath))
 }
 
 // startSearch runs a resolved search on an open database (`search` and
 // `worker`).
-func startSearch(c *cli.Context, ss *tuner.Search, st searchDB) error {
+func startSearch(c *cli.Context, ss *tuner.Search, st store.DB, db string, shared bool) error {
 	log := cmdLogger(c)
 	run, err := ss.Start(c.Context, st, tuner.StartConfig{
+		DataDir: dataDir(db), Shared: shared,
 		Logger: log, Progress: c.App.ErrWriter, Terminal: writerIsTerminal(c.App.ErrWriter), Width: terminalWidth(c.App.ErrWriter),
 	})
 	if err != nil {
@@ -352,10 +354,11 @@ func startSearch(c *cli.Context, ss *tuner.Search, st searchDB) error {
 func dryRun(c *cli.Context, ss *tuner.Search, dbPath string) error {
 	w := c.App.Writer
 	var own, other []search.Observation
+	var db store.DB // nil: no database yet (files only for --surrogate)
 	if st, err := openHistory(c.Context, dbPath); err == nil {
-		own, other, err = history(c.Context, st, ss.Key, ss.Key.ID())
-		st.Close()
-		if err != nil {
+		defer st.Close()
+		db = st
+		if own, other, err = history(c.Context, st, ss.Key, ss.Key.ID()); err != nil {
 			return err
 		}
 	}
@@ -366,7 +369,7 @@ func dryRun(c *cli.Context, ss *tuner.Search, dbPath string) error {
 	}
 	fmt.Fprintln(w)
 	printPrune(w, ss.Prune)
-	prop, err := ss.NewProposer(c.Context, other, dbModels{c}, cmdLogger(c))
+	prop, err := ss.NewProposer(c.Context, other, db, cmdLogger(c))
 	if err != nil {
 		return err
 	}
@@ -419,21 +422,4 @@ func printPrune(w io.Writer, rep search.PruneReport) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%.0f%%\t%s\n", p.Name, p.Original, p.Pruned, p.Removed*100, strings.Join(p.Reasons, "; "))
 	}
 	tw.Flush()
-}
-
-// dbModels looks a --surrogate name up in the database (read-only), for
-// --dry-run, which opens no database for writing.
-type dbModels struct{ c *cli.Context }
-
-func (m dbModels) GetModel(ctx context.Context, name string) ([]byte, store.ModelMeta, error) {
-	dbPath, err := studyDBPath(m.c)
-	if err != nil {
-		return nil, store.ModelMeta{}, err
-	}
-	st, err := store.Open(ctx, dbPath, store.Options{ReadOnly: true, Timeout: 10 * time.Second})
-	if err != nil {
-		return nil, store.ModelMeta{}, tuner.Usagef("--surrogate %s: no such file, and no database to look the name up in (%v)", name, err)
-	}
-	defer st.Close()
-	return st.GetModel(ctx, name)
 }

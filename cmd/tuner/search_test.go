@@ -17,6 +17,7 @@ import (
 
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/boltstore"
 	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
 )
@@ -73,9 +74,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func openTestStore(t *testing.T, db string) *store.Store {
+func openTestStore(t *testing.T, db string) *boltstore.Store {
 	t.Helper()
-	s, err := store.Open(context.Background(), db, store.Options{ReadOnly: true})
+	s, err := boltstore.Open(context.Background(), db, boltstore.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,13 @@
-package store
+package boltstore
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/vllm-tuner/tuner/pareto"
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/trial"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -13,9 +16,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/vllm-tuner/tuner/pareto"
-	"github.com/vllm-tuner/tuner/trial"
 )
 
 func TestDefaultPath(t *testing.T) {
@@ -41,7 +41,7 @@ func TestDefaultPath(t *testing.T) {
 func TestOpenModes(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "sub", "dir", "tuner.db")
-	if _, err := Open(ctx, path, Options{ReadOnly: true}); !errors.Is(err, ErrNotFound) {
+	if _, err := Open(ctx, path, Options{ReadOnly: true}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("read-only open of a missing file: %v, want ErrNotFound", err)
 	}
 	w := openTest(t, path, false)
@@ -50,7 +50,7 @@ func TestOpenModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	ro := openTest(t, path, true)
-	if _, err := ro.EnsureStudy(ctx, testKey("m", "g", "")); !errors.Is(err, ErrReadOnly) {
+	if _, err := ro.EnsureStudy(ctx, testKey("m", "g", "")); !errors.Is(err, store.ErrReadOnly) {
 		t.Errorf("write through read-only store: %v", err)
 	}
 	got, err := ro.Study(ctx, st.ID)
@@ -58,7 +58,7 @@ func TestOpenModes(t *testing.T) {
 		t.Fatalf("read back study: %v %v", got, err)
 	}
 	w.Close()
-	if _, err := w.Studies(ctx); !errors.Is(err, ErrClosed) {
+	if _, err := w.Studies(ctx); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("closed store: %v", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
@@ -82,11 +82,11 @@ func TestEnsureStudy(t *testing.T) {
 	if a.ID != b.ID || !a.Created.Equal(b.Created) {
 		t.Errorf("equivalent keys gave %s and %s", a.ID, b.ID)
 	}
-	if a.Key.SLO != "ttft_p99<=800ms,tpot_p99<=60ms" || !a.Key.Objectives.Equal(DefaultObjectives("tpot_p99")) {
+	if a.Key.SLO != "ttft_p99<=800ms,tpot_p99<=60ms" || !a.Key.Objectives.Equal(store.DefaultObjectives("tpot_p99")) {
 		t.Errorf("normalised key: %+v", a.Key)
 	}
 	k := testKey("llama", "H100-80GB", "")
-	k.Objectives = DefaultObjectives("ttft_p99")
+	k.Objectives = store.DefaultObjectives("ttft_p99")
 	c, err := s.EnsureStudy(ctx, k)
 	if err != nil || c.ID == a.ID {
 		t.Fatalf("different objectives share id: %v", err)
@@ -95,7 +95,7 @@ func TestEnsureStudy(t *testing.T) {
 	if err != nil || len(all) != 2 {
 		t.Fatalf("Studies = %d, %v", len(all), err)
 	}
-	for _, bad := range []StudyKey{{GPU: "g"}, {Model: "m", GPU: "g", SLO: "nonsense"}, {Model: "m", GPU: "g", Objectives: pareto.Objectives{{Name: "x"}}}} {
+	for _, bad := range []store.StudyKey{{GPU: "g"}, {Model: "m", GPU: "g", SLO: "nonsense"}, {Model: "m", GPU: "g", Objectives: pareto.Objectives{{Name: "x"}}}} {
 		if _, err := s.EnsureStudy(ctx, bad); err == nil {
 			t.Errorf("EnsureStudy(%+v): want error", bad)
 		}
@@ -108,43 +108,43 @@ func TestTrialLifecycle(t *testing.T) {
 	st, _ := s.EnsureStudy(ctx, testKey("m", "g", ""))
 	r := rand.New(rand.NewPCG(1, 1))
 	cfg := randConfig(r)
-	tr, err := s.BeginTrial(ctx, st.ID, cfg, BeginOptions{Notes: "first"})
+	tr, err := s.BeginTrial(ctx, st.ID, cfg, store.BeginOptions{Notes: "first"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tr.Seq != 1 || tr.State != StateRunning || tr.ConfigID != cfg.ID() || tr.ID != st.ID+"-1" {
+	if tr.Seq != 1 || tr.State != store.StateRunning || tr.ConfigID != cfg.ID() || tr.ID != st.ID+"-1" {
 		t.Fatalf("begun trial %+v", tr)
 	}
 	got, err := s.Trial(ctx, tr.ID)
-	if err != nil || got.State != StateRunning || !got.Config.Equal(cfg) {
+	if err != nil || got.State != store.StateRunning || !got.Config.Equal(cfg) {
 		t.Fatalf("read running trial: %+v %v", got, err)
 	}
 	res := randResult(r, cfg)
 	res.Status, res.Failure = trial.StatusOK, ""
 	done, err := s.FinishTrial(ctx, tr.ID, res)
-	if err != nil || done.State != StateOK || done.Ended.IsZero() {
+	if err != nil || done.State != store.StateOK || done.Ended.IsZero() {
 		t.Fatalf("finish: %+v %v", done, err)
 	}
-	if _, err := s.FinishTrial(ctx, tr.ID, res); !errors.Is(err, ErrState) {
+	if _, err := s.FinishTrial(ctx, tr.ID, res); !errors.Is(err, store.ErrState) {
 		t.Errorf("second finish: %v, want ErrState", err)
 	}
-	nan, _ := s.BeginTrial(ctx, st.ID, cfg, BeginOptions{Repeat: 2})
+	nan, _ := s.BeginTrial(ctx, st.ID, cfg, store.BeginOptions{Repeat: 2})
 	bad := randResult(r, cfg)
 	bad.PeakVRAMGiB = math.NaN()
-	if _, err := s.FinishTrial(ctx, nan.ID, bad); !errors.Is(err, ErrInvalidResult) {
+	if _, err := s.FinishTrial(ctx, nan.ID, bad); !errors.Is(err, store.ErrInvalidResult) {
 		t.Errorf("NaN result: %v, want ErrInvalidResult", err)
 	}
-	if _, err := s.FinishTrial(ctx, nan.ID, nil); !errors.Is(err, ErrInvalidResult) {
+	if _, err := s.FinishTrial(ctx, nan.ID, nil); !errors.Is(err, store.ErrInvalidResult) {
 		t.Errorf("nil result: %v, want ErrInvalidResult", err)
 	}
 	bad.PeakVRAMGiB, bad.Status, bad.Failure = 70, trial.StatusUnstable, ""
-	if d, err := s.FinishTrial(ctx, nan.ID, bad); err != nil || d.State != StateUnstable {
+	if d, err := s.FinishTrial(ctx, nan.ID, bad); err != nil || d.State != store.StateUnstable {
 		t.Fatalf("finish after repair: %v %v", d.State, err)
 	}
-	again, _ := s.BeginTrial(ctx, st.ID, cfg, BeginOptions{Repeat: 1})
-	other, _ := s.BeginTrial(ctx, st.ID, randConfig(r), BeginOptions{})
+	again, _ := s.BeginTrial(ctx, st.ID, cfg, store.BeginOptions{Repeat: 1})
+	other, _ := s.BeginTrial(ctx, st.ID, randConfig(r), store.BeginOptions{})
 	intr := &trial.Result{Status: trial.StatusFailed, Failure: trial.FailInterrupted}
-	if d, err := s.FinishTrial(ctx, other.ID, intr); err != nil || d.State != StateInterrupted {
+	if d, err := s.FinishTrial(ctx, other.ID, intr); err != nil || d.State != store.StateInterrupted {
 		t.Fatalf("interrupted finish: %v %v", d.State, err)
 	}
 	if err := s.SetNotes(ctx, again.ID, "re-measure"); err != nil {
@@ -152,14 +152,14 @@ func TestTrialLifecycle(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		f    TrialFilter
+		f    store.TrialFilter
 		want []uint64
 	}{
-		{"all", TrialFilter{}, []uint64{1, 2, 3, 4}},
-		{"running", TrialFilter{States: []State{StateRunning}}, []uint64{3}},
-		{"config", TrialFilter{ConfigID: cfg.ID()}, []uint64{1, 2, 3}},
-		{"ok or interrupted", TrialFilter{States: []State{StateOK, StateInterrupted}}, []uint64{1, 4}},
-		{"none", TrialFilter{ConfigID: "nope"}, nil},
+		{"all", store.TrialFilter{}, []uint64{1, 2, 3, 4}},
+		{"running", store.TrialFilter{States: []store.State{store.StateRunning}}, []uint64{3}},
+		{"config", store.TrialFilter{ConfigID: cfg.ID()}, []uint64{1, 2, 3}},
+		{"ok or interrupted", store.TrialFilter{States: []store.State{store.StateOK, store.StateInterrupted}}, []uint64{1, 4}},
+		{"none", store.TrialFilter{ConfigID: "nope"}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -180,29 +180,29 @@ func TestTrialLifecycle(t *testing.T) {
 		t.Errorf("notes/repeat: %+v", g)
 	}
 	for _, id := range []string{"", "x", st.ID + "-0", st.ID + "-99", "zzzzzzzzzzzz-1"} {
-		if _, err := s.Trial(ctx, id); !errors.Is(err, ErrNotFound) {
+		if _, err := s.Trial(ctx, id); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("Trial(%q): %v, want ErrNotFound", id, err)
 		}
 	}
-	if _, err := s.BeginTrial(ctx, "000000000000", cfg, BeginOptions{}); !errors.Is(err, ErrNotFound) {
+	if _, err := s.BeginTrial(ctx, "000000000000", cfg, store.BeginOptions{}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("begin in unknown study: %v", err)
 	}
-	if _, err := s.Trials(ctx, "000000000000", TrialFilter{}); !errors.Is(err, ErrNotFound) {
+	if _, err := s.Trials(ctx, "000000000000", store.TrialFilter{}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("trials of unknown study: %v", err)
 	}
 }
 
 // eligiblePoints is the brute-force reference: every trial of the studies
 // that may enter a front under q.
-func eligiblePoints(t *testing.T, s *Store, studies []Study, q FrontQuery) []Point {
-	var out []Point
+func eligiblePoints(t *testing.T, s *Store, studies []store.Study, q store.FrontQuery) []store.Point {
+	var out []store.Point
 	for _, st := range studies {
-		ts, err := s.Trials(context.Background(), st.ID, TrialFilter{})
+		ts, err := s.Trials(context.Background(), st.ID, store.TrialFilter{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i := range ts {
-			if p, ok := eligible(st, st.SLO(), &ts[i], q); ok {
+			if p, ok := store.Eligible(st, st.SLO(), &ts[i], q); ok {
 				out = append(out, p)
 			}
 		}
@@ -212,7 +212,7 @@ func eligiblePoints(t *testing.T, s *Store, studies []Study, q FrontQuery) []Poi
 
 // checkFrontProperties: no member dominated by any eligible trial, every
 // non-dominated eligible trial a member.
-func checkFrontProperties(t *testing.T, f Front, cands []Point) {
+func checkFrontProperties(t *testing.T, f store.Front, cands []store.Point) {
 	t.Helper()
 	dirs := f.Objectives.Directions()
 	in := map[string]bool{}
@@ -249,13 +249,13 @@ func TestFrontsMaintainedEqualRebuilt(t *testing.T) {
 		t.Fatal("group keys")
 	}
 	for i := range 300 {
-		st := []Study{a, b, c}[i%3]
+		st := []store.Study{a, b, c}[i%3]
 		runTrial(t, s, r, st.ID)
 		if i%50 != 49 {
 			continue
 		}
-		for _, st := range []Study{a, b, c} {
-			have, err := s.Front(ctx, st.ID, FrontQuery{})
+		for _, st := range []store.Study{a, b, c} {
+			have, err := s.Front(ctx, st.ID, store.FrontQuery{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -263,24 +263,24 @@ func TestFrontsMaintainedEqualRebuilt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !SameFront(have, want) || len(have.Points) == 0 {
+			if !store.SameFront(have, want) || len(have.Points) == 0 {
 				t.Fatalf("study %s after %d trials: maintained %d points, rebuilt %d", st.ID, i+1, len(have.Points), len(want.Points))
 			}
-			checkFrontProperties(t, have, eligiblePoints(t, s, []Study{st}, FrontQuery{}))
+			checkFrontProperties(t, have, eligiblePoints(t, s, []store.Study{st}, store.FrontQuery{}))
 		}
 		g := a.Key.Group()
-		have, err := s.GroupFront(ctx, g, FrontQuery{})
+		have, err := s.GroupFront(ctx, g, store.FrontQuery{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		want, _ := s.RebuildGroupFront(ctx, g)
-		if !SameFront(have, want) {
+		if !store.SameFront(have, want) {
 			t.Fatalf("group front: maintained %d, rebuilt %d", len(have.Points), len(want.Points))
 		}
-		checkFrontProperties(t, have, eligiblePoints(t, s, []Study{a, b}, FrontQuery{}))
+		checkFrontProperties(t, have, eligiblePoints(t, s, []store.Study{a, b}, store.FrontQuery{}))
 	}
 	// Every maintained member met its study's SLO.
-	f, _ := s.Front(ctx, a.ID, FrontQuery{})
+	f, _ := s.Front(ctx, a.ID, store.FrontQuery{})
 	for _, p := range f.Points {
 		if p.Values[1] > 30 {
 			t.Errorf("member %s violates tpot_p99<=30ms: %v", p.TrialID, p.Values)
@@ -288,17 +288,17 @@ func TestFrontsMaintainedEqualRebuilt(t *testing.T) {
 	}
 	// Filtered queries equal the brute force over the filtered trials.
 	slo, _ := trial.ParseSLO("tpot_p99<=20ms")
-	for _, q := range []FrontQuery{{SLO: slo}, {IncludeUnstable: true}, {SLO: slo, IncludeUnstable: true}} {
+	for _, q := range []store.FrontQuery{{SLO: slo}, {IncludeUnstable: true}, {SLO: slo, IncludeUnstable: true}} {
 		got, err := s.Front(ctx, c.ID, q)
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkFrontProperties(t, got, eligiblePoints(t, s, []Study{c}, q))
+		checkFrontProperties(t, got, eligiblePoints(t, s, []store.Study{c}, q))
 		gf, err := s.GroupFront(ctx, a.Key.Group(), q)
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkFrontProperties(t, gf, eligiblePoints(t, s, []Study{a, b}, q))
+		checkFrontProperties(t, gf, eligiblePoints(t, s, []store.Study{a, b}, q))
 	}
 	rep, err := s.Check(ctx)
 	if err != nil {
@@ -319,12 +319,12 @@ func TestHistory(t *testing.T) {
 	b, _ := s.EnsureStudy(ctx, kb)
 	c, _ := s.EnsureStudy(ctx, testKey("llama", "A100-80GB", ""))
 	for i := range 30 {
-		runTrial(t, s, r, []Study{a, b, c}[i%3].ID)
+		runTrial(t, s, r, []store.Study{a, b, c}[i%3].ID)
 	}
-	if _, err := s.BeginTrial(ctx, a.ID, randConfig(r), BeginOptions{}); err != nil {
+	if _, err := s.BeginTrial(ctx, a.ID, randConfig(r), store.BeginOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	h, err := s.History(ctx, HistoryQuery{Model: "llama", GPU: "H100-80GB"})
+	h, err := s.History(ctx, store.HistoryQuery{Model: "llama", GPU: "H100-80GB"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,9 +336,9 @@ func TestHistory(t *testing.T) {
 			t.Fatal("history not in start order")
 		}
 	}
-	h2, _ := s.History(ctx, HistoryQuery{Model: "llama", GPU: "H100-80GB", GPUCount: 2, States: []State{StateOK}})
+	h2, _ := s.History(ctx, store.HistoryQuery{Model: "llama", GPU: "H100-80GB", GPUCount: 2, States: []store.State{store.StateOK}})
 	for _, x := range h2 {
-		if x.StudyID != b.ID || x.State != StateOK {
+		if x.StudyID != b.ID || x.State != store.StateOK {
 			t.Fatalf("filtered history holds %+v", x)
 		}
 	}
@@ -353,23 +353,23 @@ func TestInterruptedRecovery(t *testing.T) {
 	a := openTest(t, path, false)
 	st, _ := a.EnsureStudy(ctx, testKey("m", "g", ""))
 	r := rand.New(rand.NewPCG(6, 7))
-	tr, err := a.BeginTrial(ctx, st.ID, randConfig(r), BeginOptions{})
+	tr, err := a.BeginTrial(ctx, st.ID, randConfig(r), store.BeginOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A second writer while a is alive must leave a's running trial alone.
 	b := openTest(t, path, false)
-	if got, _ := b.Trial(ctx, tr.ID); got.State != StateRunning {
+	if got, _ := b.Trial(ctx, tr.ID); got.State != store.StateRunning {
 		t.Fatalf("live writer's trial became %s", got.State)
 	}
 	b.Close()
 	a.Close() // releases a's session: from now on a is "dead"
 	c := openTest(t, path, false)
 	got, err := c.Trial(ctx, tr.ID)
-	if err != nil || got.State != StateInterrupted || !strings.Contains(got.Notes, "interrupted") {
+	if err != nil || got.State != store.StateInterrupted || !strings.Contains(got.Notes, "interrupted") {
 		t.Fatalf("dead writer's trial: %+v %v", got, err)
 	}
-	if _, err := c.FinishTrial(ctx, tr.ID, randResult(r, got.Config)); !errors.Is(err, ErrState) {
+	if _, err := c.FinishTrial(ctx, tr.ID, randResult(r, got.Config)); !errors.Is(err, store.ErrState) {
 		t.Errorf("finishing an interrupted trial: %v", err)
 	}
 	if _, err := c.Check(ctx); err != nil {
@@ -385,11 +385,11 @@ func TestModels(t *testing.T) {
 	ctx := context.Background()
 	s := openTest(t, "", false)
 	data := []byte("tree\nversion=v3\n")
-	meta := ModelMeta{Kind: "lightgbm-text", Schema: json.RawMessage(`{"features":["a","b"]}`), Metrics: map[string]float64{"rmse": 0.1}}
+	meta := store.ModelMeta{Kind: "lightgbm-text", Schema: json.RawMessage(`{"features":["a","b"]}`), Metrics: map[string]float64{"rmse": 0.1}}
 	if err := s.PutModel(ctx, "throughput", data, meta); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutModel(ctx, "vram", []byte("x"), ModelMeta{}); err != nil {
+	if err := s.PutModel(ctx, "vram", []byte("x"), store.ModelMeta{}); err != nil {
 		t.Fatal(err)
 	}
 	got, m, err := s.GetModel(ctx, "throughput")
@@ -403,10 +403,10 @@ func TestModels(t *testing.T) {
 	if err := s.DeleteModel(ctx, "vram"); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.GetModel(ctx, "vram"); !errors.Is(err, ErrNotFound) {
+	if _, _, err := s.GetModel(ctx, "vram"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("deleted model: %v", err)
 	}
-	if err := s.PutModel(ctx, "bad", nil, ModelMeta{Schema: json.RawMessage("{")}); err == nil {
+	if err := s.PutModel(ctx, "bad", nil, store.ModelMeta{Schema: json.RawMessage("{")}); err == nil {
 		t.Error("invalid schema JSON accepted")
 	}
 }
@@ -418,10 +418,10 @@ func TestExport(t *testing.T) {
 	a, _ := s.EnsureStudy(ctx, testKey("m", "g", ""))
 	b, _ := s.EnsureStudy(ctx, testKey("m2", "g", ""))
 	for i := range 10 {
-		runTrial(t, s, r, []Study{a, b}[i%2].ID)
+		runTrial(t, s, r, []store.Study{a, b}[i%2].ID)
 	}
 	var buf bytes.Buffer
-	if err := s.ExportJSONL(ctx, &buf, ExportQuery{}); err != nil {
+	if err := store.ExportJSONL(ctx, s, &buf, store.ExportQuery{}); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
@@ -434,7 +434,7 @@ func TestExport(t *testing.T) {
 		}
 	}
 	buf.Reset()
-	if err := s.ExportCSV(ctx, &buf, ExportQuery{StudyID: a.ID, Filter: TrialFilter{States: []State{StateOK}}}); err != nil {
+	if err := store.ExportCSV(ctx, s, &buf, store.ExportQuery{StudyID: a.ID, Filter: store.TrialFilter{States: []store.State{store.StateOK}}}); err != nil {
 		t.Fatal(err)
 	}
 	rows := strings.Split(strings.TrimSpace(buf.String()), "\n")
@@ -442,7 +442,7 @@ func TestExport(t *testing.T) {
 	if !slices.Contains(header, "param.max_num_seqs") || !slices.Contains(header, "tpot_p99") || header[0] != "study_id" {
 		t.Errorf("csv header %v", header)
 	}
-	ok, _ := s.Trials(ctx, a.ID, TrialFilter{States: []State{StateOK}})
+	ok, _ := s.Trials(ctx, a.ID, store.TrialFilter{States: []store.State{store.StateOK}})
 	if len(rows)-1 != len(ok) {
 		t.Errorf("csv rows %d, want %d", len(rows)-1, len(ok))
 	}
@@ -473,7 +473,7 @@ func TestBackup(t *testing.T) {
 		t.Error("backup onto itself accepted")
 	}
 	b := openTest(t, dst, true)
-	ts, err := b.Trials(ctx, st.ID, TrialFilter{})
+	ts, err := b.Trials(ctx, st.ID, store.TrialFilter{})
 	if err != nil || len(ts) != 20 {
 		t.Fatalf("backup trials: %d %v", len(ts), err)
 	}
@@ -509,13 +509,13 @@ func TestTimeoutWhenLocked(t *testing.T) {
 	<-held
 	_, err = ro.Studies(ctx)
 	close(hold)
-	if !errors.Is(err, ErrBusy) {
+	if !errors.Is(err, store.ErrBusy) {
 		t.Fatalf("read while a writer holds the file: %v, want ErrBusy", err)
 	}
 }
 
 func TestFrontHelpers(t *testing.T) {
-	f := Front{Objectives: DefaultObjectives(""), Points: []Point{
+	f := store.Front{Objectives: store.DefaultObjectives(""), Points: []store.Point{
 		{TrialID: "a", Values: []float64{100, 10, 70}},
 		{TrialID: "b", Values: []float64{190, 12, 70}},
 		{TrialID: "c", Values: []float64{200, 50, 70}},
@@ -531,7 +531,7 @@ func TestFrontHelpers(t *testing.T) {
 	if k, ok := f.Knee(); !ok || k.TrialID != "b" {
 		t.Errorf("knee %v %v, want b", k.TrialID, ok)
 	}
-	if _, ok := (&Front{Objectives: f.Objectives}).Knee(); ok {
+	if _, ok := (&store.Front{Objectives: f.Objectives}).Knee(); ok {
 		t.Error("knee of an empty front")
 	}
 }

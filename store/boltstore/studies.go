@@ -1,16 +1,16 @@
-package store
+package boltstore
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-
+	"github.com/vllm-tuner/tuner/store"
 	bolt "go.etcd.io/bbolt"
+	"slices"
 )
 
 func putJSON(b *bolt.Bucket, key []byte, v any) error {
-	raw, err := encode(v)
+	raw, err := store.Encode(v)
 	if err != nil {
 		return err
 	}
@@ -20,12 +20,12 @@ func putJSON(b *bolt.Bucket, key []byte, v any) error {
 // EnsureStudy returns the study for key, creating it when new. The key is
 // normalised first (default objectives, canonical SLO), so equivalent keys
 // give the same stable ID.
-func (s *Store) EnsureStudy(ctx context.Context, key StudyKey) (Study, error) {
-	key, _, err := key.normalize()
+func (s *Store) EnsureStudy(ctx context.Context, key store.StudyKey) (store.Study, error) {
+	key, err := key.Normalize()
 	if err != nil {
-		return Study{}, err
+		return store.Study{}, err
 	}
-	st := Study{V: RecordVersion, ID: key.ID(), Key: key}
+	st := store.Study{V: store.RecordVersion, ID: key.ID(), Key: key}
 	err = s.update(ctx, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketStudies)
 		if raw := b.Get([]byte(st.ID)); raw != nil {
@@ -54,14 +54,14 @@ func (s *Store) EnsureStudy(ctx context.Context, key StudyKey) (Study, error) {
 		return nil
 	})
 	if err != nil {
-		return Study{}, fmt.Errorf("ensure study: %w", err)
+		return store.Study{}, fmt.Errorf("ensure study: %w", err)
 	}
 	return st, nil
 }
 
 // Study returns a study by ID.
-func (s *Store) Study(ctx context.Context, id string) (Study, error) {
-	var st Study
+func (s *Store) Study(ctx context.Context, id string) (store.Study, error) {
+	var st store.Study
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		var err error
 		st, err = getStudy(tx, id)
@@ -70,21 +70,21 @@ func (s *Store) Study(ctx context.Context, id string) (Study, error) {
 	return st, err
 }
 
-func getStudy(tx *bolt.Tx, id string) (Study, error) {
+func getStudy(tx *bolt.Tx, id string) (store.Study, error) {
 	raw := tx.Bucket(bucketStudies).Get([]byte(id))
 	if raw == nil {
-		return Study{}, fmt.Errorf("study %s: %w", id, ErrNotFound)
+		return store.Study{}, fmt.Errorf("study %s: %w", id, store.ErrNotFound)
 	}
 	st, err := decodeStudy(raw, false)
 	if err != nil {
-		return Study{}, corrupt(tx, err)
+		return store.Study{}, corrupt(tx, err)
 	}
 	return st, nil
 }
 
 // Studies lists every study, oldest first.
-func (s *Store) Studies(ctx context.Context) ([]Study, error) {
-	var out []Study
+func (s *Store) Studies(ctx context.Context) ([]store.Study, error) {
+	var out []store.Study
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		var err error
 		out, err = allStudies(tx)
@@ -93,8 +93,8 @@ func (s *Store) Studies(ctx context.Context) ([]Study, error) {
 	return out, err
 }
 
-func allStudies(tx *bolt.Tx) ([]Study, error) {
-	var out []Study
+func allStudies(tx *bolt.Tx) ([]store.Study, error) {
+	var out []store.Study
 	b := tx.Bucket(bucketStudies)
 	err := b.ForEach(func(k, v []byte) error {
 		st, err := decodeStudy(v, false)
@@ -107,7 +107,7 @@ func allStudies(tx *bolt.Tx) ([]Study, error) {
 	if err == nil && uint64(len(out)) != b.Sequence() {
 		err = corrupt(tx, fmt.Errorf("%d study records readable, %d created (records or pages lost)", len(out), b.Sequence()))
 	}
-	slices.SortStableFunc(out, func(a, b Study) int {
+	slices.SortStableFunc(out, func(a, b store.Study) int {
 		if c := a.Created.Compare(b.Created); c != 0 {
 			return c
 		}
@@ -128,8 +128,8 @@ func compareStrings(a, b string) int {
 
 // corrupt wraps a decoding error of a record as damage to the file.
 func corrupt(tx *bolt.Tx, err error) error {
-	if errors.Is(err, ErrTooNew) {
+	if errors.Is(err, store.ErrTooNew) {
 		return err
 	}
-	return &CorruptError{Path: tx.DB().Path(), Err: err}
+	return &store.CorruptError{Path: tx.DB().Path(), Err: err}
 }

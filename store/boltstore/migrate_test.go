@@ -1,16 +1,16 @@
-package store
+package boltstore
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/vllm-tuner/tuner/store"
+	bolt "go.etcd.io/bbolt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // writeV0Fixture builds a schema-0 file the way the first tuner wrote it:
@@ -25,7 +25,7 @@ func writeV0Fixture(t *testing.T, path string) (studyID string, n int) {
 	defer db.Close()
 	key := testKey("llama", "H100-80GB", "tpot_p99<=40ms")
 	key.Objectives = nil
-	norm, _, _ := key.normalize() // schema 0 derived the ID the same way
+	norm, _ := key.Normalize() // schema 0 derived the ID the same way
 	studyID = norm.ID()
 	r := rand.New(rand.NewPCG(20, 21))
 	err = db.Update(func(tx *bolt.Tx) error {
@@ -43,12 +43,12 @@ func writeV0Fixture(t *testing.T, path string) (studyID string, n int) {
 		for seq := uint64(1); seq <= 12; seq++ {
 			cfg := randConfig(r)
 			rec := map[string]any{
-				"id": TrialID(studyID, seq), "study_id": studyID, "seq": seq, "status": "running",
+				"id": store.TrialID(studyID, seq), "study_id": studyID, "seq": seq, "status": "running",
 				"config": cfg, "config_hash": cfg.ID(), "started": "2025-06-01T00:00:00Z",
 			}
 			if seq < 12 {
 				res := randResult(r, cfg)
-				rec["status"], rec["result"] = string(StateOf(res)), res
+				rec["status"], rec["result"] = string(store.StateOf(res)), res
 			}
 			raw, _ := json.Marshal(rec)
 			if err := b.Put(seqKey(seq), raw); err != nil {
@@ -67,7 +67,7 @@ func TestMigrateV0(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "v0.db")
 	studyID, n := writeV0Fixture(t, path)
-	if _, err := Open(ctx, path, Options{ReadOnly: true}); !errors.Is(err, ErrNeedsMigration) {
+	if _, err := Open(ctx, path, Options{ReadOnly: true}); !errors.Is(err, store.ErrNeedsMigration) {
 		t.Fatalf("read-only open of schema 0: %v, want ErrNeedsMigration", err)
 	}
 	s := openTest(t, path, false)
@@ -79,24 +79,24 @@ func TestMigrateV0(t *testing.T) {
 		t.Errorf("report %+v", rep)
 	}
 	st, err := s.Study(ctx, studyID)
-	if err != nil || !st.Key.Objectives.Equal(DefaultObjectives("")) {
+	if err != nil || !st.Key.Objectives.Equal(store.DefaultObjectives("")) {
 		t.Fatalf("migrated study %+v %v", st, err)
 	}
-	ts, err := s.Trials(ctx, studyID, TrialFilter{})
+	ts, err := s.Trials(ctx, studyID, store.TrialFilter{})
 	if err != nil || len(ts) != n {
 		t.Fatalf("migrated trials %d %v", len(ts), err)
 	}
 	for _, tr := range ts {
-		if tr.V != RecordVersion || tr.ConfigID != tr.Config.ID() || tr.State == StateRunning {
+		if tr.V != store.RecordVersion || tr.ConfigID != tr.Config.ID() || tr.State == store.StateRunning {
 			t.Fatalf("migrated trial %+v", tr)
 		}
 	}
-	if ts[n-1].State != StateInterrupted {
+	if ts[n-1].State != store.StateInterrupted {
 		t.Errorf("schema-0 running trial is %s, want interrupted", ts[n-1].State)
 	}
-	f, _ := s.Front(ctx, studyID, FrontQuery{})
+	f, _ := s.Front(ctx, studyID, store.FrontQuery{})
 	want, _ := s.RebuildFront(ctx, studyID)
-	if len(f.Points) == 0 || !SameFront(f, want) {
+	if len(f.Points) == 0 || !store.SameFront(f, want) {
 		t.Errorf("migrated front %d points, rebuilt %d", len(f.Points), len(want.Points))
 	}
 	// New trials continue the sequence.
@@ -114,8 +114,8 @@ func TestMigrateV0(t *testing.T) {
 	_ = db.View(func(tx *bolt.Tx) error {
 		raw := tx.Bucket(bucketTrials).Bucket([]byte(studyID)).Get(seqKey(1))
 		var probe struct{ V int }
-		_ = decodeStrict(raw, &probe)
-		if probe.V != RecordVersion {
+		_ = store.DecodeStrict(raw, &probe)
+		if probe.V != store.RecordVersion {
 			t.Errorf("on-disk record version %d", probe.V)
 		}
 		return nil
@@ -132,7 +132,7 @@ func TestSchemaTooNew(t *testing.T) {
 	db.Close()
 	before, _ := os.ReadFile(path)
 	for _, ro := range []bool{true, false} {
-		if _, err := Open(ctx, path, Options{ReadOnly: ro}); !errors.Is(err, ErrTooNew) {
+		if _, err := Open(ctx, path, Options{ReadOnly: ro}); !errors.Is(err, store.ErrTooNew) {
 			t.Errorf("open (read-only %v) of schema 99: %v, want ErrTooNew", ro, err)
 		}
 	}
@@ -162,8 +162,8 @@ func toSchema1(t *testing.T, path, bare string) {
 				subs = append(subs, bytes.Clone(k))
 				return nil
 			}
-			if len(v) > 0 && v[0] == sealMagic {
-				p := bytes.Clone(v[sealHeader:])
+			if len(v) > 0 && v[0] == store.SealMagic {
+				p := bytes.Clone(v[store.SealHeader:])
 				p = bytes.Replace(p, []byte(`{"v":2,`), []byte(`{"v":1,`), 1)
 				puts = append(puts, kv{bytes.Clone(k), p})
 			}
@@ -216,23 +216,23 @@ func TestMigrateV1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.PutModel(ctx, "m", []byte("model bytes"), ModelMeta{Kind: "test"}); err != nil {
+	if err := s.PutModel(ctx, "m", []byte("model bytes"), store.ModelMeta{Kind: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	before, err := s.Trials(ctx, studyID, TrialFilter{})
+	before, err := s.Trials(ctx, studyID, store.TrialFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
 	toSchema1(t, path, bare.ID)
-	if _, err := Open(ctx, path, Options{ReadOnly: true}); !errors.Is(err, ErrNeedsMigration) {
+	if _, err := Open(ctx, path, Options{ReadOnly: true}); !errors.Is(err, store.ErrNeedsMigration) {
 		t.Fatalf("read-only open of schema 1: %v, want ErrNeedsMigration", err)
 	}
 	s = openTest(t, path, false)
 	if rep, err := s.Check(ctx); err != nil || rep.Schema != 2 || rep.Studies != 2 || rep.Models != 1 {
 		t.Fatalf("check after migration: %v %+v", err, rep)
 	}
-	after, err := s.Trials(ctx, studyID, TrialFilter{})
+	after, err := s.Trials(ctx, studyID, store.TrialFilter{})
 	if err != nil || len(after) != len(before) {
 		t.Fatalf("trials after migration: %d, %v; want %d", len(after), err, len(before))
 	}
@@ -243,7 +243,7 @@ func TestMigrateV1(t *testing.T) {
 			t.Fatalf("trial %s changed:\n%s\n%s", before[i].ID, a, b)
 		}
 	}
-	if ts, err := s.Trials(ctx, bare.ID, TrialFilter{}); err != nil || len(ts) != 0 {
+	if ts, err := s.Trials(ctx, bare.ID, store.TrialFilter{}); err != nil || len(ts) != 0 {
 		t.Fatalf("study without trials: %d, %v", len(ts), err)
 	}
 	if _, _, err := s.GetModel(ctx, "m"); err != nil {

@@ -1,10 +1,11 @@
 //go:build unix
 
-package store
+package boltstore
 
 import (
 	"context"
 	"errors"
+	"github.com/vllm-tuner/tuner/store"
 	"os"
 	"syscall"
 	"time"
@@ -53,7 +54,7 @@ func lockFile(ctx context.Context, path string, exclusive bool, deadline time.Ti
 		}
 		if !time.Now().Before(deadline) {
 			f.Close()
-			return nil, ErrBusy
+			return nil, store.ErrBusy
 		}
 		select {
 		case <-ctx.Done():

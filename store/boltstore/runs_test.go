@@ -1,13 +1,13 @@
-package store
+package boltstore
 
 import (
 	"context"
 	"errors"
+	"github.com/vllm-tuner/tuner/bench"
+	"github.com/vllm-tuner/tuner/store"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/vllm-tuner/tuner/bench"
 )
 
 func TestRunsLifecycle(t *testing.T) {
@@ -28,7 +28,7 @@ func TestRunsLifecycle(t *testing.T) {
 	if err := s.FinishRun(ctx, id1, bench.StateOK, "", time.Unix(200, 0).UTC()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddCell(ctx, id1, bench.CellResult{Name: "late"}, raw); !errors.Is(err, ErrRunState) {
+	if err := s.AddCell(ctx, id1, bench.CellResult{Name: "late"}, raw); !errors.Is(err, store.ErrRunState) {
 		t.Errorf("cell after finish: %v", err)
 	}
 	id2, err := s.ImportRun(ctx, mk("qwen", "", nil), [][]byte{nil})
@@ -49,27 +49,27 @@ func TestRunsLifecycle(t *testing.T) {
 	if err != nil || string(got) != string(raw) {
 		t.Errorf("raw %v", err)
 	}
-	if _, err := s.RunRaw(ctx, id2, 0); !errors.Is(err, ErrNotFound) {
+	if _, err := s.RunRaw(ctx, id2, 0); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("imported summary without raw data: %v", err)
 	}
 	if l, _ := s.Run(ctx, "latest"); l.ID != "r2" {
 		t.Errorf("latest = %s", l.ID)
 	}
 	for _, bad := range []string{"r0", "r9", "x1", "", "r-1"} {
-		if _, err := s.Run(ctx, bad); !errors.Is(err, ErrNotFound) {
+		if _, err := s.Run(ctx, bad); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("Run(%q): %v", bad, err)
 		}
 	}
 	tests := []struct {
-		f    RunFilter
+		f    store.RunFilter
 		want []string
 	}{
-		{RunFilter{}, []string{"r1", "r2"}},
-		{RunFilter{Model: "qwen"}, []string{"r2"}},
-		{RunFilter{Tier: "smoke"}, []string{"r1"}},
-		{RunFilter{Labels: map[string]string{"git": "a"}}, []string{"r1"}},
-		{RunFilter{Labels: map[string]string{"git": ""}}, []string{"r1"}},
-		{RunFilter{Labels: map[string]string{"git": "b"}}, nil},
+		{store.RunFilter{}, []string{"r1", "r2"}},
+		{store.RunFilter{Model: "qwen"}, []string{"r2"}},
+		{store.RunFilter{Tier: "smoke"}, []string{"r1"}},
+		{store.RunFilter{Labels: map[string]string{"git": "a"}}, []string{"r1"}},
+		{store.RunFilter{Labels: map[string]string{"git": ""}}, []string{"r1"}},
+		{store.RunFilter{Labels: map[string]string{"git": "b"}}, nil},
 	}
 	for _, tt := range tests {
 		runs, err := s.Runs(ctx, tt.f)

@@ -1,13 +1,13 @@
-package store
+package boltstore
 
 import (
 	"bytes"
 	"fmt"
+	"github.com/vllm-tuner/tuner/store"
+	bolt "go.etcd.io/bbolt"
 	"log/slog"
 	"strconv"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // SchemaVersion is the layout this package writes (see the package doc).
@@ -61,15 +61,15 @@ func schemaVersion(tx *bolt.Tx) (int, error) {
 		if tx.Bucket(bucketStudies) != nil {
 			return 0, nil
 		}
-		return 0, &CorruptError{Path: tx.DB().Path(), Err: fmt.Errorf("no meta bucket: not a tuner database")}
+		return 0, &store.CorruptError{Path: tx.DB().Path(), Err: fmt.Errorf("no meta bucket: not a tuner database")}
 	}
 	raw := meta.Get(keySchema)
 	v, err := strconv.Atoi(string(raw))
 	if err != nil || v < 0 {
-		return 0, &CorruptError{Path: tx.DB().Path(), Err: fmt.Errorf("bad schema version %q", raw)}
+		return 0, &store.CorruptError{Path: tx.DB().Path(), Err: fmt.Errorf("bad schema version %q", raw)}
 	}
 	if v > SchemaVersion {
-		return v, fmt.Errorf("schema %d (this tuner knows %d): %w", v, SchemaVersion, ErrTooNew)
+		return v, fmt.Errorf("schema %d (this tuner knows %d): %w", v, SchemaVersion, store.ErrTooNew)
 	}
 	return v, nil
 }
@@ -125,7 +125,7 @@ func migrate0to1(tx *bolt.Tx, now time.Time) error {
 		return err
 	}
 	studies := tx.Bucket(bucketStudies)
-	var all []Study
+	var all []store.Study
 	err := studies.ForEach(func(k, v []byte) error {
 		s, err := DecodeStudy(v)
 		if err != nil {
@@ -145,7 +145,7 @@ func migrate0to1(tx *bolt.Tx, now time.Time) error {
 		if tb == nil {
 			continue
 		}
-		var ts []Trial
+		var ts []store.Trial
 		if err := tb.ForEach(func(k, v []byte) error {
 			t, err := DecodeTrial(v)
 			if err != nil {
@@ -182,7 +182,7 @@ func migrate0to1(tx *bolt.Tx, now time.Time) error {
 // damage, never a study without trials) and sets the studies count.
 func migrate1to2(tx *bolt.Tx, _ time.Time) error {
 	studies := tx.Bucket(bucketStudies)
-	var all []Study
+	var all []store.Study
 	if err := studies.ForEach(func(k, v []byte) error {
 		s, err := DecodeStudy(v)
 		if err != nil {
@@ -204,7 +204,7 @@ func migrate1to2(tx *bolt.Tx, _ time.Time) error {
 		if err != nil {
 			return err
 		}
-		var ts []Trial
+		var ts []store.Trial
 		if err := tb.ForEach(func(k, v []byte) error {
 			t, err := DecodeTrial(v)
 			if err != nil {
@@ -216,7 +216,7 @@ func migrate1to2(tx *bolt.Tx, _ time.Time) error {
 			return err
 		}
 		for _, t := range ts {
-			t.V = RecordVersion
+			t.V = store.RecordVersion
 			if err := putTrial(tx, &t); err != nil {
 				return err
 			}
@@ -227,13 +227,13 @@ func migrate1to2(tx *bolt.Tx, _ time.Time) error {
 	}
 	metas := tx.Bucket(bucketModelMeta)
 	var names [][]byte
-	var models []ModelMeta
+	var models []store.ModelMeta
 	if err := metas.ForEach(func(k, v []byte) error {
-		var m ModelMeta
-		if err := decodeAny(v, &m); err != nil {
+		var m store.ModelMeta
+		if err := store.DecodeAny(v, &m); err != nil {
 			return fmt.Errorf("model %q: %w", k, err)
 		}
-		m.V = RecordVersion
+		m.V = store.RecordVersion
 		names, models = append(names, bytes.Clone(k)), append(models, m)
 		return nil
 	}); err != nil {

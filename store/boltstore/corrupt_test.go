@@ -1,16 +1,16 @@
-package store
+package boltstore
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/vllm-tuner/tuner/store"
+	bolt "go.etcd.io/bbolt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // filledDB writes a database with some trials and returns its path.
@@ -98,8 +98,8 @@ func TestCorruptFiles(t *testing.T) {
 				t.Fatal(err)
 			}
 			err := openAndCheck(p)
-			var ce *CorruptError
-			if !errors.As(err, &ce) || !errors.Is(err, ErrCorrupt) || ce.Path != p {
+			var ce *store.CorruptError
+			if !errors.As(err, &ce) || !errors.Is(err, store.ErrCorrupt) || ce.Path != p {
 				t.Fatalf("got %v, want a *CorruptError naming %s", err, p)
 			}
 			after, _ := os.ReadFile(p)
@@ -134,7 +134,7 @@ func TestRandomPageDamage(t *testing.T) {
 		}
 		if err := openAndCheck(p); err != nil {
 			detected++
-			if !errors.Is(err, ErrCorrupt) {
+			if !errors.Is(err, store.ErrCorrupt) {
 				t.Errorf("case %d: error %v is not ErrCorrupt", i, err)
 			}
 		}

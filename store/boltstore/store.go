@@ -1,4 +1,4 @@
-package store
+package boltstore
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/vllm-tuner/tuner/store"
+	bolt "go.etcd.io/bbolt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -15,8 +17,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // DefaultTimeout is how long one operation waits for the file lock unless
@@ -117,7 +117,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 				return err
 			}
 			if v < SchemaVersion {
-				return fmt.Errorf("schema %d: %w", v, ErrNeedsMigration)
+				return fmt.Errorf("schema %d: %w", v, store.ErrNeedsMigration)
 			}
 			return nil
 		})
@@ -185,8 +185,8 @@ func (s *Store) cleanTemporaries(age time.Duration) {
 
 // wrapOpen names the file in an Open error unless the error already does.
 func wrapOpen(path string, err error) error {
-	var ce *CorruptError
-	if errors.As(err, &ce) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrBusy) || errors.Is(err, context.Canceled) {
+	var ce *store.CorruptError
+	if errors.As(err, &ce) || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrBusy) || errors.Is(err, context.Canceled) {
 		return err
 	}
 	return fmt.Errorf("open store %s: %w", path, err)
@@ -332,7 +332,7 @@ func (s *Store) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 		switch {
 		case err == nil:
 			_ = g.unlock()
-		case errors.Is(err, ErrBusy) || ctx.Err() != nil:
+		case errors.Is(err, store.ErrBusy) || ctx.Err() != nil:
 			return err
 		default:
 			// No gate (e.g. a read-only directory): read without it.
@@ -344,7 +344,7 @@ func (s *Store) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 // update runs fn in one read-write transaction.
 func (s *Store) update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 	if s.opts.ReadOnly {
-		return ErrReadOnly
+		return store.ErrReadOnly
 	}
 	deadline, err := s.begin(ctx)
 	if err != nil {
@@ -370,7 +370,7 @@ func (s *Store) begin(ctx context.Context) (time.Time, error) {
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
-		return time.Time{}, ErrClosed
+		return time.Time{}, store.ErrClosed
 	}
 	if err := ctx.Err(); err != nil {
 		return time.Time{}, err
@@ -386,7 +386,7 @@ func (s *Store) guard(db *bolt.DB, fn func(tx *bolt.Tx) error) func(tx *bolt.Tx)
 			return err
 		}
 		if tx.Size() > st.Size() {
-			return &CorruptError{Path: s.path, Err: fmt.Errorf("truncated: the file has %d bytes, its pages need %d", st.Size(), tx.Size())}
+			return &store.CorruptError{Path: s.path, Err: fmt.Errorf("truncated: the file has %d bytes, its pages need %d", st.Size(), tx.Size())}
 		}
 		// Under bbolt's file lock, so no commit is writing a meta page.
 		if err := checkMeta(s.path); err != nil {
@@ -402,18 +402,18 @@ func (s *Store) withDB(deadline time.Time, readOnly bool, fn func(db *bolt.DB) e
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			err = &CorruptError{Path: s.path, Err: fmt.Errorf("reading the file failed: %v", r)}
+			err = &store.CorruptError{Path: s.path, Err: fmt.Errorf("reading the file failed: %v", r)}
 		}
 	}()
 	st, err := os.Stat(s.path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("no database file at %s: %w", s.path, ErrNotFound)
+		return fmt.Errorf("no database file at %s: %w", s.path, store.ErrNotFound)
 	}
 	if err != nil {
 		return err
 	}
 	if st.Size() == 0 {
-		return &CorruptError{Path: s.path, Err: errors.New("the file is empty (truncated?)")}
+		return &store.CorruptError{Path: s.path, Err: errors.New("the file is empty (truncated?)")}
 	}
 	wait := time.Until(deadline)
 	if wait < time.Millisecond {
@@ -430,13 +430,13 @@ func (s *Store) withDB(deadline time.Time, readOnly bool, fn func(db *bolt.DB) e
 	if err != nil {
 		switch {
 		case errors.Is(err, bolt.ErrTimeout):
-			return fmt.Errorf("database %s: locked by another process for %v: %w", s.path, s.opts.Timeout, ErrBusy)
+			return fmt.Errorf("database %s: locked by another process for %v: %w", s.path, s.opts.Timeout, store.ErrBusy)
 		case errors.Is(err, fs.ErrNotExist):
-			return fmt.Errorf("no database file at %s: %w", s.path, ErrNotFound)
+			return fmt.Errorf("no database file at %s: %w", s.path, store.ErrNotFound)
 		case errors.Is(err, fs.ErrPermission), errors.Is(err, syscall.EROFS):
 			return err
 		}
-		return &CorruptError{Path: s.path, Err: err}
+		return &store.CorruptError{Path: s.path, Err: err}
 	}
 	defer func() {
 		if cerr := db.Close(); err == nil && cerr != nil {
@@ -470,7 +470,7 @@ func (s *Store) checkFree() error {
 	}
 	free, ok := freeBytes(filepath.Dir(s.path))
 	if ok && free < need {
-		return fmt.Errorf("%w: %d MiB free on the file system of %s, a trial needs %d MiB", ErrDiskFull, free>>20, s.path, need>>20)
+		return fmt.Errorf("%w: %d MiB free on the file system of %s, a trial needs %d MiB", store.ErrDiskFull, free>>20, s.path, need>>20)
 	}
 	return nil
 }

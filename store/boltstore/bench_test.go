@@ -1,18 +1,17 @@
-package store
+package boltstore
 
 import (
 	"context"
 	"fmt"
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/trial"
+	bolt "go.etcd.io/bbolt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
-
-	"github.com/vllm-tuner/tuner/trial"
 )
 
 const (
@@ -68,7 +67,7 @@ func benchDB(b *testing.B) (string, []string) {
 				err := s.update(ctx, func(tx *bolt.Tx) error {
 					for range benchBatchSize {
 						cfg := randConfig(r)
-						t := Trial{V: RecordVersion, StudyID: st.ID, State: StateRunning, ConfigID: cfg.ID(), Config: cfg, Started: time.Now().UTC()}
+						t := store.Trial{V: store.RecordVersion, StudyID: st.ID, State: store.StateRunning, ConfigID: cfg.ID(), Config: cfg, Started: time.Now().UTC()}
 						if err := beginTrialTx(tx, &t); err != nil {
 							return err
 						}
@@ -111,7 +110,7 @@ func BenchmarkFrontQuery(b *testing.B) {
 	ctx := context.Background()
 	points := 0
 	for b.Loop() {
-		f, err := s.Front(ctx, ids[0], FrontQuery{})
+		f, err := s.Front(ctx, ids[0], store.FrontQuery{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -126,7 +125,7 @@ func BenchmarkGroupFrontQuery(b *testing.B) {
 	ctx := context.Background()
 	st, _ := s.Study(ctx, ids[0])
 	for b.Loop() {
-		if _, err := s.GroupFront(ctx, st.Key.Group(), FrontQuery{}); err != nil {
+		if _, err := s.GroupFront(ctx, st.Key.Group(), store.FrontQuery{}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -139,7 +138,7 @@ func BenchmarkFrontQuerySLO(b *testing.B) {
 	ctx := context.Background()
 	slo, _ := trial.ParseSLO("tpot_p99<=25ms")
 	for b.Loop() {
-		if _, err := s.Front(ctx, ids[0], FrontQuery{SLO: slo}); err != nil {
+		if _, err := s.Front(ctx, ids[0], store.FrontQuery{SLO: slo}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -152,7 +151,7 @@ func BenchmarkHistory10k(b *testing.B) {
 	ctx := context.Background()
 	n := 0
 	for b.Loop() {
-		h, err := s.History(ctx, HistoryQuery{Model: "model-0", GPU: "H100-80GB"})
+		h, err := s.History(ctx, store.HistoryQuery{Model: "model-0", GPU: "H100-80GB"})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -181,7 +180,7 @@ func BenchmarkTrialWrite(b *testing.B) {
 			r := rand.New(rand.NewPCG(62, 63))
 			for b.Loop() {
 				cfg := randConfig(r)
-				t, err := s.BeginTrial(ctx, ids[1], cfg, BeginOptions{})
+				t, err := s.BeginTrial(ctx, ids[1], cfg, store.BeginOptions{})
 				if err != nil {
 					b.Fatal(err)
 				}

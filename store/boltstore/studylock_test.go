@@ -1,17 +1,17 @@
-package store
+package boltstore
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/trial"
 	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/vllm-tuner/tuner/trial"
 )
 
 func TestLockStudy(t *testing.T) {
@@ -19,14 +19,14 @@ func TestLockStudy(t *testing.T) {
 	host, _ := os.Hostname()
 	tests := []struct {
 		name      string
-		record    *LockOwner // written into the lock file before locking; nil = none
+		record    *store.LockOwner // written into the lock file before locking; nil = none
 		wantErr   bool
 		otherHost bool
 		stale     bool
 	}{
 		{name: "free"},
-		{name: "stale on this host", record: &LockOwner{PID: 999999, Host: host, Started: time.Unix(1e9, 0)}, stale: true},
-		{name: "record from another host", record: &LockOwner{PID: 4242, Host: host + "-elsewhere", Started: time.Unix(1e9, 0)}, wantErr: true, otherHost: true},
+		{name: "stale on this host", record: &store.LockOwner{PID: 999999, Host: host, Started: time.Unix(1e9, 0)}, stale: true},
+		{name: "record from another host", record: &store.LockOwner{PID: 4242, Host: host + "-elsewhere", Started: time.Unix(1e9, 0)}, wantErr: true, otherHost: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -42,9 +42,9 @@ func TestLockStudy(t *testing.T) {
 				}
 			}
 			l, err := s.LockStudy(ctx, st.ID)
-			var le *StudyLockedError
+			var le *store.StudyLockedError
 			if tc.wantErr {
-				if !errors.As(err, &le) || !errors.Is(err, ErrStudyLocked) || le.OtherHost != tc.otherHost {
+				if !errors.As(err, &le) || !errors.Is(err, store.ErrStudyLocked) || le.OtherHost != tc.otherHost {
 					t.Fatalf("got %v, want a StudyLockedError (other host %v)", err, tc.otherHost)
 				}
 				if !strings.Contains(err.Error(), "4242") || !strings.Contains(err.Error(), "remove "+s.studyLockPath(st.ID)) {
@@ -104,20 +104,20 @@ func TestCheckReportsDuplicates(t *testing.T) {
 		t.Fatalf("clean file: %v, duplicates %v", err, rep.Duplicates)
 	}
 	// An interrupted trial of the same config, then its re-run: no duplicate.
-	tr, _ := s.BeginTrial(ctx, st.ID, first.Config, BeginOptions{Repeat: 1})
+	tr, _ := s.BeginTrial(ctx, st.ID, first.Config, store.BeginOptions{Repeat: 1})
 	res := *first.Result
 	res.Failure, res.Status = trial.FailInterrupted, trial.StatusFailed
 	if _, err := s.FinishTrial(ctx, tr.ID, &res); err != nil {
 		t.Fatal(err)
 	}
-	tr, _ = s.BeginTrial(ctx, st.ID, first.Config, BeginOptions{Repeat: 1})
+	tr, _ = s.BeginTrial(ctx, st.ID, first.Config, store.BeginOptions{Repeat: 1})
 	if _, err := s.FinishTrial(ctx, tr.ID, first.Result); err != nil {
 		t.Fatal(err)
 	}
 	if rep, err := s.Check(ctx); err != nil || len(rep.Duplicates) != 0 {
 		t.Fatalf("re-run of an interrupted repeat: %v, duplicates %v", err, rep.Duplicates)
 	}
-	dup, _ := s.BeginTrial(ctx, st.ID, first.Config, BeginOptions{})
+	dup, _ := s.BeginTrial(ctx, st.ID, first.Config, store.BeginOptions{})
 	if _, err := s.FinishTrial(ctx, dup.ID, first.Result); err != nil {
 		t.Fatal(err)
 	}
@@ -143,15 +143,15 @@ func TestBeginTrialOnFullDisk(t *testing.T) {
 	}
 	defer full.Close()
 	for range 3 {
-		_, err := full.BeginTrial(ctx, st.ID, randConfig(rand.New(rand.NewPCG(1, 2))), BeginOptions{})
-		if !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), s.Path()) {
+		_, err := full.BeginTrial(ctx, st.ID, randConfig(rand.New(rand.NewPCG(1, 2))), store.BeginOptions{})
+		if !errors.Is(err, store.ErrDiskFull) || !strings.Contains(err.Error(), s.Path()) {
 			t.Fatalf("got %v, want ErrDiskFull naming %s", err, s.Path())
 		}
 	}
-	if ts, err := s.Trials(ctx, st.ID, TrialFilter{}); err != nil || len(ts) != 0 {
+	if ts, err := s.Trials(ctx, st.ID, store.TrialFilter{}); err != nil || len(ts) != 0 {
 		t.Fatalf("trials after refused begins: %d, %v", len(ts), err)
 	}
-	if _, err := s.BeginTrial(ctx, st.ID, randConfig(rand.New(rand.NewPCG(1, 2))), BeginOptions{}); err != nil {
+	if _, err := s.BeginTrial(ctx, st.ID, randConfig(rand.New(rand.NewPCG(1, 2))), store.BeginOptions{}); err != nil {
 		t.Fatalf("with the default floor: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package store
+package boltstore
 
 import (
 	"bytes"
@@ -8,14 +8,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-
+	"github.com/vllm-tuner/tuner/store"
 	bolt "go.etcd.io/bbolt"
 )
 
 // PutModel stores (or replaces) a surrogate model file with its metadata in
 // one transaction. Name, Size, SHA256 and V are set here; a zero Created is
 // set to now.
-func (s *Store) PutModel(ctx context.Context, name string, data []byte, meta ModelMeta) error {
+func (s *Store) PutModel(ctx context.Context, name string, data []byte, meta store.ModelMeta) error {
 	if name == "" {
 		return errors.New("put model: empty name")
 	}
@@ -23,7 +23,7 @@ func (s *Store) PutModel(ctx context.Context, name string, data []byte, meta Mod
 		return fmt.Errorf("put model %s: schema is not valid JSON", name)
 	}
 	sum := sha256.Sum256(data)
-	meta.V, meta.Name, meta.Size, meta.SHA256 = RecordVersion, name, len(data), hex.EncodeToString(sum[:])
+	meta.V, meta.Name, meta.Size, meta.SHA256 = store.RecordVersion, name, len(data), hex.EncodeToString(sum[:])
 	if meta.Created.IsZero() {
 		meta.Created = s.opts.Now().UTC()
 	}
@@ -40,14 +40,14 @@ func (s *Store) PutModel(ctx context.Context, name string, data []byte, meta Mod
 }
 
 // GetModel returns a model file and its metadata; the checksum is verified.
-func (s *Store) GetModel(ctx context.Context, name string) ([]byte, ModelMeta, error) {
+func (s *Store) GetModel(ctx context.Context, name string) ([]byte, store.ModelMeta, error) {
 	var data []byte
-	var meta ModelMeta
+	var meta store.ModelMeta
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		raw := tx.Bucket(bucketModelMeta).Get([]byte(name))
 		blob := tx.Bucket(bucketModels).Get([]byte(name))
 		if raw == nil || blob == nil {
-			return fmt.Errorf("model %s: %w", name, ErrNotFound)
+			return fmt.Errorf("model %s: %w", name, store.ErrNotFound)
 		}
 		var err error
 		if meta, err = decodeModelMeta(raw); err != nil {
@@ -57,17 +57,17 @@ func (s *Store) GetModel(ctx context.Context, name string) ([]byte, ModelMeta, e
 		return nil
 	})
 	if err != nil {
-		return nil, ModelMeta{}, err
+		return nil, store.ModelMeta{}, err
 	}
 	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != meta.SHA256 {
-		return nil, ModelMeta{}, &CorruptError{Path: s.path, Err: fmt.Errorf("model %s: checksum mismatch", name)}
+		return nil, store.ModelMeta{}, &store.CorruptError{Path: s.path, Err: fmt.Errorf("model %s: checksum mismatch", name)}
 	}
 	return data, meta, nil
 }
 
 // ListModels returns the metadata of every stored model, by name.
-func (s *Store) ListModels(ctx context.Context) ([]ModelMeta, error) {
-	var out []ModelMeta
+func (s *Store) ListModels(ctx context.Context) ([]store.ModelMeta, error) {
+	var out []store.ModelMeta
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketModelMeta).ForEach(func(k, v []byte) error {
 			m, err := decodeModelMeta(v)
@@ -91,13 +91,13 @@ func (s *Store) DeleteModel(ctx context.Context, name string) error {
 	})
 }
 
-func decodeModelMeta(b []byte) (ModelMeta, error) {
-	var m ModelMeta
-	if err := decodeStrict(b, &m); err != nil {
-		return ModelMeta{}, fmt.Errorf("decode model meta: %w", err)
+func decodeModelMeta(b []byte) (store.ModelMeta, error) {
+	var m store.ModelMeta
+	if err := store.DecodeStrict(b, &m); err != nil {
+		return store.ModelMeta{}, fmt.Errorf("decode model meta: %w", err)
 	}
-	if m.V > RecordVersion {
-		return ModelMeta{}, fmt.Errorf("decode model meta %s: record version %d: %w", m.Name, m.V, ErrTooNew)
+	if m.V > store.RecordVersion {
+		return store.ModelMeta{}, fmt.Errorf("decode model meta %s: record version %d: %w", m.Name, m.V, store.ErrTooNew)
 	}
 	return m, nil
 }

@@ -1,9 +1,10 @@
-package store
+package boltstore
 
 import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/vllm-tuner/tuner/store"
 	"hash/fnv"
 	"io"
 	"os"
@@ -92,11 +93,11 @@ func checkMeta(path string) error {
 	}
 	switch {
 	case err0 != nil && err1 != nil:
-		return &CorruptError{Path: path, Err: fmt.Errorf("both meta pages are damaged (%v; %v)", err0, err1)}
+		return &store.CorruptError{Path: path, Err: fmt.Errorf("both meta pages are damaged (%v; %v)", err0, err1)}
 	case err0 != nil:
-		return &CorruptError{Path: path, Err: fmt.Errorf("meta page 0 is damaged (%v): the file would read as of an older commit", err0)}
+		return &store.CorruptError{Path: path, Err: fmt.Errorf("meta page 0 is damaged (%v): the file would read as of an older commit", err0)}
 	case err1 != nil:
-		return &CorruptError{Path: path, Err: fmt.Errorf("meta page 1 is damaged (%v): the file would read as of an older commit", err1)}
+		return &store.CorruptError{Path: path, Err: fmt.Errorf("meta page 1 is damaged (%v): the file would read as of an older commit", err1)}
 	}
 	return nil
 }

@@ -1,17 +1,17 @@
-package store
+package boltstore
 
 import (
 	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
-
-	"github.com/vllm-tuner/tuner/spaces"
 )
 
 // FuzzDecodeTrial feeds arbitrary bytes to the record decoders: they must
@@ -20,7 +20,7 @@ import (
 func FuzzDecodeTrial(f *testing.F) {
 	r := rand.New(rand.NewPCG(50, 51))
 	cfg := randConfig(r)
-	good := Trial{V: 1, ID: "0123456789ab-3", StudyID: "0123456789ab", Seq: 3, State: StateOK,
+	good := store.Trial{V: 1, ID: "0123456789ab-3", StudyID: "0123456789ab", Seq: 3, State: store.StateOK,
 		ConfigID: cfg.ID(), Config: cfg, Result: randResult(r, cfg)}
 	raw, _ := json.Marshal(good)
 	f.Add(raw)
@@ -63,23 +63,23 @@ func FuzzDecodeSummary(f *testing.F) {
 	r := rand.New(rand.NewPCG(52, 53))
 	for range 3 {
 		cfg := randConfig(r)
-		tr := Trial{V: 1, ID: "0123456789ab-9", StudyID: "0123456789ab", Seq: 9, State: StateOK, Config: cfg, Result: randResult(r, cfg)}
-		sm := summarize(&tr)
-		f.Add(encodeSummary(&sm))
+		tr := store.Trial{V: 1, ID: "0123456789ab-9", StudyID: "0123456789ab", Seq: 9, State: store.StateOK, Config: cfg, Result: randResult(r, cfg)}
+		sm := store.Summarize(&tr)
+		f.Add(store.EncodeSummary(&sm))
 	}
 	f.Add([]byte{1, 1, 7, 'r', 'u', 'n', 'n', 'i', 'n', 'g'})
 	f.Add([]byte{2})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		sm, err := decodeSummary("0123456789ab", b)
+		sm, err := store.DecodeSummary("0123456789ab", b)
 		if err != nil {
 			return
 		}
-		again := encodeSummary(&sm)
-		sm2, err := decodeSummary("0123456789ab", again)
+		again := store.EncodeSummary(&sm)
+		sm2, err := store.DecodeSummary("0123456789ab", again)
 		if err != nil {
 			t.Fatalf("re-encoded summary does not decode: %v", err)
 		}
-		if third := encodeSummary(&sm2); string(third) != string(again) {
+		if third := store.EncodeSummary(&sm2); string(third) != string(again) {
 			t.Fatalf("round trip changed the summary")
 		}
 	})
@@ -91,10 +91,10 @@ func FuzzDecodeSummary(f *testing.F) {
 func TestDecodeSummaryBoundedAlloc(t *testing.T) {
 	r := rand.New(rand.NewPCG(54, 55))
 	cfg := randConfig(r)
-	tr := Trial{V: 1, ID: "0123456789ab-9", StudyID: "0123456789ab", Seq: 9, State: StateOK, Config: cfg, Result: randResult(r, cfg)}
-	sm := summarize(&tr)
+	tr := store.Trial{V: 1, ID: "0123456789ab-9", StudyID: "0123456789ab", Seq: 9, State: store.StateOK, Config: cfg, Result: randResult(r, cfg)}
+	sm := store.Summarize(&tr)
 	sm.Config = spaces.NewConfig(nil)
-	good := encodeSummary(&sm)
+	good := store.EncodeSummary(&sm)
 	// The record ends with the param count (0 here): replace it with a
 	// huge one followed by a few bytes of padding.
 	for _, n := range []uint64{1 << 22, 1 << 40} {
@@ -103,7 +103,7 @@ func TestDecodeSummaryBoundedAlloc(t *testing.T) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		_, err := decodeSummary("0123456789ab", bad)
+		_, err := store.DecodeSummary("0123456789ab", bad)
 		runtime.ReadMemStats(&after)
 		if err == nil {
 			t.Fatalf("count %d: decoded", n)
@@ -145,12 +145,12 @@ func FuzzParseMeta(f *testing.F) {
 // input, never panics, and any sealed payload comes back unchanged.
 func FuzzUnseal(f *testing.F) {
 	f.Add([]byte(`{"v":2}`))
-	f.Add(seal([]byte(`{"v":2}`)))
-	f.Add([]byte{sealMagic, 0, 0})
+	f.Add(store.Seal([]byte(`{"v":2}`)))
+	f.Add([]byte{store.SealMagic, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _ = unseal(b, false)
-		_, _ = unseal(b, true)
-		p, err := unseal(seal(b), false)
+		_, _ = store.Unseal(b, false)
+		_, _ = store.Unseal(b, true)
+		p, err := store.Unseal(store.Seal(b), false)
 		if err != nil || !bytes.Equal(p, b) {
 			t.Fatalf("round trip: %v", err)
 		}

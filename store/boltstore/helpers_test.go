@@ -1,19 +1,19 @@
-package store
+package boltstore
 
 import (
 	"context"
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/trial"
 	"math/rand/v2"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/vllm-tuner/tuner/spaces"
-	"github.com/vllm-tuner/tuner/trial"
 )
 
 // testKey is a study key for model/GPU with the given SLO.
-func testKey(model, gpu, slo string) StudyKey {
-	return StudyKey{
+func testKey(model, gpu, slo string) store.StudyKey {
+	return store.StudyKey{
 		Model: model, GPU: gpu, GPUCount: 1, Engine: "sim", EngineVersion: "0.10.1",
 		Workload: "chat", SLO: slo, SpaceHash: "abc123",
 	}
@@ -82,11 +82,11 @@ func openTest(t testing.TB, path string, ro bool) *Store {
 }
 
 // runTrial begins and finishes one random trial.
-func runTrial(t testing.TB, s *Store, r *rand.Rand, studyID string) Trial {
+func runTrial(t testing.TB, s *Store, r *rand.Rand, studyID string) store.Trial {
 	t.Helper()
 	ctx := context.Background()
 	cfg := randConfig(r)
-	tr, err := s.BeginTrial(ctx, studyID, cfg, BeginOptions{})
+	tr, err := s.BeginTrial(ctx, studyID, cfg, store.BeginOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,18 +1,17 @@
-package store
+package boltstore
 
 import (
 	"context"
 	"errors"
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/trial"
+	bolt "go.etcd.io/bbolt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
-
-	bolt "go.etcd.io/bbolt"
-
-	"github.com/vllm-tuner/tuner/trial"
 )
 
 func TestCheckDetectsTampering(t *testing.T) {
@@ -69,7 +68,7 @@ func TestCheckDetectsTampering(t *testing.T) {
 			db.Close()
 			s := openTest(t, p, true)
 			rep, err := s.Check(context.Background())
-			var ce *CorruptError
+			var ce *store.CorruptError
 			if !errors.As(err, &ce) || ce.Path != p {
 				t.Fatalf("Check = %v, want *CorruptError naming the file", err)
 			}
@@ -88,7 +87,7 @@ func TestCheckDetectsTampering(t *testing.T) {
 // exactly like the full Result it was made from.
 func TestSummaryAgreesWithResult(t *testing.T) {
 	r := rand.New(rand.NewPCG(70, 71))
-	names := append(append([]string{}, summaryMetrics...), "peak_vram_gib", "vram", "goodput", "ttft_p50", "tpot_p50", "nope", "ttft_std")
+	names := append(store.SummaryMetrics(), "peak_vram_gib", "vram", "goodput", "ttft_p50", "tpot_p50", "nope", "ttft_std")
 	for range 200 {
 		cfg := randConfig(r)
 		res := randResult(r, cfg)
@@ -98,9 +97,9 @@ func TestSummaryAgreesWithResult(t *testing.T) {
 			m.E2EL = trialDist(r)
 			m.RequestGoodput, m.ErrorRate, m.TotalTokenThroughput = r.Float64(), r.Float64(), r.Float64()
 		}
-		tr := Trial{V: 1, StudyID: "0123456789ab", Seq: 1, ID: "0123456789ab-1", State: StateOf(res), Config: cfg, Result: res}
-		want := summarize(&tr)
-		sm, err := decodeSummary(tr.StudyID, encodeSummary(&want))
+		tr := store.Trial{V: 1, StudyID: "0123456789ab", Seq: 1, ID: "0123456789ab-1", State: store.StateOf(res), Config: cfg, Result: res}
+		want := store.Summarize(&tr)
+		sm, err := store.DecodeSummary(tr.StudyID, store.EncodeSummary(&want))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -141,7 +140,7 @@ func TestHistoryTrialsMatchSummaries(t *testing.T) {
 	for range 25 {
 		runTrial(t, s, r, st.ID)
 	}
-	q := HistoryQuery{Model: "m", GPU: "g", States: []State{StateOK, StateFailed}}
+	q := store.HistoryQuery{Model: "m", GPU: "g", States: []store.State{store.StateOK, store.StateFailed}}
 	sums, err := s.History(ctx, q)
 	if err != nil {
 		t.Fatal(err)

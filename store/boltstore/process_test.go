@@ -1,10 +1,12 @@
-package store
+package boltstore
 
 import (
 	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vllm-tuner/tuner/pareto"
+	"github.com/vllm-tuner/tuner/store"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -14,8 +16,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/vllm-tuner/tuner/pareto"
 )
 
 // The two-process tests re-execute this test binary as a child; the
@@ -82,11 +82,11 @@ func childWriter(ctx context.Context) error {
 	out := bufio.NewWriter(os.Stdout)
 	for i := 0; n == 0 || i < n; i++ {
 		cfg := randConfig(r)
-		var tr Trial
-		if err := timed(func() (err error) { tr, err = s.BeginTrial(ctx, st.ID, cfg, BeginOptions{}); return err }); err != nil {
+		var tr store.Trial
+		if err := timed(func() (err error) { tr, err = s.BeginTrial(ctx, st.ID, cfg, store.BeginOptions{}); return err }); err != nil {
 			return err
 		}
-		var done Trial
+		var done store.Trial
 		if err := timed(func() (err error) { done, err = s.FinishTrial(ctx, tr.ID, randResult(r, cfg)); return err }); err != nil {
 			return err
 		}
@@ -110,14 +110,14 @@ func childReader(ctx context.Context) error {
 		if s, err = Open(ctx, path, childOptions(true)); err == nil {
 			break
 		}
-		if !errors.Is(err, ErrNotFound) || time.Now().After(deadline) {
+		if !errors.Is(err, store.ErrNotFound) || time.Now().After(deadline) {
 			return err
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	defer s.Close()
 	id := testKey("llama", "H100-80GB", "tpot_p99<=40ms")
-	key, _, _ := id.normalize()
+	key, _ := id.Normalize()
 	reads, last := 0, 0
 	var maxLat time.Duration
 	for {
@@ -125,14 +125,14 @@ func childReader(ctx context.Context) error {
 			break
 		}
 		t0 := time.Now()
-		f, err := s.Front(ctx, key.ID(), FrontQuery{})
-		if errors.Is(err, ErrNotFound) {
+		f, err := s.Front(ctx, key.ID(), store.FrontQuery{})
+		if errors.Is(err, store.ErrNotFound) {
 			continue // the writer has not created the study yet
 		}
 		if err != nil {
 			return fmt.Errorf("front: %w", err)
 		}
-		h, err := s.History(ctx, HistoryQuery{Model: "llama", GPU: "H100-80GB"})
+		h, err := s.History(ctx, store.HistoryQuery{Model: "llama", GPU: "H100-80GB"})
 		if err != nil {
 			return fmt.Errorf("history: %w", err)
 		}
@@ -236,7 +236,7 @@ func TestCrashSafety(t *testing.T) {
 	if testing.Short() {
 		rounds = 2
 	}
-	want := map[string]State{}
+	want := map[string]store.State{}
 	for round := range rounds {
 		cmd := childCmd(t, "writer", "STORE_TEST_DB="+db, "STORE_TEST_N=0", "STORE_TEST_SEED="+strconv.Itoa(round+1))
 		stdout, err := cmd.StdoutPipe()
@@ -252,7 +252,7 @@ func TestCrashSafety(t *testing.T) {
 		for sc.Scan() {
 			var id, state string
 			if _, err := fmt.Sscanf(sc.Text(), "committed %s %s", &id, &state); err == nil {
-				want[id] = State(state)
+				want[id] = store.State(state)
 				seen++
 			}
 			if seen == killAfter {
@@ -264,7 +264,7 @@ func TestCrashSafety(t *testing.T) {
 		for sc.Scan() { // lines written before the kill landed were committed too
 			var id, state string
 			if _, err := fmt.Sscanf(sc.Text(), "committed %s %s", &id, &state); err == nil {
-				want[id] = State(state)
+				want[id] = store.State(state)
 			}
 		}
 		err = cmd.Wait()
@@ -279,14 +279,14 @@ func TestCrashSafety(t *testing.T) {
 	if len(studies) != 1 {
 		t.Fatalf("%d studies", len(studies))
 	}
-	all, err := s.Trials(ctx, studies[0].ID, TrialFilter{})
+	all, err := s.Trials(ctx, studies[0].ID, store.TrialFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]State{}
+	got := map[string]store.State{}
 	for _, tr := range all {
 		got[tr.ID] = tr.State
-		if tr.State == StateRunning {
+		if tr.State == store.StateRunning {
 			t.Errorf("trial %s still running after recovery", tr.ID)
 		}
 	}
@@ -302,7 +302,7 @@ func TestCrashSafety(t *testing.T) {
 	for id, st := range got {
 		if _, ok := want[id]; !ok {
 			unreported++
-			if st == StateInterrupted {
+			if st == store.StateInterrupted {
 				interrupted++
 			}
 		}
