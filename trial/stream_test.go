@@ -29,7 +29,7 @@ var recordedStreams = []struct {
 }{
 	{"vllm-completions-usage.sse", 5, 5, 12, "", true},
 	{"vllm-completions-nousage.sse", 5, 5, 4, "", true},
-	{"vllm-completions-holdback.sse", 4, 5, 12, "", true},       // an empty chunk holds back half a character
+	{"vllm-completions-holdback.sse", 4, 5, 12, "", true},        // an empty chunk holds back half a character
 	{"vllm-completions-stream-interval.sse", 3, 5, 12, "", true}, // --stream-interval 2
 	{"vllm-completions-continuous-usage.sse", 5, 5, 12, "", true},
 	{"vllm-completions-error.sse", 2, 0, 4, ReqErrEngine, false},
