@@ -20,7 +20,7 @@ const (
 	StateRunning State = "running" // in progress (or its process died: readers report partial)
 	StateOK      State = "ok"      // every cell measured
 	StatePartial State = "partial" // stopped early: the finished cells are kept
-	StateFailed  State = "failed"  // nothing measured; see Reason
+	StateFailed  State = "failed"  // nothing measured (no request served); see Reason
 )
 
 // Run is a stored benchmark run: its labels and the results of its cells.
