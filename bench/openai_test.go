@@ -1,60 +1,23 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
+	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/vllm-tuner/tuner/trial"
+	"github.com/vllm-tuner/tuner/trial/openaitest"
 )
 
-var openaiBin struct {
-	once sync.Once
-	path string
-	err  error
-}
-
-// startOpenAIServer runs trial/testdata/openaiserver (an independent
-// OpenAI-style server: OpenAI's stream endings, no vLLM extensions) on
-// loopback with args and returns its URL.
-func startOpenAIServer(t *testing.T, args ...string) string {
-	t.Helper()
-	openaiBin.once.Do(func() {
-		dir, err := os.MkdirTemp("", "openaiserver")
-		if err != nil {
-			openaiBin.err = err
-			return
-		}
-		openaiBin.path = filepath.Join(dir, "openaiserver")
-		out, err := exec.Command("go", "build", "-o", openaiBin.path, "../trial/testdata/openaiserver").CombinedOutput()
-		if err != nil {
-			openaiBin.err = errors.New(string(out))
-		}
-	})
-	if openaiBin.err != nil {
-		t.Fatalf("build openaiserver: %v", openaiBin.err)
-	}
-	cmd := exec.Command(openaiBin.path, args...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("openaiserver: %v", err)
-	}
-	return strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
+// startOpenAIServer serves openaitest (an independent OpenAI-style
+// server: OpenAI's stream endings, no vLLM extensions) on loopback.
+func startOpenAIServer(t *testing.T, o openaitest.Options) string {
+	srv := httptest.NewServer(openaitest.Handler(o))
+	t.Cleanup(srv.Close)
+	return srv.URL
 }
 
 const openaiMatrix = `name: openai
@@ -69,7 +32,7 @@ cells:
 // measured on both endpoints the matrix names: every request succeeds
 // with exactly the tokens asked, and the run is stored ok.
 func TestExecuteOpenAIServer(t *testing.T) {
-	base := startOpenAIServer(t)
+	base := startOpenAIServer(t, openaitest.Options{})
 	m, err := ParseMatrix("openai.yaml", []byte(openaiMatrix))
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +66,7 @@ func TestExecuteOpenAIServer(t *testing.T) {
 // A server answering every request 500: the cell is stored with its error,
 // the run failed, and Execute says why.
 func TestExecuteEveryRequestFails(t *testing.T) {
-	base := startOpenAIServer(t, "-fail")
+	base := startOpenAIServer(t, openaitest.Options{Fail: true})
 	m, err := ParseMatrix("openai.yaml", []byte(openaiMatrix))
 	if err != nil {
 		t.Fatal(err)

@@ -1,46 +1,25 @@
 package main
 
 import (
-	"bufio"
+	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vllm-tuner/tuner/trial/openaitest"
 )
 
-// startOpenAIServer builds and runs trial/testdata/openaiserver, a server
-// that streams as OpenAI's API does (not as vLLM does), with args; it
-// returns its URL.
-func startOpenAIServer(t *testing.T, args ...string) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "openaiserver")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../trial/testdata/openaiserver").CombinedOutput(); err != nil {
-		t.Fatalf("build openaiserver: %v\n%s", err, out)
-	}
-	cmd := exec.Command(bin, args...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("openaiserver: %v", err)
-	}
-	return strings.TrimSpace(strings.TrimPrefix(line, "listening on "))
-}
-
-// bench run --url against an OpenAI-style server: both endpoints stored
+// bench run --url against an OpenAI-style server (openaitest, served by
+// this test process on loopback): both endpoints stored
 // ok; a server answering every request 500 stores a failed run and exits
 // 1; --endpoint against a cell naming the other endpoint exits 2.
 func TestE2EBenchRunOpenAIServer(t *testing.T) {
 	tunerBin, _ := binaries(t)
 	db := filepath.Join(t.TempDir(), "bench.db")
-	url := startOpenAIServer(t)
+	srv := httptest.NewServer(openaitest.Handler(openaitest.Options{}))
+	defer srv.Close()
+	url := srv.URL
 	for i, ep := range []string{"completions", "chat"} {
 		code, out, errb := runBin(t, tunerBin, "--db", db, "bench", "run", "--url", url, "--matrix", "testdata/bench-matrix.yaml", "--endpoint", ep)
 		if code != 0 || !strings.Contains(errb, "stored: ok, 2 of 2 cells") {
@@ -56,8 +35,9 @@ func TestE2EBenchRunOpenAIServer(t *testing.T) {
 		}
 	}
 
-	failing := startOpenAIServer(t, "-fail")
-	code, out, errb := runBin(t, tunerBin, "--db", db, "bench", "run", "--url", failing, "--matrix", "testdata/bench-matrix.yaml")
+	failing := httptest.NewServer(openaitest.Handler(openaitest.Options{Fail: true}))
+	defer failing.Close()
+	code, out, errb := runBin(t, tunerBin, "--db", db, "bench", "run", "--url", failing.URL, "--matrix", "testdata/bench-matrix.yaml")
 	if code != 1 || !strings.Contains(errb, "stored: failed") || !strings.Contains(errb, "every request of the level failed") {
 		t.Errorf("every request 500: exit %d, want 1\n%s\n%s", code, out, errb)
 	}

@@ -1,20 +1,17 @@
-// Command openaiserver is a small OpenAI-compatible server for tests that
-// streams as OpenAI's API does, not as vLLM does: a completions stream
-// ends with a chunk of empty text carrying only finish_reason, a chat
-// stream starts with a role-only chunk and ends with an empty delta
-// carrying finish_reason; the usage chunk ("choices": []) comes only when
+// Package openaitest is an OpenAI-compatible server for tests that streams
+// as OpenAI's API does, not as vLLM does: a completions stream ends with a
+// chunk of empty text carrying only finish_reason, a chat stream starts
+// with a role-only chunk and ends with an empty delta carrying
+// finish_reason; the usage chunk ("choices": []) comes only when
 // stream_options.include_usage asks for it; then [DONE]. It ignores every
-// sampling knob but max_tokens (or max_completion_tokens). With -fail it
-// answers every request 500. It listens on loopback and prints its URL.
-package main
+// sampling knob but max_tokens (or max_completion_tokens). Tests serve it
+// on loopback (httptest); nothing else imports it.
+package openaitest
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
-	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 )
@@ -30,21 +27,26 @@ type request struct {
 	} `json:"stream_options"`
 }
 
-func main() {
-	addr := flag.String("addr", "127.0.0.1:0", "listen address (loopback)")
-	model := flag.String("model", "gpt-test", "served model")
-	gap := flag.Duration("gap", time.Millisecond, "time between tokens")
-	fail := flag.Bool("fail", false, "answer every request 500")
-	flag.Parse()
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+// Options shape the server.
+type Options struct {
+	Model string        // served model (default gpt-test)
+	Gap   time.Duration // between tokens (default 1 ms)
+	Fail  bool          // answer every completion request 500
+}
+
+// Handler serves /health, /v1/models, /v1/completions and
+// /v1/chat/completions.
+func Handler(o Options) http.Handler {
+	if o.Model == "" {
+		o.Model = "gpt-test"
+	}
+	if o.Gap <= 0 {
+		o.Gap = time.Millisecond
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {})
 	mux.HandleFunc("/v1/models", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model","owned_by":"test"}]}`, *model)
+		fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model","owned_by":"test"}]}`, o.Model)
 	})
 	stream := func(chat bool) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
@@ -53,7 +55,7 @@ func main() {
 				http.Error(w, `{"error":{"message":"bad request body","type":"invalid_request_error","code":400}}`, http.StatusBadRequest)
 				return
 			}
-			if *fail {
+			if o.Fail {
 				http.Error(w, `{"error":{"message":"The server had an error while processing your request.","type":"server_error","code":500}}`, http.StatusInternalServerError)
 				return
 			}
@@ -80,7 +82,7 @@ func main() {
 				select {
 				case <-r.Context().Done():
 					return
-				case <-time.After(*gap):
+				case <-time.After(o.Gap):
 				}
 				tok := fmt.Sprintf(" w%d", i)
 				if chat {
@@ -102,12 +104,7 @@ func main() {
 	}
 	mux.HandleFunc("/v1/completions", stream(false))
 	mux.HandleFunc("/v1/chat/completions", stream(true))
-	fmt.Printf("listening on http://%s\n", ln.Addr())
-	os.Stdout.Sync()
-	if err := http.Serve(ln, mux); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	return mux
 }
 
 // promptTokens counts a completions prompt's token ids (or its words, for
