@@ -4,71 +4,37 @@ import (
 	"fmt"
 	"io"
 
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
-	"gonum.org/v1/plot/vg"
+	"github.com/vllm-tuner/tuner/chart"
 )
 
 // WriteSVG draws the median HV ratio against trials of every strategy on a
-// scenario (the IQR as thin dashed lines, the 0.95 threshold dotted) with
-// gonum.org/v1/plot.
+// scenario (the IQR as thin dashed lines, the threshold as a dashed rule).
 func (r *Report) WriteSVG(w io.Writer, scenario string) error { return r.writePlot(w, scenario, "svg") }
 
-// writePlot draws the chart in a gonum/plot format ("svg", "png", ...).
+// writePlot draws the chart in a chart format ("svg", "png" or "html").
 func (r *Report) writePlot(w io.Writer, scenario, format string) error {
-	p := plot.New()
-	p.Title.Text = "HV ratio vs trials: " + scenario
-	p.X.Label.Text = "search trials"
-	p.Y.Label.Text = "hypervolume ratio (found / true)"
-	p.Y.Min, p.Y.Max = 0, 1.02
-	p.X.Min, p.X.Max = 1, float64(r.Settings.Trials)
-	p.Add(plotter.NewGrid())
-	p.Legend.Top = false
-	p.Legend.Left = false
-	th, err := plotter.NewLine(plotter.XYs{{X: 1, Y: Threshold}, {X: float64(r.Settings.Trials), Y: Threshold}})
-	if err != nil {
-		return err
-	}
-	th.Dashes = []vg.Length{vg.Points(1), vg.Points(3)}
-	p.Add(th)
+	p := chart.Panel{X: chart.Axis{Name: "search trials", Min: 1, Max: float64(r.Settings.Trials)},
+		Y:     chart.Axis{Name: "hypervolume ratio (found / true)", Min: 0, Max: 1.02},
+		Rules: []chart.Rule{{Name: fmt.Sprintf("threshold %g", Threshold), Value: Threshold, Colour: chart.Grey}}}
 	n := 0
 	for _, s := range r.Summaries {
 		if s.Scenario != scenario {
 			continue
 		}
-		col := plotutil.Color(n)
+		col := chart.Cycle(n)
 		n++
-		mk := func(ys []float64) plotter.XYs {
-			pts := make(plotter.XYs, len(ys))
+		line := func(name string, ys []float64, width float64, dashed, hidden bool) chart.Series {
+			out := chart.Series{Name: name, Kind: chart.Line, Colour: col, Width: width, Dashed: dashed, NoLegend: hidden}
 			for i, y := range ys {
-				pts[i] = plotter.XY{X: float64(i + 1), Y: y}
+				out.Points = append(out.Points, chart.Point{X: float64(i + 1), Y: y, Tip: fmt.Sprintf("%s, trial %d: %.3f", name, i+1, y)})
 			}
-			return pts
+			return out
 		}
-		med, err := plotter.NewLine(mk(s.Curve))
-		if err != nil {
-			return err
-		}
-		med.Color, med.Width = col, vg.Points(1.6)
-		p.Add(med)
-		p.Legend.Add(s.Strategy, med)
-		for _, q := range [][]float64{s.CurveQ1, s.CurveQ3} {
-			l, err := plotter.NewLine(mk(q))
-			if err != nil {
-				return err
-			}
-			l.Color, l.Width, l.Dashes = col, vg.Points(0.5), []vg.Length{vg.Points(3), vg.Points(2)}
-			p.Add(l)
-		}
+		p.Series = append(p.Series, line(s.Strategy, s.Curve, 1.6, false, false),
+			line(s.Strategy+" Q1", s.CurveQ1, 0.5, true, true), line(s.Strategy+" Q3", s.CurveQ3, 0.5, true, true))
 	}
 	if n == 0 {
 		return fmt.Errorf("eval: no summaries for scenario %q", scenario)
 	}
-	c, err := p.WriterTo(7*vg.Inch, 4.5*vg.Inch, format)
-	if err != nil {
-		return err
-	}
-	_, err = c.WriteTo(w)
-	return err
+	return chart.Render(w, chart.Figure{Title: "HV ratio vs trials: " + scenario, Page: "HV ratio vs trials", Panels: []chart.Panel{p}}, format)
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/vllm-tuner/tuner/bench"
+	"github.com/vllm-tuner/tuner/chart"
 	"github.com/vllm-tuner/tuner/gate"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/tuner"
@@ -157,7 +158,7 @@ func (s *Server) runPlot(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", ct)
-	if err := tuner.WriteRunCurves(w, &run, metric, format); err != nil {
+	if err := chart.Render(w, tuner.RunCurves(&run, metric), format); err != nil {
 		s.log.Error("run plot", "run", run.ID, "err", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/vllm-tuner/tuner/chart"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
@@ -146,9 +147,9 @@ func (s *Server) studyFrontHTML(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, err)
 		return
 	}
-	pts, o := tuner.FrontChartData(v.study, v.front, v.cands, v.slo, v.metrics, v.defaultID)
+	f := chart.Front(tuner.FrontChartData(v.study, v.front, v.cands, v.slo, v.metrics, v.defaultID))
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := tuner.WriteFrontHTML(w, pts, o); err != nil {
+	if err := chart.WriteHTML(w, f); err != nil {
 		s.log.Error("front chart", "study", v.study.ID, "err", err)
 	}
 }

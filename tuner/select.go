@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/vllm-tuner/tuner/chart"
 	"github.com/vllm-tuner/tuner/pareto"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/trial"
@@ -210,7 +211,7 @@ func Aggregate(trials []Trial, slo trial.SLO, m Metrics, k float64) []Candidate 
 				}
 				if !b.Holds(v) {
 					c.Feasible = false
-					u := MetricUnit(b.Metric)
+					u := chart.Unit(b.Metric)
 					if u != "" {
 						u = " " + u
 					}

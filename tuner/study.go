@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vllm-tuner/tuner/chart"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
@@ -69,60 +70,82 @@ func DefaultConfigIDOf(st store.Study, trials []Trial) string {
 	return ""
 }
 
-// CandidatePoint is a config's point on the charts: its conservative
-// values.
-func CandidatePoint(c Candidate) ChartPoint {
-	return ChartPoint{Label: "config " + c.ConfigID, Throughput: c.Score, Latency: c.ConservativeLatency, VRAM: c.VRAM.Median}
+// ChartConfig is a config's point on the charts: its conservative values
+// and its flags against vLLM's default config def.
+func ChartConfig(c Candidate, def spaces.Config) chart.Config {
+	return chart.Config{ID: c.ConfigID, Flags: c.Config.Diff(def).Flags(), Throughput: c.Score, Latency: c.ConservativeLatency,
+		VRAM: c.VRAM.Median, Runs: c.Throughput.N}
 }
 
-// SLOLimits sets the chart's SLO lines from the bounds on its two metrics.
-func (o *ChartOptions) SLOLimits(slo trial.SLO, m Metrics) {
+// FrontChart is the front chart's data: the front, vLLM's default and the
+// recommended config (nil when none), the other measured configs, the SLO
+// bounds on the two metrics and the gain of the recommendation.
+func FrontChart(title string, front []Candidate, def, rec *Candidate, others []Candidate, slo trial.SLO, m Metrics) chart.FrontData {
+	d := chart.FrontData{Title: title, Throughput: m.Throughput, Latency: m.Latency}
+	var defCfg spaces.Config
+	if def != nil {
+		defCfg = def.Config
+	}
+	for _, c := range front {
+		d.Front = append(d.Front, ChartConfig(c, defCfg))
+		d.VRAMEstimated = d.VRAMEstimated || c.VRAMEstimated
+	}
+	for _, c := range others {
+		d.Others = append(d.Others, ChartConfig(c, defCfg))
+	}
+	for _, c := range []struct {
+		cand *Candidate
+		dst  **chart.Config
+	}{{def, &d.Default}, {rec, &d.Recommended}} {
+		if c.cand != nil {
+			p := ChartConfig(*c.cand, defCfg)
+			*c.dst = &p
+			d.VRAMEstimated = d.VRAMEstimated || c.cand.VRAMEstimated
+		}
+	}
+	if rec != nil && def != nil {
+		if g, ok := EstimateGain(rec, def); ok && rec.ConfigID != def.ConfigID {
+			d.Gain = fmt.Sprintf("recommended vs vLLM's default: %s %s: %s", m.Throughput, g, g.Verdict())
+		}
+	}
 	for _, b := range slo {
 		switch {
 		case b.Metric == m.Latency && (b.Op == "<=" || b.Op == "<"):
-			o.LatencyLimit = b.Limit
+			d.LatencyLimit = b.Limit
 		case b.Metric == m.Throughput && (b.Op == ">=" || b.Op == ">"):
-			o.ThroughputLimit = b.Limit
+			d.ThroughputLimit = b.Limit
 		}
 	}
+	return d
 }
 
-// FrontChartData is the front chart of one study as `tuner pareto --html`
-// draws it: the front, the others small and grey, vLLM's default and the
-// recommendation marked, the SLO bounds drawn.
-func FrontChartData(st store.Study, front, cands []Candidate, slo trial.SLO, m Metrics, defaultID string) ([]ChartPoint, ChartOptions) {
-	k := st.Key
-	o := ChartOptions{
-		Title:      fmt.Sprintf("%s on %dx %s, %s, workload %s", ServedName(k), k.GPUCount, k.GPU, k.Engine, k.Workload),
-		Throughput: m.Throughput, Latency: m.Latency,
-	}
+// ChartTitle is the title of a study's charts.
+func ChartTitle(k store.StudyKey) string {
+	return fmt.Sprintf("%s on %dx %s, %s, workload %s", ServedName(k), k.GPUCount, k.GPU, k.Engine, k.Workload)
+}
+
+// FrontChartData is the front chart of one study as `tuner pareto` draws
+// it: the front, the others, vLLM's default and the recommendation marked,
+// the SLO bounds drawn.
+func FrontChartData(st store.Study, front, cands []Candidate, slo trial.SLO, m Metrics, defaultID string) chart.FrontData {
 	rec, _ := RecommendMeasured(cands, m, slo, PreferThroughput)
 	onFront := map[string]bool{}
-	pts := make([]ChartPoint, len(front))
-	for i, c := range front {
-		pts[i] = CandidatePoint(c)
+	for _, c := range front {
 		onFront[c.ConfigID] = true
-		o.VRAMEstimated = o.VRAMEstimated || c.VRAMEstimated
 	}
-	for _, c := range cands {
+	var def *Candidate
+	var others []Candidate
+	for i, c := range cands {
 		switch {
 		case c.Throughput.N == 0:
 		case c.ConfigID == defaultID:
-			p := CandidatePoint(c)
-			p.Label = "vLLM default " + c.ConfigID
-			o.Default = &p
+			def = &cands[i]
 		case rec != nil && c.ConfigID == rec.ConfigID:
 		case !onFront[c.ConfigID]:
-			o.Others = append(o.Others, CandidatePoint(c))
+			others = append(others, c)
 		}
 	}
-	if rec != nil {
-		p := CandidatePoint(*rec)
-		p.Label = "recommended " + rec.ConfigID
-		o.Recommended = &p
-	}
-	o.SLOLimits(slo, m)
-	return pts, o
+	return FrontChart(ChartTitle(st.Key), front, def, rec, others, slo, m)
 }
 
 // Recommendation is what `recommend --format json` prints (and the

@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/vllm-tuner/tuner/bench"
+	"github.com/vllm-tuner/tuner/chart"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
@@ -315,7 +316,7 @@ func benchPlot(c *cli.Context) error {
 	title := fmt.Sprintf("run %s: %s on %s", r.ID, r.Model, r.Matrix)
 	switch kind {
 	case "breakdown":
-		var bars []tuner.BreakdownBar
+		var bars []chart.BreakdownBar
 		for i := range r.Cells {
 			cell := &r.Cells[i]
 			for j := range cell.Levels {
@@ -325,23 +326,21 @@ func benchPlot(c *cli.Context) error {
 					continue
 				}
 				if b := cell.Levels[j].Metrics.Breakdown; b != nil {
-					bars = append(bars, tuner.BarOf(cell.Name+" "+cell.Levels[j].LoadString(), b))
+					bars = append(bars, chart.BarOf(cell.Name+" "+cell.Levels[j].LoadString(), b))
 				}
 			}
 		}
-		err = writeBreakdownPlot(out, bars, tuner.BreakdownOptions{Title: title})
+		err = writeBreakdownPlot(out, title, bars)
 	case "feedback":
-		var traces []tuner.TraceSeries
+		var traces []chart.TraceSeries
 		for i := range r.Cells {
 			if fb := r.Cells[i].Feedback; fb != nil {
-				traces = append(traces, tuner.TraceOf(r.Cells[i].Name, fb))
+				traces = append(traces, chart.TraceOf(r.Cells[i].Name, fb))
 			}
 		}
-		err = writeTracePlot(out, traces, tuner.TraceOptions{Title: title})
+		err = writeTracePlot(out, title, traces)
 	default:
-		series, o := tuner.RunCurves(&r, metric)
-		err = writePlot(out, func() (chartWriter, error) { return tuner.NewCurveChart(series, o) },
-			func(w io.Writer) error { return tuner.WriteCurveHTML(w, series, o) })
+		err = writePlot(out, tuner.RunCurves(&r, metric))
 	}
 	if err != nil {
 		return err
@@ -359,50 +358,24 @@ func plotExt(out string) error {
 	return usagef("--output %s: want a .svg, .png or .html file", out)
 }
 
-// chartWriter renders a gonum chart as "svg" or "png".
-type chartWriter interface {
-	Write(w io.Writer, format string) error
+// writePlot writes a chart to out in the format its extension names
+// (.svg, .png or .html).
+func writePlot(out string, f chart.Figure) error {
+	return writeFileAtomic(out, func(w io.Writer) error { return chart.Render(w, f, strings.TrimPrefix(filepath.Ext(out), ".")) })
 }
 
-// writePlot writes a chart to out: .html through html, .svg and .png
-// through the gonum chart.
-func writePlot(out string, chart func() (chartWriter, error), html func(io.Writer) error) (err error) {
-	ext := strings.TrimPrefix(filepath.Ext(out), ".")
-	var ch chartWriter
-	if ext != "html" {
-		if ch, err = chart(); err != nil {
-			return err
-		}
-	}
-	f, err := os.Create(out)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}()
-	if ext == "html" {
-		return html(f)
-	}
-	return ch.Write(f, ext)
-}
-
-func writeBreakdownPlot(out string, bars []tuner.BreakdownBar, o tuner.BreakdownOptions) error {
+func writeBreakdownPlot(out, title string, bars []chart.BreakdownBar) error {
 	if len(bars) == 0 {
 		return errors.New("nothing to plot: no level has a latency breakdown (the engine's /metrics was not read)")
 	}
-	return writePlot(out, func() (chartWriter, error) { return tuner.NewBreakdownChart(bars, o) },
-		func(w io.Writer) error { return tuner.WriteBreakdownHTML(w, bars, o) })
+	return writePlot(out, chart.Breakdown(title, bars))
 }
 
-func writeTracePlot(out string, traces []tuner.TraceSeries, o tuner.TraceOptions) error {
+func writeTracePlot(out, title string, traces []chart.TraceSeries) error {
 	if len(traces) == 0 {
 		return errors.New("nothing to plot: no feedback-load trace (run with feedback: true)")
 	}
-	return writePlot(out, func() (chartWriter, error) { return tuner.NewTraceChart(traces, o) },
-		func(w io.Writer) error { return tuner.WriteTraceHTML(w, traces, o) })
+	return writePlot(out, chart.Trace(title, traces))
 }
 
 func benchImport(c *cli.Context) error {

@@ -17,9 +17,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/vllm-tuner/tuner/bench"
+	"github.com/vllm-tuner/tuner/chart"
 	"github.com/vllm-tuner/tuner/gate"
 	"github.com/vllm-tuner/tuner/store"
-	"github.com/vllm-tuner/tuner/tuner"
 )
 
 func benchHistoryCommand() *cli.Command {
@@ -290,7 +290,7 @@ func plotHistory(w io.Writer, rep *historyReport, format string) error {
 			runs = append(runs, label)
 		}
 	}
-	var series []tuner.HistorySeries
+	var series []chart.HistorySeries
 	byCell := map[string]int{}
 	for _, p := range rep.Points {
 		if p.Value == nil {
@@ -300,19 +300,11 @@ func plotHistory(w io.Writer, rep *historyReport, format string) error {
 		if !ok {
 			i = len(series)
 			byCell[p.Cell] = i
-			series = append(series, tuner.HistorySeries{Name: p.Cell})
+			series = append(series, chart.HistorySeries{Name: p.Cell})
 		}
-		series[i].Points = append(series[i].Points, tuner.HistoryPoint{Run: idx[p.Run], Value: *p.Value,
+		series[i].Points = append(series[i].Points, chart.HistoryPoint{Run: idx[p.Run], Value: *p.Value,
 			Change: p.Verdict == gate.Regression || p.Verdict == gate.Improvement, Regression: p.Verdict == gate.Regression})
 	}
-	o := tuner.HistoryOptions{Title: fmt.Sprintf("%s: %s over runs", rep.Model, rep.Metric.Name),
-		Metric: rep.Metric.Name + " (" + rep.Metric.Unit + ")", Runs: runs}
-	if format == "html" {
-		return tuner.WriteHistoryHTML(w, series, o)
-	}
-	ch, err := tuner.NewHistoryChart(series, o)
-	if err != nil {
-		return err
-	}
-	return ch.Write(w, format)
+	f := chart.History(fmt.Sprintf("%s: %s over runs", rep.Model, rep.Metric.Name), rep.Metric.Name+" ("+rep.Metric.Unit+")", runs, series)
+	return chart.Render(w, f, format)
 }

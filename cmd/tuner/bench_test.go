@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vllm-tuner/tuner/bench"
+	"github.com/vllm-tuner/tuner/chart"
 	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
 )
@@ -162,21 +163,17 @@ func checkPlot(t *testing.T, tunerBin, db string, r bench.Run) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := tuner.SVGMarkers(bytes.NewReader(b))
+	got, err := chart.SVGMarkers(bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}
-	series, o := tuner.RunCurves(&r, "tpot_p99")
-	ch, err := tuner.NewCurveChart(series, o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fig := tuner.RunCurves(&r, "tpot_p99")
 	var want [][2]float64
 	n := 0
 	for _, c := range r.Cells {
 		for _, l := range c.Levels {
 			n++
-			x, y, err := ch.Pixel(l.Metrics.RequestThroughput, l.Metrics.TPOT.P99)
+			x, y, err := chart.Pixel(fig, 0, l.Metrics.RequestThroughput, l.Metrics.TPOT.P99)
 			if err != nil {
 				t.Fatal(err)
 			}

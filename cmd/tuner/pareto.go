@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/vllm-tuner/tuner/chart"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
@@ -35,11 +36,11 @@ type frontView struct {
 	Front []tuner.Candidate `json:"front"`
 	// Recommended is the config ID recommend picks ("" when none, and in
 	// --group, whose studies ran different workloads).
-	Recommended     string             `json:"recommended,omitempty"`
-	Default         *tuner.Candidate   `json:"default,omitempty"`
-	DefaultConfigID string             `json:"default_config_id,omitempty"`
-	recommended     *tuner.Candidate   // also when it is not on the front
-	others          []tuner.ChartPoint // the other measured configs, for the plots
+	Recommended     string            `json:"recommended,omitempty"`
+	Default         *tuner.Candidate  `json:"default,omitempty"`
+	DefaultConfigID string            `json:"default_config_id,omitempty"`
+	recommended     *tuner.Candidate  // also when it is not on the front
+	others          []tuner.Candidate // the other measured configs, for the plots
 }
 
 func paretoCommand() *cli.Command {
@@ -177,77 +178,29 @@ func buildFrontView(ctx context.Context, s *store.Store, sel selection, extra tr
 	for i, cnd := range cands {
 		marked := !group && (cnd.ConfigID == v.DefaultConfigID || cnd.ConfigID == v.Recommended) // drawn with their own markers
 		if !onFront[i] && !marked && cnd.Throughput.N > 0 {
-			v.others = append(v.others, candidatePoint(cnd))
+			v.others = append(v.others, cnd)
 		}
 	}
 	return v, nil
 }
 
-// candidatePoint is a config's point on the charts: its conservative values.
-var candidatePoint = tuner.CandidatePoint
-
 // defaultConfigID is the ID of vLLM's default config for a study's target.
 var defaultConfigID = tuner.DefaultConfigID
 
-// chartPoints are the front's points.
-func chartPoints(v frontView) []tuner.ChartPoint {
-	out := make([]tuner.ChartPoint, len(v.Front))
-	for i, c := range v.Front {
-		out[i] = candidatePoint(c)
-	}
-	return out
-}
-
-// newChart builds the plot of a front view.
-func newChart(v frontView, sel selection) (*tuner.Chart, error) {
-	return tuner.NewFrontChart(chartPoints(v), chartOptions(v, sel))
-}
-
-func chartOptions(v frontView, sel selection) tuner.ChartOptions {
-	k := sel.Newest.Key
-	o := tuner.ChartOptions{
-		Title:      fmt.Sprintf("%s on %dx %s, %s, workload %s", servedName(k), k.GPUCount, k.GPU, k.Engine, k.Workload),
-		Throughput: v.Metrics.Throughput, Latency: v.Metrics.Latency,
-		Others: v.others,
-	}
-	if v.Default != nil {
-		p := candidatePoint(*v.Default)
-		p.Label = "vLLM default " + v.Default.ConfigID
-		o.Default = &p
-	}
-	if v.recommended != nil {
-		p := candidatePoint(*v.recommended)
-		p.Label = "recommended " + v.recommended.ConfigID
-		o.Recommended = &p
-	}
-	for _, c := range append(slices.Clone(v.Front), v.defaultAndRecommended()...) {
-		o.VRAMEstimated = o.VRAMEstimated || c.VRAMEstimated
-	}
+// frontChart is the chart of a front view.
+func frontChart(v frontView, sel selection) chart.Figure {
 	slo, _ := trial.ParseSLO(v.SLO)
-	o.SLOLimits(slo, v.Metrics)
-	return o
-}
-
-func (v frontView) defaultAndRecommended() []tuner.Candidate {
-	var out []tuner.Candidate
-	for _, c := range []*tuner.Candidate{v.Default, v.recommended} {
-		if c != nil {
-			out = append(out, *c)
-		}
-	}
-	return out
+	return chart.Front(tuner.FrontChart(tuner.ChartTitle(sel.Newest.Key), v.Front, v.Default, v.recommended, v.others, slo, v.Metrics))
 }
 
 // writeChart writes the plot atomically (temp file, then rename).
 func writeChart(path, format string, v frontView, sel selection) error {
-	render := func(w io.Writer) error { return tuner.WriteFrontHTML(w, chartPoints(v), chartOptions(v, sel)) }
-	if format != "html" {
-		ch, err := newChart(v, sel)
-		if err != nil {
-			return err
-		}
-		render = func(w io.Writer) error { return ch.Write(w, format) }
-	}
+	return writeFileAtomic(path, func(w io.Writer) error { return chart.Render(w, frontChart(v, sel), format) })
+}
+
+// writeFileAtomic writes a file through render: a temp file beside it,
+// renamed into place once complete.
+func writeFileAtomic(path string, render func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err

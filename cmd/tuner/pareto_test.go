@@ -13,14 +13,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vllm-tuner/tuner/chart"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/tuner"
 )
 
-// svgCircles returns the front markers of an SVG chart (tuner.SVGMarkers).
+// svgCircles returns the front markers of an SVG chart (chart.SVGMarkers).
 func svgCircles(t *testing.T, r io.Reader) [][2]float64 {
 	t.Helper()
-	pts, err := tuner.SVGMarkers(r)
+	pts, err := chart.SVGMarkers(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,13 +73,10 @@ func checkSVGFront(t *testing.T, db, svgPath string, jsonOut string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, err := newChart(v2, sel)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fig := frontChart(v2, sel)
 	var want [][2]float64
 	for _, c := range v.Front {
-		x, y, err := ch.Pixel(c.ConservativeLatency, c.Score)
+		x, y, err := chart.Pixel(fig, 0, c.ConservativeLatency, c.Score)
 		if err != nil {
 			t.Fatal(err)
 		}

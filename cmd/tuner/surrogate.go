@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -343,14 +342,14 @@ func surrogateExport(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(schemaOut, append(sb, '\n')); err != nil {
+	if err := writeFileAtomic(schemaOut, writeBytes(append(sb, '\n'))); err != nil {
 		return err
 	}
 	if out == "" {
 		_, err := c.App.Writer.Write(data.Bytes())
 		return err
 	}
-	if err := writeFileAtomic(out, data.Bytes()); err != nil {
+	if err := writeFileAtomic(out, writeBytes(data.Bytes())); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.App.ErrWriter, "wrote %d rows x %d features from %d studies to %s (schema %s)\n",
@@ -358,12 +357,12 @@ func surrogateExport(c *cli.Context) error {
 	return nil
 }
 
-func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+// writeBytes is a writeFileAtomic renderer of b.
+func writeBytes(b []byte) func(io.Writer) error {
+	return func(w io.Writer) error {
+		_, err := w.Write(b)
 		return err
 	}
-	return os.Rename(tmp, path)
 }
 
 func surrogateEval(c *cli.Context) error {

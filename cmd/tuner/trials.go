@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/vllm-tuner/tuner/chart"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/store/pgstore"
@@ -228,7 +229,7 @@ func plotTrial(c *cli.Context, t store.Trial) error {
 	r := t.Result
 	title := "trial " + t.ID
 	if p := c.String("plot"); p != "" {
-		var bars []tuner.BreakdownBar
+		var bars []chart.BreakdownBar
 		if r != nil {
 			for i := range r.Levels {
 				l := &r.Levels[i]
@@ -237,21 +238,21 @@ func plotTrial(c *cli.Context, t store.Trial) error {
 					if l.Concurrency > 0 {
 						label = fmt.Sprintf("c=%d", l.Concurrency)
 					}
-					bars = append(bars, tuner.BarOf(label, b))
+					bars = append(bars, chart.BarOf(label, b))
 				}
 			}
 		}
-		if err := writeBreakdownPlot(p, bars, tuner.BreakdownOptions{Title: title}); err != nil {
+		if err := writeBreakdownPlot(p, title, bars); err != nil {
 			return fmt.Errorf("trial %s: %w", t.ID, err)
 		}
 		fmt.Fprintf(c.App.ErrWriter, "plot written to %s\n", p)
 	}
 	if p := c.String("trace"); p != "" {
-		var traces []tuner.TraceSeries
+		var traces []chart.TraceSeries
 		if r != nil && r.Feedback != nil {
-			traces = append(traces, tuner.TraceOf(t.ID, r.Feedback))
+			traces = append(traces, chart.TraceOf(t.ID, r.Feedback))
 		}
-		if err := writeTracePlot(p, traces, tuner.TraceOptions{Title: title}); err != nil {
+		if err := writeTracePlot(p, title, traces); err != nil {
 			return fmt.Errorf("trial %s: %w", t.ID, err)
 		}
 		fmt.Fprintf(c.App.ErrWriter, "plot written to %s\n", p)
