@@ -208,6 +208,7 @@ func (m *LevelMeasurer) Measure(ctx context.Context, idx int, v float64, lw Work
 			m.logger().Debug("no latency breakdown", "error", err)
 		}
 		met.Breakdown = b
+		met.PrefixCache = probe.PrefixCache()
 	}
 	sloMet, viol := m.SLO.Check(&met)
 	st := a.Stability
