@@ -20,7 +20,7 @@ func TestReportTenants(t *testing.T) {
 	}}
 	for _, format := range []string{"text", "md"} {
 		var b strings.Builder
-		if err := r.Write(&b, format); err != nil {
+		if err := WriteRun(&b, &r, format); err != nil {
 			t.Fatal(err)
 		}
 		out := b.String()
@@ -37,7 +37,7 @@ func TestReportInputOverOneWindow(t *testing.T) {
 	m := trial.Metrics{Completed: 100, TotalInputTokens: 51200, TotalOutputTokens: 12800, DurationS: 2, BenchDurationS: 10,
 		ThroughputWindow: trial.WindowSteady, OutputThroughput: 1280, TotalTokenThroughput: 6400, RequestThroughput: 10}
 	c := CellResult{Levels: []LevelResult{{Concurrency: 8, Metrics: m}}}
-	tb := c.throughputTable()
+	tb := throughputTable(&c)
 	col := func(name string) string {
 		for i, h := range tb.head {
 			if h == name {
