@@ -3,6 +3,7 @@ package tuner
 import (
 	"errors"
 	"fmt"
+	"github.com/vllm-tuner/tuner/store"
 	"math"
 	"strings"
 
@@ -138,7 +139,7 @@ func Aggregate(trials []Trial, slo trial.SLO, m Metrics, k float64) []Candidate 
 	var order []string
 	for i := range trials {
 		t := &trials[i]
-		if !t.State.Finished() || t.Result == nil {
+		if !t.State.Measured() || t.Result == nil {
 			continue
 		}
 		id := t.ConfigKey()
@@ -154,7 +155,7 @@ func Aggregate(trials []Trial, slo trial.SLO, m Metrics, k float64) []Candidate 
 			continue
 		}
 		a.c.Trials = append(a.c.Trials, t.Number)
-		if t.State == StateUnstable {
+		if t.State == store.StateUnstable {
 			a.c.Unstable++
 		}
 		if t.Phase == PhaseRepeat {
