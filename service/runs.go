@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/vllm-tuner/tuner/bench"
 	"github.com/vllm-tuner/tuner/chart"
@@ -206,6 +207,7 @@ func (s *Server) compare(w http.ResponseWriter, r *http.Request) {
 		s.writeBenchErr(w, err)
 		return
 	}
+	s.metrics.gate.Observe(cmp.Report, time.Now())
 	switch format {
 	case "json":
 		w.Header().Set("Content-Type", "application/json")

@@ -7,13 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/vllm-tuner/tuner/pareto"
-	"github.com/vllm-tuner/tuner/spaces"
-	"github.com/vllm-tuner/tuner/trial"
 	"hash/crc32"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vllm-tuner/tuner/pareto"
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/trial"
 )
 
 // RecordVersion is the encoding version written into every record's "v".

@@ -3,10 +3,10 @@ package tuner
 import (
 	"context"
 	"fmt"
-	"github.com/vllm-tuner/tuner/store"
 	"sync"
 
 	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 

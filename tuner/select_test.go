@@ -2,13 +2,13 @@ package tuner
 
 import (
 	"errors"
-	"github.com/vllm-tuner/tuner/store"
 	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"github.com/vllm-tuner/tuner/pareto"
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/vllm-tuner/tuner/store"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vllm-tuner/tuner/store"
 )
 
 // memShared is a Coordinator over a memStore with the database's rules:

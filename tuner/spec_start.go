@@ -342,6 +342,11 @@ func (ss *Search) newRunner(logDir string, env []string, log *slog.Logger) (Runn
 		sc.Target = ss.Target
 		sc.Noise = true
 		sc.Seed = ss.Spec.Seed
+		host, err := sim.ParseHostArgs(ss.EngineArgs)
+		if err != nil {
+			return nil, nil, Usagef("--engine-arg: %v", err)
+		}
+		sc.Host = host
 		r, err := sim.NewFreshNoiseRunner(sc)
 		if err != nil {
 			return nil, nil, err

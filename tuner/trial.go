@@ -3,10 +3,10 @@ package tuner
 import (
 	"context"
 	"errors"
-	"github.com/vllm-tuner/tuner/store"
 	"time"
 
 	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 

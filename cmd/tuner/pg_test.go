@@ -22,7 +22,7 @@ func TestSearchPostgres(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("search: exit %d\n%s\n%s", code, out, errb)
 	}
-	for _, want := range []string{"study ", "6 search trials", "recommended: config"} {
+	for _, want := range []string{"study ", "6 search trials", "recommended: ", "verdict: "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("search output lacks %q:\n%s", want, out)
 		}

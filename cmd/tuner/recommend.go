@@ -236,12 +236,7 @@ func note(r tuner.Recommendation, best *tuner.Candidate) string {
 	if r.Prefer == tuner.PreferVRAM && best.VRAMEstimated {
 		b.WriteString("\n--prefer vram ranked estimates: peak VRAM was estimated from --gpu-memory-utilization, not measured")
 	}
-	switch {
-	case r.IsDefault:
-		b.WriteString("\nthis is vLLM's default config: keep the defaults")
-	case r.Gain != nil:
-		fmt.Fprintf(&b, "\n%s %s over vLLM's default config: %s", r.Gain, r.Metrics.Throughput, r.Gain.Verdict())
-	}
+	fmt.Fprintf(&b, "\nverdict: %s", r.Verdict)
 	return b.String()
 }
 

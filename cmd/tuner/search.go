@@ -57,8 +57,8 @@ func searchCommand() *cli.Command {
 			&cli.IntFlag{Name: "patience", Value: d.Patience, Usage: "stop after N trials without front improvement (0 = off)"},
 			&cli.Float64Flag{Name: "screen-fraction", Usage: "measure each proposed config first on this share of the workload's requests (e.g. 0.25), and in full only when promising: near the SLO, not dominated by the front, in the top --screen-keep of the short runs (successive halving); 0 = off"},
 			&cli.Float64Flag{Name: "screen-keep", Value: tuner.DefaultScreenKeep, Usage: "with --screen-fraction: promote a short run unless more than this share of the short runs so far dominate it"},
-			&cli.IntFlag{Name: "finalists", Value: d.Finalists, Usage: "configs re-measured at the end"},
-			&cli.IntFlag{Name: "repeats", Value: d.Repeats, Usage: "measurements per finalist (1 = no re-measurement)"},
+			&cli.IntFlag{Name: "finalists", Value: d.Finalists, Usage: "configs re-measured at the end with vLLM's default"},
+			&cli.IntFlag{Name: "repeats", Value: d.Repeats, Usage: "interleaved rounds of the final re-measurement of vLLM's default and the finalists (<= 1 = none: vLLM's default is then kept)"},
 			&cli.StringFlag{Name: "sampler", Value: d.Sampler, Usage: "tpe, cmaes or random"},
 			&cli.StringSliceFlag{Name: "enqueue", Usage: "run a known config first and compare the result with it: `FLAGS` as for vllm serve (e.g. today's production flags), or @FILE with one line of flags per config (repeatable)"},
 			&cli.Uint64Flag{Name: "seed", Value: d.Seed, Usage: "seed of every random choice"},
@@ -124,6 +124,9 @@ func printReport(w io.Writer, rep tuner.Report, ss *tuner.Search) {
 		}
 		fmt.Fprintf(w, "vLLM default (%s): %s %.1f (median of %d), %s %.2f ms; %s\n", d.ConfigID, m.Throughput, d.Throughput.Median, d.Throughput.N, m.Latency, d.Latency.Median, feas)
 	}
+	if rep.Remeasure != "" {
+		fmt.Fprintln(w, rep.Remeasure)
+	}
 	if r == nil {
 		if rep.NoFeasible != "" {
 			fmt.Fprintf(w, "no recommendation: %s\n", rep.NoFeasible)
@@ -136,14 +139,7 @@ func printReport(w io.Writer, rep tuner.Report, ss *tuner.Search) {
 	}
 	fmt.Fprintf(w, "recommended: %s: %s median %.1f (MAD %.1f over %d runs, score %.1f), %s median %.2f ms, VRAM %s GiB\n",
 		what, m.Throughput, r.Throughput.Median, r.Throughput.MAD, r.Throughput.N, r.Score, m.Latency, r.Latency.Median, fmtVRAM(r.VRAM.Median, r.VRAMEstimated))
-	switch {
-	case rep.RecommendedIsDefault:
-		fmt.Fprintf(w, "  keep vLLM's defaults: no measured config ranks above them\n")
-	case rep.Gain != nil:
-		fmt.Fprintf(w, "  %s %s over vLLM's default config: %s\n", rep.Gain, m.Throughput, rep.Gain.Verdict())
-	case rep.GainPct != nil:
-		fmt.Fprintf(w, "  %+.1f%% %s over vLLM's default config\n", *rep.GainPct, m.Throughput)
-	}
+	fmt.Fprintf(w, "  verdict: %s\n", rep.Verdict)
 	fmt.Fprintf(w, "  %s\n", shellJoin(slices.Concat([]string{"vllm", "serve", ss.ModelArg}, r.Config.Flags(), ss.Workload.LoRAArgs())))
 	for _, b := range rep.Enqueued {
 		if b.Throughput.N == 0 {

@@ -445,7 +445,7 @@ func vramLine(r *trial.Result) string {
 func studiesCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "studies",
-		Usage:     "list studies with their trial counts and best SLO-feasible throughput",
+		Usage:     "list studies with their trial counts and recommended config (as `tuner recommend` judges)",
 		ArgsUsage: " ",
 		Flags:     []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "machine-readable output"}},
 		Action: func(c *cli.Context) error {
@@ -480,9 +480,7 @@ func studiesCommand() *cli.Command {
 					lts[i] = tuner.FromStore(t)
 				}
 				cands := tuner.Aggregate(lts, st.SLO(), studyMetrics(st), 1)
-				if best, err := tuner.RecommendMeasured(cands, studyMetrics(st), st.SLO(), tuner.PreferThroughput); err == nil {
-					r.Best = best
-				}
+				r.Best = tuner.Judge(tuner.JudgeInput{Cands: cands, DefaultID: defaultIDOf(st, lts), Metrics: studyMetrics(st), SLO: st.SLO(), Prefer: tuner.PreferThroughput}).Pick
 				rows = append(rows, r)
 			}
 			if c.Bool("json") {
@@ -493,7 +491,7 @@ func studiesCommand() *cli.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "STUDY\tMODEL\tGPU\tENGINE\tWORKLOAD\tSLO\tTRIALS\tSTATES\tBEST\tCREATED")
+			fmt.Fprintln(tw, "STUDY\tMODEL\tGPU\tENGINE\tWORKLOAD\tSLO\tTRIALS\tSTATES\tRECOMMENDED\tCREATED")
 			for _, r := range rows {
 				best := "-"
 				if r.Best != nil {
