@@ -168,9 +168,12 @@ type Recommendation struct {
 	DefaultConfigID string        `json:"default_config_id,omitempty"`
 	IsDefault       bool          `json:"is_default"`
 	Gain            *GainEstimate `json:"gain,omitempty"`
-	Flags           []string      `json:"flags,omitempty"`
-	Command         string        `json:"command,omitempty"`
-	YAML            string        `json:"yaml,omitempty"`
+	// GainText is the gain with its interval and what it means, as the
+	// CLI prints it.
+	GainText string   `json:"gain_text,omitempty"`
+	Flags    []string `json:"flags,omitempty"`
+	Command  string   `json:"command,omitempty"`
+	YAML     string   `json:"yaml,omitempty"`
 	// EngineVersion is the vLLM version the YAML is for.
 	EngineVersion string `json:"engine_version,omitempty"`
 	yamlErr       error
@@ -226,7 +229,7 @@ func BuildRecommendation(in RecommendInput) (Recommendation, error) {
 	for i := range in.Cands {
 		if in.Cands[i].ConfigID == doc.DefaultConfigID && !doc.IsDefault {
 			if g, ok := EstimateGain(best, &in.Cands[i]); ok {
-				doc.Gain = &g
+				doc.Gain, doc.GainText = &g, g.String()+": "+g.Verdict()
 			}
 		}
 	}
