@@ -160,7 +160,9 @@ func (b *Browser) Resize(width, height int64) {
 // Poll waits until the JavaScript expression is true.
 func (b *Browser) Poll(js string) {
 	b.t.Helper()
-	if _, err := chromedp.Run(b.Ctx, chromedp.Poll[bool](js)); err != nil {
+	// A hang guard, not a speed assertion: charts are drawn by a server
+	// sharing a busy machine.
+	if _, err := chromedp.Run(b.Ctx, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(3*time.Minute))); err != nil {
 		b.t.Fatalf("waiting for %s: %v", js, err)
 	}
 }
@@ -225,9 +227,9 @@ type Series struct {
 }
 
 // inspectJS reads every ECharts instance of a window and of its frames.
-const inspectJS = `((hover) => {
+const inspectJS = `(async (hover) => {
   const out = [];
-  const visit = (w, frame) => {
+  const visit = async (w, frame) => {
     if (!w.echarts) return;
     for (const el of w.document.querySelectorAll('[_echarts_instance_]')) {
       const inst = w.echarts.getInstanceByDom(el);
@@ -263,10 +265,11 @@ const inspectJS = `((hover) => {
       // Hover the first point of the first named scatter or line series.
       let tooltip = '';
       let idx = (o.series || []).findIndex((s) => s.name === hover);
-      if (idx < 0) idx = (o.series || []).findIndex((s) => s.name && (s.data || []).some((p) => p && p.tip));
-      if (idx >= 0) {
-        const di = o.series[idx].data.findIndex((p) => p && p.tip);
+      if (idx < 0) idx = (o.series || []).findIndex((s) => s.name && s.type !== 'parallel' && (s.data || []).some((p) => p && p.tip));
+      if (idx >= 0 && o.series[idx].type !== 'parallel') {
+        const di = o.series[idx].data.findIndex((p) => p && p.tip && p.symbol !== 'none');
         inst.dispatchAction({ type: 'showTip', seriesIndex: idx, dataIndex: di });
+        await new Promise((r) => setTimeout(r, 200)); // the tooltip renders on the next frame
         const tips = [...w.document.querySelectorAll('div')].filter((x) => x.style && x.style.zIndex === '9999999');
         tooltip = tips.map((x) => x.innerText).join(' ');
         inst.dispatchAction({ type: 'hideTip' });
@@ -274,9 +277,9 @@ const inspectJS = `((hover) => {
       out.push({ frame, legend, series, visualMap: (o.visualMap || []).length, W, H, WinW: w.innerWidth, WinH: w.innerHeight, outside, tooltip });
     }
   };
-  visit(window, '');
+  await visit(window, '');
   for (const f of document.querySelectorAll('iframe')) {
-    if (!f.hidden && f.contentWindow && f.offsetWidth > 0) visit(f.contentWindow, f.id);
+    if (!f.hidden && f.contentWindow && f.offsetWidth > 0) await visit(f.contentWindow, f.id);
   }
   return JSON.stringify(out);
 })`
@@ -288,7 +291,11 @@ func (b *Browser) Inspect(hover string) []Instance {
 	b.t.Helper()
 	h, _ := json.Marshal(hover)
 	var out []Instance
-	if err := json.Unmarshal([]byte(Eval[string](b, inspectJS+"("+string(h)+")")), &out); err != nil {
+	js, err := chromedp.Run(b.Ctx, chromedp.Evaluate[string](inspectJS+"("+string(h)+")", chromedp.EvalAwaitPromise))
+	if err != nil {
+		b.t.Fatalf("inspect charts: %v", err)
+	}
+	if err := json.Unmarshal([]byte(js), &out); err != nil {
 		b.t.Fatal(err)
 	}
 	return out

@@ -201,11 +201,13 @@ async function showStudy(id) {
   const fr = $("#front");
   fr.onload = () => hookChart(fr, byLabel);
   const sid = encodeURIComponent(id);
-  await loadChart(fr, `/studies/${sid}/charts/front`);
   $("#impmethod").textContent = "(permutation importance on the search's surrogate: gradient-boosted trees trained on this study's trials)";
-  await Promise.all([loadChart($("#progress"), `/studies/${sid}/charts/progress`),
+  // The charts arrive as they are drawn; the tables do not wait for them.
+  const charts = Promise.all([loadChart(fr, `/studies/${sid}/charts/front`),
+    loadChart($("#progress"), `/studies/${sid}/charts/progress`),
     loadChart($("#importance"), `/studies/${sid}/charts/importance`, $("#impmsg")),
     loadChart($("#parallel"), `/studies/${sid}/charts/parallel`)]);
+  charts.catch(() => {});
   fr.dataset.frontSize = front.front.length;
   studyID = id;
   offset = 0;
@@ -317,13 +319,14 @@ function hookChart(fr, byLabel) {
 }
 function route() {
   const m = location.hash.match(/^#\/study\/(.+)$/);
-  if (m) return showStudy(decodeURIComponent(m[1]));
+  if (m) return showStudy(decodeURIComponent(m[1])).catch(() => {});
   const tm = location.hash.match(/^#\/trial\/(.+)$/);
-  if (tm) return showTrial(decodeURIComponent(tm[1]));
+  if (tm) return showTrial(decodeURIComponent(tm[1])).catch(() => {});
   if (benchRoute()) return;
   showSection("home");
-  loadJobs();
-  loadStudies();
+  // A 401 shows the token notice (api); nothing else to do here.
+  loadJobs().catch(() => {});
+  loadStudies().catch(() => {});
 }
 window.addEventListener("hashchange", route);
 listen();
