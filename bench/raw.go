@@ -297,11 +297,16 @@ func DecodeRaw(b []byte) ([]Request, error) {
 	return slices.Clip(out), nil
 }
 
-// Samples are the per-request values of metric ("ttft", "tpot", "itl",
-// "e2el"; ms) of the measured (non-warm-up) successful requests of one
-// load level, in request order: what a regression test compares between
-// two runs' cells.
+// Samples are the per-request values of metric ("ttft", "tpot", "e2el";
+// ms) of the measured (non-warm-up) successful requests of one load level,
+// in request order: what a regression test compares between two runs'
+// cells. For "itl" they are the level's inter-token gaps (ITLGaps), not a
+// value per request: ITL pools every gap, as vLLM's bench and the level's
+// own metrics do.
 func Samples(reqs []Request, level int, metric string) []float64 {
+	if metric == "itl" {
+		return ITLGaps(reqs, func(r *Request) bool { return r.Level == level })
+	}
 	var out []float64
 	for i := range reqs {
 		r := &reqs[i]
@@ -313,4 +318,59 @@ func Samples(reqs []Request, level int, metric string) []float64 {
 		}
 	}
 	return out
+}
+
+// maxITLGaps bounds ITLGaps: past it each request's gaps are thinned in
+// proportion (a million gaps would make every permutation of a tail test
+// cost a million steps and tell no more).
+const maxITLGaps = 20000
+
+// ITLGaps are the inter-token gaps (ms) of the measured successful
+// requests that keep accepts, in request order: every request stands for
+// its output-1 gaps, spread over its own gap distribution as its ITL
+// summary describes it (ITLSummary.quantile), so that the pooled values'
+// quantiles are the level's ITL quantiles over every gap, and a request
+// with a 40 ms stall among 7 ms tokens shows it in the pooled p99 where a
+// per-request mean (which is TPOT) averages it away. Beyond maxITLGaps
+// gaps in all, each request keeps a proportional share (at least one).
+func ITLGaps(reqs []Request, keep func(*Request) bool) []float64 {
+	total := 0
+	for i := range reqs {
+		if r := &reqs[i]; r.usableITL() && keep(r) {
+			total += r.Output - 1
+		}
+	}
+	scale := min(1, float64(maxITLGaps)/float64(max(1, total)))
+	out := make([]float64, 0, min(total, maxITLGaps+len(reqs)))
+	for i := range reqs {
+		r := &reqs[i]
+		if !r.usableITL() || !keep(r) {
+			continue
+		}
+		k := max(1, int(math.Round(float64(r.Output-1)*scale)))
+		for j := range k {
+			out = append(out, r.ITL.quantile((float64(j)+0.5)/float64(k)))
+		}
+	}
+	return out
+}
+
+func (r *Request) usableITL() bool { return !r.Warmup && r.OK() && r.Output > 1 }
+
+// quantile is the u-quantile (ms) of a request's gaps, read off a
+// piecewise-linear quantile function through the points the summary
+// fixes: u 0.5 at P50, 0.99 at P99, 1 at Max, and u 0 at the value that
+// makes the function's mean the summary's Mean (kept within [0, P50]).
+func (s ITLSummary) quantile(u float64) float64 {
+	mean, p50, p99, mx := msOf(s.Mean), msOf(s.P50), msOf(s.P99), msOf(s.Max)
+	// Mean of the function: 0.25(lo+p50) + 0.245(p50+p99) + 0.005(p99+max).
+	lo := 4*(mean-0.245*(p50+p99)-0.005*(p99+mx)) - p50
+	lo = max(0, min(p50, lo))
+	switch {
+	case u <= 0.5:
+		return lo + (p50-lo)*u/0.5
+	case u <= 0.99:
+		return p50 + (p99-p50)*(u-0.5)/0.49
+	}
+	return p99 + (mx-p99)*(u-0.99)/0.01
 }

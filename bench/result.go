@@ -98,10 +98,10 @@ func (l *LevelResult) Load() float64 {
 
 // Summarize computes a level's metrics from raw requests with
 // trial.Summarize: TTFT, TPOT, E2EL and the token and request counts are
-// exact (to the microsecond); ITL (pooled over every gap in vLLM bench) is
-// the distribution of the requests' mean ITL, and a throughput counted by
-// token arrival time is approximate, since the raw data keeps a summary
-// per request. Runs store the metrics measured live.
+// exact (to the microsecond); ITL pools every gap as rebuilt from each
+// request's ITL summary (ITLGaps), and a throughput counted by token
+// arrival time is approximate, since the raw data keeps a summary per
+// request. Runs store the metrics measured live.
 func Summarize(reqs []Request, slo trial.SLO) trial.Metrics {
 	recs := make([]trial.Record, len(reqs))
 	chunks := make([]time.Duration, 2*len(reqs)) // one backing array
@@ -118,15 +118,7 @@ func Summarize(reqs []Request, slo trial.SLO) trial.Metrics {
 }
 
 func itlOf(reqs []Request, class string) trial.Dist {
-	xs := make([]float64, 0, len(reqs))
-	for i := range reqs {
-		r := &reqs[i]
-		if r.Warmup || !r.OK() || r.Output <= 1 || (class != "" && trial.PromptClass(r.Prompt) != class) {
-			continue
-		}
-		xs = append(xs, msOf(r.ITL.Mean))
-	}
-	return trial.Distribution(xs)
+	return trial.Distribution(ITLGaps(reqs, func(r *Request) bool { return class == "" || trial.PromptClass(r.Prompt) == class }))
 }
 
 // errorCounts counts the measured requests' error classes.

@@ -462,6 +462,7 @@ func (e *executor) level(ctx context.Context, srv Server, client *trial.Client, 
 			cfg.Logger.Debug("no latency breakdown", "error", err)
 		}
 		m.Breakdown = b
+		m.PrefixCache = probe.PrefixCache()
 	}
 	met, viol := w.SLO.Check(&m)
 	l := LevelResult{Metrics: m, SLOMet: met, Violations: viol, Stability: st, Telemetry: telemetry,

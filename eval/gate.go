@@ -50,6 +50,13 @@ type GateCondition struct {
 	// regression of tpot_p50.
 	Flagged int `json:"flagged_any"`
 	TPOT    int `json:"flagged_tpot_p50"`
+	// Inconclusive counts pairs without a regression but with a row whose
+	// minimum detectable effect exceeds the threshold (compare's exit 3);
+	// Passed the rest: pairs the gate cleared as no regression.
+	Inconclusive int `json:"inconclusive"`
+	Passed       int `json:"passed"`
+	// MDE is each pair's largest minimum detectable effect of tpot_p50.
+	TPOTMDE []float64 `json:"tpot_p50_mde"`
 	// ByMetric counts the pairs flagged per metric name.
 	ByMetric map[string]int `json:"flagged_by_metric"`
 	// TPOTEffects are the measured tpot_p50 effects, pair by pair.
@@ -185,8 +192,13 @@ func (c *GateCondition) score(base, next gate.Run, cfg gate.Config) error {
 		return err
 	}
 	c.Pairs++
-	if cr.Regressed() {
+	switch {
+	case cr.Regressed():
 		c.Flagged++
+	case cr.Undecided():
+		c.Inconclusive++
+	default:
+		c.Passed++
 	}
 	for _, row := range cr.Rows {
 		if row.Verdict == gate.Regression {
@@ -197,6 +209,7 @@ func (c *GateCondition) score(base, next gate.Run, cfg gate.Config) error {
 		}
 		if row.Metric.Name == "tpot_p50" {
 			c.TPOTEffects = append(c.TPOTEffects, row.Effect)
+			c.TPOTMDE = append(c.TPOTMDE, row.MDE)
 			if row.Verdict == gate.Regression {
 				c.TPOT++
 			}
@@ -268,20 +281,29 @@ func ReplayGate(dir string, pairs int, slowdowns []float64, cfg gate.Config) (*G
 
 // WriteGateEval writes the report as Markdown.
 func WriteGateEval(w io.Writer, r *GateEval) error {
-	fmt.Fprintf(w, "Gate on the %s tier: alpha %g (Holm), threshold %g%%; pairs flagged (any metric / tpot_p50):\n\n", r.Matrix, r.Alpha, 100*r.Threshold)
-	fmt.Fprintln(w, "| NEW slowdown | pairs | flagged (any) | flagged (tpot_p50) | tpot_p50 effect min / median / max | flagged by metric |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	fmt.Fprintf(w, "Gate on the %s tier: alpha %g (Holm), threshold %g%%. Per pair the gate flags a regression, is inconclusive "+
+		"(no regression, but some metric's minimum detectable effect above the threshold: exit 3) or passes. "+
+		"Same speed: flagged = false positives; slower: flagged = power.\n\n", r.Matrix, r.Alpha, 100*r.Threshold)
+	fmt.Fprintln(w, "| NEW slowdown | pairs | flagged (any) | rate | inconclusive | passed | flagged (tpot_p50) | tpot_p50 effect min / median / max | tpot_p50 MDE median | flagged by metric |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|")
 	for _, c := range r.Conditions {
-		e := slices.Sorted(slices.Values(c.TPOTEffects))
-		span := "-"
-		if len(e) > 0 {
+		span, mde := "-", "-"
+		if e := slices.Sorted(slices.Values(c.TPOTEffects)); len(e) > 0 {
 			span = fmt.Sprintf("%+.1f%% / %+.1f%% / %+.1f%%", 100*e[0], 100*e[len(e)/2], 100*e[len(e)-1])
+		}
+		if m := slices.Sorted(slices.Values(c.TPOTMDE)); len(m) > 0 {
+			mde = fmt.Sprintf("%.1f%%", 100*m[len(m)/2])
 		}
 		var by []string
 		for _, k := range slices.Sorted(maps.Keys(c.ByMetric)) {
 			by = append(by, fmt.Sprintf("%s %d", k, c.ByMetric[k]))
 		}
-		fmt.Fprintf(w, "| %g | %d | %d | %d | %s | %s |\n", c.Slowdown, c.Pairs, c.Flagged, c.TPOT, span, strings.Join(by, ", "))
+		rate := "-"
+		if c.Pairs > 0 {
+			rate = fmt.Sprintf("%.2f", float64(c.Flagged)/float64(c.Pairs))
+		}
+		fmt.Fprintf(w, "| %g | %d | %d | %s | %d | %d | %d | %s | %s | %s |\n", c.Slowdown, c.Pairs, c.Flagged, rate, c.Inconclusive, c.Passed,
+			c.TPOT, span, mde, strings.Join(by, ", "))
 	}
 	wall := slices.Sorted(slices.Values(r.RunWall))
 	req := make([]float64, len(r.Requests))

@@ -62,7 +62,7 @@ func TestMeasureGate(t *testing.T) {
 		t.Fatalf("conditions %+v", rep.Conditions)
 	}
 	for _, c := range rep.Conditions {
-		if c.Pairs != 1 || len(c.TPOTEffects) != 1 {
+		if c.Pairs != 1 || len(c.TPOTEffects) != 1 || len(c.TPOTMDE) != 1 || c.Flagged+c.Inconclusive+c.Passed != 1 {
 			t.Errorf("condition %g: %+v", c.Slowdown, c)
 		}
 	}
@@ -81,7 +81,7 @@ func TestMeasureGate(t *testing.T) {
 	if err := WriteGateEval(&b, rep); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| 1.27 | 1 | 1 | 1 |", "tpot_p50 1", "over 3 runs"} {
+	for _, want := range []string{"| 1.27 | 1 | 1 | 1.00 | 0 | 0 | 1 |", "tpot_p50 1", "over 3 runs", "| inconclusive | passed |"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, b.String())
 		}

@@ -31,6 +31,21 @@
 // come in clusters, and single-request permutations read one run's stall
 // as a changed tail.
 //
+// Every tested row also reports its minimum detectable effect (Row.MDE):
+// the smallest relative change the comparison finds with 80% power, from
+// the standard errors of both runs' values (stats.QuantileSE, inflated for
+// serial dependence over the same blocks the tests permute) at the level a
+// lone change must pass after the correction (alpha/tests under Holm). A
+// row without a significant change whose MDE exceeds the threshold is
+// Inconclusive, not NoChange: the runs could not have shown a change of
+// the size that counts. A report with no regression and an inconclusive
+// row is Undecided (tuner bench compare exits 3).
+//
+// The ITL series are the level's inter-token gaps, every gap pooled (as
+// vLLM's bench and the level's own metrics count ITL), rebuilt by the
+// caller from each request's ITL quantiles (bench.ITLGaps): not a value
+// per request, which would be TPOT under another name.
+//
 // Values (medians and tails) are trial.Percentile, numpy's linear
 // interpolation, so compare shows the same figures as the run's own report.
 // Comparisons that cannot be tested are rows with the Untestable verdict and

@@ -134,8 +134,16 @@ const (
 	Regression  Verdict = "regression"
 	Improvement Verdict = "improvement"
 	NoChange    Verdict = "no change"
-	Untestable  Verdict = "untestable"
+	// Inconclusive: no significant change, but the runs are too noisy for
+	// the test to have found one of the threshold's size (MDE > threshold):
+	// "no change" would claim what the data cannot show.
+	Inconclusive Verdict = "inconclusive"
+	Untestable   Verdict = "untestable"
 )
+
+// Power is the chance of detecting a true effect of the minimum
+// detectable effect's size (Row.MDE).
+const Power = 0.8
 
 // Row is the comparison of one metric in one cell. Floats that do not
 // apply (no data, no test) are NaN and written as null in JSON.
@@ -157,9 +165,18 @@ type Row struct {
 	Test      string  `json:"test,omitempty"`
 	P         float64 `json:"p"`
 	AdjustedP float64 `json:"p_adjusted"`
-	Verdict   Verdict `json:"verdict"`
-	// Reason explains an Untestable verdict.
+	// MDE is the minimum detectable effect: the smallest relative change
+	// of the metric this comparison finds with 80% power (Power), from the
+	// standard errors of both runs' values (stats.QuantileSE, over blocks
+	// of neighbouring requests when the test uses blocks) at the level
+	// the row is tested at after the correction (alpha/tests under Holm:
+	// the level a lone regression among unchanged metrics must pass).
+	MDE     float64 `json:"mde"`
+	Verdict Verdict `json:"verdict"`
+	// Reason explains an Untestable or Inconclusive verdict.
 	Reason string `json:"reason,omitempty"`
+	// se is the standard error of the effect, relative to Base.
+	se float64
 }
 
 // MarshalJSON writes NaN floats as null (encoding/json rejects NaN).
@@ -178,7 +195,8 @@ func (r Row) MarshalJSON() ([]byte, error) {
 		Effect    *float64 `json:"effect"`
 		P         *float64 `json:"p"`
 		AdjustedP *float64 `json:"p_adjusted"`
-	}{plain(r), num(r.Base), num(r.New), num(r.Effect), num(r.P), num(r.AdjustedP)})
+		MDE       *float64 `json:"mde"`
+	}{plain(r), num(r.Base), num(r.New), num(r.Effect), num(r.P), num(r.AdjustedP), num(r.MDE)})
 }
 
 // Worse is the effect in the metric's bad direction: positive when the new
@@ -212,11 +230,16 @@ type Report struct {
 	Regressions  int `json:"regressions"`
 	Improvements int `json:"improvements"`
 	Unchanged    int `json:"unchanged"`
+	Inconclusive int `json:"inconclusive"`
 	Untestable   int `json:"untestable"`
 }
 
 // Regressed reports whether any row is a regression (a CI job's exit 1).
 func (r *Report) Regressed() bool { return r.Regressions > 0 }
+
+// Undecided reports whether the gate cannot clear the new run: no
+// regression, but at least one row inconclusive (a CI job's exit 3).
+func (r *Report) Undecided() bool { return !r.Regressed() && r.Inconclusive > 0 }
 
 func (c Config) validate() error {
 	if !(c.Alpha > 0 && c.Alpha < 1) {
@@ -318,7 +341,7 @@ func Compare(base, next Run, cfg Config) (*Report, error) {
 // compareOne computes values, effect and the raw p-value of one row.
 func compareOne(bc, nc Cell, m Metric, cfg Config) Row {
 	row := Row{Cell: bc.Name, Metric: m, Threshold: cfg.Threshold, Base: math.NaN(), New: math.NaN(),
-		Effect: math.NaN(), P: math.NaN(), AdjustedP: math.NaN(), Verdict: Untestable}
+		Effect: math.NaN(), P: math.NaN(), AdjustedP: math.NaN(), MDE: math.NaN(), se: math.NaN(), Verdict: Untestable}
 	if t, ok := cfg.Thresholds[m.Name]; ok {
 		row.Threshold = t
 	}
@@ -365,6 +388,18 @@ func compareOne(bc, nc Cell, m Metric, cfg Config) Row {
 		row.Reason = fmt.Sprintf("too few samples (%d and %d): the smallest possible p is %.3g", len(bs), len(ns), floor)
 		return row
 	}
+	blocks := blocked(cfg.Permutations, len(bs), len(ns))
+	batches := 0
+	if blocks {
+		batches = cfg.Permutations.Blocks
+	}
+	seB, errB := stats.QuantileSE(bs, m.Quantile, batches)
+	seN, errN := stats.QuantileSE(ns, m.Quantile, batches)
+	if err := errors.Join(errB, errN); err != nil {
+		row.Reason = err.Error()
+		return row
+	}
+	row.se = math.Hypot(seB, seN) / math.Abs(row.Base)
 	// The quantile's permutation test: a tail's test, and with blocks the
 	// median's guard against serially dependent requests.
 	perm := func() (float64, error) {
@@ -376,7 +411,6 @@ func compareOne(bc, nc Cell, m Metric, cfg Config) Row {
 		res, err := stats.PermutationTest(bs, ns, func(s []float64) float64 { return trial.Percentile(s, pct) }, pc, rng)
 		return res.P, err
 	}
-	blocks := blocked(cfg.Permutations, len(bs), len(ns))
 	if m.Quantile == 0.5 {
 		res, err := stats.MannWhitneyU(bs, ns, cfg.Method)
 		if err != nil {
@@ -435,18 +469,24 @@ func decide(rep *Report, cfg Config) {
 		}
 	}
 	adj := ps
+	level := cfg.Alpha
 	if cfg.Correction == Holm {
 		adj = stats.Holm(ps)
+		level /= float64(max(1, rep.Tests))
 	}
 	for i := range rep.Rows {
 		r := &rep.Rows[i]
 		r.AdjustedP = adj[i]
 		if r.Verdict != Untestable {
+			r.MDE = stats.MinDetectable(r.se, level, Power)
 			switch sig := r.AdjustedP < cfg.Alpha; {
 			case sig && r.Worse() > r.Threshold:
 				r.Verdict = Regression
 			case sig && r.Worse() < -r.Threshold:
 				r.Verdict = Improvement
+			case r.MDE > r.Threshold:
+				r.Verdict = Inconclusive
+				r.Reason = fmt.Sprintf("the runs' spread hides changes below %.1f%% (threshold %s)", 100*r.MDE, share(r.Threshold))
 			default:
 				r.Verdict = NoChange
 			}
@@ -458,6 +498,8 @@ func decide(rep *Report, cfg Config) {
 			rep.Improvements++
 		case NoChange:
 			rep.Unchanged++
+		case Inconclusive:
+			rep.Inconclusive++
 		default:
 			rep.Untestable++
 		}

@@ -51,7 +51,8 @@ func TestCompareVerdicts(t *testing.T) {
 		want  Verdict // for every testable default metric
 		count func(*Report) int
 	}{
-		{"same config", 1, NoChange, func(r *Report) int { return r.Unchanged }},
+		// 200 requests of a noisy lognormal: too few to rule out 5%.
+		{"same config", 1, Inconclusive, func(r *Report) int { return r.Inconclusive }},
 		{"27% slower", 1.27, Regression, func(r *Report) int { return r.Regressions }},
 		{"25% faster", 0.75, Improvement, func(r *Report) int { return r.Improvements }},
 	}
@@ -163,7 +164,7 @@ func TestCompareCorrection(t *testing.T) {
 		corr Correction
 		want Verdict
 		adj  float64
-	}{{Holm, NoChange, math.Min(1, 18*p.P)}, {NoCorrection, Regression, p.P}} {
+	}{{Holm, Inconclusive, math.Min(1, 18*p.P)}, {NoCorrection, Regression, p.P}} {
 		cfg.Correction = tc.corr
 		rep, err := Compare(Run{Model: "m", Cells: bs}, Run{Model: "m", Cells: ns}, cfg)
 		if err != nil {
@@ -199,7 +200,7 @@ func TestCompareTail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := row(t, rep, "c", "ttft_p50"); got.Verdict != NoChange {
+	if got := row(t, rep, "c", "ttft_p50"); got.Verdict != NoChange && got.Verdict != Inconclusive {
 		t.Errorf("median: %+v", got)
 	}
 	if got := row(t, rep, "c", "ttft_p99"); got.Verdict != Regression || got.Test != "block permutation" || got.Effect < 0.5 {
@@ -386,5 +387,49 @@ func TestCompareSerialDependence(t *testing.T) {
 	}
 	if got := rep.Rows[0]; got.Verdict != Regression || got.Test != "mann-whitney asymptotic + block permutation" {
 		t.Errorf("20%% slower: %+v", got)
+	}
+}
+
+// The minimum detectable effect follows the runs' own spread: the same
+// distribution on both sides is "no change" with many quiet samples and
+// "inconclusive" with few noisy ones, the MDE near its theory
+// ((z(1-alpha/2) + z(0.8)) * sqrt(2) * 1.2533 sigma / sqrt(n) for the median
+// of a lognormal), and a large regression is found whatever the MDE.
+func TestCompareInconclusive(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Metrics = []Metric{mustMetric(t, "tpot_p50")}
+	cfg.Permutations.Blocks = 0 // independent values: the theory's case
+	for _, tc := range []struct {
+		name  string
+		n     int
+		sigma float64
+		slow  float64
+		want  Verdict
+	}{
+		{"quiet", 20000, 0.1, 1, NoChange},
+		{"noisy", 150, 0.5, 1, Inconclusive},
+		{"noisy but large", 150, 0.5, 2, Regression},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(9, uint64(tc.n)))
+			cell := func(slow float64) []Cell {
+				return []Cell{{Name: "c", Samples: map[string][]float64{"tpot": lognormal(r, tc.n, 18*slow, tc.sigma)}}}
+			}
+			rep, err := Compare(Run{Model: "m", Cells: cell(1)}, Run{Model: "m", Cells: cell(tc.slow)}, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := rep.Rows[0]
+			if got.Verdict != tc.want {
+				t.Fatalf("verdict %s (MDE %.3f, effect %+.3f, p %.3g), want %s", got.Verdict, got.MDE, got.Effect, got.AdjustedP, tc.want)
+			}
+			theory := (1.95996 + 0.84162) * math.Sqrt2 * 1.2533 * tc.sigma / math.Sqrt(float64(tc.n))
+			if tc.slow == 1 && math.Abs(got.MDE-theory)/theory > 0.3 {
+				t.Errorf("MDE %.4f, theory %.4f", got.MDE, theory)
+			}
+			if (got.Verdict == Inconclusive) != (got.Reason != "") || rep.Undecided() != (tc.want == Inconclusive) {
+				t.Errorf("reason %q, undecided %v", got.Reason, rep.Undecided())
+			}
+		})
 	}
 }

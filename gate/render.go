@@ -13,15 +13,15 @@ import (
 // WriteText writes the report as a table for people.
 func WriteText(w io.Writer, r *Report) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "CELL\tMETRIC\tBASE\tNEW\tEFFECT\tP\tP (ADJ)\tVERDICT\n")
+	fmt.Fprintf(tw, "CELL\tMETRIC\tBASE\tNEW\tEFFECT\tMDE\tP\tP (ADJ)\tVERDICT\n")
 	for _, row := range r.Rows {
 		v := string(row.Verdict)
 		if row.Verdict == Untestable {
 			v += ": " + row.Reason
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Cell, row.Metric.Name,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", row.Cell, row.Metric.Name,
 			value(row.Base, row.Metric.Unit), value(row.New, row.Metric.Unit), effect(row.Effect),
-			pval(row.P), pval(row.AdjustedP), v)
+			mde(row.MDE), pval(row.P), pval(row.AdjustedP), v)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -45,14 +45,22 @@ func WriteJSON(w io.Writer, r *Report) error {
 func WriteMarkdown(w io.Writer, r *Report) error {
 	var b strings.Builder
 	status := "No regression"
-	if r.Regressed() {
+	switch {
+	case r.Regressed():
 		status = "Regression"
+	case r.Undecided():
+		status = "Inconclusive"
 	}
 	fmt.Fprintf(&b, "### Benchmark comparison: %s — %s vs %s\n\n", status, code(r.New), code(r.Base))
 	fmt.Fprintf(&b, "%s. %s.\n\n", capitalize(r.headline()), capitalize(r.rule()))
+	if r.Undecided() {
+		fmt.Fprintf(&b, "Inconclusive: no regression found, but for %d comparison%s the runs are too noisy to find one of the threshold's size "+
+			"(minimum detectable effect above the threshold); rerun with longer runs, or raise the threshold of those metrics.\n\n",
+			r.Inconclusive, plural(r.Inconclusive))
+	}
 	var changed []Row
 	for _, row := range r.Rows {
-		if row.Verdict == Regression || row.Verdict == Improvement {
+		if row.Verdict == Regression || row.Verdict == Improvement || row.Verdict == Inconclusive {
 			changed = append(changed, row)
 		}
 	}
@@ -71,24 +79,27 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 }
 
 func mdTable(b *strings.Builder, rows []Row) {
-	b.WriteString("| Cell | Metric | Base | New | Effect | p (adj.) | Verdict |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---|\n")
+	b.WriteString("| Cell | Metric | Base | New | Effect | MDE | p (adj.) | Verdict |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---|\n")
 	for _, row := range rows {
 		v := string(row.Verdict)
 		switch row.Verdict {
 		case Regression:
 			v = "**regression**"
+		case Inconclusive:
+			v = "Inconclusive"
 		case Untestable:
 			v += ": " + row.Reason
 		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", mdEscape(row.Cell), row.Metric.Name,
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", mdEscape(row.Cell), row.Metric.Name,
 			value(row.Base, row.Metric.Unit), value(row.New, row.Metric.Unit), effect(row.Effect),
-			pval(row.AdjustedP), mdEscape(v))
+			mde(row.MDE), pval(row.AdjustedP), mdEscape(v))
 	}
 }
 
 // JUnit XML: one test suite per comparison, one test case per cell x
-// metric; a regression is a failure, an untestable comparison is skipped.
+// metric; a regression is a failure, an untestable comparison is skipped,
+// and so is an inconclusive one, with type "inconclusive".
 type junitSuites struct {
 	XMLName  xml.Name     `xml:"testsuites"`
 	Name     string       `xml:"name,attr"`
@@ -124,16 +135,18 @@ type junitMessage struct {
 // WriteJUnit writes the report as JUnit XML for CI test reporters.
 func WriteJUnit(w io.Writer, r *Report) error {
 	suite := junitSuite{Name: fmt.Sprintf("bench compare %s vs %s", r.New, r.Base), Tests: len(r.Rows),
-		Failures: r.Regressions, Skipped: r.Untestable}
+		Failures: r.Regressions, Skipped: r.Untestable + r.Inconclusive}
 	for _, row := range r.Rows {
-		detail := fmt.Sprintf("base %s, new %s, effect %s, p %s, adjusted p %s, threshold %s, test %s",
-			value(row.Base, row.Metric.Unit), value(row.New, row.Metric.Unit), effect(row.Effect),
+		detail := fmt.Sprintf("base %s, new %s, effect %s, minimum detectable effect %s, p %s, adjusted p %s, threshold %s, test %s",
+			value(row.Base, row.Metric.Unit), value(row.New, row.Metric.Unit), effect(row.Effect), mde(row.MDE),
 			pval(row.P), pval(row.AdjustedP), share(row.Threshold), orDash(row.Test))
 		c := junitCase{Classname: row.Cell, Name: row.Metric.Name, Time: "0", SystemOut: string(row.Verdict) + ": " + detail}
 		switch row.Verdict {
 		case Regression:
 			c.Failure = &junitMessage{Type: "regression", Text: detail,
 				Message: fmt.Sprintf("%s %s in %s (p adj. %s)", row.Metric.Name, effect(row.Effect), row.Cell, pval(row.AdjustedP))}
+		case Inconclusive:
+			c.Skipped = &junitMessage{Type: "inconclusive", Message: row.Reason, Text: detail}
 		case Untestable:
 			c.Skipped = &junitMessage{Message: row.Reason}
 		}
@@ -154,8 +167,8 @@ func WriteJUnit(w io.Writer, r *Report) error {
 }
 
 func (r *Report) headline() string {
-	return fmt.Sprintf("%d regression%s, %d improvement%s, %d unchanged, %d untestable",
-		r.Regressions, plural(r.Regressions), r.Improvements, plural(r.Improvements), r.Unchanged, r.Untestable)
+	return fmt.Sprintf("%d regression%s, %d improvement%s, %d unchanged, %d inconclusive, %d untestable",
+		r.Regressions, plural(r.Regressions), r.Improvements, plural(r.Improvements), r.Unchanged, r.Inconclusive, r.Untestable)
 }
 
 func (r *Report) rule() string {
@@ -163,7 +176,15 @@ func (r *Report) rule() string {
 	if r.Correction == NoCorrection {
 		corr = "no correction"
 	}
-	return fmt.Sprintf("alpha %g (%s), threshold %s", r.Alpha, corr, share(r.Threshold))
+	return fmt.Sprintf("alpha %g (%s), threshold %s, minimum detectable effect at %g%% power", r.Alpha, corr, share(r.Threshold), 100*Power)
+}
+
+// mde formats a minimum detectable effect: 0.031 as "3.1%".
+func mde(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*v)
 }
 
 // value formats a metric value with about four significant digits.

@@ -39,8 +39,8 @@ func goldenReport(t *testing.T) *Report {
 
 func TestRenderGolden(t *testing.T) {
 	rep := goldenReport(t)
-	if rep.Regressions == 0 || rep.Untestable == 0 || len(rep.Skipped) != 1 {
-		t.Fatalf("fixture lost its point: %d regressions, %d untestable, %d skipped", rep.Regressions, rep.Untestable, len(rep.Skipped))
+	if rep.Regressions == 0 || rep.Untestable == 0 || rep.Inconclusive == 0 || len(rep.Skipped) != 1 {
+		t.Fatalf("fixture lost its point: %d regressions, %d untestable, %d inconclusive, %d skipped", rep.Regressions, rep.Untestable, rep.Inconclusive, len(rep.Skipped))
 	}
 	for _, tc := range []struct {
 		file  string
@@ -95,7 +95,7 @@ func TestRenderParsesBack(t *testing.T) {
 			skips++
 		}
 	}
-	if len(doc.Suites[0].Cases) != len(rep.Rows) || fails != rep.Regressions || skips != rep.Untestable || doc.Failures != rep.Regressions {
+	if len(doc.Suites[0].Cases) != len(rep.Rows) || fails != rep.Regressions || skips != rep.Untestable+rep.Inconclusive || doc.Failures != rep.Regressions {
 		t.Errorf("junit: %d cases, %d failures, %d skipped; report %d rows, %d regressions, %d untestable",
 			len(doc.Suites[0].Cases), fails, skips, len(rep.Rows), rep.Regressions, rep.Untestable)
 	}

@@ -34,12 +34,10 @@ func (p *Proposer) bisect(sc scalariser) (spaces.Config, bool) {
 		hv, _ := pareto.Hypervolume([][]float64{sc.norm.apply(vals)}, dirs, ref)
 		return hv
 	}
-	obs := p.samplerObs()
-	outs := make([]outcome, len(obs))
+	obs, outs := p.samplerObs(), p.samplerOuts()
 	var inc []float64
 	incVol := -1.0
 	for i, o := range obs {
-		outs[i] = evaluate(o, p.cfg.Objectives, p.cfg.SLO)
 		if outs[i].feasible {
 			if v := box(outs[i].vals); v > incVol {
 				incVol, inc = v, p.unitVector(o.Config)

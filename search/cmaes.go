@@ -46,10 +46,10 @@ func (c *cmaState) init(p *Proposer, sc scalariser) error {
 	}
 	sigma := cmaSigmaCold
 	best := math.Inf(1)
-	for _, o := range p.samplerObs() {
-		if v := sc.value(evaluate(o, p.cfg.Objectives, p.cfg.SLO)); v < best {
+	for _, k := range p.sampler {
+		if v := sc.value(p.outs[k]); v < best {
 			best = v
-			mean = p.unitVector(o.Config)
+			mean = p.unitVector(p.history[k].Config)
 			sigma = cmaSigmaWarm
 		}
 	}

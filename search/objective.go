@@ -194,9 +194,9 @@ func (s scalariser) value(o outcome) float64 {
 	if o.failed {
 		return failScore
 	}
-	f := s.norm.apply(o.vals)
 	cheb, sum := math.Inf(-1), 0.0
-	for j, x := range f {
+	for j, v := range o.vals {
+		x := (v*s.norm.sign[j] - s.norm.lo[j]) / (s.norm.hi[j] - s.norm.lo[j])
 		x = math.Max(0, math.Min(1, x))
 		cheb = math.Max(cheb, s.weights[j]*x)
 		sum += s.weights[j] * x
@@ -206,24 +206,4 @@ func (s scalariser) value(o outcome) float64 {
 		v = feasibleCap + math.Min(o.violation, maxViolation)
 	}
 	return v
-}
-
-// frontOf returns the normalised objective vectors of the feasible front of
-// the outcomes.
-func feasibleFront(outs []outcome, norm normaliser) [][]float64 {
-	var pts [][]float64
-	for _, o := range outs {
-		if o.feasible {
-			pts = append(pts, norm.apply(o.vals))
-		}
-	}
-	if len(pts) == 0 {
-		return nil
-	}
-	idx := pareto.Front(pts, minDirs(len(pts[0])))
-	front := make([][]float64, len(idx))
-	for i, k := range idx {
-		front[i] = pts[k]
-	}
-	return front
 }

@@ -1,6 +1,7 @@
 package search
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -217,6 +218,13 @@ type Proposer struct {
 	dims    []dim
 	rng     *rand.Rand
 	history []Observation
+	// outs[i] is history[i] seen through the objectives and SLO, and
+	// sampler lists the indexes the sampler learns from: both computed once
+	// per tell, not once per ask.
+	outs    []outcome
+	sampler []int
+	front   []int           // indexes of the sampler's feasible front, ascending (kept per tell)
+	params  []*trialParams  // history[k] in goptuna's representation (built on first use)
 	tried   map[string]bool // config IDs of this context's observations
 	pending map[string]spaces.Config
 	others  map[string]spaces.Config // in flight on other workers (SetPending)
@@ -252,8 +260,11 @@ func (p *Proposer) add(o Observation) {
 		o.Result = &trial.Result{Status: trial.StatusFailed, Failure: trial.FailCrashed}
 	}
 	p.history = append(p.history, o)
+	p.outs = append(p.outs, evaluate(o, p.cfg.Objectives, p.cfg.SLO))
 	if o.weight() >= p.cfg.SamplerMinWeight {
 		p.tried[o.Config.ID()] = true
+		p.sampler = append(p.sampler, len(p.history)-1)
+		p.insertFront(len(p.history) - 1)
 	}
 	p.told++
 }
@@ -331,13 +342,54 @@ func (p *Proposer) usable() int {
 	return n
 }
 
+// insertFront adds history[k] to the feasible front when no member
+// dominates it, dropping the members it dominates (pareto.Front's rule:
+// equal vectors are all kept).
+func (p *Proposer) insertFront(k int) {
+	e := p.outs[k]
+	if !e.feasible {
+		return
+	}
+	vecs := make([][]float64, len(p.front))
+	for i, f := range p.front {
+		vecs[i] = p.outs[f].vals
+	}
+	add, drop := pareto.Insert(vecs, e.vals, p.cfg.Objectives.Directions())
+	if !add {
+		return
+	}
+	for _, i := range slices.Backward(drop) {
+		p.front = slices.Delete(p.front, i, i+1)
+	}
+	p.front = append(p.front, k)
+}
+
+// normFront returns the feasible front normalised by norm.
+func (p *Proposer) normFront(norm normaliser) [][]float64 {
+	if len(p.front) == 0 {
+		return nil
+	}
+	out := make([][]float64, len(p.front))
+	for i, k := range p.front {
+		out[i] = norm.apply(p.outs[k].vals)
+	}
+	return out
+}
+
+// samplerOuts returns the outcomes of samplerObs, in the same order.
+func (p *Proposer) samplerOuts() []outcome {
+	out := make([]outcome, len(p.sampler))
+	for i, k := range p.sampler {
+		out[i] = p.outs[k]
+	}
+	return out
+}
+
 // samplerObs returns the observations the sampler learns from.
 func (p *Proposer) samplerObs() []Observation {
-	var out []Observation
-	for _, o := range p.history {
-		if o.weight() >= p.cfg.SamplerMinWeight {
-			out = append(out, o)
-		}
+	out := make([]Observation, len(p.sampler))
+	for i, k := range p.sampler {
+		out[i] = p.history[k]
 	}
 	return out
 }
@@ -346,8 +398,8 @@ func (p *Proposer) samplerObs() []Observation {
 // sampler's usable observations.
 func (p *Proposer) scalariser() scalariser {
 	var vecs [][]float64
-	for _, o := range p.samplerObs() {
-		if e := evaluate(o, p.cfg.Objectives, p.cfg.SLO); !e.failed {
+	for _, k := range p.sampler {
+		if e := p.outs[k]; !e.failed {
 			vecs = append(vecs, e.vals)
 		}
 	}
@@ -429,13 +481,13 @@ func (p *Proposer) pool(sc scalariser, n int, screen bool) ([]spaces.Config, err
 // the other contexts' fronts (each by its own objectives) while this one has
 // fewer than two members.
 func (p *Proposer) parents() [][]float64 {
-	front := func(obs []Observation) [][]float64 {
+	front := func(idx []int) [][]float64 {
 		var pts [][]float64
 		var cfgs []spaces.Config
-		for _, o := range obs {
-			if e := evaluate(o, p.cfg.Objectives, p.cfg.SLO); e.feasible {
+		for _, k := range idx {
+			if e := p.outs[k]; e.feasible {
 				pts = append(pts, e.vals)
-				cfgs = append(cfgs, o.Config)
+				cfgs = append(cfgs, p.history[k].Config)
 			}
 		}
 		var out [][]float64
@@ -447,14 +499,14 @@ func (p *Proposer) parents() [][]float64 {
 		}
 		return out
 	}
-	own := front(p.samplerObs())
+	own := front(p.front)
 	if len(own) >= 2 {
 		return own
 	}
-	var other []Observation
-	for _, o := range p.history {
+	var other []int
+	for k, o := range p.history {
 		if o.weight() < p.cfg.SamplerMinWeight {
-			other = append(other, o)
+			other = append(other, k)
 		}
 	}
 	return append(own, front(other)...)
@@ -511,8 +563,8 @@ func (p *Proposer) studyDrawer(sc scalariser, screen bool) (func() (map[string]s
 		return nil, fmt.Errorf("create goptuna study: %w", err)
 	}
 	var told []float64
-	for _, o := range p.samplerObs() {
-		ft, ok := p.frozen(o, sc)
+	for _, k := range p.toldIdx(sc, r) {
+		ft, ok := p.frozen(k, sc)
 		if !ok {
 			continue
 		}
@@ -522,11 +574,11 @@ func (p *Proposer) studyDrawer(sc scalariser, screen bool) (func() (map[string]s
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(p.others)) {
-		ft, ok := p.frozen(Observation{Config: p.others[id], Result: &trial.Result{Status: trial.StatusFailed, Failure: trial.FailCrashed}}, sc)
+		tp, ok := p.paramsOf(p.others[id])
 		if !ok || len(told) == 0 {
 			continue
 		}
-		ft.Value = liarValue(told)
+		ft := completeTrial(tp, liarValue(told))
 		if _, err := study.Storage.CloneTrial(study.ID, ft); err != nil {
 			return nil, fmt.Errorf("tell goptuna study: %w", err)
 		}
@@ -552,21 +604,60 @@ func (p *Proposer) studyDrawer(sc scalariser, screen bool) (func() (map[string]s
 	}, nil
 }
 
-// frozen turns an observation into a complete goptuna trial whose value is
-// its scalarisation. Values outside the (pruned) space are clamped to it.
-func (p *Proposer) frozen(o Observation, sc scalariser) (goptuna.FrozenTrial, bool) {
-	ft := goptuna.FrozenTrial{
-		State:              goptuna.TrialStateComplete,
-		Value:              sc.value(evaluate(o, p.cfg.Objectives, p.cfg.SLO)),
-		IntermediateValues: map[int]float64{},
-		InternalParams:     map[string]float64{},
-		Params:             map[string]interface{}{},
-		Distributions:      map[string]interface{}{},
-		UserAttrs:          map[string]string{},
-		SystemAttrs:        map[string]string{},
+// maxTold bounds the trials told to the goptuna study of one ask, and
+// toldBest is how many of the best of them are always told. TPE models the
+// best 24 (tpe.DefaultGamma) against the rest, so the best 25 keep its
+// "below" group exact and a uniform sample of the others stands for the
+// "above" density; reading and modelling every trial of a 10,000-trial
+// history was most of an Ask.
+const (
+	maxTold  = 1000
+	toldBest = 25
+)
+
+// toldIdx returns the history indexes this ask tells the sampler: all of
+// them up to maxTold, else the toldBest best under sc and a sample of the
+// rest drawn from r, in history order.
+func (p *Proposer) toldIdx(sc scalariser, r *rand.Rand) []int {
+	if len(p.sampler) <= maxTold {
+		return p.sampler
 	}
+	type kv struct {
+		k int
+		v float64
+	}
+	all := make([]kv, len(p.sampler))
+	for i, k := range p.sampler {
+		all[i] = kv{k, sc.value(p.outs[k])}
+	}
+	slices.SortStableFunc(all, func(a, b kv) int { return cmp.Compare(a.v, b.v) })
+	idx := make([]int, len(all))
+	for i, e := range all {
+		idx[i] = e.k
+	}
+	rest := idx[toldBest:]
+	r.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
+	out := idx[:maxTold]
+	slices.Sort(out)
+	return out
+}
+
+// trialParams is a config in goptuna's representation: what a frozen
+// trial of it holds besides its value (which depends on the ask's
+// scalarisation). Built once per observation; the maps are shared by every
+// study it is told to, which only reads them.
+type trialParams struct {
+	internal map[string]float64
+	params   map[string]interface{}
+	dists    map[string]interface{}
+}
+
+// paramsOf returns c's trialParams. Values outside the (pruned) space are
+// clamped to it; ok is false when one cannot be represented.
+func (p *Proposer) paramsOf(c spaces.Config) (*trialParams, bool) {
+	tp := &trialParams{internal: map[string]float64{}, params: map[string]interface{}{}, dists: map[string]interface{}{}}
 	for _, d := range p.dims {
-		v, ok := o.Config.Get(d.p.Name)
+		v, ok := c.Get(d.p.Name)
 		if !ok {
 			v = d.p.Default
 		}
@@ -577,13 +668,42 @@ func (p *Proposer) frozen(o Observation, sc scalariser) (goptuna.FrozenTrial, bo
 		dist := d.distribution()
 		ext, err := goptuna.ToExternalRepresentation(dist, x)
 		if err != nil {
-			return ft, false
+			return nil, false
 		}
-		ft.InternalParams[d.p.Name] = x
-		ft.Params[d.p.Name] = ext
-		ft.Distributions[d.p.Name] = dist
+		tp.internal[d.p.Name] = x
+		tp.params[d.p.Name] = ext
+		tp.dists[d.p.Name] = dist
 	}
-	return ft, true
+	return tp, true
+}
+
+// frozen returns history[k] as a complete goptuna trial whose value is its
+// scalarisation under sc.
+func (p *Proposer) frozen(k int, sc scalariser) (goptuna.FrozenTrial, bool) {
+	for len(p.params) <= k {
+		p.params = append(p.params, nil)
+	}
+	if p.params[k] == nil {
+		tp, ok := p.paramsOf(p.history[k].Config)
+		if !ok {
+			return goptuna.FrozenTrial{}, false
+		}
+		p.params[k] = tp
+	}
+	return completeTrial(p.params[k], sc.value(p.outs[k])), true
+}
+
+func completeTrial(tp *trialParams, value float64) goptuna.FrozenTrial {
+	return goptuna.FrozenTrial{
+		State:              goptuna.TrialStateComplete,
+		Value:              value,
+		IntermediateValues: map[int]float64{},
+		InternalParams:     tp.internal,
+		Params:             tp.params,
+		Distributions:      tp.dists,
+		UserAttrs:          map[string]string{},
+		SystemAttrs:        map[string]string{},
+	}
 }
 
 // screen fits the scorer when due, scores the pool, refines the best
@@ -598,19 +718,16 @@ func (p *Proposer) screen(ctx context.Context, pool []spaces.Config, sc scalaris
 		}
 		p.fitted, p.told = true, 0
 	}
-	var outs []outcome
-	for _, o := range p.samplerObs() {
-		outs = append(outs, evaluate(o, p.cfg.Objectives, p.cfg.SLO))
-	}
-	front := feasibleFront(outs, sc.norm)
+	front := p.normFront(sc.norm)
 	ref := normRef(fixedRef(p.cfg.Objectives, p.cfg.SLO, p.cfg.Space.Target()), sc.norm)
+	top := &hviTop{n: refineParents}
 	score := func(cands []spaces.Config) ([]acqScore, bool) {
 		preds, err := p.cfg.Scorer.Score(ctx, cands)
 		if err != nil || len(preds) != len(cands) {
 			p.cfg.Logger.Warn("surrogate scoring failed; using the sampler's choice", "err", err, "predictions", len(preds), "candidates", len(cands))
 			return nil, false
 		}
-		return acquisition(preds, front, sc, p.cfg.Optimism, p.cfg.FeasibilityExponent, ref), true
+		return acquisition(preds, front, sc, p.cfg.Optimism, p.cfg.FeasibilityExponent, ref, top), true
 	}
 	scores, ok := score(pool)
 	if !ok {

@@ -76,6 +76,7 @@ type tpeSampler struct {
 	candidates int // expected-improvement candidates per suggestion
 	params     tpe.ParzenEstimatorParams
 	cache      map[string]*tpeModel
+	complete   []goptuna.FrozenTrial // the study's complete trials (nil: not read yet)
 }
 
 func newTPESampler(rng *rand.Rand, startup, candidates int) *tpeSampler {
@@ -101,6 +102,7 @@ type tpeModel struct {
 	n              int
 	below, above   []float64
 	lBelow, lAbove *truncGMM // numeric only, built lazily
+	pBelow, pAbove []float64 // categorical level frequencies, built lazily
 	lo, hi         float64
 	log            bool
 }
@@ -134,19 +136,35 @@ func (s *tpeSampler) Sample(study *goptuna.Study, _ goptuna.FrozenTrial, name st
 	return sampleUniform(s.rng, dist)
 }
 
+// trials returns the study's complete trials, read once per sampler (a
+// study snapshot): goptuna copies every trial on each read.
+func (s *tpeSampler) trials(study *goptuna.Study) ([]goptuna.FrozenTrial, error) {
+	if s.complete != nil {
+		return s.complete, nil
+	}
+	all, err := study.GetTrials()
+	if err != nil {
+		return nil, err
+	}
+	s.complete = make([]goptuna.FrozenTrial, 0, len(all))
+	for _, t := range all {
+		if t.State == goptuna.TrialStateComplete {
+			s.complete = append(s.complete, t)
+		}
+	}
+	return s.complete, nil
+}
+
 // observe splits the complete trials that hold the parameter into the best
 // gamma(n) (below) and the rest (above); lower values are better.
 func (s *tpeSampler) observe(study *goptuna.Study, name string) (*tpeModel, error) {
-	trials, err := study.GetTrials()
+	trials, err := s.trials(study)
 	if err != nil {
 		return nil, err
 	}
 	type pair struct{ x, y float64 }
 	var ps []pair
 	for _, t := range trials {
-		if t.State != goptuna.TrialStateComplete {
-			continue
-		}
 		if x, ok := t.InternalParams[name]; ok {
 			y := t.Value
 			if study.Direction() == goptuna.StudyDirectionMaximize {
@@ -189,8 +207,8 @@ func (s *tpeSampler) numeric(m *tpeModel, lo, hi float64, isLog, isInt bool) flo
 		if isLog {
 			l, h = math.Log(lo), math.Log(hi)
 		}
-		m.lBelow = newTruncGMM(tpe.NewParzenEstimator(tr(m.below), l, h, s.params), l, h)
-		m.lAbove = newTruncGMM(tpe.NewParzenEstimator(tr(m.above), l, h, s.params), l, h)
+		m.lBelow = newTruncGMM(mergeGMM(tpe.NewParzenEstimator(tr(m.below), l, h, s.params), maxComponents), l, h)
+		m.lAbove = newTruncGMM(mergeGMM(tpe.NewParzenEstimator(tr(m.above), l, h, s.params), maxComponents), l, h)
 		m.lo, m.hi, m.log = lo, hi, isLog
 	}
 	l, h := lo, hi
@@ -232,6 +250,91 @@ func (s *tpeSampler) drawGMM(pe *tpe.ParzenEstimator, lo, hi float64) float64 {
 		}
 	}
 	return lo + s.rng.Float64()*(hi-lo)
+}
+
+// maxComponents bounds a Parzen mixture: goptuna's estimator has one
+// component per observation, and scoring a candidate against the "above"
+// group (every observation but the best 24) grew linearly with the history,
+// most of an Ask at thousands of trials. Below 64 observations nothing is
+// merged, so short studies are unchanged.
+const maxComponents = 64
+
+// widthClasses is the number of width classes mergeGMM merges within.
+const widthClasses = 4
+
+// mergeGMM returns pe with at most k components. Components are split into
+// widthClasses classes by width (goptuna v0.9.0's estimator pairs means with
+// the widths of other components: floats.Argsort sorts the means in place
+// and the permutation is then applied to them again, so neighbours in mean
+// have unrelated widths), and within a class, adjacent components in mean
+// are merged cheapest first: a merge keeps the pair's weight, mean and
+// variance (moment matching), its cost the weighted squared distance of
+// their means (Ward's criterion), so a dense region merges first.
+func mergeGMM(pe *tpe.ParzenEstimator, k int) *tpe.ParzenEstimator {
+	n := len(pe.Weights)
+	if n <= k {
+		return pe
+	}
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return pe.Sigmas[order[a]] < pe.Sigmas[order[b]] })
+	out := &tpe.ParzenEstimator{}
+	for c := range widthClasses {
+		class := order[c*n/widthClasses : (c+1)*n/widthClasses]
+		sort.SliceStable(class, func(a, b int) bool { return pe.Mus[class[a]] < pe.Mus[class[b]] })
+		w, mu, sd := make([]float64, len(class)), make([]float64, len(class)), make([]float64, len(class))
+		for i, j := range class {
+			w[i], mu[i], sd[i] = pe.Weights[j], pe.Mus[j], pe.Sigmas[j]
+		}
+		w, mu, sd = mergeAdjacent(w, mu, sd, max(1, k/widthClasses))
+		out.Weights = append(out.Weights, w...)
+		out.Mus = append(out.Mus, mu...)
+		out.Sigmas = append(out.Sigmas, sd...)
+	}
+	return out
+}
+
+// mergeAdjacent merges components sorted by mean down to k (see mergeGMM),
+// in passes of disjoint pairs.
+func mergeAdjacent(w, mu, sd []float64, k int) ([]float64, []float64, []float64) {
+	for len(w) > k {
+		n := len(w) - 1
+		cost := make([]float64, n)
+		order := make([]int, n)
+		for i := range n {
+			dm := mu[i] - mu[i+1]
+			cost[i] = w[i] * w[i+1] / (w[i] + w[i+1] + 1e-300) * dm * dm
+			order[i] = i
+		}
+		sort.SliceStable(order, func(a, b int) bool { return cost[order[a]] < cost[order[b]] })
+		merge := make([]bool, n) // merge i with i+1
+		used := make([]bool, n+1)
+		for left, j := len(w)-k, 0; left > 0 && j < n; j++ {
+			i := order[j]
+			if used[i] || used[i+1] {
+				continue
+			}
+			used[i], used[i+1], merge[i] = true, true, true
+			left--
+		}
+		var w2, mu2, sd2 []float64
+		for i := 0; i <= n; i++ {
+			if i < n && merge[i] {
+				a, b := i, i+1
+				ww := w[a] + w[b]
+				m := (w[a]*mu[a] + w[b]*mu[b]) / ww
+				v := (w[a]*(sd[a]*sd[a]+mu[a]*mu[a])+w[b]*(sd[b]*sd[b]+mu[b]*mu[b]))/ww - m*m
+				w2, mu2, sd2 = append(w2, ww), append(mu2, m), append(sd2, math.Sqrt(math.Max(v, 0)))
+				i++
+				continue
+			}
+			w2, mu2, sd2 = append(w2, w[i]), append(mu2, mu[i]), append(sd2, sd[i])
+		}
+		w, mu, sd = w2, mu2, sd2
+	}
+	return w, mu, sd
 }
 
 // truncGMM is a Parzen mixture truncated to [lo, hi] with its normaliser
@@ -291,7 +394,10 @@ func (s *tpeSampler) categorical(m *tpeModel, n int) float64 {
 		}
 		return p
 	}
-	pb, pa := freq(m.below), freq(m.above)
+	if len(m.pBelow) != n {
+		m.pBelow, m.pAbove = freq(m.below), freq(m.above)
+	}
+	pb, pa := m.pBelow, m.pAbove
 	best, bestScore := 0, math.Inf(-1)
 	for c := range s.candidates {
 		u, k := s.rng.Float64(), 0

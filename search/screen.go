@@ -3,6 +3,8 @@ package search
 import (
 	"context"
 	"math"
+	"slices"
+	"sort"
 
 	"github.com/vllm-tuner/tuner/pareto"
 	"github.com/vllm-tuner/tuner/spaces"
@@ -59,7 +61,8 @@ func (a acqScore) better(b acqScore) bool {
 // optimistic prediction under the ask's weights, scaled by the feasibility
 // probability, breaks the tie. Predictions of the wrong length score worst.
 // ref is the normalised reference point (nil: hvRef in every coordinate).
-func acquisition(preds []Prediction, front [][]float64, sc scalariser, k, kf float64, ref []float64) []acqScore {
+// top (may be nil) keeps the best scores seen across calls: see hviTop.
+func acquisition(preds []Prediction, front [][]float64, sc scalariser, k, kf float64, ref []float64, top *hviTop) []acqScore {
 	d := len(sc.weights)
 	dirs := minDirs(d)
 	if len(ref) != d {
@@ -70,6 +73,10 @@ func acquisition(preds []Prediction, front [][]float64, sc scalariser, k, kf flo
 	}
 	base, _ := pareto.Hypervolume(front, dirs, ref)
 	out := make([]acqScore, len(preds))
+	ys := make([][]float64, len(preds))
+	pfs := make([]float64, len(preds))
+	bound := make([]float64, len(preds))
+	order := make([]int, 0, len(preds))
 	for i, p := range preds {
 		out[i] = acqScore{hvi: -1, tie: math.Inf(-1)}
 		if len(p.Mean) != d {
@@ -82,19 +89,96 @@ func acquisition(preds []Prediction, front [][]float64, sc scalariser, k, kf flo
 			}
 		}
 		pf := math.Pow(math.Max(0, math.Min(1, p.PFeasible)), kf)
-		hv, err := pareto.Hypervolume(append(front[:len(front):len(front)], y), dirs, ref)
-		hvi := 0.0
-		if err == nil {
-			hvi = math.Max(0, hv-base) * pf
-		}
 		cheb, sum := math.Inf(-1), 0.0
 		for j, x := range y {
 			cheb = math.Max(cheb, sc.weights[j]*x)
 			sum += sc.weights[j] * x
 		}
-		out[i] = acqScore{hvi: hvi, tie: pf * (failScore - (cheb + parEGORho*sum))}
+		out[i] = acqScore{hvi: 0, tie: pf * (failScore - (cheb + parEGORho*sum))}
+		ys[i], pfs[i], bound[i] = y, pf, pf*hviBound(front, y, ref)*(1+1e-9)+1e-300
+		order = append(order, i)
+	}
+	// Largest bound first: once a candidate's bound is below the kept best,
+	// its gain cannot reach them and the sweep is skipped. On a front of hundreds of members the sweeps were
+	// most of an Ask; what the caller reads (the best few) is unchanged.
+	sort.SliceStable(order, func(a, b int) bool { return bound[order[a]] > bound[order[b]] })
+	for _, i := range order {
+		if top.excludes(bound[i]) {
+			out[i] = acqScore{hvi: -0.5, tie: math.Inf(-1)}
+			continue
+		}
+		if !weaklyDominated(front, ys[i]) { // else it adds nothing: skip the sweep
+			if hv, err := pareto.Hypervolume(append(front[:len(front):len(front)], ys[i]), dirs, ref); err == nil {
+				out[i].hvi = math.Max(0, hv-base) * pfs[i]
+			}
+		}
+		top.add(out[i].hvi)
 	}
 	return out
+}
+
+// hviBound bounds the hypervolume y adds to front (minimisation space, ref
+// the reference point): the volume of y's own box less the largest part of
+// it one front member dominates, O(front) where the sweep is O(front log
+// front) with allocations. Zero when a member weakly dominates y.
+func hviBound(front [][]float64, y, ref []float64) float64 {
+	vol := func(lo func(j int) float64) float64 {
+		v := 1.0
+		for j := range y {
+			v *= math.Max(0, ref[j]-lo(j))
+		}
+		return v
+	}
+	own := vol(func(j int) float64 { return y[j] })
+	covered := 0.0
+	for _, f := range front {
+		covered = math.Max(covered, vol(func(j int) float64 { return math.Max(f[j], y[j]) }))
+	}
+	return math.Max(0, own-covered)
+}
+
+// hviTop keeps the n largest gains scored so far in one screening. A
+// candidate whose bound is below the n-th cannot enter the n best, which are
+// all the screening reads (the refinement's parents and the winner), so its
+// sweep can be skipped; it then scores below every swept candidate. A nil
+// *hviTop skips nothing.
+type hviTop struct {
+	n    int
+	vals []float64 // ascending, at most n
+}
+
+func (t *hviTop) add(v float64) {
+	if t == nil {
+		return
+	}
+	i, _ := slices.BinarySearch(t.vals, v)
+	t.vals = slices.Insert(t.vals, i, v)
+	if len(t.vals) > t.n {
+		t.vals = t.vals[1:]
+	}
+}
+
+// excludes reports whether a gain of at most bound cannot enter the n best.
+func (t *hviTop) excludes(bound float64) bool {
+	return t != nil && len(t.vals) == t.n && t.n > 0 && bound < t.vals[0]
+}
+
+// weaklyDominated reports whether a member of front (minimisation space) is
+// no worse than y in every coordinate.
+func weaklyDominated(front [][]float64, y []float64) bool {
+	for _, f := range front {
+		worse := false
+		for j, v := range f {
+			if v > y[j] {
+				worse = true
+				break
+			}
+		}
+		if !worse {
+			return true
+		}
+	}
+	return false
 }
 
 // best returns the index of the best score (-1 for none).

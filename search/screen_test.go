@@ -64,8 +64,8 @@ func TestAcquisitionFixedRefValuesEnds(t *testing.T) {
 	sc := scalariser{norm: norm, weights: []float64{0.5, 0.5}}
 	front := [][]float64{norm.apply(vecs[0]), norm.apply(vecs[1])}
 	pred := []Prediction{{Mean: []float64{1000, 30}, Std: []float64{0, 0}, PFeasible: 1}}
-	local := acquisition(pred, front, sc, 0, 1, nil)
-	fixed := acquisition(pred, front, sc, 0, 1, normRef([]float64{0, 80}, norm))
+	local := acquisition(pred, front, sc, 0, 1, nil, nil)
+	fixed := acquisition(pred, front, sc, 0, 1, normRef([]float64{0, 80}, norm), nil)
 	if local[0].hvi != 0 {
 		t.Fatalf("local reference credits a point beyond its box: %v", local[0].hvi)
 	}
@@ -92,7 +92,7 @@ func TestAcquisitionFeasibilityExponent(t *testing.T) {
 		want int
 	}{{1, 0}, {3, 1}}
 	for _, c := range cases {
-		if got := best(acquisition(preds, front, sc, 0, c.kf, nil)); got != c.want {
+		if got := best(acquisition(preds, front, sc, 0, c.kf, nil, nil)); got != c.want {
 			t.Errorf("exponent %v: best = %d, want %d", c.kf, got, c.want)
 		}
 	}

@@ -94,6 +94,11 @@ func resolveArgs(base, rs *spaces.Space, t spaces.Target, cfg spaces.Config) (En
 	var unknown []string
 	for _, name := range cfg.Names() {
 		p, ok := base.Param(name)
+		if !ok {
+			if f, known := spaces.LookupFlag(name); known && f.In(version) {
+				continue // accepted, not modelled (Unmodelled names it)
+			}
+		}
 		if !ok || !versionHas(version, p) {
 			unknown = append(unknown, spaces.FlagName(name))
 		}
@@ -168,6 +173,34 @@ func resolveArgs(base, rs *spaces.Space, t spaces.Target, cfg spaces.Config) (En
 		a.SchedulingPolicy = "fcfs"
 	}
 	return a, nil
+}
+
+// Unmodelled lists the flags of cfg the simulator accepts but does not
+// model (vLLM flags outside the built-in space), as "--flag=value".
+func Unmodelled(cfg spaces.Config) []string {
+	base, err := spaces.Default()
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, name := range cfg.Names() {
+		if _, ok := base.Param(name); ok {
+			continue
+		}
+		v, _ := cfg.Get(name)
+		out = append(out, spaces.FlagName(name)+"="+v.String())
+	}
+	return out
+}
+
+// UnmodelledLine is the log line that names the flags the simulation
+// ignores ("" when none).
+func UnmodelledLine(cfg spaces.Config) string {
+	u := Unmodelled(cfg)
+	if len(u) == 0 {
+		return ""
+	}
+	return "vllm-sim: accepted but not modelled (no effect on the simulated performance): " + strings.Join(u, " ")
 }
 
 func versionHas(version string, p *spaces.Param) bool {

@@ -233,8 +233,21 @@ func ParseServeArgs(args []string) (ServeOptions, error) {
 	m := map[string]spaces.Value{}
 	for _, name := range p.order {
 		raw := p.engine[name]
-		prm, _ := space.Param(name)
 		flag := spaces.FlagName(name)
+		prm, ok := space.Param(name)
+		if !ok {
+			f, _ := spaces.LookupFlag(name)
+			if !f.In(o.Version) {
+				p.unknown = append(p.unknown, p.spelled[name])
+				continue
+			}
+			_, v, err := f.Param(raw)
+			if err != nil {
+				return o, &ArgError{Msg: fmt.Sprintf("argument %s: %v", flag, err)}
+			}
+			m[name] = v
+			continue
+		}
 		if !versionHas(o.Version, prm) {
 			p.unknown = append(p.unknown, p.spelled[name])
 			continue
@@ -397,6 +410,24 @@ func (p *argParser) parse(o *ServeOptions, args []string, fromConfig bool) error
 			}
 		}
 		if !ok {
+			if f, known := spaces.LookupFlag(name); known {
+				// A vLLM flag the simulator does not model: accepted, its
+				// value checked by type, and named in the startup log.
+				if f.Type == spaces.FlagBool {
+					p.setEngine(f.Name, "true", flag)
+					continue
+				}
+				v, err := takeValue()
+				if err != nil {
+					return err
+				}
+				p.setEngine(f.Name, v, flag)
+				continue
+			}
+			if f, known := spaces.LookupFlag(strings.TrimPrefix(name, "no_")); known && f.Type == spaces.FlagBool {
+				p.setEngine(f.Name, "false", flag)
+				continue
+			}
 			p.unknown = append(p.unknown, a)
 			if !hasVal && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") && positional > 0 {
 				// argparse leaves the value of an unknown flag unrecognized too
@@ -533,8 +564,11 @@ func hasNoForm(key string) bool {
 	if err != nil {
 		return false
 	}
-	p, ok := space.Param(name)
-	return ok && p.Kind == spaces.Bool
+	if p, ok := space.Param(name); ok {
+		return p.Kind == spaces.Bool
+	}
+	f, ok := spaces.LookupFlag(name)
+	return ok && f.Type == spaces.FlagBool
 }
 
 func contains(list []string, s string) bool {

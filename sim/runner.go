@@ -267,6 +267,11 @@ func (r *Runner) run(ctx context.Context, cfg spaces.Config, w trial.Workload, c
 		if m.Breakdown, err = breakdownOf(reg, recs); err != nil {
 			return trial.Level{}, err
 		}
+		var queried, hits int64
+		for _, e := range engines {
+			queried, hits = queried+e.Stats.PrefixQueries, hits+e.Stats.PrefixHits
+		}
+		m.PrefixCache = trial.NewPrefixCache(float64(queried), float64(hits))
 		st := trial.Stability{Stable: true, Reason: "virtual clock", Windows: 1}
 		if !lv.closed {
 			trial.MarkOverload(recs, &m)

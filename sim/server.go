@@ -112,6 +112,9 @@ func Serve(ctx context.Context, o ServeOptions, logw io.Writer, opts ...ServeOpt
 	lg := &vlog{w: logw, pid: os.Getpid()}
 	lg.api("api_server.py", "vLLM API server version "+o.Version)
 	lg.api("utils.py", "non-default args: "+nonDefaultArgs(o))
+	if ln := UnmodelledLine(o.Engine); ln != "" {
+		lg.line("APIServer", "WARNING", "vllm_sim.py", ln)
+	}
 
 	s, se := newServer(o, lg)
 	if se != nil {

@@ -39,6 +39,11 @@ type Param struct {
 	Until   string `json:"until,omitempty"` // first vLLM version without it
 	Help    string `json:"help,omitempty"`
 	Source  string `json:"source,omitempty"` // where in vLLM the default comes from
+	// Extra marks a vLLM flag outside the built-in space that a user file
+	// added (vllm_flags.yaml lists those it may add): passed to the engine
+	// and into the recommendation like any other, but not modelled by the
+	// simulator or the catalog's constraints.
+	Extra bool `json:"extra,omitempty"`
 }
 
 // CondValue is a default that applies when When holds (nil: always); the
@@ -292,8 +297,13 @@ func parseSpace(file string, b []byte, base *Space) (*Space, error) {
 		}
 		seen[name] = true
 		idx := s.index(name)
+		var flag VLLMFlag
 		if base != nil && idx < 0 {
-			return nil, loc.Errf(path+".name", field, "unknown parameter (no vLLM flag %s in the default space)", FlagName(name))
+			f, ok := LookupFlag(name)
+			if !ok {
+				return nil, loc.Errf(path+".name", field, "unknown parameter: vLLM has no engine flag %s that a space may tune (neither in the default space nor in the vLLM flag list, spaces/vllm_flags.yaml)", FlagName(name))
+			}
+			flag = f
 		}
 		if rp.Drop {
 			// Dropped: neither searched nor passed, so the engine uses its own
@@ -313,6 +323,14 @@ func parseSpace(file string, b []byte, base *Space) (*Space, error) {
 		}
 		if err := applyRaw(&p, rp, loc, path, field, base == nil || idx < 0); err != nil {
 			return nil, err
+		}
+		if flag.Name != "" {
+			if err := flag.fits(&p); err != nil {
+				return nil, loc.Errf(path+".kind", field+".kind", "%v", err)
+			}
+			// The flag list knows which versions have it; a file cannot
+			// widen that.
+			p.Extra, p.Since, p.Until = true, flag.Since, flag.Until
 		}
 		if idx >= 0 {
 			s.Params[idx] = p

@@ -374,7 +374,7 @@ func TestBadSpaceFiles(t *testing.T) {
 		{"bad-unknown-key.yaml", 4, "maxx"},
 		{"bad-min-gt-max.yaml", 4, "min 16384 > max 4096"},
 		{"bad-default-range.yaml", 7, "default 0.99 outside the range"},
-		{"bad-unknown-flag.yaml", 4, "unknown parameter (no vLLM flag --max-num-sequences"},
+		{"bad-unknown-flag.yaml", 4, "vLLM has no engine flag --max-num-sequences"},
 		{"bad-kind.yaml", 3, "cannot change kind"},
 		{"bad-constraint.yaml", 3, `unknown identifier "max_num_batchd_tokens"`},
 		{"bad-syntax.yaml", 3, ""},

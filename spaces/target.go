@@ -113,6 +113,12 @@ func (s *Space) Resolve(t Target) (*Space, error) {
 	r.target = &t
 	kept := r.Params[:0]
 	for _, p := range r.Params {
+		if p.Extra && p.Active() && !inVersionRange(t.version(), p.Since, p.Until) {
+			// The user asked for this flag by name: dropping it silently
+			// would tune something else than they asked.
+			return nil, fmt.Errorf("%w: the space adds %s, which vLLM %s does not have (%s)",
+				ErrFlagVersion, FlagName(p.Name), t.version(), VLLMFlag{Since: p.Since, Until: p.Until}.Versions())
+		}
 		if inVersionRange(t.version(), p.Since, p.Until) {
 			kept = append(kept, p)
 		}

@@ -2,8 +2,10 @@
 // each is written once: the two-sample Mann-Whitney U test (MannWhitneyU),
 // the two-sample Kolmogorov-Smirnov p-value (KSTest, used by trial's
 // steady-state check), a two-sample permutation test of any statistic of a
-// sorted sample (PermutationTest, used for tail quantiles), and the
-// Holm-Bonferroni step-down adjustment (Holm).
+// sorted sample (PermutationTest, used for tail quantiles), the
+// Holm-Bonferroni step-down adjustment (Holm), and the standard error of a
+// sample quantile under serial dependence (QuantileSE) with the minimum
+// detectable effect it implies (MinDetectable), used by the regression gate.
 //
 // MannWhitneyU follows scipy.stats.mannwhitneyu (scipy 1.10, two-sided,
 // use_continuity=True) number for number: the same statistic (U of the first

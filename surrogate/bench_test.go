@@ -3,10 +3,9 @@ package surrogate
 import (
 	"math/rand/v2"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
+	"github.com/vllm-tuner/tuner/internal/benchcpu"
 	"github.com/vllm-tuner/tuner/spaces"
 )
 
@@ -37,31 +36,52 @@ func benchMatrix(b *testing.B) *Matrix {
 	return benchData.m
 }
 
-// cpuTime is the process's user+system CPU time. The benchmarks report it
-// per op besides wall time: on a shared machine wall time measures the
-// neighbours, CPU time measures the code.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func reportCPU(b *testing.B, start time.Duration) {
-	b.ReportMetric(float64((cpuTime()-start).Microseconds())/1000/float64(b.N), "cpu-ms/op")
-}
-
 // BenchmarkTrain1000 trains the default surrogate (5 members x 3 objectives
 // + classifier) on 1,000 trials.
 func BenchmarkTrain1000(b *testing.B) {
 	m := benchMatrix(b)
 	b.ResetTimer()
-	c0 := cpuTime()
+	c0 := benchcpu.Start()
 	for range b.N {
 		if _, err := TrainMatrix(m, DefaultOptions()); err != nil {
 			b.Fatal(err)
 		}
 	}
-	reportCPU(b, c0)
+	c0.Report(b)
+}
+
+var bench10k struct {
+	once sync.Once
+	m    *Matrix
+}
+
+// BenchmarkTrain10000 trains the default surrogate on 10,000 distinct
+// simulated trials (a long multi-worker study; the goal is <= 2 s).
+func BenchmarkTrain10000(b *testing.B) {
+	bench10k.once.Do(func() {
+		tg := mustTarget(b, "Llama-3.1-8B", "H100", 1)
+		seen := map[string]bool{}
+		ss := simSamples(b, tg, chatWorkload(100), 10000, 6, func(c spaces.Config) bool {
+			if seen[c.ID()] {
+				return false
+			}
+			seen[c.ID()] = true
+			return true
+		})
+		m, err := BuildMatrix(NewSchema(resolved(b, tg)), DefaultObjectives(), ss)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bench10k.m = m
+	})
+	b.ResetTimer()
+	c0 := benchcpu.Start()
+	for range b.N {
+		if _, err := TrainMatrix(bench10k.m, DefaultOptions()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c0.Report(b)
 }
 
 // BenchmarkPredict10000 scores 10,000 encoded candidates.
@@ -73,11 +93,11 @@ func BenchmarkPredict10000(b *testing.B) {
 	}
 	x := s.Schema.Encoder(benchData.tg, chatWorkload(100)).EncodeAll(benchData.cands)
 	b.ResetTimer()
-	c0 := cpuTime()
+	c0 := benchcpu.Start()
 	for range b.N {
 		s.Predict(x)
 	}
-	reportCPU(b, c0)
+	c0.Report(b)
 }
 
 // BenchmarkEncodePredict10000 encodes and scores 10,000 candidate configs.
@@ -89,11 +109,11 @@ func BenchmarkEncodePredict10000(b *testing.B) {
 	}
 	enc := s.Schema.Encoder(benchData.tg, chatWorkload(100))
 	b.ResetTimer()
-	c0 := cpuTime()
+	c0 := benchcpu.Start()
 	for range b.N {
 		s.Predict(enc.EncodeAll(benchData.cands))
 	}
-	reportCPU(b, c0)
+	c0.Report(b)
 }
 
 // BenchmarkEncode10000 encodes 10,000 candidate configs.
@@ -101,9 +121,9 @@ func BenchmarkEncode10000(b *testing.B) {
 	benchMatrix(b)
 	enc := NewSchema(resolved(b, benchData.tg)).Encoder(benchData.tg, chatWorkload(100))
 	b.ResetTimer()
-	c0 := cpuTime()
+	c0 := benchcpu.Start()
 	for range b.N {
 		enc.EncodeAll(benchData.cands)
 	}
-	reportCPU(b, c0)
+	c0.Report(b)
 }

@@ -26,6 +26,15 @@ const (
 // latencyHists are the histograms a LatencyScrape keeps.
 var latencyHists = []string{HistQueue, HistPrefill, HistDecode, HistE2E}
 
+// The prefix-cache counters (in tokens), current name first, then the name
+// before vLLM 0.12. A LatencyScrape keeps a counter as a Histogram with its
+// value in Count and no buckets, so one scrape serves the breakdown and the
+// hit rate.
+var (
+	CounterPrefixQueries = []string{"vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"}
+	CounterPrefixHits    = []string{"vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"}
+)
+
 // Histogram is one Prometheus histogram summed over its label sets (one
 // per engine core): cumulative bucket counts by upper bound, sum and count.
 type Histogram struct {
@@ -82,7 +91,37 @@ func LatencyFromFamilies(fams map[string]*dto.MetricFamily) LatencyScrape {
 		}
 		out[name] = h
 	}
+	for _, names := range [][]string{CounterPrefixQueries, CounterPrefixHits} {
+		for _, name := range names {
+			mf, ok := fams[name]
+			if !ok {
+				continue
+			}
+			var v float64
+			for _, m := range mf.GetMetric() {
+				v += m.GetCounter().GetValue() + m.GetUntyped().GetValue()
+			}
+			out[names[0]] = Histogram{Sum: v, Count: v}
+			break
+		}
+	}
 	return out
+}
+
+// PrefixCacheOf is the prefix-cache reading between two scrapes (nil when
+// the engine does not export the counters, restarted, or looked nothing
+// up).
+func PrefixCacheOf(before, after LatencyScrape) *PrefixCache {
+	q1, ok1 := after[CounterPrefixQueries[0]]
+	h1, ok2 := after[CounterPrefixHits[0]]
+	if !ok1 || !ok2 {
+		return nil
+	}
+	q0, h0 := before[CounterPrefixQueries[0]], before[CounterPrefixHits[0]]
+	if q1.Count < q0.Count || h1.Count < h0.Count {
+		return nil
+	}
+	return NewPrefixCache(q1.Count-q0.Count, h1.Count-h0.Count)
 }
 
 // ScrapeLatency fetches base+"/metrics" and reads the phase histograms.
@@ -285,7 +324,17 @@ type LatencyProbe struct {
 	hc     *http.Client
 	base   string
 	before LatencyScrape
+	after  LatencyScrape
 	err    error
+}
+
+// PrefixCache is the prefix-cache hit rate over the window Finish closed
+// (nil before Finish or without the engine's counters).
+func (p *LatencyProbe) PrefixCache() *PrefixCache {
+	if p == nil || p.after == nil {
+		return nil
+	}
+	return PrefixCacheOf(p.before, p.after)
 }
 
 // StartLatencyProbe takes the "before" scrape of base's /metrics.
@@ -323,6 +372,7 @@ func (p *LatencyProbe) Finish(ctx context.Context, recs []Record) (*Breakdown, e
 		if err != nil {
 			return nil, err
 		}
+		p.after = after
 		b, err := Decompose(p.before, after, recs)
 		if err != nil || b.EngineRequests >= ok || time.Now().After(deadline) {
 			return b, err

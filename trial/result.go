@@ -3,6 +3,7 @@ package trial
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/vllm-tuner/tuner/spaces"
@@ -132,10 +133,38 @@ type Metrics struct {
 	// Fairness compares the tenants' tails.
 	ByTenant map[string]*Metrics `json:"by_tenant,omitempty"`
 	Fairness *Fairness           `json:"fairness,omitempty"`
+	// PrefixCache is the engine's prefix-cache hit rate over the level
+	// (nil when the engine's counters could not be read, or it looked
+	// nothing up: prefix caching off).
+	PrefixCache *PrefixCache `json:"prefix_cache,omitempty"`
+}
+
+// PrefixCache is what vLLM's prefix cache found over a window, from its
+// counters vllm:prefix_cache_queries_total and vllm:prefix_cache_hits_total
+// (in tokens; vllm:gpu_prefix_cache_* before 0.12): the hit rate is
+// rate(hits)/rate(queries), as vLLM's docs compute it.
+type PrefixCache struct {
+	QueriedTokens float64 `json:"queried_tokens"`
+	HitTokens     float64 `json:"hit_tokens"`
+	HitRate       float64 `json:"hit_rate"` // fraction 0-1
+}
+
+func (p *PrefixCache) String() string {
+	return fmt.Sprintf("hit rate %.1f%% (%.0f of %.0f prompt tokens found)", 100*p.HitRate, p.HitTokens, p.QueriedTokens)
+}
+
+// NewPrefixCache is the window's reading from the counters' increments;
+// nil when nothing was looked up.
+func NewPrefixCache(queried, hits float64) *PrefixCache {
+	if !(queried > 0) || hits < 0 {
+		return nil
+	}
+	return &PrefixCache{QueriedTokens: queried, HitTokens: hits, HitRate: math.Min(1, hits/queried)}
 }
 
 // Value returns a metric by name: "output_throughput", "request_throughput",
 // "total_token_throughput", "request_goodput", "error_rate",
+// "prefix_cache_hit_rate" (a fraction; absent when not measured),
 // "fairness_<ttft|e2el>_p95" (worst over best tenant, LoRA workloads), or
 // "<ttft|tpot|itl|e2el>_<mean|median|p50|p90|p95|p99|max>" in ms.
 func (m *Metrics) Value(name string) (float64, bool) {
@@ -150,6 +179,11 @@ func (m *Metrics) Value(name string) (float64, bool) {
 		return m.RequestGoodput, true
 	case "error_rate":
 		return m.ErrorRate, true
+	case "prefix_cache_hit_rate":
+		if m.PrefixCache == nil {
+			return 0, false
+		}
+		return m.PrefixCache.HitRate, true
 	case "fairness_ttft_p95", "fairness_e2el_p95":
 		if m.Fairness == nil {
 			return 0, false

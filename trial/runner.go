@@ -617,6 +617,7 @@ func (lr *levelRunner) measure(ctx context.Context, idx int, v float64, lw Workl
 			lr.r.log.Debug("no latency breakdown", "error", err)
 		}
 		m.Breakdown = b
+		m.PrefixCache = probe.PrefixCache()
 	}
 	met, viol := lr.w.SLO.Check(&m)
 	st := a.Stability

@@ -61,9 +61,9 @@ func ParseSLO(s string) (SLO, error) {
 		name, val, _ := strings.Cut(term, op)
 		name = strings.TrimSpace(name)
 		val = strings.TrimSpace(val)
-		var probe Metrics
+		probe := Metrics{PrefixCache: &PrefixCache{}}
 		if _, ok := probe.Value(name); !ok {
-			return nil, fmt.Errorf("slo term %d %q: unknown metric %q (e.g. ttft_p99, tpot_p99, itl_p99, e2el_p99, output_throughput)", i+1, term, name)
+			return nil, fmt.Errorf("slo term %d %q: unknown metric %q (e.g. ttft_p99, tpot_p99, itl_p99, e2el_p99, output_throughput, prefix_cache_hit_rate)", i+1, term, name)
 		}
 		latency := isLatency(name)
 		mult := 1.0
@@ -87,6 +87,9 @@ func ParseSLO(s string) (SLO, error) {
 		}
 		if pct {
 			f /= 100
+		}
+		if name == "prefix_cache_hit_rate" && f > 1 {
+			return nil, fmt.Errorf("slo term %d %q: prefix_cache_hit_rate is a fraction (0.5)", i+1, term)
 		}
 		if name == "error_rate" && f > 1 {
 			return nil, fmt.Errorf("slo term %d %q: error_rate is a fraction (0.01) or a percentage (1%%)", i+1, term)

@@ -11,8 +11,7 @@ import (
 	"github.com/vllm-tuner/tuner/tuner"
 )
 
-// defaultGateThreshold is compare's default threshold (the core's: see
-// tuner.DefaultGateThreshold for why 2%).
+// defaultGateThreshold is compare's default threshold (the core's, 5%).
 const defaultGateThreshold = tuner.DefaultGateThreshold
 
 // withGateCommands adds compare and history to the bench command.
@@ -24,7 +23,7 @@ func withGateCommands(c *cli.Command) *cli.Command {
 func gateFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.Float64Flag{Name: "alpha", Value: 0.05, Usage: "family-wise significance level"},
-		&cli.StringFlag{Name: "threshold", Value: fmt.Sprintf("%g%%", 100*defaultGateThreshold), Usage: "smallest relative effect that counts (2% or 0.02)"},
+		&cli.StringFlag{Name: "threshold", Value: fmt.Sprintf("%g%%", 100*defaultGateThreshold), Usage: "smallest relative effect that counts (5% or 0.05)"},
 		&cli.StringSliceFlag{Name: "threshold-for", Usage: "per-metric threshold METRIC=SHARE, e.g. tpot_p50=3% (repeatable)"},
 		&cli.BoolFlag{Name: "no-correction", Usage: "test each cell x metric at alpha (no Holm correction)"},
 		&cli.StringFlag{Name: "metrics", Usage: "comma-separated metrics, e.g. tpot_p50,ttft_p99 (default: ttft, tpot, itl, e2el at p50 and p99, output_throughput)"},
@@ -34,13 +33,16 @@ func gateFlags() []cli.Flag {
 func benchCompareCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "compare",
-		Usage:     "regression gate: did NEW get slower than BASE? (exit 0 no, 1 regression, 2 usage or incomparable)",
+		Usage:     "regression gate: did NEW get slower than BASE? (exit 0 no, 1 regression, 2 usage or incomparable, 3 inconclusive)",
 		ArgsUsage: "BASE NEW | --baseline-tier TIER NEW",
 		Description: "BASE and NEW are run IDs (r<N>), latest, or latest:KEY=VALUE[,KEY=VALUE] (the newest other run\n" +
 			"with those labels); --baseline-tier TIER takes the newest finished run of that tier and NEW's model\n" +
 			"before NEW as BASE. Per cell (x load level) present in both and per metric, a two-sided Mann-Whitney U\n" +
 			"test of the per-request samples (a permutation test for tails); a metric regresses when its\n" +
-			"Holm-adjusted p < --alpha and the effect is worse than the threshold.",
+			"Holm-adjusted p < --alpha and the effect is worse than the threshold. Every row reports its minimum\n" +
+			"detectable effect (MDE: the smallest change found with 80% power, from the runs' own spread); a row\n" +
+			"without a significant change whose MDE exceeds the threshold is inconclusive: the runs are too noisy\n" +
+			"to tell. Exit 0: no regression; 1: a regression; 3: no regression, but some row inconclusive.",
 		Flags: append(gateFlags(),
 			&cli.StringFlag{Name: "baseline-tier", Usage: "BASE = the newest finished run of this tier before NEW"},
 			&cli.BoolFlag{Name: "json", Usage: "JSON"},
@@ -69,13 +71,21 @@ var loadGateRun = tuner.LoadGateRun
 // regressionError is compare's exit 1: the report was written.
 type regressionError struct{ rep *gate.Report }
 
-func (e regressionError) Error() string {
+// rowsWith lists the rows of verdict v, each as f writes it.
+func rowsWith(rep *gate.Report, v gate.Verdict, f func(gate.Row) string) []string {
 	var parts []string
-	for _, r := range e.rep.Rows {
-		if r.Verdict == gate.Regression {
-			parts = append(parts, fmt.Sprintf("%s %s %+.1f%%", r.Cell, r.Metric.Name, 100*r.Effect))
+	for _, r := range rep.Rows {
+		if r.Verdict == v {
+			parts = append(parts, f(r))
 		}
 	}
+	return parts
+}
+
+func (e regressionError) Error() string {
+	parts := rowsWith(e.rep, gate.Regression, func(r gate.Row) string {
+		return fmt.Sprintf("%s %s %+.1f%%", r.Cell, r.Metric.Name, 100*r.Effect)
+	})
 	return fmt.Sprintf("regression: %s vs %s: %s", e.rep.New, e.rep.Base, strings.Join(parts, "; "))
 }
 
@@ -128,7 +138,23 @@ func benchCompare(c *cli.Context) error {
 	if rep.Regressed() {
 		return regressionError{rep}
 	}
+	if noTest == nil && rep.Undecided() {
+		return inconclusiveError{rep}
+	}
 	return noTest
+}
+
+// inconclusiveError is compare's exit 3: no regression found, but some
+// rows could not have found one of the threshold's size; the report was
+// written.
+type inconclusiveError struct{ rep *gate.Report }
+
+func (e inconclusiveError) Error() string {
+	parts := rowsWith(e.rep, gate.Inconclusive, func(r gate.Row) string {
+		return fmt.Sprintf("%s %s (MDE %.1f%%)", r.Cell, r.Metric.Name, 100*r.MDE)
+	})
+	return fmt.Sprintf("inconclusive: %s vs %s: no regression found, but the runs are too noisy to rule one out above %g%% for %s",
+		e.rep.New, e.rep.Base, 100*e.rep.Threshold, strings.Join(parts, "; "))
 }
 
 // writeFileWith creates path, writes it with fn and closes it.

@@ -145,6 +145,7 @@ func compareFixture(t *testing.T) string {
 func TestBenchCompare(t *testing.T) {
 	db := compareFixture(t)
 	junit := filepath.Join(t.TempDir(), "compare.xml")
+	junitInc := filepath.Join(t.TempDir(), "inconclusive.xml")
 	for _, tc := range []struct {
 		name   string
 		args   []string
@@ -152,7 +153,13 @@ func TestBenchCompare(t *testing.T) {
 		golden string   // stdout golden file
 		want   []string // in stdout + stderr
 	}{
-		{name: "same config", args: []string{"r1", "r2"}, code: 0, want: []string{"0 regressions", "alpha 0.05 (Holm over 9 tests), threshold 2%"}},
+		// 9 metrics of a 200-request fixture: the tails' spread hides 5%.
+		{name: "same config", args: []string{"--junit", junitInc, "r1", "r2"}, code: 3, want: []string{"0 regressions", "inconclusive",
+			"alpha 0.05 (Holm over 9 tests), threshold 5%, minimum detectable effect at 80% power", "  MDE  ",
+			"tuner: inconclusive: r2 vs r1: no regression found, but the runs are too noisy to rule one out above 5% for chat-c16 ttft_p50 (MDE "}},
+		{name: "same config md", args: []string{"--md", "r1", "r2"}, code: 3, want: []string{"### Benchmark comparison: Inconclusive — `r2` vs `r1`", "| Inconclusive |", "| MDE |"}},
+		{name: "same config, a threshold the runs can see", args: []string{"--metrics", "tpot_p50,e2el_p50", "--threshold", "20%", "r1", "r2"}, code: 0,
+			want: []string{"0 regressions, 0 improvements, 2 unchanged, 0 inconclusive"}},
 		{name: "slowed text", args: []string{"r1", "r3"}, code: 1, golden: "bench-compare.txt",
 			want: []string{"regression: r3 vs r1: chat-c16 ttft_p50 +", "chat-c16 tpot_p50 +2"}},
 		{name: "slowed md", args: []string{"--md", "r1", "r3"}, code: 1, golden: "bench-compare.md"},
@@ -163,7 +170,7 @@ func TestBenchCompare(t *testing.T) {
 		{name: "latest with label", args: []string{"latest:branch=main", "r3"}, code: 1, want: []string{"vs r2"}},
 		{name: "per-metric threshold", args: []string{"--metrics", "tpot_p50", "--threshold-for", "tpot_p50=40%", "r1", "r3"}, code: 0,
 			want: []string{"no change"}},
-		{name: "no correction", args: []string{"--no-correction", "--metrics", "tpot_p50", "r1", "r2"}, code: 0, want: []string{"(no correction)"}},
+		{name: "no correction", args: []string{"--no-correction", "--metrics", "tpot_p50", "--threshold", "20%", "r1", "r2"}, code: 0, want: []string{"(no correction)"}},
 		{name: "other model", args: []string{"r1", "r4"}, code: 2, want: []string{`runs differ in model: base "tiny-llama", new "Llama-3.1-8B"`}},
 		{name: "summary only", args: []string{"r1", "r5"}, code: 2,
 			want: []string{"summary only: no per-request samples in new, no test possible", "no test was possible: run r5 has no per-request data (import)"}},
@@ -198,6 +205,10 @@ func TestBenchCompare(t *testing.T) {
 	}
 	if !strings.Contains(string(b), `tests="2" failures="2"`) || !strings.Contains(string(b), `<failure message="tpot_p50 +2`) {
 		t.Errorf("junit:\n%s", b)
+	}
+	if b, err = os.ReadFile(junitInc); err != nil || !strings.Contains(string(b), `failures="0"`) ||
+		!strings.Contains(string(b), `<skipped message="the runs&#39; spread hides changes below`) || !strings.Contains(string(b), `type="inconclusive"`) {
+		t.Errorf("inconclusive junit (%v):\n%s", err, b)
 	}
 }
 

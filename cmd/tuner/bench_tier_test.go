@@ -97,13 +97,7 @@ func TestCISmokeScript(t *testing.T) {
 		cmd.Env = append(os.Environ(), "TUNER="+tunerBin, "VLLM_SIM="+simBin, "TUNER_DB="+db, "OUT="+out, "GPU="+testGPU,
 			"PORT="+strconv.Itoa(freePort(t)), "MODEL=Llama-3.1-8B", "BENCH_ARGS=--matrix "+matrix, "GIT_SHA="+name)
 		cmd.Env = append(cmd.Env, env...)
-		b, err := cmd.CombinedOutput()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
+		code, b := runScript(t, cmd)
 		md, _ := os.ReadFile(filepath.Join(out, "compare.md"))
 		return code, string(b), string(md)
 	}
@@ -117,12 +111,15 @@ func TestCISmokeScript(t *testing.T) {
 	// simulator's run-to-run noise (measured by tuner eval gate, not
 	// here); the script must report r3 against the baseline and exit as
 	// the report says.
-	code, out, md := step("same", "ACCEPTED=false")
+	code, out, md := step("same", "ACCEPTED=false", "ON_INCONCLUSIVE=fail")
+	heading := map[int]string{0: "No regression", 1: "Regression", 3: "Inconclusive"}[code]
 	switch {
 	case !strings.Contains(md, "### Benchmark comparison: ") || !strings.Contains(md, "`r3` vs `r2`"):
 		t.Errorf("identical PR: no report of r3 vs r2: exit %d\n%s", code, out)
-	case strings.Contains(md, "No regression") != (code == 0) || (code != 0 && code != 1):
+	case heading == "" || !strings.Contains(md, "### Benchmark comparison: "+heading+" — "):
 		t.Errorf("identical PR: exit %d does not match the report\n%s", code, out)
+	case code == 3 && !strings.Contains(out, "::warning title=bench gate inconclusive::"):
+		t.Errorf("identical PR: inconclusive without the warning annotation\n%s", out)
 	}
 	code, out, md = step("slow", "ACCEPTED=false", "SIM_ARGS=--slowdown 1.27")
 	if code != 1 || !strings.Contains(md, "### Benchmark comparison: Regression — `r4` vs `r2`") || !strings.Contains(md, "| chat-c16 | tpot_p50 |") {
@@ -132,6 +129,57 @@ func TestCISmokeScript(t *testing.T) {
 		t.Errorf("no JUnit report: %v", err)
 	}
 	noSimProcesses(t, simBin)
+}
+
+// runScript runs cmd and returns its exit code and combined output.
+func runScript(t *testing.T, cmd *exec.Cmd) (int, []byte) {
+	t.Helper()
+	b, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), b
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return 0, b
+}
+
+// The script's handling of compare's exit 3 (inconclusive), against a
+// stand-in tuner that answers every command: a warning and exit 0 by
+// default, exit 3 with ON_INCONCLUSIVE=fail, a usage error for another
+// value; exit 1 stays 1 either way.
+func TestCISmokeScriptInconclusive(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "tuner")
+	if err := os.WriteFile(fake, []byte(`#!/usr/bin/env bash
+case "$1 $2" in
+  "bench list") echo '[{"id":"r1"}]' ;;
+  "bench compare") echo "### Benchmark comparison: $FAKE_HEADING"; exit "$FAKE_CODE" ;;
+esac
+`), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script, _ := filepath.Abs("../../examples/ci/smoke.sh")
+	for _, tc := range []struct {
+		mode, heading string
+		compare, want int
+	}{
+		{"", "Inconclusive", 3, 0},
+		{"warn", "Inconclusive", 3, 0},
+		{"fail", "Inconclusive", 3, 3},
+		{"warn", "Regression", 1, 1},
+		{"fail", "No regression", 0, 0},
+		{"sometimes", "Inconclusive", 3, 2},
+	} {
+		cmd := exec.Command(script)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "TUNER="+fake, "SERVER_URL=http://127.0.0.1:1", "OUT="+filepath.Join(dir, "out"),
+			"ON_INCONCLUSIVE="+tc.mode, "FAKE_HEADING="+tc.heading, "FAKE_CODE="+strconv.Itoa(tc.compare))
+		code, b := runScript(t, cmd)
+		warned := strings.Contains(string(b), "::warning title=bench gate inconclusive::")
+		if code != tc.want || warned != (tc.compare == 3 && tc.want != 2) {
+			t.Errorf("ON_INCONCLUSIVE=%q, compare exit %d: script exit %d (want %d), warning %v\n%s", tc.mode, tc.compare, code, tc.want, warned, b)
+		}
+	}
 }
 
 // TestBenchRunSimVirtual: the CLI door of the core the service's bench

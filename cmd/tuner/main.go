@@ -25,10 +25,13 @@ var version = "0.1.0-dev"
 
 // Exit codes.
 const (
-	exitOK          = 0
-	exitFailure     = 1
-	exitUsage       = 2
-	exitInterrupted = 130
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+	// exitInconclusive: bench compare found no regression but could not
+	// have found one of the threshold's size.
+	exitInconclusive = 3
+	exitInterrupted  = 130
 )
 
 // commands is filled by the init functions of this package's files, one file
@@ -116,6 +119,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
 		return exitInterrupted
+	case errors.As(err, new(inconclusiveError)):
+		return exitInconclusive
 	case isFlagError(err):
 		return exitUsage
 	}

@@ -368,6 +368,9 @@ func printTrial(w io.Writer, t store.Trial, st store.Study) error {
 		if b := m.Breakdown; b != nil {
 			fmt.Fprintf(w, "    where the time goes: %s\n", b)
 		}
+		if p := m.PrefixCache; p != nil {
+			fmt.Fprintf(w, "    prefix cache: %s\n", p)
+		}
 		if err := printTenants(w, &m); err != nil {
 			return err
 		}

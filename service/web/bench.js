@@ -215,13 +215,14 @@ async function showCompare(base, next, query) {
     rep = await api(`/compare?base=${encodeURIComponent(base)}&new=${encodeURIComponent(next)}${query ? "&" + query : ""}`);
   } catch (e) { $("#cmperr").textContent = e.message; return; }
   const v = $("#cmpverdict");
-  v.className = "verdict " + (rep.regressions ? "bad" : "good");
-  v.textContent = `${rep.regressions ? "Regression" : "No regression"}: ${rep.regressions} regressed, ${rep.improvements} improved, ${rep.unchanged} unchanged, ${rep.untestable} untestable · ${rep.tests} tests, alpha ${rep.alpha} (${rep.correction}), threshold ${fmtNum(100 * rep.threshold)}%`;
+  const undecided = !rep.regressions && rep.inconclusive > 0;
+  v.className = "verdict " + (rep.regressions ? "bad" : undecided ? "" : "good");
+  v.textContent = `${rep.regressions ? "Regression" : undecided ? "Inconclusive" : "No regression"}: ${rep.regressions} regressed, ${rep.improvements} improved, ${rep.unchanged} unchanged, ${rep.inconclusive} inconclusive, ${rep.untestable} untestable · ${rep.tests} tests, alpha ${rep.alpha} (${rep.correction}), threshold ${fmtNum(100 * rep.threshold)}%`;
   for (const r of rep.rows) {
     const tr = document.createElement("tr");
     tr.className = r.verdict;
     tr.innerHTML = `<td>${esc(r.cell)}</td><td>${esc(r.metric.name)}</td><td class="num">${valFmt(r.base, r.metric.unit)}</td><td class="num">${valFmt(r.new, r.metric.unit)}</td>
-      <td class="num">${r.effect == null ? "–" : (r.effect > 0 ? "+" : "") + fmtNum(100 * r.effect) + "%"}</td><td class="num">${pFmt(r.p)}</td><td class="num">${pFmt(r.p_adjusted)}</td>
+      <td class="num">${r.effect == null ? "–" : (r.effect > 0 ? "+" : "") + fmtNum(100 * r.effect) + "%"}</td><td class="num">${r.mde == null ? "–" : fmtNum(100 * r.mde) + "%"}</td><td class="num">${pFmt(r.p)}</td><td class="num">${pFmt(r.p_adjusted)}</td>
       <td class="verdict">${esc(r.verdict)}${r.reason ? `: ${esc(r.reason)}` : ""}</td>`;
     tb.appendChild(tr);
   }
