@@ -63,16 +63,6 @@ func GateRun(r *Run, raw RawReader, metrics []gate.Metric) (gate.Run, error) {
 	return out, nil
 }
 
-// HasRaw reports whether any cell of r kept per-request data.
-func (r *Run) HasRaw() bool {
-	for i := range r.Cells {
-		if r.Cells[i].RawKey != "" && r.Cells[i].Requests > 0 {
-			return true
-		}
-	}
-	return false
-}
-
 // summaryOf is a metric's value from a level's summary, when the summary
 // has that quantile (mean, p50, p90, p95, p99; throughputs as such).
 func summaryOf(m *trial.Metrics, g gate.Metric) (float64, bool) {

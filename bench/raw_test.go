@@ -166,7 +166,7 @@ func BenchmarkReport1M(b *testing.B) {
 		cell := ReportCell("c", got, slo)
 		run := Run{ID: "r1", Cells: []CellResult{cell}}
 		var buf bytes.Buffer
-		if err := run.Write(&buf, "text"); err != nil || !strings.Contains(buf.String(), "c=") {
+		if err := WriteRun(&buf, &run, "text"); err != nil || !strings.Contains(buf.String(), "c=") {
 			b.Fatalf("report: %v", err)
 		}
 	}

@@ -41,18 +41,10 @@ func (t *table) markdown(w io.Writer) {
 func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
 func f2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 
-// LoadString names a level's load ("c=64" closed loop, "8 req/s" open).
-func (l *LevelResult) LoadString() string {
-	if l.Concurrency > 0 {
-		return "c=" + strconv.Itoa(l.Concurrency)
-	}
-	return strconv.FormatFloat(l.Rate, 'g', 6, 64) + " req/s"
-}
-
-// Write renders the run as text ("text") or Markdown ("md"): the labels,
+// WriteRun renders the run as text ("text") or Markdown ("md"): the labels,
 // then per cell its throughput table, its latency percentiles, the
 // prompt-length buckets and the capacity at the SLO.
-func (r *Run) Write(w io.Writer, format string) error {
+func WriteRun(w io.Writer, r *Run, format string) error {
 	md := format == "md"
 	render := func(t *table) {
 		if md {
@@ -114,17 +106,17 @@ func (r *Run) Write(w io.Writer, format string) error {
 		} else {
 			fmt.Fprintln(w, title)
 		}
-		render(c.throughputTable())
-		render(c.latencyTable())
+		render(throughputTable(c))
+		render(latencyTable(c))
 		if fb := c.Feedback; fb != nil {
 			fmt.Fprintf(w, "%s\n\n", fb.Summary())
 			render(&table{head: trial.FeedbackHeader, rows: fb.Rows()})
 		}
-		if t := c.breakdownTable(); len(t.rows) > 0 {
+		if t := breakdownTable(c); len(t.rows) > 0 {
 			render(t)
 		}
-		render(c.bucketTable())
-		if t := c.tenantTable(); len(t.rows) > 0 {
+		render(bucketTable(c))
+		if t := tenantTable(c); len(t.rows) > 0 {
 			render(t)
 		}
 	}
@@ -133,7 +125,7 @@ func (r *Run) Write(w io.Writer, format string) error {
 
 // tenantTable holds a LoRA workload's per-tenant figures and, per load,
 // the fairness between tenants (worst over best P95).
-func (c *CellResult) tenantTable() *table {
+func tenantTable(c *CellResult) *table {
 	t := &table{head: []string{"load", "tenant", "requests", "out tok/s", "ttft p50", "ttft p95", "tpot p95", "e2el p95", "fairness e2el p95"}}
 	for i := range c.Levels {
 		l := &c.Levels[i]
@@ -149,7 +141,7 @@ func (c *CellResult) tenantTable() *table {
 	return t
 }
 
-func (c *CellResult) throughputTable() *table {
+func throughputTable(c *CellResult) *table {
 	t := &table{head: []string{"load", "req/s", "in tok/s", "out tok/s", "total tok/s", "goodput req/s", "success", "errors", "stable", "kv max", "preempt", "out tok/s/gpu", "J/tok"}}
 	for i := range c.Levels {
 		l := &c.Levels[i]
@@ -181,7 +173,7 @@ func (c *CellResult) throughputTable() *table {
 	return t
 }
 
-func (c *CellResult) latencyTable() *table {
+func latencyTable(c *CellResult) *table {
 	t := &table{head: []string{"load", "metric (ms)", "mean", "p50", "p90", "p95", "p99", "max"}}
 	for i := range c.Levels {
 		l := &c.Levels[i]
@@ -200,7 +192,7 @@ func (c *CellResult) latencyTable() *table {
 // queue, prefill and decode means (from its histograms) and the client's
 // share, with their shares of the mean E2EL and the phases' approximate
 // p95, beside the client's TTFT and TPOT means.
-func (c *CellResult) breakdownTable() *table {
+func breakdownTable(c *CellResult) *table {
 	t := &table{head: []string{"load", "queue ms", "prefill ms", "decode ms", "client ms", "e2el mean", "shares q/p/d/c", "p95 q/p/d ~", "ttft mean", "tpot mean", "requests (engine)"}}
 	pct := func(v float64) string { return strconv.FormatFloat(100*v, 'f', 0, 64) }
 	for i := range c.Levels {
@@ -221,7 +213,7 @@ func (c *CellResult) breakdownTable() *table {
 // Buckets are the prompt-length classes in display order.
 var bucketOrder = []string{"short", "medium", "long"}
 
-func (c *CellResult) bucketTable() *table {
+func bucketTable(c *CellResult) *table {
 	b := trial.DefaultPromptBuckets()
 	t := &table{head: []string{"load", fmt.Sprintf("prompt bucket (<%d / %d-%d / >%d)", b.Short, b.Short, b.Medium, b.Medium), "requests", "out tok/s", "ttft p50", "ttft p99", "tpot p50", "tpot p99", "e2el p50"}}
 	for i := range c.Levels {

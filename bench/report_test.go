@@ -20,7 +20,7 @@ func TestReportTenants(t *testing.T) {
 	}}
 	for _, format := range []string{"text", "md"} {
 		var b strings.Builder
-		if err := r.Write(&b, format); err != nil {
+		if err := WriteRun(&b, &r, format); err != nil {
 			t.Fatal(err)
 		}
 		out := b.String()

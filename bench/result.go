@@ -6,95 +6,28 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
-// RunVersion is the version of the Run record; bump it on incompatible changes.
-const RunVersion = 1
-
-// State is how a run ended.
-type State string
-
-const (
-	StateRunning State = "running" // in progress (or its process died: readers report partial)
-	StateOK      State = "ok"      // every cell measured
-	StatePartial State = "partial" // stopped early: the finished cells are kept
-	StateFailed  State = "failed"  // nothing measured; see Reason
+// The run records are the store's (store.Run and its parts): this package
+// measures runs, the store keeps them.
+type (
+	Run         = store.Run
+	CellResult  = store.CellResult
+	LevelResult = store.LevelResult
+	State       = store.RunState
+	CurvePoint  = store.CurvePoint
 )
 
-// Run is a stored benchmark run: its labels and the results of its cells.
-// The raw per-request data of each cell is kept beside it (Cell.RawKey).
-type Run struct {
-	V       int    `json:"v"`
-	ID      string `json:"id"`
-	State   State  `json:"state"`
-	Reason  string `json:"reason,omitempty"`
-	Session string `json:"session,omitempty"` // writer session (store)
-	// Source: "run" (tuner bench run) or "import" (a vLLM bench JSON).
-	Source        string            `json:"source"`
-	Model         string            `json:"model"`
-	GPU           trial.GPUIdentity `json:"gpu"`
-	Engine        string            `json:"engine"` // vllm, sim, url or the imported backend
-	EngineVersion string            `json:"engine_version,omitempty"`
-	URL           string            `json:"url,omitempty"`
-	Config        *spaces.Config    `json:"config,omitempty"`
-	Flags         []string          `json:"flags,omitempty"` // the engine's full command line (or the imported run's)
-	Matrix        string            `json:"matrix"`
-	MatrixHash    string            `json:"matrix_hash"`
-	Tier          string            `json:"tier,omitempty"`
-	Labels        map[string]string `json:"labels,omitempty"`
-	Start         time.Time         `json:"start"`
-	End           time.Time         `json:"end,omitzero"`
-	Cells         []CellResult      `json:"cells"`
-}
-
-// CellResult is one cell's measurement: its load levels in order.
-type CellResult struct {
-	Name     string         `json:"name"`
-	Workload trial.Workload `json:"workload"`
-	Levels   []LevelResult  `json:"levels"`
-	// Capacity is the highest load level meeting the SLO (0: none did, or
-	// no SLO); CapacitySearched when the cell searched it (capacity: true).
-	Capacity         float64 `json:"capacity,omitempty"`
-	CapacitySearched bool    `json:"capacity_searched,omitempty"`
-	// Feedback is the feedback controller's outcome and trace (feedback:
-	// true cells; its windows are Levels, Capacity its sustained rate).
-	Feedback *trial.Feedback `json:"feedback,omitempty"`
-	Error    string          `json:"error,omitempty"` // why the cell stopped early
-	RawKey   string          `json:"raw_key,omitempty"`
-	RawBytes int             `json:"raw_bytes,omitempty"`
-	Requests int             `json:"requests"`
-}
-
-// LevelResult is one load level of a cell.
-type LevelResult struct {
-	Concurrency int               `json:"concurrency,omitempty"`
-	Rate        float64           `json:"rate,omitempty"`
-	Metrics     trial.Metrics     `json:"metrics"`
-	SLOMet      bool              `json:"slo_met"`
-	Violations  []string          `json:"violations,omitempty"`
-	Stability   trial.Stability   `json:"stability"`
-	SuccessRate float64           `json:"success_rate"`
-	Errors      map[string]int    `json:"errors,omitempty"` // error class -> measured requests
-	ErrorSample map[string]string `json:"error_sample,omitempty"`
-	Telemetry   trial.Telemetry   `json:"telemetry"`
-	// Per GPU: output tokens/s per GPU and joules per output token (NVML energy).
-	OutputTokSPerGPU float64 `json:"output_tok_s_per_gpu,omitempty"`
-	JoulesPerToken   float64 `json:"joules_per_token,omitempty"`
-	// WindowThroughput is the output rate of each steady-state window (the
-	// throughput samples a regression test compares).
-	WindowThroughput []float64 `json:"window_throughput,omitempty"`
-	ElapsedS         float64   `json:"elapsed_s"`
-}
-
-// Load is the level's load: concurrency (closed loop) or rate.
-func (l *LevelResult) Load() float64 {
-	if l.Concurrency > 0 {
-		return float64(l.Concurrency)
-	}
-	return l.Rate
-}
+// RunVersion and the run states: see store.
+const (
+	RunVersion   = store.RunVersion
+	StateRunning = store.RunRunning
+	StateOK      = store.RunOK
+	StatePartial = store.RunPartial
+	StateFailed  = store.RunFailed
+)
 
 // Summarize computes a level's metrics from raw requests with
 // trial.Summarize: TTFT, TPOT, E2EL and the token and request counts are
@@ -143,44 +76,6 @@ func errorCounts(reqs []Request) (map[string]int, float64) {
 		return errs, 0
 	}
 	return errs, float64(ok) / float64(n)
-}
-
-// Curve is a cell's QPS-vs-latency curve: one point per load level, in
-// increasing load.
-type CurvePoint struct {
-	Load       float64 `json:"load"`
-	Closed     bool    `json:"closed"`
-	QPS        float64 `json:"qps"` // achieved request throughput
-	OutputTokS float64 `json:"output_tok_s"`
-	TTFTP50    float64 `json:"ttft_p50_ms"`
-	TTFTP99    float64 `json:"ttft_p99_ms"`
-	TPOTP50    float64 `json:"tpot_p50_ms"`
-	TPOTP99    float64 `json:"tpot_p99_ms"`
-	E2ELP50    float64 `json:"e2el_p50_ms"`
-	E2ELP99    float64 `json:"e2el_p99_ms"`
-	SLOMet     bool    `json:"slo_met"`
-}
-
-// Curve returns the cell's QPS-vs-latency curve.
-func (c *CellResult) Curve() []CurvePoint {
-	var out []CurvePoint
-	for i := range c.Levels {
-		l := &c.Levels[i]
-		m := &l.Metrics
-		out = append(out, CurvePoint{Load: l.Load(), Closed: l.Concurrency > 0, QPS: m.RequestThroughput, OutputTokS: m.OutputThroughput,
-			TTFTP50: m.TTFT.Median, TTFTP99: m.TTFT.P99, TPOTP50: m.TPOT.Median, TPOTP99: m.TPOT.P99,
-			E2ELP50: m.E2EL.Median, E2ELP99: m.E2EL.P99, SLOMet: l.SLOMet})
-	}
-	slices.SortStableFunc(out, func(a, b CurvePoint) int {
-		switch {
-		case a.Load < b.Load:
-			return -1
-		case a.Load > b.Load:
-			return 1
-		}
-		return 0
-	})
-	return out
 }
 
 // capacityAtSLO is the highest load whose level met the SLO (0: none).

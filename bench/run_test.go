@@ -353,7 +353,7 @@ cells:
 		}
 	}
 	var out strings.Builder
-	if err := run.Write(&out, "text"); err != nil {
+	if err := WriteRun(&out, run, "text"); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range []string{"queue ms", "shares q/p/d/c", "feedback load: ttft_p95 <= 30 ms held at", "offered req/s"} {

@@ -12,6 +12,7 @@ import (
 	"github.com/vllm-tuner/tuner/sim"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/boltstore"
 	"github.com/vllm-tuner/tuner/surrogate"
 	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
@@ -319,7 +320,7 @@ func (s TunerStrategy) Run(ctx context.Context, env Env) ([]Trial, Belief, error
 		return nil, Belief{}, err
 	}
 
-	st, err := store.Open(ctx, filepath.Join(env.TempDir, "tuner.db"), store.Options{NoSync: true, Timeout: 10e9, Logger: env.Logger})
+	st, err := boltstore.Open(ctx, filepath.Join(env.TempDir, "tuner.db"), boltstore.Options{NoSync: true, Timeout: 10e9, Logger: env.Logger})
 	if err != nil {
 		return nil, Belief{}, err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/boltstore"
 )
 
 // TestBrokenEngineStopsSearch: a vLLM install that cannot start at all (a
@@ -31,7 +32,7 @@ func TestBrokenEngineStopsSearch(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, "engine broken") || !strings.Contains(r.stderr, "libcudart") {
 		t.Fatalf("search: exit %d, want 1 saying the engine is broken\n%s", r.code, r.stderr)
 	}
-	st, err := store.Open(context.Background(), db, store.Options{ReadOnly: true, Timeout: 5 * time.Second})
+	st, err := boltstore.Open(context.Background(), db, boltstore.Options{ReadOnly: true, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/boltstore"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -242,7 +243,7 @@ func readSnapshot(t *testing.T, db string) snapshot {
 		return nil
 	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, db, store.Options{ReadOnly: true, Timeout: 5 * time.Second})
+	st, err := boltstore.Open(ctx, db, boltstore.Options{ReadOnly: true, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatalf("open %s read-only after the kill: %v", db, err)
 	}
@@ -410,7 +411,7 @@ func sameTrial(a, b store.Trial) bool {
 func checkFronts(t *testing.T, db string) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, db, store.Options{ReadOnly: true, Timeout: 5 * time.Second})
+	st, err := boltstore.Open(ctx, db, boltstore.Options{ReadOnly: true, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

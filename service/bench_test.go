@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/boltstore"
 )
 
 // benchStudy serves a study of n trials: a real sim-virtual search of 40
@@ -24,13 +25,13 @@ import (
 func benchStudy(b *testing.B, n int) (*Server, string) {
 	b.Helper()
 	ctx := context.Background()
-	opts := store.Options{NoSync: true, MinFreeBytes: -1}
-	seedDB, err := store.Open(ctx, filepath.Join(b.TempDir(), "seed.db"), opts)
+	opts := boltstore.Options{NoSync: true, MinFreeBytes: -1}
+	seedDB, err := boltstore.Open(ctx, filepath.Join(b.TempDir(), "seed.db"), opts)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer seedDB.Close()
-	srv, err := New(Config{Store: seedDB})
+	srv, err := New(Config{DB: seedDB})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func benchStudy(b *testing.B, n int) (*Server, string) {
 		t.ID = store.TrialID(st.ID, t.Seq)
 		trials[i] = t
 	}
-	big, err := store.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), opts)
+	big, err := boltstore.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func benchStudy(b *testing.B, n int) (*Server, string) {
 	if err := big.ImportStudy(ctx, st, trials); err != nil {
 		b.Fatal(err)
 	}
-	if srv, err = New(Config{Store: big}); err != nil {
+	if srv, err = New(Config{DB: big}); err != nil {
 		b.Fatal(err)
 	}
 	return srv, st.ID
@@ -121,7 +122,7 @@ func BenchmarkEndpoints10k(b *testing.B) {
 	b.Run("cold-front", func(b *testing.B) { // a new server each time: nothing cached
 		var lat []time.Duration
 		for b.Loop() {
-			fresh, err := New(Config{Store: srv.st})
+			fresh, err := New(Config{DB: srv.db})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -142,7 +143,7 @@ func BenchmarkEndpoints10k(b *testing.B) {
 		})
 	}
 	ctx := context.Background()
-	seed, err := srv.st.Trial(ctx, store.TrialID(study, 2))
+	seed, err := srv.db.Trial(ctx, store.TrialID(study, 2))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -150,9 +151,9 @@ func BenchmarkEndpoints10k(b *testing.B) {
 		b.Run(ep+"-after-trial", func(b *testing.B) {
 			var lat []time.Duration
 			for b.Loop() {
-				t, err := srv.st.BeginTrial(ctx, study, seed.Config, store.BeginOptions{Repeat: 99})
+				t, err := srv.db.BeginTrial(ctx, study, seed.Config, store.BeginOptions{Repeat: 99})
 				if err == nil {
-					_, err = srv.st.FinishTrial(ctx, t.ID, seed.Result)
+					_, err = srv.db.FinishTrial(ctx, t.ID, seed.Result)
 				}
 				if err != nil {
 					b.Fatal(err)
@@ -171,12 +172,12 @@ func BenchmarkSSEClients(b *testing.B) {
 	const trials = 30
 	for _, clients := range []int{0, 100} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-			st, err := store.Open(context.Background(), filepath.Join(b.TempDir(), "sse.db"), store.Options{NoSync: true, MinFreeBytes: -1})
+			st, err := boltstore.Open(context.Background(), filepath.Join(b.TempDir(), "sse.db"), boltstore.Options{NoSync: true, MinFreeBytes: -1})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer st.Close()
-			srv, err := New(Config{Store: st})
+			srv, err := New(Config{DB: st})
 			if err != nil {
 				b.Fatal(err)
 			}

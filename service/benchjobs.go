@@ -37,7 +37,7 @@ func jobKind(body []byte) string {
 // Options that name files or programs of the server are refused: the
 // matrix comes as a tier or inline (matrix_yaml), the config as a trial
 // ID, a config ID or "default".
-func ParseBenchJob(ctx context.Context, body io.Reader, st tuner.ConfigSource) (tuner.BenchSpec, error) {
+func ParseBenchJob(ctx context.Context, body io.Reader, st store.DB) (tuner.BenchSpec, error) {
 	req := struct {
 		Kind string `json:"kind"`
 		tuner.BenchSpec
@@ -65,7 +65,7 @@ func ParseBenchJob(ctx context.Context, body io.Reader, st tuner.ConfigSource) (
 	if c := spec.Config; c != "" && c != tuner.BenchConfigDefault && (strings.ContainsAny(c, `/\`) || strings.HasSuffix(c, ".yaml") || strings.HasSuffix(c, ".yml")) {
 		return spec, tuner.Usagef("job body: config %q: only a trial ID, a stored config ID or %q over the API", c, tuner.BenchConfigDefault)
 	}
-	spec.Lookup = func(context.Context) (tuner.ConfigSource, func(), error) {
+	spec.Lookup = func(context.Context) (store.DB, func(), error) {
 		if st == nil {
 			return nil, nil, fmt.Errorf("no database")
 		}
@@ -81,7 +81,7 @@ func (s *Server) resolveBench(ctx context.Context, j *store.Job) (*tuner.Bench, 
 	if err := json.Unmarshal(j.Spec, &spec); err != nil {
 		return nil, fmt.Errorf("job %s: spec: %w", j.ID, err)
 	}
-	spec.Lookup = func(context.Context) (tuner.ConfigSource, func(), error) { return s.st, func() {}, nil }
+	spec.Lookup = func(context.Context) (store.DB, func(), error) { return s.db, func() {}, nil }
 	return spec.Resolve(ctx)
 }
 
@@ -103,13 +103,13 @@ func (s *Server) benchmark(ctx context.Context, set int, j *store.Job, log inter
 	s.hub.publish(Event{Job: j.ID, State: store.JobRunning})
 	var last Event
 	t0 := time.Now()
-	_, err = b.Run(ctx, tuner.BoltDB{Store: s.st}, tuner.BenchStartConfig{
+	_, err = b.Run(ctx, s.db, tuner.BenchStartConfig{DataDir: s.cfg.DataDir,
 		Logger: s.log.With("job", j.ID),
 		Env:    s.gpuEnv(set),
 		OnProgress: func(p bench.Progress) {
 			if p.Run != "" && !slices.Contains(j.BenchRuns, p.Run) {
 				j.BenchRuns = append(j.BenchRuns, p.Run)
-				if err := s.st.UpdateJob(context.WithoutCancel(ctx), *j); err != nil {
+				if err := s.db.UpdateJob(context.WithoutCancel(ctx), *j); err != nil {
 					log.Info("record the job's run", "run", p.Run, "err", err)
 				}
 				log.Info("job run", "run", p.Run)

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -135,6 +136,18 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	if !strings.HasPrefix(cmd, "vllm serve "+testModel) || copied != cmd {
 		t.Fatalf("copied %q; shown command %q", copied, cmd)
+	}
+	// The page's verdict is the API's, word for word (issue 26: the page
+	// showed a gain where the API said it was not significant).
+	code, out = e.do(t, "GET", "/api/v1/studies/"+js[0].Study+"/recommend", token, "")
+	var rec struct {
+		Verdict string `json:"verdict"`
+	}
+	if err := json.Unmarshal([]byte(out), &rec); code != 200 || err != nil || rec.Verdict == "" {
+		t.Fatalf("recommend: %d %v %s", code, err, out)
+	}
+	if shown := text(`document.querySelector('#verdict').textContent`); shown != "verdict: "+rec.Verdict {
+		t.Fatalf("page shows %q, the API's verdict is %q", shown, rec.Verdict)
 	}
 	p := filepath.Join(dir, "dashboard.png")
 	if err := os.WriteFile(p, shot, 0o644); err != nil {

@@ -16,12 +16,6 @@ import (
 // DefaultCacheStudies is how many studies the service keeps decoded.
 const DefaultCacheStudies = 8
 
-// studyReader is what the cache reads of a database.
-type studyReader interface {
-	Study(ctx context.Context, id string) (store.Study, error)
-	Trials(ctx context.Context, studyID string, f store.TrialFilter) ([]store.Trial, error)
-}
-
 // studyCache keeps the studies last read, decoded, with what the endpoints
 // derive from them. A trial that is no longer running never changes and
 // trials are never deleted, so a request rereads only the tail of a study
@@ -81,7 +75,7 @@ type judgement struct {
 }
 
 // get returns the study's current snapshot.
-func (c *studyCache) get(ctx context.Context, db studyReader, id string) (*studySnap, error) {
+func (c *studyCache) get(ctx context.Context, db store.DB, id string) (*studySnap, error) {
 	e := c.entry(id)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -128,7 +122,7 @@ func (c *studyCache) drop(id string, e *cacheEntry) {
 
 // refresh returns old when nothing changed since it was read, else a new
 // snapshot with old's settled trials and the tail reread.
-func refresh(ctx context.Context, db studyReader, id string, old *studySnap) (*studySnap, error) {
+func refresh(ctx context.Context, db store.DB, id string, old *studySnap) (*studySnap, error) {
 	if old == nil {
 		st, err := db.Study(ctx, id)
 		if err != nil {

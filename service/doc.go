@@ -12,8 +12,8 @@
 // progress), /metrics (its own Prometheus registry), /healthz, /readyz, and
 // an embedded web page at /.
 //
-// The database is a DB: the bbolt store (tuner.BoltDB) or PostgreSQL
-// (tuner.PGDB). Study reads go through a per-study cache that rereads only
+// The database is a store.DB (a bbolt file or PostgreSQL, every endpoint on
+// both). Study reads go through a per-study cache that rereads only
 // the tail of a study from its first running trial on (cache.go), so a
 // study of 10,000 trials is not decoded again on every request.
 //

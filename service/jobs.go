@@ -163,8 +163,10 @@ func (s *Server) search(ctx context.Context, set int, j *store.Job, log interfac
 	env := s.gpuEnv(set)
 	var study string
 	run, err := ss.Start(ctx, s.db, tuner.StartConfig{
-		Logger: s.log.With("job", j.ID),
-		Env:    env,
+		Logger:  s.log.With("job", j.ID),
+		Env:     env,
+		DataDir: s.cfg.DataDir,
+		Shared:  s.cfg.Shared,
 		OnStatus: func(st tuner.Status) {
 			s.hub.publish(statusEvent(j.ID, study, st))
 			if !math.IsNaN(st.Best) {

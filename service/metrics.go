@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/vllm-tuner/tuner/alert"
 	"github.com/vllm-tuner/tuner/tuner"
 )
 
@@ -21,6 +22,7 @@ type metrics struct {
 	start    prometheus.Histogram
 	fit      prometheus.Histogram
 	write    *prometheus.HistogramVec
+	gate     *alert.GateMetrics // the verdicts of the gates this service ran
 }
 
 var _ tuner.Observer = (*metrics)(nil)
@@ -53,6 +55,7 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 9),
 		}, []string{"op"}),
 	}
+	m.gate = alert.NewGateMetrics(m.reg)
 	m.reg.MustRegister(m.trials, m.duration, m.queue, m.running, m.best, m.start, m.fit, m.write,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -11,7 +11,6 @@ import (
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/store/pgstore"
 	"github.com/vllm-tuner/tuner/store/pgstore/pgtest"
-	"github.com/vllm-tuner/tuner/tuner"
 )
 
 // TestMain stops the throwaway PostgreSQL cluster a test started.
@@ -28,7 +27,7 @@ func TestServiceOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pg.Close()
-	srv, err := New(Config{DB: tuner.PGDB{Store: pg, Dir: t.TempDir()}})
+	srv, err := New(Config{DB: pg, DataDir: t.TempDir(), Shared: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,12 +70,12 @@ func TestServiceOnPostgres(t *testing.T) {
 	if code != http.StatusOK || !strings.HasPrefix(out, "vllm serve "+testModel+" ") {
 		t.Fatalf("recommend: %d %q", code, out)
 	}
-	// Benchmark runs live in bbolt files only: said, not a crash.
-	if code, out := e.do(t, "GET", "/api/v1/runs", "", ""); code != http.StatusNotImplemented || !strings.Contains(out, "bbolt databases only") {
+	// Benchmark runs are kept in PostgreSQL too: none yet, a missing one 404.
+	if code, out := e.do(t, "GET", "/api/v1/runs", "", ""); code != http.StatusOK || strings.TrimSpace(out) != "[]" {
 		t.Errorf("runs on PostgreSQL: %d %q", code, out)
 	}
-	if code, out := e.do(t, "POST", "/api/v1/jobs", "", `{"kind":"bench","tier":"smoke","url":"http://127.0.0.1:1"}`); code != http.StatusBadRequest || !strings.Contains(out, "bbolt databases only") {
-		t.Errorf("bench job on PostgreSQL: %d %q", code, out)
+	if code, out := e.do(t, "GET", "/api/v1/runs/r1", "", ""); code != http.StatusNotFound {
+		t.Errorf("missing run on PostgreSQL: %d %q", code, out)
 	}
 	var jobs []store.Job
 	getJSON(t, e, "/api/v1/jobs", &jobs)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/vllm-tuner/tuner/bench"
 	"github.com/vllm-tuner/tuner/chart"
@@ -16,26 +17,11 @@ import (
 
 // benchRoutes adds the benchmark runs and the regression gate to the API.
 func (s *Server) benchRoutes(read func(string, http.HandlerFunc)) {
-	read("GET /api/v1/runs", s.boltOnly(s.listRuns))
-	read("GET /api/v1/runs/{id}", s.boltOnly(s.getRun))
-	read("GET /api/v1/runs/{id}/raw", s.boltOnly(s.runRaw))
-	read("GET /api/v1/runs/{id}/plot", s.boltOnly(s.runPlot))
-	read("GET /api/v1/compare", s.boltOnly(s.compare))
-}
-
-// errBenchOnPostgres answers benchmark requests of a service on
-// PostgreSQL: benchmark runs are kept in bbolt files only so far.
-var errBenchOnPostgres = errors.New("benchmark runs are kept in bbolt databases only: this service runs on PostgreSQL")
-
-// boltOnly answers 501 for a handler that needs the bbolt store.
-func (s *Server) boltOnly(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if s.st == nil {
-			writeError(w, http.StatusNotImplemented, "not_implemented", errBenchOnPostgres.Error())
-			return
-		}
-		h(w, r)
-	}
+	read("GET /api/v1/runs", (s.listRuns))
+	read("GET /api/v1/runs/{id}", (s.getRun))
+	read("GET /api/v1/runs/{id}/raw", (s.runRaw))
+	read("GET /api/v1/runs/{id}/plot", (s.runPlot))
+	read("GET /api/v1/compare", (s.compare))
 }
 
 // writeBenchErr maps the benchmark and gate errors: a missing run 404,
@@ -73,7 +59,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, err)
 		return
 	}
-	runs, err := s.st.Runs(r.Context(), store.RunFilter{Model: q.Get("model"), Tier: q.Get("tier"), Labels: labels})
+	runs, err := s.db.Runs(r.Context(), store.RunFilter{Model: q.Get("model"), Tier: q.Get("tier"), Labels: labels})
 	if err != nil {
 		s.writeErr(w, err)
 		return
@@ -93,7 +79,7 @@ func (s *Server) listRuns(w http.ResponseWriter, r *http.Request) {
 // getRun is a run's report: the stored record as JSON (`tuner bench show
 // --json`), or ?format=md|text as `tuner bench show` renders it.
 func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
-	run, err := s.st.Run(r.Context(), r.PathValue("id"))
+	run, err := s.db.Run(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.writeBenchErr(w, err)
 		return
@@ -107,7 +93,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 			ct = "text/plain; charset=utf-8"
 		}
 		w.Header().Set("Content-Type", ct)
-		if err := run.Write(w, f); err != nil {
+		if err := bench.WriteRun(w, &run, f); err != nil {
 			s.log.Error("run report", "run", run.ID, "err", err)
 		}
 	default:
@@ -118,7 +104,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 // runRaw downloads a run's raw per-request data as CSV (`tuner bench
 // export --csv`).
 func (s *Server) runRaw(w http.ResponseWriter, r *http.Request) {
-	run, err := s.st.Run(r.Context(), r.PathValue("id"))
+	run, err := s.db.Run(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.writeBenchErr(w, err)
 		return
@@ -129,7 +115,7 @@ func (s *Server) runRaw(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s.csv"`, run.ID))
-	if err := tuner.WriteRunCSV(r.Context(), s.st, &run, w); err != nil {
+	if err := tuner.WriteRunCSV(r.Context(), s.db, &run, w); err != nil {
 		s.log.Error("run raw data", "run", run.ID, "err", err) // the header is out: the body ends short
 	}
 }
@@ -148,7 +134,7 @@ func (s *Server) runPlot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid", "--format "+format+": want svg, png or html")
 		return
 	}
-	run, err := s.st.Run(r.Context(), r.PathValue("id"))
+	run, err := s.db.Run(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.writeBenchErr(w, err)
 		return
@@ -216,11 +202,12 @@ func (s *Server) compare(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, err)
 		return
 	}
-	cmp, err := tuner.CompareRuns(r.Context(), s.st, cs)
+	cmp, err := tuner.CompareRuns(r.Context(), s.db, cs)
 	if err != nil {
 		s.writeBenchErr(w, err)
 		return
 	}
+	s.metrics.gate.Observe(cmp.Report, time.Now())
 	switch format {
 	case "json":
 		w.Header().Set("Content-Type", "application/json")

@@ -30,9 +30,14 @@ const DefaultMaxBody = 64 << 10
 
 // Config configures a Server.
 type Config struct {
-	// DB is the database; Store, when DB is nil, is a bbolt one.
-	DB    DB
-	Store *store.Store
+	// DB is the database (a bbolt file or PostgreSQL: see dbopen).
+	DB store.DB
+	// DataDir is where files beside the database go (engine logs): see
+	// dbopen.DataDir.
+	DataDir string
+	// Shared runs searches as workers of their studies (PostgreSQL: other
+	// machines may serve the same studies).
+	Shared bool
 	// GPUSets are the CUDA_VISIBLE_DEVICES values of the GPU sets, one job
 	// at a time each; empty: one set that leaves the variable alone.
 	GPUSets []string
@@ -50,8 +55,7 @@ type Config struct {
 // Server serves the API and runs the job queue.
 type Server struct {
 	cfg     Config
-	db      DB
-	st      *store.Store // the bbolt store, nil on PostgreSQL
+	db      store.DB
 	cache   *studyCache
 	log     *slog.Logger
 	metrics *metrics
@@ -65,9 +69,6 @@ type Server struct {
 
 // New returns a server; Run starts its job workers.
 func New(cfg Config) (*Server, error) {
-	if cfg.DB == nil && cfg.Store != nil {
-		cfg.DB = tuner.BoltDB{Store: cfg.Store}
-	}
 	if cfg.DB == nil {
 		return nil, errors.New("service: no database")
 	}
@@ -81,7 +82,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Server{
-		cfg: cfg, db: cfg.DB, st: cfg.Store, cache: newStudyCache(cfg.CacheStudies), log: cfg.Logger, metrics: newMetrics(), hub: newHub(),
+		cfg: cfg, db: cfg.DB, cache: newStudyCache(cfg.CacheStudies), log: cfg.Logger, metrics: newMetrics(), hub: newHub(),
 		cancels: map[string]context.CancelFunc{}, wake: make(chan struct{}, 1), ready: make(chan struct{}),
 	}, nil
 }
@@ -256,10 +257,7 @@ func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
 // parseJob reads a job body of either kind.
 func (s *Server) parseJob(ctx context.Context, body []byte) (string, any, error) {
 	if jobKind(body) == KindBench {
-		if s.st == nil {
-			return KindBench, nil, tuner.Usagef("%v", errBenchOnPostgres)
-		}
-		spec, err := ParseBenchJob(ctx, bytes.NewReader(body), s.st)
+		spec, err := ParseBenchJob(ctx, bytes.NewReader(body), s.db)
 		return KindBench, spec, err
 	}
 	spec, err := ParseJob(bytes.NewReader(body))

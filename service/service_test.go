@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/boltstore"
 	"github.com/vllm-tuner/tuner/tuner"
 )
 
@@ -30,7 +31,7 @@ func simJob(trials int) string {
 }
 
 type env struct {
-	st  *store.Store
+	st  *boltstore.Store
 	srv *Server
 	ts  *httptest.Server
 }
@@ -42,11 +43,11 @@ func newEnv(t *testing.T, path string, cfg Config, run bool) *env {
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "tuner.db")
 	}
-	st, err := store.Open(context.Background(), path, store.Options{})
+	st, err := boltstore.Open(context.Background(), path, boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Store = st
+	cfg.DB = st
 	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -333,12 +334,12 @@ func TestTokenAndBodyLimit(t *testing.T) {
 // store is closed.
 func runUntilStopped(t *testing.T, path, body string, stopAt func(Event) bool) store.Job {
 	t.Helper()
-	st, err := store.Open(context.Background(), path, store.Options{})
+	st, err := boltstore.Open(context.Background(), path, boltstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	srv, err := New(Config{Store: st})
+	srv, err := New(Config{DB: st})
 	if err != nil {
 		t.Fatal(err)
 	}

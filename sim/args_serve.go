@@ -47,6 +47,9 @@ func checkServeOptions(o *ServeOptions) error {
 			return argErrorf("argument %s: invalid value: %d (must be >= 0)", c.flag, c.v)
 		}
 	}
+	if err := o.Machine.Validate(); err != nil {
+		return err
+	}
 	cat := spaces.DefaultCatalog()
 	if o.Profiles != "" {
 		c, err := spaces.LoadCatalogFile(o.Profiles)

@@ -26,9 +26,11 @@ type ServeOptions struct {
 	StartupScale    float64
 	TimeScale       float64
 	Slowdown        float64 // multiplies every engine step's time (1 = calibrated)
-	Profiles        string  // extra GPU/model profile file
-	HFCache         string  // Hugging Face hub cache, for models the catalog lacks
-	NumGPUBlocks    int     // --num-gpu-blocks-override (0: off)
+	// Host is the simulated machine: flags ignored, a known gain, drift.
+	Machine         Host
+	Profiles        string // extra GPU/model profile file
+	HFCache         string // Hugging Face hub cache, for models the catalog lacks
+	NumGPUBlocks    int    // --num-gpu-blocks-override (0: off)
 	DisableLogStats bool
 	// LoRA holds --enable-lora, --lora-modules and --max-cpu-loras (the
 	// slots, --max-loras and --max-lora-rank, are engine parameters).
@@ -169,6 +171,11 @@ var serverFlags = map[string]simFlag{
 	"startup_scale":                   floatFlag(func(o *ServeOptions, f float64) { o.StartupScale = f }),
 	"time_scale":                      floatFlag(func(o *ServeOptions, f float64) { o.TimeScale = f }),
 	"slowdown":                        floatFlag(func(o *ServeOptions, f float64) { o.Slowdown = f }),
+	"ignore_tuning_flags":             trueFlag(func(o *ServeOptions) { o.Machine.IgnoreTuningFlags = true }),
+	"tuned_speedup":                   floatFlag(func(o *ServeOptions, f float64) { o.Machine.TunedSpeedup = f }),
+	"drift":                           floatFlag(func(o *ServeOptions, f float64) { o.Machine.Drift = f }),
+	"drift_period":                    floatFlag(func(o *ServeOptions, f float64) { o.Machine.DriftPeriod = f }),
+	"drift_seed":                      intFlag(func(o *ServeOptions, n int) { o.Machine.DriftSeed = uint64(n) }),
 	"fault_startup_fail":              trueFlag(func(o *ServeOptions) { o.Faults.StartupFail = true }),
 	"fault_hang_before_healthy":       trueFlag(func(o *ServeOptions) { o.Faults.HangBeforeHealthy = true }),
 	"fault_ignore_sigterm":            trueFlag(func(o *ServeOptions) { o.Faults.IgnoreSIGTERM = true }),

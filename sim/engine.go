@@ -109,7 +109,8 @@ type Engine struct {
 	outs     []Output
 
 	noise      bool
-	slowdown   float64 // multiplies every step time (1 = calibrated speed)
+	slowdown   float64        // multiplies every step time (1 = calibrated speed)
+	speed      func() float64 // the host's speed now (Host.Speed); nil = 1
 	rng        *rand.Rand
 	nextUID    uint64
 	lastTokens int // tokens of the last step
@@ -155,6 +156,12 @@ func WithSlowdown(f float64) EngineOption {
 			e.slowdown = f
 		}
 	}
+}
+
+// WithSpeed divides every step's time by speed() read at the step: the
+// host's drifting speed on the real clock (nil: none).
+func WithSpeed(speed func() float64) EngineOption {
+	return func(e *Engine) { e.speed = speed }
 }
 
 // NewEngine builds an engine core from a successful memory plan.
@@ -608,6 +615,9 @@ func (e *Engine) stepTime(tokens, seqs int, kvRead, attnFlops float64, adapters 
 		d = gpu + cpu
 	}
 	d *= e.slowdown
+	if e.speed != nil {
+		d /= e.speed()
+	}
 	if e.noise {
 		d *= math.Exp(c.Noise * e.rng.NormFloat64())
 		if e.rng.Float64() < c.JitterProb {

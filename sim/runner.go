@@ -35,6 +35,12 @@ type Config struct {
 	// Feedback tunes feedback mode, the live runner's controller
 	// (trial.HoldSLO; zero: trial.DefaultFeedbackConfig).
 	Feedback trial.FeedbackConfig
+	// Host is the simulated machine (flags ignored, a known gain, drift).
+	Host Host
+	// HostStart is the host's clock, in simulated seconds, when the run
+	// starts: the drift is read there (FreshNoiseRunner advances it run by
+	// run).
+	HostStart float64
 }
 
 // DefaultConfig is a noise-free runner with realistic startup times; the
@@ -213,7 +219,10 @@ func (r *Runner) run(ctx context.Context, cfg spaces.Config, w trial.Workload, c
 	if err != nil {
 		return res, err
 	}
-	a, plan, se := r.start(cfg, w.Tenants)
+	eff, tuned := r.cfg.Host.effective(cfg, func(c spaces.Config) (EngineArgs, error) {
+		return resolveArgs(r.base, r.resolved, t, c)
+	})
+	a, plan, se := r.start(eff, w.Tenants)
 	if se != nil {
 		res.Status = trial.StatusFailed
 		res.Failure = failureClass(se)
@@ -235,8 +244,11 @@ func (r *Runner) run(ctx context.Context, cfg spaces.Config, w trial.Workload, c
 	runLevel := func(lv level) (trial.Level, error) {
 		li := len(res.Levels)
 		engines := make([]*Engine, a.DataParallelSize)
+		// The host's speed when the level starts: drift moves on the
+		// scale of many minutes, a level lasts one or two.
+		speed := tuned * r.cfg.Host.Speed(r.cfg.HostStart+res.Phases.StartupS+measure)
 		for i := range engines {
-			var opts []EngineOption
+			opts := []EngineOption{WithSlowdown(1 / speed)}
 			if r.cfg.Noise {
 				opts = append(opts, WithNoise(seed+uint64(li)*1009+uint64(i)*7919))
 			}

@@ -274,7 +274,8 @@ func newServer(o ServeOptions, lg *vlog) (*server, *StartupError) {
 		count = max(1, o.Engine.Int("tensor_parallel_size")) * max(1, o.Engine.Int("data_parallel_size"))
 	}
 	t := spaces.Target{Model: model, GPU: gpu, GPUCount: count, EngineVersion: o.Version}
-	a, err := ResolveArgs(t, o.Engine)
+	engine, tuned := o.Machine.Effective(t, o.Engine)
+	a, err := ResolveArgs(t, engine)
 	if err != nil {
 		var se *StartupError
 		if errors.As(err, &se) {
@@ -318,7 +319,7 @@ func newServer(o ServeOptions, lg *vlog) (*server, *StartupError) {
 	}
 	views := make([]engineView, a.DataParallelSize)
 	for i := 0; i < a.DataParallelSize; i++ {
-		e := NewEngine(t, a, calib, plan, WithNoise(o.Seed+uint64(i)*7919), WithSlowdown(o.Slowdown))
+		e := NewEngine(t, a, calib, plan, WithNoise(o.Seed+uint64(i)*7919), WithSlowdown(o.Slowdown/tuned), WithSpeed(o.hostSpeed()))
 		le := newLiveEngine(e, scale)
 		s.engines = append(s.engines, le)
 		views[i] = le

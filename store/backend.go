@@ -3,9 +3,8 @@ package store
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
-
 	"github.com/vllm-tuner/tuner/pareto"
+	"slices"
 )
 
 // The functions in this file let another backend (store/pgstore) keep the
@@ -18,23 +17,15 @@ func (k StudyKey) Normalize() (StudyKey, error) {
 	return k, err
 }
 
-// Summarize derives a trial's summary (what History returns).
-func Summarize(t *Trial) Summary { return summarize(t) }
-
 // FrontPoint returns the point a trial contributes to its study's fronts
 // under q, and whether it is eligible (state, finite objectives, SLO).
 func FrontPoint(st Study, t *Trial, q FrontQuery) (Point, bool) {
-	return eligible(st, st.SLO(), t, q)
+	return Eligible(st, st.SLO(), t, q)
 }
 
 // SummaryFrontPoint is FrontPoint for a summary.
 func SummaryFrontPoint(st Study, sm *Summary, q FrontQuery) (Point, bool) {
-	return eligibleSummary(st, st.SLO(), sm, q)
-}
-
-// FrontOf computes the front named name of candidate points.
-func FrontOf(name string, objs pareto.Objectives, cands []Point) Front {
-	return frontOf(name, objs, cands)
+	return EligibleSummary(st, st.SLO(), sm, q)
 }
 
 // EmptyFront is the front record of a key without points.
@@ -56,8 +47,19 @@ func InsertPoint(f Front, p Point) (Front, bool, error) {
 		out.Points = slices.Delete(out.Points, drop[k], drop[k]+1)
 	}
 	out.Points = append(out.Points, p)
-	sortPoints(out.Points)
+	SortPoints(out.Points)
 	return out, true, nil
+}
+
+// InsertPoints adds the points of ps that no member or other point
+// dominates to f in one pass (an import's trials), dropping the members
+// they dominate; it reports whether f changed. f is not modified.
+func InsertPoints(f Front, ps []Point) (Front, bool) {
+	if len(ps) == 0 {
+		return f, false
+	}
+	out := FrontOf(f.Key, f.Objectives, append(slices.Clone(f.Points), ps...))
+	return out, !SameFront(f, out)
 }
 
 // StudyFrontName and GroupFrontName are the names (Front.Key) of a study's
@@ -82,7 +84,7 @@ func MarshalRecord(v any) ([]byte, error) {
 // refuse records newer than this program.
 func UnmarshalTrial(b []byte) (Trial, error) {
 	var t Trial
-	if err := decodeAny(b, &t); err != nil {
+	if err := DecodeAny(b, &t); err != nil {
 		return Trial{}, fmt.Errorf("decode trial: %w", err)
 	}
 	if t.V > RecordVersion {
@@ -94,7 +96,7 @@ func UnmarshalTrial(b []byte) (Trial, error) {
 // UnmarshalStudy: see UnmarshalTrial.
 func UnmarshalStudy(b []byte) (Study, error) {
 	var s Study
-	if err := decodeAny(b, &s); err != nil {
+	if err := DecodeAny(b, &s); err != nil {
 		return Study{}, fmt.Errorf("decode study: %w", err)
 	}
 	if s.V > RecordVersion {
@@ -106,7 +108,7 @@ func UnmarshalStudy(b []byte) (Study, error) {
 // UnmarshalFront: see UnmarshalTrial.
 func UnmarshalFront(b []byte) (Front, error) {
 	var f Front
-	if err := decodeAny(b, &f); err != nil {
+	if err := DecodeAny(b, &f); err != nil {
 		return Front{}, fmt.Errorf("decode front: %w", err)
 	}
 	if f.V > RecordVersion {
@@ -118,7 +120,7 @@ func UnmarshalFront(b []byte) (Front, error) {
 // UnmarshalModelMeta: see UnmarshalTrial.
 func UnmarshalModelMeta(b []byte) (ModelMeta, error) {
 	var m ModelMeta
-	if err := decodeAny(b, &m); err != nil {
+	if err := DecodeAny(b, &m); err != nil {
 		return ModelMeta{}, fmt.Errorf("decode model meta: %w", err)
 	}
 	if m.V > RecordVersion {
@@ -130,7 +132,7 @@ func UnmarshalModelMeta(b []byte) (ModelMeta, error) {
 // UnmarshalJob: see UnmarshalTrial.
 func UnmarshalJob(b []byte) (Job, error) {
 	var j Job
-	if err := decodeAny(b, &j); err != nil {
+	if err := DecodeAny(b, &j); err != nil {
 		return Job{}, fmt.Errorf("decode job: %w", err)
 	}
 	if j.V > RecordVersion {

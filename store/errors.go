@@ -41,6 +41,13 @@ var (
 	// ErrWorkerName reports a worker name that a live worker of the study
 	// already uses.
 	ErrWorkerName = errors.New("worker name in use")
+	// ErrConnect reports a database server that cannot be reached or
+	// refuses the credentials.
+	ErrConnect = errors.New("cannot connect to PostgreSQL")
+	// ErrNoAnswer reports a database server that accepted the connection
+	// but did not answer within the deadline (it matches ErrConnect when
+	// connecting).
+	ErrNoAnswer = errors.New("the server did not answer")
 )
 
 // CorruptError says that the file at Path is damaged, and how.

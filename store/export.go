@@ -17,27 +17,27 @@ type ExportQuery struct {
 	Filter  TrialFilter
 }
 
-func (s *Store) exportStudies(ctx context.Context, q ExportQuery) ([]Study, error) {
+func exportStudies(ctx context.Context, db DB, q ExportQuery) ([]Study, error) {
 	if q.StudyID != "" {
-		st, err := s.Study(ctx, q.StudyID)
+		st, err := db.Study(ctx, q.StudyID)
 		if err != nil {
 			return nil, err
 		}
 		return []Study{st}, nil
 	}
-	return s.Studies(ctx)
+	return db.Studies(ctx)
 }
 
 // ExportJSONL writes one Trial JSON object per line.
-func (s *Store) ExportJSONL(ctx context.Context, w io.Writer, q ExportQuery) error {
-	studies, err := s.exportStudies(ctx, q)
+func ExportJSONL(ctx context.Context, db DB, w io.Writer, q ExportQuery) error {
+	studies, err := exportStudies(ctx, db, q)
 	if err != nil {
 		return err
 	}
 	enc := json.NewEncoder(w)
 	for _, st := range studies {
-		err := s.scanStudy(ctx, st.ID, func(t Trial) error {
-			if !q.Filter.match(&t) {
+		err := forEachTrial(ctx, db, st.ID, q.Filter, func(t Trial) error {
+			if !q.Filter.Match(&t) {
 				return nil
 			}
 			return enc.Encode(t)
@@ -58,16 +58,16 @@ var csvMetrics = []string{
 // ExportCSV writes a header and one row per trial: identity, state, status,
 // times, the metric columns and one column per config parameter (the union
 // over the exported trials, sorted; empty where a trial lacks it).
-func (s *Store) ExportCSV(ctx context.Context, w io.Writer, q ExportQuery) error {
-	studies, err := s.exportStudies(ctx, q)
+func ExportCSV(ctx context.Context, db DB, w io.Writer, q ExportQuery) error {
+	studies, err := exportStudies(ctx, db, q)
 	if err != nil {
 		return err
 	}
 	// First pass: the parameter columns.
 	params := map[string]bool{}
 	for _, st := range studies {
-		if err := s.scanStudy(ctx, st.ID, func(t Trial) error {
-			if q.Filter.match(&t) {
+		if err := forEachTrial(ctx, db, st.ID, q.Filter, func(t Trial) error {
+			if q.Filter.Match(&t) {
 				for _, n := range t.Config.Names() {
 					params[n] = true
 				}
@@ -92,8 +92,8 @@ func (s *Store) ExportCSV(ctx context.Context, w io.Writer, q ExportQuery) error
 		return err
 	}
 	for _, st := range studies {
-		err := s.scanStudy(ctx, st.ID, func(t Trial) error {
-			if !q.Filter.match(&t) {
+		err := forEachTrial(ctx, db, st.ID, q.Filter, func(t Trial) error {
+			if !q.Filter.Match(&t) {
 				return nil
 			}
 			row := []string{st.ID, st.Key.Model, st.Key.GPU, strconv.Itoa(st.Key.GPUCount), st.Key.Workload,
@@ -133,4 +133,18 @@ func fmtTime(t time.Time) string {
 		return ""
 	}
 	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// forEachTrial calls fn for each trial of a study that f selects.
+func forEachTrial(ctx context.Context, db DB, studyID string, f TrialFilter, fn func(Trial) error) error {
+	ts, err := db.Trials(ctx, studyID, f)
+	if err != nil {
+		return err
+	}
+	for _, t := range ts {
+		if err := fn(t); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -7,14 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/vllm-tuner/tuner/pareto"
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/trial"
 	"hash/crc32"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/vllm-tuner/tuner/pareto"
-	"github.com/vllm-tuner/tuner/spaces"
-	"github.com/vllm-tuner/tuner/trial"
 )
 
 // RecordVersion is the encoding version written into every record's "v".
@@ -171,13 +170,13 @@ func ParseTrialID(id string) (studyID string, seq uint64, err error) {
 	if ok {
 		seq, err = strconv.ParseUint(n, 10, 64)
 	}
-	if !ok || err != nil || seq == 0 || !validStudyID(sid) {
+	if !ok || err != nil || seq == 0 || !ValidStudyID(sid) {
 		return "", 0, fmt.Errorf("trial id %q: want STUDY-SEQ (e.g. 3f2a9c1b0d4e-17): %w", id, ErrNotFound)
 	}
 	return sid, seq, nil
 }
 
-func validStudyID(id string) bool {
+func ValidStudyID(id string) bool {
 	if len(id) != 12 {
 		return false
 	}
@@ -225,34 +224,22 @@ type ModelMeta struct {
 	SHA256  string             `json:"sha256"`
 }
 
-// seqKey is the 8-byte big-endian key of a sequence number.
-func seqKey(seq uint64) []byte {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], seq)
-	return b[:]
-}
-
-// runningKey indexes a running trial.
-func runningKey(studyID string, seq uint64) []byte {
-	return append([]byte(studyID), seqKey(seq)...)
-}
-
 // encode is the stored form of a JSON record: sealed (see seal). Every
 // record type goes through encode (or putJSON) and decodeStrict, so each
 // one is checksummed and verified without code of its own.
-func encode(v any) ([]byte, error) {
+func Encode(v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
-	return seal(b), nil
+	return Seal(b), nil
 }
 
 // decodeStrict verifies a sealed record and unmarshals its one JSON value
 // into v (json.Unmarshal already rejects trailing data). A record without
 // the envelope is refused: since schema 2 every record has one.
-func decodeStrict(b []byte, v any) error {
-	payload, err := unseal(b, false)
+func DecodeStrict(b []byte, v any) error {
+	payload, err := Unseal(b, false)
 	if err != nil {
 		return err
 	}
@@ -261,8 +248,8 @@ func decodeStrict(b []byte, v any) error {
 
 // decodeAny is decodeStrict that also reads the unsealed records of schema
 // 0 and 1 files (migrations and the exported decoders).
-func decodeAny(b []byte, v any) error {
-	payload, err := unseal(b, true)
+func DecodeAny(b []byte, v any) error {
+	payload, err := Unseal(b, true)
 	if err != nil {
 		return err
 	}
@@ -274,8 +261,8 @@ func decodeAny(b []byte, v any) error {
 // (a schema-1 JSON record) nor 1 (a schema-1 summary), so no old record
 // reads as sealed; a flipped byte anywhere in a record fails the checksum.
 const (
-	sealMagic  = 0xC5
-	sealHeader = 5
+	SealMagic  = 0xC5
+	SealHeader = 5
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -284,81 +271,34 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 var ErrChecksum = errors.New("record checksum mismatch")
 
 // seal wraps payload in the checksummed envelope.
-func seal(payload []byte) []byte {
-	b := make([]byte, sealHeader, sealHeader+len(payload))
-	b[0] = sealMagic
+func Seal(payload []byte) []byte {
+	b := make([]byte, SealHeader, SealHeader+len(payload))
+	b[0] = SealMagic
 	binary.BigEndian.PutUint32(b[1:], crc32.Checksum(payload, crcTable))
 	return append(b, payload...)
 }
 
 // unseal verifies the envelope and returns the payload (a subslice of b).
 // With legacy set, a record without the envelope is returned as it is.
-func unseal(b []byte, legacy bool) ([]byte, error) {
-	if len(b) == 0 || b[0] != sealMagic {
+func Unseal(b []byte, legacy bool) ([]byte, error) {
+	if len(b) == 0 || b[0] != SealMagic {
 		if legacy {
 			return b, nil
 		}
 		return nil, errors.New("record has no checksum envelope")
 	}
-	if len(b) < sealHeader {
+	if len(b) < SealHeader {
 		return nil, fmt.Errorf("record envelope: %d bytes", len(b))
 	}
-	if want, got := binary.BigEndian.Uint32(b[1:]), crc32.Checksum(b[sealHeader:], crcTable); want != got {
-		return nil, fmt.Errorf("%w: stored %08x, computed %08x over %d bytes", ErrChecksum, want, got, len(b)-sealHeader)
+	if want, got := binary.BigEndian.Uint32(b[1:]), crc32.Checksum(b[SealHeader:], crcTable); want != got {
+		return nil, fmt.Errorf("%w: stored %08x, computed %08x over %d bytes", ErrChecksum, want, got, len(b)-SealHeader)
 	}
-	return b[sealHeader:], nil
+	return b[SealHeader:], nil
 }
 
-// trialV0 is the schema-0 trial record: no "v", "status" instead of
-// "state" and "config_hash" instead of "config_id".
-type trialV0 struct {
-	Status     string `json:"status"`
-	ConfigHash string `json:"config_hash"`
-}
-
-// DecodeTrial decodes a stored trial record of any supported version
-// (sealed or, from older files, not) and validates it.
-func DecodeTrial(b []byte) (Trial, error) { return decodeTrial(b, true) }
-
-// decodeTrial is DecodeTrial; without legacy the record must be sealed.
-func decodeTrial(b []byte, legacy bool) (Trial, error) {
-	var t Trial
-	payload, err := unseal(b, legacy)
-	if err == nil {
-		err = json.Unmarshal(payload, &t)
-	}
-	if err != nil {
-		return Trial{}, fmt.Errorf("decode trial: %w", err)
-	}
-	b = payload
+func (t *Trial) Validate() error {
 	switch {
-	case t.V > RecordVersion:
-		return Trial{}, fmt.Errorf("decode trial %s: record version %d: %w", t.ID, t.V, ErrTooNew)
-	case t.V < 0:
-		return Trial{}, fmt.Errorf("decode trial: record version %d", t.V)
-	case t.V == 0:
-		var old trialV0
-		if err := json.Unmarshal(b, &old); err != nil {
-			return Trial{}, fmt.Errorf("decode trial v0: %w", err)
-		}
-		t.State = State(old.Status)
-		if t.State == StateRunning { // schema 0 had no sessions: its writer is gone
-			t.State = StateInterrupted
-		}
-		if t.ConfigID == "" {
-			t.ConfigID = old.ConfigHash
-		}
-		t.V = RecordVersion
-	}
-	if err := t.validate(); err != nil {
-		return Trial{}, fmt.Errorf("decode trial %s: %w", t.ID, err)
-	}
-	return t, nil
-}
-
-func (t *Trial) validate() error {
-	switch {
-	case !validStudyID(t.StudyID):
+	case !ValidStudyID(t.StudyID):
 		return fmt.Errorf("bad study id %q", t.StudyID)
 	case t.Seq == 0:
 		return fmt.Errorf("sequence 0")
@@ -373,56 +313,6 @@ func (t *Trial) validate() error {
 	}
 	return nil
 }
-
-// DecodeStudy decodes a stored study record (sealed or not).
-func DecodeStudy(b []byte) (Study, error) { return decodeStudy(b, true) }
-
-func decodeStudy(b []byte, legacy bool) (Study, error) {
-	var s Study
-	dec := decodeStrict
-	if legacy {
-		dec = decodeAny
-	}
-	if err := dec(b, &s); err != nil {
-		return Study{}, fmt.Errorf("decode study: %w", err)
-	}
-	if s.V > RecordVersion {
-		return Study{}, fmt.Errorf("decode study %s: record version %d: %w", s.ID, s.V, ErrTooNew)
-	}
-	if s.V <= 0 && len(s.Key.Objectives) == 0 {
-		s.Key.Objectives = DefaultObjectives("") // schema 0 had no objectives
-	}
-	s.V = RecordVersion
-	if !validStudyID(s.ID) {
-		return Study{}, fmt.Errorf("decode study: bad id %q", s.ID)
-	}
-	return s, nil
-}
-
-// DecodeFront decodes a stored front record (sealed or not).
-func DecodeFront(b []byte) (Front, error) { return decodeFront(b, true) }
-
-func decodeFront(b []byte, legacy bool) (Front, error) {
-	var f Front
-	dec := decodeStrict
-	if legacy {
-		dec = decodeAny
-	}
-	if err := dec(b, &f); err != nil {
-		return Front{}, fmt.Errorf("decode front: %w", err)
-	}
-	if f.V < 1 || f.V > RecordVersion {
-		return Front{}, fmt.Errorf("decode front %s: record version %d", f.Key, f.V)
-	}
-	for _, p := range f.Points {
-		if len(p.Values) != len(f.Objectives) {
-			return Front{}, fmt.Errorf("decode front %s: point %s has %d values for %d objectives", f.Key, p.TrialID, len(p.Values), len(f.Objectives))
-		}
-	}
-	return f, nil
-}
-
-func beUint64(b []byte) uint64 { return binary.BigEndian.Uint64(b) }
 
 // Hypervolume is the front's hypervolume against ref (in the objectives'
 // units, worse than every interesting point; see pareto.Hypervolume).

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,21 +8,8 @@ import (
 	"strings"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
-	"github.com/vllm-tuner/tuner/bench"
-)
-
-// Benchmark runs (tuner bench): created on first write, so older files
-// need no migration.
-//
-//	bench_runs  8-byte big-endian sequence (NextSequence) -> bench.Run JSON
-//	            (ID "r<sequence>")
-//	bench_raw   "<run ID>/<cell index>" -> the cell's raw per-request data
-//	            (bench.EncodeRaw), written with the cell
-var (
-	bucketRuns   = []byte("bench_runs")
-	bucketRunRaw = []byte("bench_raw")
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/trial"
 )
 
 // ErrRunState reports an operation on a run in the wrong state.
@@ -36,131 +22,184 @@ type RunFilter struct {
 	Labels map[string]string
 }
 
-func runKey(id string) ([]byte, error) {
+// RunVersion is the version of the Run record (a benchmark run); bump it on incompatible changes.
+const RunVersion = 1
+
+// RunState is how a benchmark run ended.
+type RunState string
+
+const (
+	RunRunning RunState = "running" // in progress (or its process died: readers report partial)
+	RunOK      RunState = "ok"      // every cell measured
+	RunPartial RunState = "partial" // stopped early: the finished cells are kept
+	RunFailed  RunState = "failed"  // nothing measured; see Reason
+)
+
+// Run is a stored benchmark run: its labels and the results of its cells.
+// The raw per-request data of each cell is kept beside it (Cell.RawKey).
+type Run struct {
+	V       int      `json:"v"`
+	ID      string   `json:"id"`
+	State   RunState `json:"state"`
+	Reason  string   `json:"reason,omitempty"`
+	Session string   `json:"session,omitempty"` // writer session (store)
+	// Source: "run" (tuner bench run) or "import" (a vLLM bench JSON).
+	Source        string            `json:"source"`
+	Model         string            `json:"model"`
+	GPU           trial.GPUIdentity `json:"gpu"`
+	Engine        string            `json:"engine"` // vllm, sim, url or the imported backend
+	EngineVersion string            `json:"engine_version,omitempty"`
+	URL           string            `json:"url,omitempty"`
+	Config        *spaces.Config    `json:"config,omitempty"`
+	Flags         []string          `json:"flags,omitempty"` // the engine's full command line (or the imported run's)
+	Matrix        string            `json:"matrix"`
+	MatrixHash    string            `json:"matrix_hash"`
+	Tier          string            `json:"tier,omitempty"`
+	Labels        map[string]string `json:"labels,omitempty"`
+	Start         time.Time         `json:"start"`
+	End           time.Time         `json:"end,omitzero"`
+	Cells         []CellResult      `json:"cells"`
+}
+
+// CellResult is one cell's measurement: its load levels in order.
+type CellResult struct {
+	Name     string         `json:"name"`
+	Workload trial.Workload `json:"workload"`
+	Levels   []LevelResult  `json:"levels"`
+	// Capacity is the highest load level meeting the SLO (0: none did, or
+	// no SLO); CapacitySearched when the cell searched it (capacity: true).
+	Capacity         float64 `json:"capacity,omitempty"`
+	CapacitySearched bool    `json:"capacity_searched,omitempty"`
+	// Feedback is the feedback controller's outcome and trace (feedback:
+	// true cells; its windows are Levels, Capacity its sustained rate).
+	Feedback *trial.Feedback `json:"feedback,omitempty"`
+	Error    string          `json:"error,omitempty"` // why the cell stopped early
+	RawKey   string          `json:"raw_key,omitempty"`
+	RawBytes int             `json:"raw_bytes,omitempty"`
+	Requests int             `json:"requests"`
+}
+
+// LevelResult is one load level of a cell.
+type LevelResult struct {
+	Concurrency int               `json:"concurrency,omitempty"`
+	Rate        float64           `json:"rate,omitempty"`
+	Metrics     trial.Metrics     `json:"metrics"`
+	SLOMet      bool              `json:"slo_met"`
+	Violations  []string          `json:"violations,omitempty"`
+	Stability   trial.Stability   `json:"stability"`
+	SuccessRate float64           `json:"success_rate"`
+	Errors      map[string]int    `json:"errors,omitempty"` // error class -> measured requests
+	ErrorSample map[string]string `json:"error_sample,omitempty"`
+	Telemetry   trial.Telemetry   `json:"telemetry"`
+	// Per GPU: output tokens/s per GPU and joules per output token (NVML energy).
+	OutputTokSPerGPU float64 `json:"output_tok_s_per_gpu,omitempty"`
+	JoulesPerToken   float64 `json:"joules_per_token,omitempty"`
+	// WindowThroughput is the output rate of each steady-state window (the
+	// throughput samples a regression test compares).
+	WindowThroughput []float64 `json:"window_throughput,omitempty"`
+	ElapsedS         float64   `json:"elapsed_s"`
+}
+
+// Load is the level's load: concurrency (closed loop) or rate.
+func (l *LevelResult) Load() float64 {
+	if l.Concurrency > 0 {
+		return float64(l.Concurrency)
+	}
+	return l.Rate
+}
+
+// LoadString names a level's load ("c=64" closed loop, "8 req/s" open).
+func (l *LevelResult) LoadString() string {
+	if l.Concurrency > 0 {
+		return "c=" + strconv.Itoa(l.Concurrency)
+	}
+	return strconv.FormatFloat(l.Rate, 'g', 6, 64) + " req/s"
+}
+
+// HasRaw reports whether any cell of r kept per-request data.
+func (r *Run) HasRaw() bool {
+	for i := range r.Cells {
+		if r.Cells[i].RawKey != "" && r.Cells[i].Requests > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Curve is a cell's QPS-vs-latency curve: one point per load level, in
+// increasing load.
+type CurvePoint struct {
+	Load       float64 `json:"load"`
+	Closed     bool    `json:"closed"`
+	QPS        float64 `json:"qps"` // achieved request throughput
+	OutputTokS float64 `json:"output_tok_s"`
+	TTFTP50    float64 `json:"ttft_p50_ms"`
+	TTFTP99    float64 `json:"ttft_p99_ms"`
+	TPOTP50    float64 `json:"tpot_p50_ms"`
+	TPOTP99    float64 `json:"tpot_p99_ms"`
+	E2ELP50    float64 `json:"e2el_p50_ms"`
+	E2ELP99    float64 `json:"e2el_p99_ms"`
+	SLOMet     bool    `json:"slo_met"`
+}
+
+// Curve returns the cell's QPS-vs-latency curve.
+func (c *CellResult) Curve() []CurvePoint {
+	var out []CurvePoint
+	for i := range c.Levels {
+		l := &c.Levels[i]
+		m := &l.Metrics
+		out = append(out, CurvePoint{Load: l.Load(), Closed: l.Concurrency > 0, QPS: m.RequestThroughput, OutputTokS: m.OutputThroughput,
+			TTFTP50: m.TTFT.Median, TTFTP99: m.TTFT.P99, TPOTP50: m.TPOT.Median, TPOTP99: m.TPOT.P99,
+			E2ELP50: m.E2EL.Median, E2ELP99: m.E2EL.P99, SLOMet: l.SLOMet})
+	}
+	slices.SortStableFunc(out, func(a, b CurvePoint) int {
+		switch {
+		case a.Load < b.Load:
+			return -1
+		case a.Load > b.Load:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Match reports whether f selects r.
+func (f RunFilter) Match(r *Run) bool {
+	if f.Model != "" && r.Model != f.Model || f.Tier != "" && r.Tier != f.Tier {
+		return false
+	}
+	for k, want := range f.Labels {
+		if got, ok := r.Labels[k]; !ok || (want != "" && got != want) {
+			return false
+		}
+	}
+	return true
+}
+
+// RunID is the ID of the run numbered seq ("r<seq>").
+func RunID(seq uint64) string { return "r" + strconv.FormatUint(seq, 10) }
+
+// ParseRunID returns the number of a run ID (ErrNotFound for a malformed one).
+func ParseRunID(id string) (uint64, error) {
 	n, err := strconv.ParseUint(strings.TrimPrefix(id, "r"), 10, 64)
 	if err != nil || !strings.HasPrefix(id, "r") || n == 0 {
-		return nil, fmt.Errorf("run %q: %w (want r<number>)", id, ErrNotFound)
+		return 0, fmt.Errorf("run %q: %w (want r<number>)", id, ErrNotFound)
 	}
-	return seqKey(n), nil
+	return n, nil
 }
 
-func rawKey(id string, cell int) []byte { return []byte(id + "/" + strconv.Itoa(cell)) }
+// RawKey names the raw data of cell i of a run (CellResult.RawKey).
+func RawKey(id string, cell int) string { return id + "/" + strconv.Itoa(cell) }
 
-// BeginRun stores r as a new run in state running under this Store's
-// writer session and returns its ID.
-func (s *Store) BeginRun(ctx context.Context, r *bench.Run) (string, error) {
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(bucketRuns)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.CreateBucketIfNotExists(bucketRunRaw); err != nil {
-			return err
-		}
-		seq, err := b.NextSequence()
-		if err != nil {
-			return err
-		}
-		r.ID, r.V, r.Session = "r"+strconv.FormatUint(seq, 10), bench.RunVersion, s.session
-		if r.State == "" {
-			r.State = bench.StateRunning
-		}
-		return putJSON(b, seqKey(seq), r)
-	})
-	if err != nil {
-		return "", fmt.Errorf("begin run: %w", err)
-	}
-	return r.ID, nil
-}
-
-// AddCell appends a finished cell and its raw data to a running run, in
-// one transaction.
-func (s *Store) AddCell(ctx context.Context, id string, c bench.CellResult, raw []byte) error {
-	return s.updateRun(ctx, id, func(tx *bolt.Tx, r *bench.Run) error {
-		if r.State != bench.StateRunning {
-			return fmt.Errorf("run %s is %s: %w", id, r.State, ErrRunState)
-		}
-		c.RawKey = string(rawKey(id, len(r.Cells)))
-		c.RawBytes = len(raw)
-		if err := tx.Bucket(bucketRunRaw).Put([]byte(c.RawKey), raw); err != nil {
-			return err
-		}
-		r.Cells = append(r.Cells, c)
-		return nil
-	})
-}
-
-// FinishRun records a running run's final state.
-func (s *Store) FinishRun(ctx context.Context, id string, st bench.State, reason string, end time.Time) error {
-	return s.updateRun(ctx, id, func(_ *bolt.Tx, r *bench.Run) error {
-		if r.State != bench.StateRunning {
-			return fmt.Errorf("run %s is %s: %w", id, r.State, ErrRunState)
-		}
-		r.State, r.Reason, r.End, r.Session = st, reason, end, ""
-		return nil
-	})
-}
-
-// ImportRun stores a finished run (an imported vLLM bench result) with the
-// raw data of its cells (raws[i] for cell i; nil: none) in one transaction.
-func (s *Store) ImportRun(ctx context.Context, r *bench.Run, raws [][]byte) (string, error) {
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(bucketRuns)
-		if err != nil {
-			return err
-		}
-		rb, err := tx.CreateBucketIfNotExists(bucketRunRaw)
-		if err != nil {
-			return err
-		}
-		seq, err := b.NextSequence()
-		if err != nil {
-			return err
-		}
-		r.ID, r.V = "r"+strconv.FormatUint(seq, 10), bench.RunVersion
-		for i := range r.Cells {
-			if i < len(raws) && raws[i] != nil {
-				r.Cells[i].RawKey, r.Cells[i].RawBytes = string(rawKey(r.ID, i)), len(raws[i])
-				if err := rb.Put(rawKey(r.ID, i), raws[i]); err != nil {
-					return err
-				}
-			}
-		}
-		return putJSON(b, seqKey(seq), r)
-	})
-	if err != nil {
-		return "", fmt.Errorf("import run: %w", err)
-	}
-	return r.ID, nil
-}
-
-func (s *Store) updateRun(ctx context.Context, id string, fn func(tx *bolt.Tx, r *bench.Run) error) error {
-	key, err := runKey(id)
-	if err != nil {
-		return err
-	}
-	return s.update(ctx, func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketRuns)
-		if b == nil || b.Get(key) == nil {
-			return fmt.Errorf("run %s: %w", id, ErrNotFound)
-		}
-		r, err := decodeRun(b.Get(key))
-		if err != nil {
-			return corrupt(tx, err)
-		}
-		if err := fn(tx, &r); err != nil {
-			return err
-		}
-		return putJSON(b, key, &r)
-	})
-}
-
-func decodeRun(b []byte) (bench.Run, error) {
-	var r bench.Run
-	if err := decodeStrict(b, &r); err != nil {
+// DecodeRun decodes a stored run record (sealed or plain JSON) and refuses
+// one newer than this program.
+func DecodeRun(b []byte) (Run, error) {
+	var r Run
+	if err := DecodeAny(b, &r); err != nil {
 		return r, fmt.Errorf("decode run: %w", err)
 	}
-	if r.V > bench.RunVersion {
+	if r.V > RunVersion {
 		return r, fmt.Errorf("decode run %s: record version %d: %w", r.ID, r.V, ErrTooNew)
 	}
 	if r.V < 1 {
@@ -168,106 +207,3 @@ func decodeRun(b []byte) (bench.Run, error) {
 	}
 	return r, nil
 }
-
-// reportState shows a running run whose writer is gone (its session lock
-// is free) as partial: its process died, its finished cells stay.
-func (s *Store) reportState(r *bench.Run) {
-	if r.State != bench.StateRunning || r.Session == "" || r.Session == s.session {
-		return
-	}
-	l, exists, err := tryLockExisting(s.sessionPath(r.Session))
-	if err != nil {
-		return
-	}
-	if l != nil {
-		_ = l.unlock()
-	}
-	if l != nil || !exists {
-		r.State, r.Reason = bench.StatePartial, "the benchmark process died"
-	}
-}
-
-// Run returns a run by ID ("r<n>") or "latest".
-func (s *Store) Run(ctx context.Context, id string) (bench.Run, error) {
-	var r bench.Run
-	err := s.view(ctx, func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketRuns)
-		if b == nil {
-			return fmt.Errorf("run %s: %w (no benchmark runs yet)", id, ErrNotFound)
-		}
-		var raw []byte
-		if id == "latest" {
-			_, raw = b.Cursor().Last()
-		} else {
-			key, err := runKey(id)
-			if err != nil {
-				return err
-			}
-			raw = b.Get(key)
-		}
-		if raw == nil {
-			return fmt.Errorf("run %s: %w", id, ErrNotFound)
-		}
-		var err error
-		if r, err = decodeRun(raw); err != nil {
-			return corrupt(tx, err)
-		}
-		return nil
-	})
-	if err != nil {
-		return r, err
-	}
-	s.reportState(&r)
-	return r, nil
-}
-
-// Runs lists the runs matching f, oldest first.
-func (s *Store) Runs(ctx context.Context, f RunFilter) ([]bench.Run, error) {
-	var out []bench.Run
-	err := s.view(ctx, func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketRuns)
-		if b == nil {
-			return nil
-		}
-		return b.ForEach(func(_, v []byte) error {
-			r, err := decodeRun(v)
-			if err != nil {
-				return corrupt(tx, err)
-			}
-			if f.Model != "" && r.Model != f.Model || f.Tier != "" && r.Tier != f.Tier {
-				return nil
-			}
-			for k, want := range f.Labels {
-				if got, ok := r.Labels[k]; !ok || (want != "" && got != want) {
-					return nil
-				}
-			}
-			out = append(out, r)
-			return nil
-		})
-	})
-	for i := range out {
-		s.reportState(&out[i])
-	}
-	return slices.Clip(out), err
-}
-
-// RunRaw returns the raw data of cell i of run id (bench.DecodeRaw reads it).
-func (s *Store) RunRaw(ctx context.Context, id string, cell int) ([]byte, error) {
-	var out []byte
-	err := s.view(ctx, func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketRunRaw)
-		if b == nil {
-			return fmt.Errorf("run %s cell %d raw data: %w", id, cell, ErrNotFound)
-		}
-		v := b.Get(rawKey(id, cell))
-		if v == nil {
-			return fmt.Errorf("run %s cell %d raw data: %w", id, cell, ErrNotFound)
-		}
-		out = slices.Clone(v)
-		return nil
-	})
-	return out, err
-}
-
-var _ bench.Sink = (*Store)(nil)

@@ -3,13 +3,12 @@ package store
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/trial"
 	"math"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/vllm-tuner/tuner/spaces"
-	"github.com/vllm-tuner/tuner/trial"
 )
 
 // SummaryMetrics returns the metrics a Summary carries, in the order of
@@ -94,7 +93,7 @@ func (s *Summary) Metrics() *trial.Metrics {
 }
 
 // summarize derives a trial's summary.
-func summarize(t *Trial) Summary {
+func Summarize(t *Trial) Summary {
 	s := Summary{V: RecordVersion, StudyID: t.StudyID, Seq: t.Seq, State: t.State, ConfigID: t.ConfigID,
 		Config: t.Config, Repeat: t.Repeat, Started: t.Started}
 	if r := t.Result; r != nil {
@@ -128,7 +127,7 @@ func summarize(t *Trial) Summary {
 // The study ID is the bucket's name and is not repeated.
 const summaryVersion = 1
 
-func encodeSummary(s *Summary) []byte {
+func EncodeSummary(s *Summary) []byte {
 	b := make([]byte, 0, 64+8*len(s.Values)+24*s.Config.Len())
 	putStr := func(x string) {
 		b = binary.AppendUvarint(b, uint64(len(x)))
@@ -241,7 +240,7 @@ func (r *summaryReader) byte1(what string) byte {
 }
 
 // decodeSummary decodes a summary stored in studyID's bucket.
-func decodeSummary(studyID string, b []byte) (Summary, error) {
+func DecodeSummary(studyID string, b []byte) (Summary, error) {
 	r := &summaryReader{b: b}
 	if v := r.byte1("version"); r.err == nil && v != summaryVersion {
 		if v > summaryVersion {
@@ -310,10 +309,10 @@ func decodeSummary(studyID string, b []byte) (Summary, error) {
 }
 
 // decodeSealedSummary verifies a stored summary and decodes it.
-func decodeSealedSummary(studyID string, b []byte) (Summary, error) {
-	payload, err := unseal(b, false)
+func DecodeSealedSummary(studyID string, b []byte) (Summary, error) {
+	payload, err := Unseal(b, false)
 	if err != nil {
 		return Summary{}, fmt.Errorf("summary: %w", err)
 	}
-	return decodeSummary(studyID, payload)
+	return DecodeSummary(studyID, payload)
 }

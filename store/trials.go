@@ -1,18 +1,9 @@
 package store
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
-
-	"github.com/vllm-tuner/tuner/spaces"
-	"github.com/vllm-tuner/tuner/trial"
 )
 
 // BeginOptions are the optional parts of a new trial.
@@ -42,175 +33,6 @@ type ClaimOptions struct {
 	MaxSearch int
 }
 
-// BeginTrial records a trial in state running, before its engine starts, and
-// returns it with its sequence number and ID. One transaction.
-func (s *Store) BeginTrial(ctx context.Context, studyID string, cfg spaces.Config, o BeginOptions) (Trial, error) {
-	if o.Repeat < 0 {
-		return Trial{}, fmt.Errorf("begin trial: negative repeat %d", o.Repeat)
-	}
-	if err := s.checkFree(); err != nil {
-		return Trial{}, fmt.Errorf("begin trial in study %s: %w", studyID, err)
-	}
-	t := Trial{
-		V:        RecordVersion,
-		StudyID:  studyID,
-		State:    StateRunning,
-		ConfigID: cfg.ID(),
-		Config:   cfg,
-		Repeat:   o.Repeat,
-		Started:  s.opts.Now().UTC(),
-		Notes:    o.Notes,
-		Session:  s.session,
-	}
-	err := s.update(ctx, func(tx *bolt.Tx) error { return beginTrialTx(tx, &t) })
-	if err != nil {
-		return Trial{}, fmt.Errorf("begin trial in study %s: %w", studyID, err)
-	}
-	return t, nil
-}
-
-func beginTrialTx(tx *bolt.Tx, t *Trial) error {
-	if _, err := getStudy(tx, t.StudyID); err != nil {
-		return err
-	}
-	tb, err := tx.Bucket(bucketTrials).CreateBucketIfNotExists([]byte(t.StudyID))
-	if err != nil {
-		return err
-	}
-	seq, err := tb.NextSequence()
-	if err != nil {
-		return err
-	}
-	t.Seq, t.ID = seq, TrialID(t.StudyID, seq)
-	if err := putTrial(tx, t); err != nil {
-		return err
-	}
-	return tx.Bucket(bucketRunning).Put(runningKey(t.StudyID, seq), []byte(t.Session))
-}
-
-// FinishTrial records how a running trial ended (its state follows from the
-// result, see StateOf) and updates the study's and the group's fronts, all
-// in one transaction. It fails with ErrState unless the trial is running.
-func (s *Store) FinishTrial(ctx context.Context, id string, res *trial.Result) (Trial, error) {
-	if res == nil {
-		return Trial{}, fmt.Errorf("finish trial %s: nil result: %w", id, ErrInvalidResult)
-	}
-	if _, err := json.Marshal(res); err != nil { // outside the transaction
-		return Trial{}, fmt.Errorf("finish trial %s: %w: %v", id, ErrInvalidResult, err)
-	}
-	studyID, seq, err := ParseTrialID(id)
-	if err != nil {
-		return Trial{}, err
-	}
-	var t Trial
-	err = s.update(ctx, func(tx *bolt.Tx) error {
-		var err error
-		t, err = finishTrialTx(tx, studyID, seq, res, s.opts.Now().UTC())
-		return err
-	})
-	if err != nil {
-		return Trial{}, fmt.Errorf("finish trial %s: %w", id, err)
-	}
-	return t, nil
-}
-
-func finishTrialTx(tx *bolt.Tx, studyID string, seq uint64, res *trial.Result, now time.Time) (Trial, error) {
-	st, err := getStudy(tx, studyID)
-	if err != nil {
-		return Trial{}, err
-	}
-	t, err := getTrial(tx, studyID, seq)
-	if err != nil {
-		return Trial{}, err
-	}
-	if t.State != StateRunning {
-		return Trial{}, fmt.Errorf("trial is %s: %w", t.State, ErrState)
-	}
-	t.State = StateOf(res)
-	t.Result = res
-	t.Ended = now
-	if err := putTrial(tx, &t); err != nil {
-		return Trial{}, err
-	}
-	if err := tx.Bucket(bucketRunning).Delete(runningKey(studyID, seq)); err != nil {
-		return Trial{}, err
-	}
-	return t, addToFronts(tx, st, t)
-}
-
-// SetNotes replaces a trial's notes.
-func (s *Store) SetNotes(ctx context.Context, id, notes string) error {
-	studyID, seq, err := ParseTrialID(id)
-	if err != nil {
-		return err
-	}
-	return s.update(ctx, func(tx *bolt.Tx) error {
-		t, err := getTrial(tx, studyID, seq)
-		if err != nil {
-			return err
-		}
-		t.Notes = notes
-		return putTrial(tx, &t)
-	})
-}
-
-// putTrial writes a trial and its summary.
-func putTrial(tx *bolt.Tx, t *Trial) error {
-	tb, err := tx.Bucket(bucketTrials).CreateBucketIfNotExists([]byte(t.StudyID))
-	if err != nil {
-		return err
-	}
-	if err := putJSON(tb, seqKey(t.Seq), t); err != nil {
-		return fmt.Errorf("trial %s: %w", t.ID, err)
-	}
-	sb, err := tx.Bucket(bucketSummaries).CreateBucketIfNotExists([]byte(t.StudyID))
-	if err != nil {
-		return err
-	}
-	sm := summarize(t)
-	return sb.Put(seqKey(t.Seq), seal(encodeSummary(&sm)))
-}
-
-func getTrial(tx *bolt.Tx, studyID string, seq uint64) (Trial, error) {
-	tb := tx.Bucket(bucketTrials).Bucket([]byte(studyID))
-	var raw []byte
-	if tb != nil {
-		raw = tb.Get(seqKey(seq))
-	}
-	if raw == nil {
-		return Trial{}, fmt.Errorf("trial %s: %w", TrialID(studyID, seq), ErrNotFound)
-	}
-	return decodeAt(tx, studyID, seqKey(seq), raw)
-}
-
-// decodeAt decodes the trial stored under key in a study's bucket and
-// checks that the record belongs there.
-func decodeAt(tx *bolt.Tx, studyID string, key, raw []byte) (Trial, error) {
-	t, err := decodeTrial(raw, false)
-	if err != nil {
-		return Trial{}, corrupt(tx, err)
-	}
-	if t.StudyID != studyID || !bytes.Equal(key, seqKey(t.Seq)) {
-		return Trial{}, corrupt(tx, fmt.Errorf("trial %s stored under study %s key %x", t.ID, studyID, key))
-	}
-	return t, nil
-}
-
-// Trial returns one trial by ID.
-func (s *Store) Trial(ctx context.Context, id string) (Trial, error) {
-	studyID, seq, err := ParseTrialID(id)
-	if err != nil {
-		return Trial{}, err
-	}
-	var t Trial
-	err = s.view(ctx, func(tx *bolt.Tx) error {
-		var err error
-		t, err = getTrial(tx, studyID, seq)
-		return err
-	})
-	return t, err
-}
-
 // TrialFilter selects trials; zero fields match everything.
 type TrialFilter struct {
 	States   []State // any of these states
@@ -220,184 +42,25 @@ type TrialFilter struct {
 	FromSeq uint64
 }
 
-func (f TrialFilter) match(t *Trial) bool {
+func (f TrialFilter) Match(t *Trial) bool {
 	if (len(f.States) > 0 && !slices.Contains(f.States, t.State)) || t.Seq < f.FromSeq {
 		return false
 	}
 	return f.ConfigID == "" || f.ConfigID == t.ConfigID
 }
 
-// Trials returns a study's trials in sequence order.
-func (s *Store) Trials(ctx context.Context, studyID string, f TrialFilter) ([]Trial, error) {
-	var out []Trial
-	err := s.scanStudyFrom(ctx, studyID, f.FromSeq, func(t Trial) error {
-		if f.match(&t) {
-			out = append(out, t)
-		}
-		return nil
-	})
-	return out, err
-}
-
-// scanChunk bounds how many records one read transaction copies out, so a
-// long scan never holds the file lock for long.
-const scanChunk = 4096
-
-// scanRaw calls fn with the raw records of one study's bucket (trials or
-// summaries) numbered from on (0 or 1: all) in sequence order. Records are
-// copied out chunk by chunk, each chunk in its own short transaction; fn
-// runs outside any transaction.
-func (s *Store) scanRaw(ctx context.Context, studyID string, bucket []byte, from uint64, fn func(key, val []byte) error) error {
-	exists := false
-	next := max(from, 1)
-	start := next
-	for {
-		var keys, vals [][]byte
-		var begun uint64
-		done := true
-		err := s.view(ctx, func(tx *bolt.Tx) error {
-			if !exists {
-				if _, err := getStudy(tx, studyID); err != nil {
-					return err
-				}
-				exists = true
-			}
-			// Every study has its buckets from its creation, and trials are
-			// never deleted: a missing bucket or record is damage, never a
-			// study with fewer trials.
-			tb := tx.Bucket(bucketTrials).Bucket([]byte(studyID))
-			b := tx.Bucket(bucket).Bucket([]byte(studyID))
-			if tb == nil || b == nil {
-				return corrupt(tx, fmt.Errorf("study %s: its %s bucket is missing", studyID, bucket))
-			}
-			begun = tb.Sequence()
-			c := b.Cursor()
-			for k, v := c.Seek(seqKey(next)); k != nil; k, v = c.Next() {
-				if len(keys) == scanChunk {
-					done = false
-					break
-				}
-				keys = append(keys, bytes.Clone(k))
-				vals = append(vals, bytes.Clone(v))
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		for i := range keys {
-			if len(keys[i]) != 8 {
-				return &CorruptError{Path: s.path, Err: fmt.Errorf("study %s: bad key %x in %s", studyID, keys[i], bucket)}
-			}
-			if k := beUint64(keys[i]); k != next {
-				return &CorruptError{Path: s.path, Err: fmt.Errorf("study %s: %s record %d missing (the next one is %d)", studyID, bucket, next, k)}
-			}
-			if err := fn(keys[i], vals[i]); err != nil {
-				return err
-			}
-			next++
-		}
-		if done {
-			if next-1 != begun && (next != start || start <= begun) { // nothing at or past from is no damage
-				return &CorruptError{Path: s.path, Err: fmt.Errorf("study %s: %d trials begun, %d %s records readable", studyID, begun, next-1, bucket)}
-			}
-			return nil
-		}
+// MatchSummary is Match for a trial's summary.
+func (f TrialFilter) MatchSummary(sm *Summary) bool {
+	if (len(f.States) > 0 && !slices.Contains(f.States, sm.State)) || sm.Seq < f.FromSeq {
+		return false
 	}
+	return f.ConfigID == "" || f.ConfigID == sm.ConfigID
 }
 
-// scanStudy calls fn for each trial of a study in sequence order (see scanRaw).
-func (s *Store) scanStudy(ctx context.Context, studyID string, fn func(Trial) error) error {
-	return s.scanStudyFrom(ctx, studyID, 1, fn)
-}
-
-// scanStudyFrom is scanStudy from trial number from on.
-func (s *Store) scanStudyFrom(ctx context.Context, studyID string, from uint64, fn func(Trial) error) error {
-	return s.scanRaw(ctx, studyID, bucketTrials, from, func(k, v []byte) error {
-		t, err := decodeTrial(v, false)
-		if err == nil && (t.StudyID != studyID || !bytes.Equal(k, seqKey(t.Seq))) {
-			err = fmt.Errorf("trial %s stored under study %s key %x", t.ID, studyID, k)
-		}
-		if err != nil {
-			return &CorruptError{Path: s.path, Err: err}
-		}
-		return fn(t)
-	})
-}
-
-// scanSummaries calls fn for each trial summary of a study in sequence order.
-func (s *Store) scanSummaries(ctx context.Context, studyID string, fn func(*Summary) error) error {
-	return s.scanRaw(ctx, studyID, bucketSummaries, 1, func(k, v []byte) error {
-		sm, err := decodeSealedSummary(studyID, v)
-		if err == nil && !bytes.Equal(k, seqKey(sm.Seq)) {
-			err = fmt.Errorf("summary %s stored under key %x", sm.ID(), k)
-		}
-		if err != nil {
-			return &CorruptError{Path: s.path, Err: err}
-		}
-		return fn(&sm)
-	})
-}
-
-// recoverInterrupted marks as interrupted the running trials whose writer
-// session is gone. It returns the locks it took on dead sessions' files (to
-// release, and the files to remove, after the commit).
-func (s *Store) recoverInterrupted(tx *bolt.Tx) (locks []*fileLock, paths []string, marked int, err error) {
-	type entry struct {
-		studyID string
-		seq     uint64
-		session string
+// Check refuses options a claim cannot take.
+func (o ClaimOptions) Check() error {
+	if o.Repeat < 0 || o.Lease <= 0 || o.Worker == "" {
+		return fmt.Errorf("claim trial: repeat %d, lease %s, worker %q: want repeat >= 0, a lease and a worker", o.Repeat, o.Lease, o.Worker)
 	}
-	var running []entry
-	err = tx.Bucket(bucketRunning).ForEach(func(k, v []byte) error {
-		if len(k) != 12+8 {
-			return corrupt(tx, fmt.Errorf("running index key %x", k))
-		}
-		running = append(running, entry{string(k[:12]), beUint64(k[12:]), string(v)})
-		return nil
-	})
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	dead := map[string]bool{}
-	for _, e := range running {
-		if e.session == s.session {
-			continue
-		}
-		isDead, seen := dead[e.session]
-		if !seen {
-			p := s.sessionPath(e.session)
-			l, exists, err := tryLockExisting(p)
-			if err != nil && !os.IsNotExist(err) {
-				return locks, paths, 0, fmt.Errorf("session %s: %w", e.session, err)
-			}
-			isDead = l != nil || !exists
-			if l != nil {
-				locks, paths = append(locks, l), append(paths, p)
-			}
-			dead[e.session] = isDead
-		}
-		if !isDead {
-			continue
-		}
-		t, err := getTrial(tx, e.studyID, e.seq)
-		if err != nil {
-			return locks, paths, 0, err
-		}
-		t.State = StateInterrupted
-		t.Ended = s.opts.Now().UTC()
-		if t.Notes != "" {
-			t.Notes += "; "
-		}
-		t.Notes += "interrupted: the writing process died"
-		if err := putTrial(tx, &t); err != nil {
-			return locks, paths, 0, err
-		}
-		if err := tx.Bucket(bucketRunning).Delete(runningKey(e.studyID, e.seq)); err != nil {
-			return locks, paths, 0, err
-		}
-		s.log.Warn("trial interrupted by a dead process", "trial", t.ID, "session", e.session)
-		marked++
-	}
-	return locks, paths, marked, nil
+	return nil
 }

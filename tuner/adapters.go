@@ -9,22 +9,11 @@ import (
 	"github.com/vllm-tuner/tuner/search"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
-	"github.com/vllm-tuner/tuner/trial"
 )
-
-// TrialStore is what StudyStore needs of a database: the bbolt store
-// (store.Store) and the PostgreSQL one (store/pgstore) both provide it.
-type TrialStore interface {
-	BeginTrial(ctx context.Context, studyID string, cfg spaces.Config, o store.BeginOptions) (store.Trial, error)
-	FinishTrial(ctx context.Context, id string, res *trial.Result) (store.Trial, error)
-	Trials(ctx context.Context, studyID string, f store.TrialFilter) ([]store.Trial, error)
-}
-
-var _ TrialStore = (*store.Store)(nil)
 
 // StudyStore is the loop's Store over one study of a database.
 type StudyStore struct {
-	Store TrialStore
+	Store store.DB
 	Study string // study ID
 	// Observer receives the time of each write; nil = none.
 	Observer Observer

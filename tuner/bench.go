@@ -60,7 +60,7 @@ type BenchSpec struct {
 
 	// Lookup opens the database to find a trial or config ID that Config
 	// names (the CLI opens it read-only on demand); nil: IDs are not found.
-	Lookup func(ctx context.Context) (ConfigSource, func(), error) `json:"-"`
+	Lookup func(ctx context.Context) (store.DB, func(), error) `json:"-"`
 }
 
 // DefaultBenchSpec returns the defaults of `tuner bench run`'s flags.
@@ -68,16 +68,6 @@ func DefaultBenchSpec() BenchSpec {
 	return BenchSpec{GPUs: 1, Telemetry: "auto", RequestTimeout: Duration(5 * time.Minute),
 		StartupTimeout: Duration(15 * time.Minute), VLLM: "vllm"}
 }
-
-// ConfigSource reads the stored trials a --config ID names.
-type ConfigSource interface {
-	Trial(ctx context.Context, id string) (store.Trial, error)
-	Study(ctx context.Context, id string) (store.Study, error)
-	Studies(ctx context.Context) ([]store.Study, error)
-	Trials(ctx context.Context, studyID string, f store.TrialFilter) ([]store.Trial, error)
-}
-
-var _ ConfigSource = (*store.Store)(nil)
 
 // Bench is a resolved BenchSpec: everything a benchmark needs before the
 // store is opened.
@@ -327,15 +317,6 @@ func (b *Bench) simOptions(model string) (sim.ServeOptions, error) {
 	return o, nil
 }
 
-// BenchDB is what a benchmark needs of its database.
-type BenchDB interface {
-	bench.Sink
-	// DataDir is where files beside the database go (engine logs).
-	DataDir() string
-}
-
-var _ BenchDB = BoltDB{}
-
 // BenchStartConfig is what a door adds to a resolved benchmark to run it.
 type BenchStartConfig struct {
 	Logger     *slog.Logger
@@ -347,12 +328,14 @@ type BenchStartConfig struct {
 	// Env is added to the engine's environment (the service sets
 	// CUDA_VISIBLE_DEVICES of a GPU set here).
 	Env []string
+	// DataDir is where files beside the database go (engine logs).
+	DataDir string
 }
 
 // Run benchmarks the setup over the matrix, one stored run per model (one
 // unless the release tier), and returns the runs stored. It stops at the
 // first error; a stopped run is stored partial with its finished cells.
-func (b *Bench) Run(ctx context.Context, db BenchDB, sc BenchStartConfig) ([]*bench.Run, error) {
+func (b *Bench) Run(ctx context.Context, db store.DB, sc BenchStartConfig) ([]*bench.Run, error) {
 	log := sc.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -379,7 +362,7 @@ func (b *Bench) Run(ctx context.Context, db BenchDB, sc BenchStartConfig) ([]*be
 	return runs, nil
 }
 
-func (b *Bench) runOne(ctx context.Context, db BenchDB, sc BenchStartConfig, log *slog.Logger, model string) (*bench.Run, error) {
+func (b *Bench) runOne(ctx context.Context, db store.DB, sc BenchStartConfig, log *slog.Logger, model string) (*bench.Run, error) {
 	s := b.Spec
 	cfg := bench.DefaultConfig()
 	cfg.Logger, cfg.Progress, cfg.OnProgress, cfg.RestartPerCell = log, sc.Progress, sc.OnProgress, s.RestartPerCell
@@ -420,7 +403,7 @@ func (b *Bench) runOne(ctx context.Context, db BenchDB, sc BenchStartConfig, log
 		}
 		logDir := s.LogDir
 		if logDir == "" {
-			logDir = filepath.Join(db.DataDir(), "logs", "bench")
+			logDir = filepath.Join(sc.DataDir, "logs", "bench")
 		}
 		if err := os.MkdirAll(logDir, 0o755); err != nil {
 			return nil, err

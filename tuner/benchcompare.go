@@ -100,15 +100,6 @@ func (g GateSpec) Config() (gate.Config, error) {
 	return cfg, nil
 }
 
-// RunStore reads stored benchmark runs and their raw data.
-type RunStore interface {
-	Run(ctx context.Context, id string) (bench.Run, error)
-	Runs(ctx context.Context, f store.RunFilter) ([]bench.Run, error)
-	RunRaw(ctx context.Context, id string, cell int) ([]byte, error)
-}
-
-var _ RunStore = (*store.Store)(nil)
-
 // RunSeq is the sequence number of a run ID ("r12" -> 12; 0 if malformed).
 func RunSeq(id string) uint64 {
 	n, _ := strconv.ParseUint(strings.TrimPrefix(id, "r"), 10, 64)
@@ -118,7 +109,7 @@ func RunSeq(id string) uint64 {
 // ResolveRun reads a run reference: r<N>, latest, or latest:K=V[,K=V] (the
 // newest run with those labels other than exclude). A missing run is a
 // usage error.
-func ResolveRun(ctx context.Context, st RunStore, ref, exclude string) (bench.Run, error) {
+func ResolveRun(ctx context.Context, st store.DB, ref, exclude string) (bench.Run, error) {
 	sel, ok := strings.CutPrefix(ref, "latest:")
 	if !ok {
 		r, err := st.Run(ctx, ref)
@@ -145,7 +136,7 @@ func ResolveRun(ctx context.Context, st RunStore, ref, exclude string) (bench.Ru
 
 // BaselineOfTier is the newest finished (ok) run of tier and next's model
 // stored before next.
-func BaselineOfTier(ctx context.Context, st RunStore, tier string, next bench.Run) (bench.Run, error) {
+func BaselineOfTier(ctx context.Context, st store.DB, tier string, next bench.Run) (bench.Run, error) {
 	runs, err := st.Runs(ctx, store.RunFilter{Tier: tier, Model: next.Model})
 	if err != nil {
 		return bench.Run{}, err
@@ -171,7 +162,7 @@ func comparable(r bench.Run, side string) error {
 }
 
 // LoadGateRun reads a stored run with its raw data as the gate's input.
-func LoadGateRun(ctx context.Context, st RunStore, r *bench.Run, metrics []gate.Metric) (gate.Run, error) {
+func LoadGateRun(ctx context.Context, st store.DB, r *bench.Run, metrics []gate.Metric) (gate.Run, error) {
 	return bench.GateRun(r, func(i int) ([]byte, error) { return st.RunRaw(ctx, r.ID, i) }, metrics)
 }
 
@@ -199,7 +190,7 @@ var ErrNoTest = errors.New("no test was possible")
 // run, the same run twice, a run still running, incomparable runs); a
 // report without a single test comes with an error wrapping ErrNoTest (and
 // usage).
-func CompareRuns(ctx context.Context, st RunStore, cs CompareSpec) (*Comparison, error) {
+func CompareRuns(ctx context.Context, st store.DB, cs CompareSpec) (*Comparison, error) {
 	cfg, err := cs.Gate.Config()
 	if err != nil {
 		return nil, err
@@ -259,7 +250,7 @@ func CompareRuns(ctx context.Context, st RunStore, cs CompareSpec) (*Comparison,
 
 // WriteRunCSV writes the raw per-request data of every cell of r that kept
 // it as CSV (`tuner bench export`).
-func WriteRunCSV(ctx context.Context, st RunStore, r *bench.Run, w io.Writer) error {
+func WriteRunCSV(ctx context.Context, st store.DB, r *bench.Run, w io.Writer) error {
 	cw := bench.NewCSVWriter(w)
 	for i := range r.Cells {
 		cell := &r.Cells[i]

@@ -18,8 +18,8 @@
 // Config.Resume continues the study: finished trials are told to the
 // proposer, interrupted ones are re-run once, nothing is lost or repeated.
 //
-// With Config.Shared (a Coordinator: SharedStudy over a PostgreSQL
-// LeaseDB) the loop is one worker of a study several processes serve
+// With Config.Shared (a Coordinator: SharedStudy over a store.DB's leases:
+// a PostgreSQL study, or tuner worker on a bbolt file) the loop is one worker of a study several processes serve
 // (shared.go): Store.Begin becomes a lease claimed once per config and
 // re-measurement index, renewed by a heartbeat while the trial runs; the
 // loop reads the others' trials before each decision, so budgets,

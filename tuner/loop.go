@@ -37,9 +37,12 @@ type Config struct {
 	TrialTimeout time.Duration // per trial; 0 = none
 	Patience     int           // stop after N search trials without front improvement; 0 = off
 
-	Finalists int     // configs re-measured at the end
-	Repeats   int     // measurements per finalist, the search trial included; <= 1 = none
-	MADK      float64 // k of the conservative score median - k*MAD
+	Finalists int // configs re-measured at the end, with vLLM's default
+	// Repeats is the number of interleaved rounds of the final
+	// re-measurement (rounds.go), on top of the search trials; <= 1 = none
+	// (one round cannot tell a gain from noise).
+	Repeats int
+	MADK    float64 // k of the conservative score median - k*MAD
 
 	Resume bool // continue a study that has trials
 
@@ -144,6 +147,14 @@ type Report struct {
 	Gain *GainEstimate `json:"gain,omitempty"`
 	// RecommendedIsDefault says that the pick is vLLM's default config.
 	RecommendedIsDefault bool `json:"recommended_is_default,omitempty"`
+	// BestMeasured is the faster-looking config when vLLM's default is
+	// kept for want of a significant gain (Judge).
+	BestMeasured *Candidate `json:"best_measured,omitempty"`
+	// Verdict is Judge's one line, as `recommend` repeats it.
+	Verdict string `json:"verdict,omitempty"`
+	// Remeasure says why the final re-measurement was skipped or cut
+	// short ("" when it ran as asked).
+	Remeasure string `json:"remeasure,omitempty"`
 	// Enqueued are the measured Config.Enqueue configs, each with the
 	// recommendation's gain over it.
 	Enqueued []Baseline `json:"enqueued,omitempty"`
@@ -190,6 +201,9 @@ type loopState struct {
 	repeatBase   int             // repeatDone when this run's re-measurement began
 	heldBack     []heldTrial     // pre-health crashes not told yet (broken.go)
 	known        map[string]bool // IDs of the ended trials folded in (shared study)
+	// remeasureNote says why the final re-measurement was skipped or cut
+	// short (Report.Remeasure).
+	remeasureNote string
 }
 
 // New checks the config and builds a loop over the given parts.
@@ -466,23 +480,6 @@ func (l *Loop) shouldStop(inflight int) (string, bool) {
 	return "", false
 }
 
-// repeatReserve is the number of re-measurement runs the budget keeps
-// room for: what the finalists so far and vLLM's default still need, plus
-// a finalist's repeats when a slot is free for the next search trial.
-func (l *Loop) repeatReserve(trials []Trial) int {
-	if l.cfg.Repeats <= 1 || l.cfg.Finalists == 0 {
-		return 0
-	}
-	n := 0
-	for _, c := range l.remeasurePlan(trials) {
-		n += max(0, l.cfg.Repeats-len(c.Trials)-c.Failed)
-	}
-	if len(finalistsOf(trials, l.cfg)) < l.cfg.Finalists {
-		n += l.cfg.Repeats - 1
-	}
-	return n
-}
-
 // runOne stores a running record, runs the trial and stores its end. The
 // error is non-nil only for infrastructure failures and cancellation.
 func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, phase Phase, repeat int) (Trial, error) {
@@ -575,8 +572,15 @@ func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, pha
 	// The end of the trial is written even when ctx is cancelled.
 	if l.cfg.Shared != nil {
 		err = l.finishShared(context.WithoutCancel(ctx), rec)
-		if leaseErr != nil && errors.Is(err, store.ErrState) {
-			err = nil // taken back already: marked interrupted by the reaper
+		if errors.Is(err, store.ErrState) {
+			// Taken back (its lease ran out, say while the database was
+			// away) and marked interrupted by another worker's reaper: the
+			// config is free for whoever claims it next. The result is
+			// stale; this worker goes on with the next trial.
+			if leaseErr == nil {
+				l.log.Warn("trial taken back by another worker; dropping its result", "trial", rec.Number, "config", rec.ConfigID)
+			}
+			return rec, fmt.Errorf("trial %d: %w", rec.Number, ErrLeaseLost)
 		}
 	} else {
 		err = l.store.Finish(context.WithoutCancel(ctx), rec)
@@ -672,44 +676,6 @@ func firstLine(s string, n int) string {
 		s = s[:n] + "..."
 	}
 	return s
-}
-
-// remeasure re-runs the best few feasible configs, and vLLM's default (so
-// the reported gain compares medians, not one lucky or unlucky run), until
-// each has Repeats measurements (resumable: existing repeats count).
-func (l *Loop) remeasure(ctx context.Context, prog progress) error {
-	if l.cfg.Repeats <= 1 || l.cfg.Finalists == 0 {
-		return nil
-	}
-	l.mu.Lock()
-	trials := slices.Clone(l.st.trials)
-	l.mu.Unlock()
-	fin := l.remeasurePlan(trials)
-	type job struct {
-		cfg        spaces.Config
-		have, need int
-	}
-	var jobs []job
-	total := 0
-	for _, c := range fin {
-		if need := l.cfg.Repeats - len(c.Trials) - c.Failed; need > 0 {
-			jobs = append(jobs, job{c.Config, len(c.Trials) + c.Failed, need})
-			total += need
-		}
-	}
-	l.mu.Lock()
-	l.st.repeatsLeft = total
-	l.st.repeatBase = l.st.repeatDone
-	l.st.phase = PhaseRepeat
-	l.mu.Unlock()
-	for _, j := range jobs {
-		for i := range j.need {
-			if _, err := l.runOne(ctx, prog, j.cfg, PhaseRepeat, j.have+i); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // remeasurePlan is what the final re-measurement runs: the finalists, and
@@ -820,19 +786,22 @@ func (l *Loop) report(reason string) Report {
 			rep.Default = &c
 		}
 	}
-	// As `tuner recommend` picks: among the re-measured configs when one
-	// of them is feasible, so a single lucky run does not win.
-	rec, err := RecommendMeasured(cands, l.cfg.Metrics, l.cfg.SLO, PreferThroughput)
-	if err != nil {
-		rep.NoFeasible = err.Error()
+	// As `tuner recommend` judges (the same function).
+	v := Judge(JudgeInput{Cands: cands, DefaultID: defID, Metrics: l.cfg.Metrics, SLO: l.cfg.SLO, Prefer: PreferThroughput})
+	rep.Verdict = v.Text
+	if v.Err != nil {
+		rep.NoFeasible = v.Err.Error()
 	} else {
-		c := *rec
-		rep.Recommended = &c
-		if g, ok := EstimateGain(rep.Recommended, rep.Default); ok {
-			rep.GainPct, rep.Gain = &g.Pct, &g
+		c := *v.Pick
+		rep.Recommended, rep.Gain, rep.BestMeasured = &c, v.Gain, v.BestMeasured
+		if v.Gain != nil {
+			rep.GainPct = &v.Gain.Pct
 		}
-		rep.RecommendedIsDefault = rep.Default != nil && rep.Default.ConfigID == c.ConfigID
+		rep.RecommendedIsDefault = v.IsDefault
 	}
+	l.mu.Lock()
+	rep.Remeasure = l.st.remeasureNote
+	l.mu.Unlock()
 	for _, e := range l.cfg.Enqueue {
 		for i := range cands {
 			if cands[i].ConfigID != e.ID() || len(cands[i].Trials)+cands[i].Failed == 0 {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -63,29 +64,32 @@ func TestLoopBudgetRepeatsAndRecommendation(t *testing.T) {
 	if rep.StopReason != StopTrials || rep.SearchTrials != 6 {
 		t.Fatalf("stop %q after %d search trials, want %q after 6", rep.StopReason, rep.SearchTrials, StopTrials)
 	}
-	// Finalists: the two best feasible (200, 192), then vLLM's default
-	// (128), 2 more runs each.
-	if rep.RepeatTrials != 6 || len(r.calls) != 12 {
-		t.Fatalf("repeats %d, runner calls %v; want 6 repeats, 12 calls", rep.RepeatTrials, r.calls)
+	// Finalists: the two best feasible (200, 192) and vLLM's default
+	// (128), in 3 interleaved rounds, each a permutation of the three.
+	if rep.RepeatTrials != 9 || len(r.calls) != 15 {
+		t.Fatalf("repeats %d, runner calls %v; want 9 repeats, 15 calls", rep.RepeatTrials, r.calls)
 	}
-	if got := fmt.Sprint(r.calls[6:]); got != "[200 200 192 192 128 128]" {
-		t.Fatalf("repeat runs %v, want [200 200 192 192 128 128]", got)
+	for k := 6; k < 15; k += 3 {
+		round := slices.Sorted(slices.Values(r.calls[k : k+3]))
+		if fmt.Sprint(round) != "[128 192 200]" {
+			t.Fatalf("round %d ran %v, want each of 128, 192, 200 once", (k-6)/3+1, r.calls[k:k+3])
+		}
 	}
 	if rep.Recommended == nil || rep.Recommended.Config.Int("max_num_seqs") != 200 {
 		t.Fatalf("recommended %+v, want max_num_seqs=200", rep.Recommended)
 	}
-	if rep.Recommended.Throughput.N != 3 {
-		t.Fatalf("recommended has %d measurements, want 3", rep.Recommended.Throughput.N)
+	if rep.Recommended.Throughput.N != 4 {
+		t.Fatalf("recommended has %d measurements, want 4", rep.Recommended.Throughput.N)
 	}
-	if rep.Default == nil || rep.GainPct == nil || rep.Default.Throughput.N != 3 {
+	if rep.Default == nil || rep.GainPct == nil || rep.Default.Throughput.N != 4 || !rep.Gain.Significant || rep.RecommendedIsDefault {
 		t.Fatalf("default %v gain %v: want both", rep.Default, rep.GainPct)
 	}
 	if want := (2000.0/1280 - 1) * 100; abs(*rep.GainPct-want) > 1e-9 {
 		t.Fatalf("gain %.3f%%, want %.3f%%", *rep.GainPct, want)
 	}
 	trials, _ := st.Trials(context.Background())
-	if c := countStates(trials); c[StateOK] != 12 || len(trials) != 12 {
-		t.Fatalf("stored states %v of %d, want 12 ok", c, len(trials))
+	if c := countStates(trials); c[StateOK] != 15 || len(trials) != 15 {
+		t.Fatalf("stored states %v of %d, want 15 ok", c, len(trials))
 	}
 	for i, tr := range trials {
 		if tr.Number != i || tr.Result == nil || tr.Ended.IsZero() {
@@ -105,10 +109,10 @@ func TestLoopBudgetRepeatsAndRecommendation(t *testing.T) {
 		t.Fatalf("front size %d, want 5 (32, 64, 128, 192, 200): %+v", len(rep.Front), rep.Front)
 	}
 	lines := strings.Count(out.String(), "\n")
-	if lines != 24 { // two lines per trial
-		t.Fatalf("progress wrote %d lines, want 24:\n%s", lines, out.String())
+	if lines != 30 { // two lines per trial
+		t.Fatalf("progress wrote %d lines, want 30:\n%s", lines, out.String())
 	}
-	if !strings.Contains(out.String(), "trial 6/6 ") || !strings.Contains(out.String(), "re-measurement 6/6 ") || !strings.Contains(out.String(), "best 2000.0 output_throughput") {
+	if !strings.Contains(out.String(), "trial 6/6 ") || !strings.Contains(out.String(), "re-measurement 9/9 ") || !strings.Contains(out.String(), "best 2000.0 output_throughput") {
 		t.Fatalf("progress lacks the final status:\n%s", out.String())
 	}
 }
@@ -218,18 +222,18 @@ func TestLoopResumeDuringRepeats(t *testing.T) {
 	st := &memStore{}
 	cfg := testConfig(t)
 	cfg.MaxTrials, cfg.Finalists, cfg.Repeats = 3, 1, 3
-	// Block the first repeat of the best config (n=128).
+	// Block the first re-measurement (of the finalist, 192, or of vLLM's
+	// default, 128, whichever the first round runs first).
 	block := make(chan struct{})
 	r1 := &fakeRunner{eval: linearEval, started: make(chan int, 1)}
-	r1.eval = func(n, call int) (trial.Result, error) { return linearEval(n, call) }
-	l1 := mustLoop(t, cfg, r1, newListProposer(64, 128, 32), st)
+	l1 := mustLoop(t, cfg, r1, newListProposer(128, 192, 32), st)
 	ctx, cancel := context.WithCancel(context.Background())
 	r1.block = map[int]chan struct{}{}
 	// Arrange the block once the search trials are done: wrap eval.
 	r1.eval = func(n, call int) (trial.Result, error) {
-		if call == 2 { // last search trial: arm the block for the repeat
+		if call == 2 { // last search trial: arm the block for the repeats
 			r1.mu.Lock()
-			r1.block[128] = block
+			r1.block[128], r1.block[192] = block, block
 			r1.mu.Unlock()
 		}
 		return linearEval(n, call)
@@ -240,14 +244,14 @@ func TestLoopResumeDuringRepeats(t *testing.T) {
 	}
 	cfg.Resume = true
 	r2 := &fakeRunner{eval: linearEval}
-	rep, err := mustLoop(t, cfg, r2, newListProposer(64, 128, 32), st).Run(context.Background())
+	rep, err := mustLoop(t, cfg, r2, newListProposer(128, 192, 32), st).Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r2.calls) != 2 || r2.calls[0] != 128 || r2.calls[1] != 128 {
-		t.Fatalf("resumed repeat calls %v, want [128 128]", r2.calls)
+	if got := fmt.Sprint(slices.Sorted(slices.Values(r2.calls))); got != "[128 128 128 192 192 192]" {
+		t.Fatalf("resumed repeat calls %v, want 3 rounds of 128 and 192", r2.calls)
 	}
-	if rep.Recommended == nil || rep.Recommended.Throughput.N != 3 || rep.RepeatTrials != 2 {
+	if rep.Recommended == nil || rep.Recommended.Throughput.N != 4 || rep.RepeatTrials != 6 {
 		t.Fatalf("report after resumed repeats: %+v", rep)
 	}
 }
@@ -370,9 +374,12 @@ func TestLoopBudgetReservesForExistingFinalists(t *testing.T) {
 		t.Fatalf("ran %s, past the %s budget", rep.Elapsed, budget)
 	}
 	for _, c := range rep.Finalists {
-		if c.Throughput.N != cfg.Repeats {
-			t.Fatalf("finalist %s measured %d times, want %d", c.ConfigID, c.Throughput.N, cfg.Repeats)
+		if c.Throughput.N != cfg.Repeats+1 {
+			t.Fatalf("finalist %s measured %d times, want %d", c.ConfigID, c.Throughput.N, cfg.Repeats+1)
 		}
+	}
+	if rep.Remeasure != "" {
+		t.Fatalf("re-measurement cut: %s", rep.Remeasure)
 	}
 	if unused := budget - rep.Elapsed; unused >= 3*trialDur {
 		t.Fatalf("%s of the budget unused (%d search trials, %d repeats)", unused, rep.SearchTrials, rep.RepeatTrials)
@@ -562,10 +569,10 @@ func TestLoopEnqueue(t *testing.T) {
 		t.Fatalf("search runs %v, want the default, the enqueued 150, then the proposals", got)
 	}
 	// Re-measured: the finalist (200), the default (128) and 150.
-	if got := fmt.Sprint(r.calls[4:]); got != "[200 200 128 128 150 150]" {
-		t.Fatalf("repeat runs %v", got)
+	if got := fmt.Sprint(slices.Sorted(slices.Values(r.calls[4:]))); got != "[128 128 128 150 150 150 200 200 200]" {
+		t.Fatalf("repeat runs %v", r.calls[4:])
 	}
-	if len(rep.Enqueued) != 2 || rep.Enqueued[0].ConfigID != cfgN(150).ID() || rep.Enqueued[0].Throughput.N != 3 || rep.Enqueued[0].Gain == nil {
+	if len(rep.Enqueued) != 2 || rep.Enqueued[0].ConfigID != cfgN(150).ID() || rep.Enqueued[0].Throughput.N != 4 || rep.Enqueued[0].Gain == nil {
 		t.Fatalf("enqueued in the report: %+v", rep.Enqueued)
 	}
 	if want := (2000.0/1500 - 1) * 100; abs(rep.Enqueued[0].Gain.Pct-want) > 1e-9 {

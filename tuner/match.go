@@ -54,7 +54,7 @@ func (f StudyFilter) Match(k store.StudyKey) bool {
 }
 
 // MatchStudies returns the studies that pass f, newest first.
-func MatchStudies(ctx context.Context, s StudyLister, f StudyFilter) ([]store.Study, error) {
+func MatchStudies(ctx context.Context, s store.DB, f StudyFilter) ([]store.Study, error) {
 	all, err := s.Studies(ctx)
 	if err != nil {
 		return nil, err

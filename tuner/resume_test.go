@@ -17,7 +17,7 @@ import (
 func TestLoopResumeFinishedStudy(t *testing.T) {
 	st := &memStore{}
 	cfg := testConfig(t)
-	cfg.MaxTrials, cfg.Finalists, cfg.Repeats, cfg.Default = 2, 1, 3, spaces.Config{}
+	cfg.MaxTrials, cfg.Finalists, cfg.Repeats, cfg.Default = 2, 2, 3, spaces.Config{}
 	runs := map[int]int{}
 	eval := func(n, _ int) (trial.Result, error) {
 		runs[n]++
@@ -34,7 +34,7 @@ func TestLoopResumeFinishedStudy(t *testing.T) {
 	if _, err := mustLoop(t, cfg, r1, newListProposer(64, 32), st).Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if want := []int{64, 32, 64, 64}; len(r1.calls) != len(want) {
+	if want := []int{64, 32, 64, 32, 64, 32, 64, 32}; len(r1.calls) != len(want) {
 		t.Fatalf("first run calls %v, want %v", r1.calls, want)
 	}
 	cfg.Resume = true
@@ -44,7 +44,7 @@ func TestLoopResumeFinishedStudy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(r.calls) != 0 || rep.RanThisRun != 0 || rep.RepeatTrials != 2 {
+		if len(r.calls) != 0 || rep.RanThisRun != 0 || rep.RepeatTrials != 6 {
 			t.Fatalf("resume %d of a finished study ran %v (report: %d this run, %d re-measurements)", i+1, r.calls, rep.RanThisRun, rep.RepeatTrials)
 		}
 	}

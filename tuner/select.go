@@ -9,6 +9,7 @@ import (
 	"github.com/vllm-tuner/tuner/chart"
 	"github.com/vllm-tuner/tuner/pareto"
 	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -90,6 +91,9 @@ type Candidate struct {
 	Remeasured int `json:"remeasured,omitempty"`
 	// Runs are the throughput values of the usable runs, in trial order.
 	Runs []float64 `json:"throughput_runs,omitempty"`
+	// Rounds are the usable runs of the interleaved re-measurement, by
+	// round, which the gain pairs with the default's (EstimateGains).
+	Rounds []RoundRun `json:"rounds,omitempty"`
 	// VRAMEstimated is true when some run's peak VRAM was estimated from
 	// --gpu-memory-utilization (no NVML and no engine gauge).
 	VRAMEstimated bool            `json:"vram_estimated,omitempty"`
@@ -159,6 +163,7 @@ func Aggregate(trials []Trial, slo trial.SLO, m Metrics, k float64) []Candidate 
 		}
 		if t.Phase == PhaseRepeat {
 			a.c.Remeasured++
+			a.c.Rounds = append(a.c.Rounds, RoundRun{Study: studyOfTrial(t.ID), Round: t.Repeat, Throughput: v[0]})
 		}
 		if t.Result.VRAMSource == VRAMEstimate {
 			a.c.VRAMEstimated = true
@@ -406,4 +411,14 @@ func RecommendMeasured(cands []Candidate, m Metrics, slo trial.SLO, prefer Prefe
 		return Recommend(multi, m, slo, prefer)
 	}
 	return Recommend(cands, m, slo, prefer)
+}
+
+// studyOfTrial is the study of a stored trial ID ("" for an ID that is not
+// a store's, e.g. a test's).
+func studyOfTrial(id string) string {
+	sid, _, err := store.ParseTrialID(id)
+	if err != nil {
+		return ""
+	}
+	return sid
 }

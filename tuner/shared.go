@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
@@ -49,18 +48,9 @@ type Coordinator interface {
 	Reap(ctx context.Context) error
 }
 
-// LeaseDB is what a shared study needs of its database (store/pgstore).
-type LeaseDB interface {
-	ClaimTrial(ctx context.Context, studyID string, cfg spaces.Config, o store.ClaimOptions) (store.Trial, error)
-	Heartbeat(ctx context.Context, studyID, worker, trialID string, lease time.Duration) error
-	ReapExpired(ctx context.Context, studyID string) ([]store.Trial, error)
-	JoinStudy(ctx context.Context, studyID, worker string, lease time.Duration, spec []byte) (store.Membership, error)
-	LeaveStudy(ctx context.Context, studyID, worker string) error
-}
-
-// SharedStudy is the Coordinator over one study of a LeaseDB.
+// SharedStudy is the Coordinator over one study of a database.
 type SharedStudy struct {
-	DB     LeaseDB
+	DB     store.DB
 	Study  string
 	Worker string
 	Lease  time.Duration
@@ -94,7 +84,7 @@ func DefaultWorkerName() string {
 // joinShared registers this process as a worker of the study and returns
 // the coordinator, the time since the study's earliest live worker joined,
 // and whether other workers are live (joining them needs no --resume).
-func (ss *Search) joinShared(ctx context.Context, db LeaseDB, studyID string) (SharedStudy, store.Membership, error) {
+func (ss *Search) joinShared(ctx context.Context, db store.DB, studyID string) (SharedStudy, store.Membership, error) {
 	name := ss.Spec.Worker
 	if name == "" {
 		name = DefaultWorkerName()
@@ -325,70 +315,6 @@ func (l *Loop) searchShared(ctx context.Context, prog progress) (string, error) 
 	}
 }
 
-// remeasureShared re-measures the study's finalists with the other workers:
-// each re-measurement index of a config is claimed once, so exactly one
-// worker runs it; it returns when every one has been run.
-func (l *Loop) remeasureShared(ctx context.Context, prog progress) error {
-	if l.cfg.Repeats <= 1 || l.cfg.Finalists == 0 {
-		return nil
-	}
-	l.mu.Lock()
-	l.st.phase = PhaseRepeat
-	l.st.repeatBase = l.st.repeatDone
-	l.mu.Unlock()
-	for {
-		running, err := l.sync(ctx, prog, true)
-		if err != nil {
-			return err
-		}
-		l.mu.Lock()
-		trials := slices.Clone(l.st.trials)
-		l.mu.Unlock()
-		n, used := notInterrupted(trials, running)
-		left, repeatsRunning := 0, 0
-		var job spaces.Config
-		jobRepeat := 0
-		for _, t := range running {
-			if t.Phase == PhaseRepeat {
-				repeatsRunning++
-			}
-		}
-		for _, c := range l.remeasurePlan(trials) {
-			need := l.cfg.Repeats - n[c.ConfigID]
-			if need <= 0 {
-				continue
-			}
-			left += need
-			if job.Len() == 0 {
-				r := 1
-				for used[c.ConfigID][r] {
-					r++
-				}
-				job, jobRepeat = c.Config, r
-			}
-		}
-		l.mu.Lock()
-		l.st.repeatsLeft = left + repeatsRunning
-		l.mu.Unlock()
-		if job.Len() == 0 {
-			if repeatsRunning == 0 {
-				return nil
-			}
-			if err := l.wait(ctx); err != nil {
-				return err
-			}
-			continue
-		}
-		_, err = l.runOne(ctx, prog, job, PhaseRepeat, jobRepeat)
-		switch {
-		case errors.Is(err, ErrClaimed), errors.Is(err, ErrLeaseLost) && ctx.Err() == nil:
-			continue
-		case err != nil:
-			return err
-		}
-	}
-}
-
 // heartbeat renews t's lease every third of the lease until ctx ends. It
 // cancels the trial (cause ErrLeaseLost) when the lease was taken back, or
 // when no renewal succeeded for a whole lease: without a connection the
@@ -434,12 +360,9 @@ func (l *Loop) finishShared(ctx context.Context, rec Trial) error {
 	err := l.retry(ctx, "store trial end", func(ctx context.Context) error {
 		err := l.store.Finish(ctx, rec)
 		if err != nil && spool == "" && l.cfg.SpoolDir != "" && !errors.Is(err, store.ErrState) {
-			spool = filepath.Join(l.cfg.SpoolDir, rec.ID+".json")
-			if b, merr := json.MarshalIndent(rec, "", "  "); merr == nil && os.MkdirAll(l.cfg.SpoolDir, 0o755) == nil {
-				if werr := os.WriteFile(spool, b, 0o644); werr != nil {
-					l.log.Warn("cannot keep the trial's result locally", "file", spool, "err", werr)
-					spool = ""
-				}
+			var werr error
+			if spool, werr = keepPending(l.cfg.SpoolDir, rec); werr != nil {
+				l.log.Warn("cannot keep the trial's result locally", "dir", l.cfg.SpoolDir, "err", werr)
 			}
 		}
 		return err
@@ -448,7 +371,7 @@ func (l *Loop) finishShared(ctx context.Context, rec Trial) error {
 	case err == nil && spool != "":
 		os.Remove(spool)
 	case err != nil && spool != "":
-		err = fmt.Errorf("%w (the result is kept in %s)", err, spool)
+		err = fmt.Errorf("%w (the result is kept in %s: the next start of a worker of this study stores it)", err, spool)
 	}
 	return err
 }

@@ -33,7 +33,7 @@ type SpaceReport struct {
 
 // Space resolves q. The history is every trial of the model on that GPU
 // setup in db (nil: none, as for a database not created yet).
-func (q SpaceQuery) Space(ctx context.Context, db HistoryReader) (SpaceReport, error) {
+func (q SpaceQuery) Space(ctx context.Context, db store.DB) (SpaceReport, error) {
 	slo, err := trial.ParseSLO(q.SLO)
 	if err != nil {
 		return SpaceReport{}, Usagef("--slo: %v", err)

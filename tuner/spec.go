@@ -651,7 +651,7 @@ func (ss *Search) ApplyPrune(own, other []search.Observation) {
 
 // History reads the finished trials of the same model and GPU from other
 // studies (for pruning and warm start) and the study's own.
-func History(ctx context.Context, st HistoryReader, key store.StudyKey, studyID string) (own, other []search.Observation, err error) {
+func History(ctx context.Context, st store.DB, key store.StudyKey, studyID string) (own, other []search.Observation, err error) {
 	trials, err := st.HistoryTrials(ctx, store.HistoryQuery{Model: key.Model, GPU: key.GPU, GPUCount: key.GPUCount})
 	if err != nil {
 		return nil, nil, fmt.Errorf("read history: %w", err)
@@ -673,21 +673,11 @@ func History(ctx context.Context, st HistoryReader, key store.StudyKey, studyID 
 	return own, other, nil
 }
 
-// HistoryReader reads the trials of a model and GPU setup.
-type HistoryReader interface {
-	HistoryTrials(ctx context.Context, q store.HistoryQuery) ([]store.Trial, error)
-}
-
-// StudyLister lists the studies of a store.
-type StudyLister interface {
-	Studies(ctx context.Context) ([]store.Study, error)
-}
-
 // CheckResumable refuses a resume when no study has these options but a
 // study of the same model and GPU setup does: a changed option (another
 // SLO, workload or space) would otherwise start a new study at trial #1
 // without a word. It names the study and the options that differ.
-func CheckResumable(ctx context.Context, st StudyLister, key store.StudyKey) error {
+func CheckResumable(ctx context.Context, st store.DB, key store.StudyKey) error {
 	all, err := st.Studies(ctx)
 	if err != nil {
 		return err

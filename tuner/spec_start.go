@@ -40,6 +40,13 @@ type StartConfig struct {
 	// Observer receives engine start, surrogate fit and store write
 	// timings; nil = none.
 	Observer Observer
+	// DataDir is where files beside the database go (engine logs, results
+	// kept while the database is away): see dbopen.DataDir.
+	DataDir string
+	// Shared makes this process one worker of a study that several serve
+	// (a PostgreSQL database, tuner worker): each trial is leased instead
+	// of the study being locked.
+	Shared bool
 }
 
 // Run is a search ready to run: the study is created and locked.
@@ -65,47 +72,11 @@ func (r *Run) Close() {
 	r.closers = nil
 }
 
-// SearchDB is what a search needs of its database: the bbolt file
-// (BoltDB) or a PostgreSQL database (cmd/tuner wraps store/pgstore).
-type SearchDB interface {
-	TrialStore
-	StudyLister
-	HistoryReader
-	ModelGetter
-	EnsureStudy(ctx context.Context, key store.StudyKey) (store.Study, error)
-	// LockStudy takes the one-search-per-study lock; stale describes a
-	// previous owner that died holding it ("" when none).
-	LockStudy(ctx context.Context, studyID string) (release func() error, stale string, err error)
-	// DataDir is where files beside the database go (engine logs).
-	DataDir() string
-}
-
-// BoltDB is the bbolt store as a SearchDB.
-type BoltDB struct{ *store.Store }
-
-var _ SearchDB = BoltDB{}
-
-// LockStudy takes the study's lock file.
-func (b BoltDB) LockStudy(ctx context.Context, id string) (func() error, string, error) {
-	l, err := b.Store.LockStudy(ctx, id)
-	if err != nil {
-		return nil, "", err
-	}
-	stale := ""
-	if l.Stale != nil {
-		stale = l.Stale.String()
-	}
-	return l.Unlock, stale, nil
-}
-
-// DataDir is the database file's directory.
-func (b BoltDB) DataDir() string { return filepath.Dir(b.Path()) }
-
 // Start opens the study in st (checking a resume against the existing
 // studies), locks it, reads the history, prunes the space, and builds the
 // proposer, the runner and the loop. The caller runs Loop.Run and then
 // Close.
-func (ss *Search) Start(ctx context.Context, st SearchDB, sc StartConfig) (*Run, error) {
+func (ss *Search) Start(ctx context.Context, st store.DB, sc StartConfig) (*Run, error) {
 	log := sc.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -122,10 +93,10 @@ func (ss *Search) Start(ctx context.Context, st SearchDB, sc StartConfig) (*Run,
 	run := &Run{Study: study}
 	var shared *SharedStudy
 	var member store.Membership
-	if ldb, ok := st.(LeaseDB); ok {
+	if sc.Shared {
 		// A shared database: this process is one worker of the study;
 		// each trial is leased, so no study lock.
-		sh, m, err := ss.joinShared(ctx, ldb, study.ID)
+		sh, m, err := ss.joinShared(ctx, st, study.ID)
 		if err != nil {
 			return nil, err
 		}
@@ -142,17 +113,19 @@ func (ss *Search) Start(ctx context.Context, st SearchDB, sc StartConfig) (*Run,
 		run.closers = append(run.closers, func() {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			_ = ldb.LeaveStudy(ctx, study.ID, sh.Worker)
+			_ = st.LeaveStudy(ctx, study.ID, sh.Worker)
 		})
 	} else {
 		// One search per study: a second one would stop the first one's
 		// engine (taken for a stale one) and measure configs twice.
-		release, stale, err := st.LockStudy(ctx, study.ID)
+		lock, err := st.LockStudy(ctx, study.ID)
 		if err != nil {
 			return nil, err
 		}
-		run.StaleLock = stale
-		run.closers = append(run.closers, func() { release() })
+		if lock.Stale != nil {
+			run.StaleLock = lock.Stale.String()
+		}
+		run.closers = append(run.closers, func() { lock.Unlock() })
 	}
 	fail := func(err error) (*Run, error) {
 		run.Close()
@@ -169,7 +142,7 @@ func (ss *Search) Start(ctx context.Context, st SearchDB, sc StartConfig) (*Run,
 	}
 	run.LogDir = ss.Spec.LogDir
 	if run.LogDir == "" {
-		run.LogDir = filepath.Join(st.DataDir(), "logs", study.ID)
+		run.LogDir = filepath.Join(sc.DataDir, "logs", study.ID)
 	}
 	runner, closeRunner, err := ss.newRunner(run.LogDir, sc.Env, log)
 	if err != nil {
@@ -194,7 +167,12 @@ func (ss *Search) Start(ctx context.Context, st SearchDB, sc StartConfig) (*Run,
 	if shared != nil {
 		cfg.Shared, cfg.Lease, cfg.Elapsed = *shared, shared.Lease, member.Elapsed
 		cfg.RetryFor = max(2*shared.Lease, time.Minute)
-		cfg.SpoolDir = filepath.Join(st.DataDir(), "pending", study.ID)
+		cfg.SpoolDir = filepath.Join(sc.DataDir, "pending", study.ID)
+		// Results kept while the database was away (by this worker or one
+		// that ran here before) are stored before anything is measured.
+		if _, err := StorePending(ctx, st, study.ID, cfg.SpoolDir, shared.Worker, shared.Lease, cfg.MaxTrials, log); err != nil {
+			return fail(err)
+		}
 		// Joining live workers is not a resume: the study is theirs too.
 		cfg.Resume = cfg.Resume || member.Others > 0
 	}
@@ -204,21 +182,16 @@ func (ss *Search) Start(ctx context.Context, st SearchDB, sc StartConfig) (*Run,
 	return run, nil
 }
 
-// ModelGetter reads a stored surrogate model by name.
-type ModelGetter interface {
-	GetModel(ctx context.Context, name string) ([]byte, store.ModelMeta, error)
-}
-
 // NewProposer builds the proposer over the pruned space (the resolved one
 // when not pruned yet) with the GBDT surrogate unless NoSurrogate; a named
 // prior is read as a file, else from models (nil: files only).
-func (ss *Search) NewProposer(ctx context.Context, other []search.Observation, models ModelGetter, log *slog.Logger) (SearchProposer, error) {
+func (ss *Search) NewProposer(ctx context.Context, other []search.Observation, models store.DB, log *slog.Logger) (SearchProposer, error) {
 	return ss.newProposer(ctx, other, models, log, nil)
 }
 
 // newProposer is NewProposer with the surrogate's fits reported to obs
 // (nil: none).
-func (ss *Search) newProposer(ctx context.Context, other []search.Observation, models ModelGetter, log *slog.Logger, obs Observer) (SearchProposer, error) {
+func (ss *Search) newProposer(ctx context.Context, other []search.Observation, models store.DB, log *slog.Logger, obs Observer) (SearchProposer, error) {
 	pc := search.DefaultProposerConfig()
 	pc.Space = ss.Pruned
 	if pc.Space == nil {
@@ -261,7 +234,7 @@ func (ss *Search) newProposer(ctx context.Context, other []search.Observation, m
 
 // LoadPrior reads a surrogate prior: a model file (as the store keeps
 // models) when the path exists, else a model stored under that name.
-func LoadPrior(ctx context.Context, ref string, models ModelGetter) (*surrogate.Surrogate, error) {
+func LoadPrior(ctx context.Context, ref string, models store.DB) (*surrogate.Surrogate, error) {
 	var blob []byte
 	if _, err := os.Stat(ref); err == nil {
 		if blob, err = ReadCapped(ref, surrogate.DefaultLimits().MaxBytes); err != nil {
@@ -364,6 +337,11 @@ func (ss *Search) newRunner(logDir string, env []string, log *slog.Logger) (Runn
 		sc.Target = ss.Target
 		sc.Noise = true
 		sc.Seed = ss.Spec.Seed
+		host, err := sim.ParseHostArgs(ss.EngineArgs)
+		if err != nil {
+			return nil, nil, Usagef("--engine-arg: %v", err)
+		}
+		sc.Host = host
 		r, err := sim.NewFreshNoiseRunner(sc)
 		if err != nil {
 			return nil, nil, err

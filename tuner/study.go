@@ -128,7 +128,7 @@ func ChartTitle(k store.StudyKey) string {
 // it: the front, the others, vLLM's default and the recommendation marked,
 // the SLO bounds drawn.
 func FrontChartData(st store.Study, front, cands []Candidate, slo trial.SLO, m Metrics, defaultID string) chart.FrontData {
-	rec, _ := RecommendMeasured(cands, m, slo, PreferThroughput)
+	rec := Judge(JudgeInput{Cands: cands, DefaultID: defaultID, Metrics: m, SLO: slo, Prefer: PreferThroughput}).Pick
 	onFront := map[string]bool{}
 	for _, c := range front {
 		onFront[c.ConfigID] = true
@@ -164,16 +164,18 @@ type Recommendation struct {
 	Metrics   Metrics    `json:"metrics"`
 	Candidate *Candidate `json:"candidate,omitempty"`
 	// Closest is the config nearest to the SLOs when none meets them.
-	Closest         *Candidate    `json:"closest,omitempty"`
-	DefaultConfigID string        `json:"default_config_id,omitempty"`
-	IsDefault       bool          `json:"is_default"`
-	Gain            *GainEstimate `json:"gain,omitempty"`
-	// GainText is the gain with its interval and what it means, as the
-	// CLI prints it.
-	GainText string   `json:"gain_text,omitempty"`
-	Flags    []string `json:"flags,omitempty"`
-	Command  string   `json:"command,omitempty"`
-	YAML     string   `json:"yaml,omitempty"`
+	Closest         *Candidate `json:"closest,omitempty"`
+	DefaultConfigID string     `json:"default_config_id,omitempty"`
+	IsDefault       bool       `json:"is_default"`
+	// BestMeasured is the faster-looking config when vLLM's default is
+	// recommended for want of a significant gain (Judge).
+	BestMeasured *Candidate    `json:"best_measured,omitempty"`
+	Gain         *GainEstimate `json:"gain,omitempty"`
+	// Verdict is Judge's line, word for word what search's summary says.
+	Verdict string   `json:"verdict"`
+	Flags   []string `json:"flags,omitempty"`
+	Command string   `json:"command,omitempty"`
+	YAML    string   `json:"yaml,omitempty"`
 	// EngineVersion is the vLLM version the YAML is for.
 	EngineVersion string `json:"engine_version,omitempty"`
 	yamlErr       error
@@ -198,7 +200,7 @@ type RecommendInput struct {
 	DefaultConfigID string
 }
 
-// BuildRecommendation picks the best measured config (RecommendMeasured) and spells
+// BuildRecommendation judges the measurements (Judge) and spells
 // it out as flags, a vllm serve command and a --config YAML. When nothing
 // meets the SLOs the error is an *InfeasibleError and the document names
 // the closest config.
@@ -212,7 +214,13 @@ func BuildRecommendation(in RecommendInput) (Recommendation, error) {
 	if in.Model != "" && k.ServedModel == "" {
 		doc.Model = in.Model
 	}
-	best, err := RecommendMeasured(in.Cands, in.Metrics, in.SLO, in.Prefer)
+	doc.DefaultConfigID = in.DefaultConfigID
+	if doc.DefaultConfigID == "" {
+		doc.DefaultConfigID = DefaultConfigIDOf(in.Newest, in.Trials)
+	}
+	v := Judge(JudgeInput{Cands: in.Cands, DefaultID: doc.DefaultConfigID, Metrics: in.Metrics, SLO: in.SLO, Prefer: in.Prefer})
+	doc.Verdict = v.Text
+	best, err := v.Recommended()
 	if err != nil {
 		var inf *InfeasibleError
 		if errors.As(err, &inf) {
@@ -221,18 +229,7 @@ func BuildRecommendation(in RecommendInput) (Recommendation, error) {
 		return doc, err
 	}
 	doc.Feasible, doc.Candidate = true, best
-	doc.DefaultConfigID = in.DefaultConfigID
-	if doc.DefaultConfigID == "" {
-		doc.DefaultConfigID = DefaultConfigIDOf(in.Newest, in.Trials)
-	}
-	doc.IsDefault = doc.DefaultConfigID == best.ConfigID
-	for i := range in.Cands {
-		if in.Cands[i].ConfigID == doc.DefaultConfigID && !doc.IsDefault {
-			if g, ok := EstimateGain(best, &in.Cands[i]); ok {
-				doc.Gain, doc.GainText = &g, g.String()+": "+g.Verdict()
-			}
-		}
-	}
+	doc.IsDefault, doc.BestMeasured, doc.Gain = v.IsDefault, v.BestMeasured, v.Gain
 	serve := serveArgs(in.Trials, best.ConfigID)
 	doc.Flags = slices.Concat(best.Config.Flags(), serve)
 	doc.Command = ShellJoin(append([]string{"vllm", "serve", doc.Model}, doc.Flags...))

@@ -51,3 +51,55 @@ func TestAggregateHonestVerdicts(t *testing.T) {
 		t.Errorf("clean runs warn: %v", cands[1].Warnings())
 	}
 }
+
+// TestJudge: one verdict for every door. A config is recommended over
+// vLLM's default only with a significant paired gain; otherwise the
+// default is, and the faster-looking config is BestMeasured; a default
+// that misses the SLOs is never recommended.
+func TestJudge(t *testing.T) {
+	def := *rounds("def", 1000, 1100, 900)
+	noisy := *rounds("a", 1030, 1090, 930)  // +3%, -1%, +3%
+	steady := *rounds("b", 1080, 1188, 972) // +8% in every round
+	m := DefaultMetrics()
+	t.Run("no significant gain", func(t *testing.T) {
+		v := Judge(JudgeInput{Cands: []Candidate{def, noisy}, DefaultID: "def", Metrics: m})
+		if v.Pick.ConfigID != "def" || !v.IsDefault || v.BestMeasured == nil || v.BestMeasured.ConfigID != "a" || v.Gain == nil || v.Gain.Significant {
+			t.Fatalf("verdict %+v", v)
+		}
+		if !strings.HasPrefix(v.Text, "keep vLLM's default: the best measured config a is +") || !strings.HasSuffix(v.Text, ": no significant gain") {
+			t.Fatalf("text %q", v.Text)
+		}
+	})
+	t.Run("significant gain", func(t *testing.T) {
+		v := Judge(JudgeInput{Cands: []Candidate{def, noisy, steady}, DefaultID: "def", Metrics: m})
+		if v.Pick.ConfigID != "b" || v.IsDefault || v.BestMeasured != nil || !v.Gain.Significant || v.Gain.Compared != 2 {
+			t.Fatalf("verdict %+v gain %+v", v, v.Gain)
+		}
+		if !strings.HasPrefix(v.Text, "config b: +") || !strings.HasSuffix(v.Text, "over vLLM's default: significant gain") {
+			t.Fatalf("text %q", v.Text)
+		}
+	})
+	t.Run("default misses the SLOs", func(t *testing.T) {
+		bad := def
+		bad.Feasible, bad.Violations = false, []string{"tpot_p99=60 ms (want <= 50 ms)"}
+		v := Judge(JudgeInput{Cands: []Candidate{bad, noisy}, DefaultID: "def", Metrics: m})
+		if v.Pick.ConfigID != "a" || v.IsDefault || !strings.Contains(v.Text, "vLLM's default misses the SLOs (tpot_p99") {
+			t.Fatalf("verdict %+v", v)
+		}
+	})
+	t.Run("default ranks best", func(t *testing.T) {
+		slow := *rounds("c", 900, 990, 810)
+		v := Judge(JudgeInput{Cands: []Candidate{def, slow}, DefaultID: "def", Metrics: m})
+		if v.Pick.ConfigID != "def" || !v.IsDefault || v.BestMeasured != nil || v.Gain != nil {
+			t.Fatalf("verdict %+v", v)
+		}
+	})
+	t.Run("nothing feasible", func(t *testing.T) {
+		bad := noisy
+		bad.Feasible = false
+		v := Judge(JudgeInput{Cands: []Candidate{bad}, DefaultID: "def", Metrics: m})
+		if v.Pick != nil || v.Err == nil || v.Text != v.Err.Error() {
+			t.Fatalf("verdict %+v", v)
+		}
+	})
+}

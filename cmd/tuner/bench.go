@@ -16,6 +16,7 @@ import (
 	"github.com/vllm-tuner/tuner/bench"
 	"github.com/vllm-tuner/tuner/chart"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/dbopen"
 	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
 )
@@ -138,7 +139,7 @@ func benchSpec(c *cli.Context) (tuner.BenchSpec, error) {
 			}
 		}
 	}
-	s.Lookup = func(ctx context.Context) (tuner.ConfigSource, func(), error) {
+	s.Lookup = func(ctx context.Context) (store.DB, func(), error) {
 		st, err := openReader(c)
 		if err != nil {
 			return nil, nil, err
@@ -164,23 +165,23 @@ func benchRun(c *cli.Context) error {
 		lvl = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: lvl}))
-	dbPath, err := studyDBPath(c)
+	dbPath, err := dbArg(c)
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(c.Context, dbPath, store.Options{Logger: log})
+	st, err := dbopen.Open(c.Context, dbPath, dbopen.Options{Logger: log})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	_, err = b.Run(c.Context, tuner.BoltDB{Store: st}, tuner.BenchStartConfig{Logger: log, Progress: c.App.ErrWriter,
+	_, err = b.Run(c.Context, st, tuner.BenchStartConfig{Logger: log, DataDir: dataDir(dbPath), Progress: c.App.ErrWriter,
 		OnRun: func(run *bench.Run, _ error) {
 			if run == nil {
 				return
 			}
 			fmt.Fprintf(c.App.ErrWriter, "run %s stored: %s, %d of %d cells\n", run.ID, run.State, len(run.Cells), len(b.Matrix.Cells))
 			if len(run.Cells) > 0 {
-				run.Write(c.App.Writer, "text")
+				bench.WriteRun(c.App.Writer, run, "text")
 			}
 		}})
 	return err
@@ -195,7 +196,7 @@ func oneRunArg(c *cli.Context, cmd string) (string, error) {
 
 // openRun opens the database read-only and reads run id (a missing run is
 // a usage error); the caller closes the store.
-func openRun(c *cli.Context, id string) (*store.Store, bench.Run, error) {
+func openRun(c *cli.Context, id string) (store.DB, bench.Run, error) {
 	st, err := openReader(c)
 	if err != nil {
 		return nil, bench.Run{}, err
@@ -252,9 +253,9 @@ func benchShow(c *cli.Context) error {
 	case c.Bool("json"):
 		return writeJSON(c.App.Writer, r)
 	case c.Bool("md"):
-		return r.Write(c.App.Writer, "md")
+		return bench.WriteRun(c.App.Writer, &r, "md")
 	}
-	return r.Write(c.App.Writer, "text")
+	return bench.WriteRun(c.App.Writer, &r, "text")
 }
 
 func benchExport(c *cli.Context) (err error) {
@@ -400,11 +401,11 @@ func benchImport(c *cli.Context) error {
 			return err
 		}
 	}
-	dbPath, err := studyDBPath(c)
+	dbPath, err := dbArg(c)
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(c.Context, dbPath, store.DefaultOptions())
+	st, err := dbopen.Open(c.Context, dbPath, dbopen.Options{})
 	if err != nil {
 		return err
 	}

@@ -48,6 +48,7 @@ func benchCompareCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "JSON"},
 			&cli.BoolFlag{Name: "md", Usage: "Markdown (a pull-request comment)"},
 			&cli.StringFlag{Name: "junit", Usage: "also write JUnit XML to this file"},
+			&cli.StringFlag{Name: "metrics-file", Usage: "also write the verdict as Prometheus metrics (tuner_gate_*) to this file, for node_exporter's textfile collector"},
 		),
 		Action: benchCompare,
 	}
@@ -133,6 +134,11 @@ func benchCompare(c *cli.Context) error {
 	if p := c.String("junit"); p != "" {
 		if err := writeFileWith(p, func(f *os.File) error { return gate.WriteJUnit(f, rep) }); err != nil {
 			return fmt.Errorf("--junit: %w", err)
+		}
+	}
+	if p := c.String("metrics-file"); p != "" {
+		if err := writeGateMetrics(p, rep); err != nil {
+			return err
 		}
 	}
 	if rep.Regressed() {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/vllm-tuner/tuner/bench"
 	"github.com/vllm-tuner/tuner/chart"
-	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/boltstore"
 )
 
 // synthReqs is one smoke-tier cell's requests: n successes with lognormal
@@ -55,7 +55,7 @@ func storeRuns(t *testing.T, runs []synthRun) string {
 	db := filepath.Join(t.TempDir(), "runs.db")
 	start := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
 	for i, sr := range runs {
-		st, err := store.Open(ctx, db, store.Options{NoSync: true})
+		st, err := boltstore.Open(ctx, db, boltstore.Options{NoSync: true})
 		if err != nil {
 			t.Fatal(err)
 		}

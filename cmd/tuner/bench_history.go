@@ -126,7 +126,7 @@ func benchHistory(c *cli.Context) error {
 
 // benchHistoryOf reads the finished runs matching f and compares each with the
 // previous one on cfg's single metric.
-func benchHistoryOf(ctx context.Context, st *store.Store, f store.RunFilter, cell string, cfg gate.Config) (*historyReport, error) {
+func benchHistoryOf(ctx context.Context, st store.DB, f store.RunFilter, cell string, cfg gate.Config) (*historyReport, error) {
 	m := cfg.Metrics[0]
 	runs, err := st.Runs(ctx, f)
 	if err != nil {

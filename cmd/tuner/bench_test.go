@@ -16,7 +16,7 @@ import (
 
 	"github.com/vllm-tuner/tuner/bench"
 	"github.com/vllm-tuner/tuner/chart"
-	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/boltstore"
 	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
 )
@@ -169,7 +169,7 @@ func checkPlot(t *testing.T, tunerBin, db string, r bench.Run) {
 		t.Fatal(err)
 	}
 	// The figure of the run as stored, which the CLI read.
-	s, err := store.Open(context.Background(), db, store.Options{ReadOnly: true})
+	s, err := boltstore.Open(context.Background(), db, boltstore.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/dbopen"
 	"github.com/vllm-tuner/tuner/store/pgstore"
 	"github.com/vllm-tuner/tuner/trial"
 )
@@ -52,12 +53,12 @@ func dbCommand() *cli.Command {
 }
 
 // openDB opens the database read-only for a db subcommand.
-func openDB(c *cli.Context) (*store.Store, error) {
-	path, err := studyDBPath(c)
+func openDB(c *cli.Context) (store.DB, error) {
+	path, err := dbArg(c)
 	if err != nil {
 		return nil, err
 	}
-	return store.Open(c.Context, path, store.Options{ReadOnly: true})
+	return dbopen.Open(c.Context, path, dbopen.Options{ReadOnly: true})
 }
 
 func dbCheck(c *cli.Context) error {
@@ -117,7 +118,7 @@ func dbCheck(c *cli.Context) error {
 // liveEngines lists the engine groups still alive that were recorded in
 // the per-user run dir or in the log dirs of this database's trials (the
 // default one of each study, and every dir a stored trial logged to).
-func liveEngines(c *cli.Context, s *store.Store) []trial.StaleEngine {
+func liveEngines(c *cli.Context, s store.DB) []trial.StaleEngine {
 	dirs := []string{trial.DefaultRunDir()}
 	seen := map[string]bool{}
 	add := func(d string) {
@@ -190,9 +191,9 @@ func dbExport(c *cli.Context) error {
 	}
 	q := store.ExportQuery{StudyID: c.String("study")}
 	if format == "csv" {
-		err = s.ExportCSV(c.Context, w, q)
+		err = store.ExportCSV(c.Context, s, w, q)
 	} else {
-		err = s.ExportJSONL(c.Context, w, q)
+		err = store.ExportJSONL(c.Context, s, w, q)
 	}
 	if err != nil {
 		return err

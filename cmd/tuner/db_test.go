@@ -16,6 +16,7 @@ import (
 
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/boltstore"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -24,7 +25,7 @@ func dbWithTrials(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "tuner.db")
-	s, err := store.Open(ctx, path, store.DefaultOptions())
+	s, err := boltstore.Open(ctx, path, boltstore.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +267,7 @@ func TestDBCheckListsEngines(t *testing.T) {
 func TestDBCheckListsDuplicates(t *testing.T) {
 	path := dbWithTrials(t)
 	ctx := context.Background()
-	s, err := store.Open(ctx, path, store.DefaultOptions())
+	s, err := boltstore.Open(ctx, path, boltstore.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/store/dbcopy"
+	"github.com/vllm-tuner/tuner/store/dbopen"
 	"github.com/vllm-tuner/tuner/store/pgstore"
 )
 
@@ -25,7 +26,7 @@ func dbMigrateCommand() *cli.Command {
 func dbCopyCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "copy",
-		Usage:     "copy every study (with its trials) and model between databases: a bbolt file or a postgres:// URL each",
+		Usage:     "copy every study (with its trials), model and benchmark run between databases: a bbolt file or a postgres:// URL each",
 		ArgsUsage: " ",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "from", Required: true, Usage: "source database (file or postgres:// URL)"},
@@ -43,38 +44,21 @@ func dbMigrate(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if !pgstore.IsURL(db) {
-		// The bbolt store migrates a file when it opens it for writing.
-		s, err := store.Open(c.Context, db, store.DefaultOptions())
-		if err != nil {
-			return err
-		}
-		defer s.Close()
-		fmt.Fprintf(c.App.Writer, "ok: %s: schema %d\n", s.Path(), store.SchemaVersion)
-		return nil
-	}
-	s, err := pgstore.Open(c.Context, pgstore.Config{URL: db, Logger: cmdLogger(c)})
+	s, err := dbopen.Open(c.Context, db, dbopen.Options{Logger: cmdLogger(c)})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	fmt.Fprintf(c.App.Writer, "ok: %s: schema %d\n", s.Path(), pgstore.SchemaVersion())
+	v, err := s.Migrate(c.Context)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "ok: %s: schema %d\n", s.Path(), v)
 	return nil
 }
 
-// copyEnd is one side of a copy: a source and a target, closed after.
-type copyEnd interface {
-	dbcopy.Source
-	dbcopy.Target
-	Path() string
-	Close() error
-}
-
-func openCopyEnd(ctx context.Context, db string, readOnly bool) (copyEnd, error) {
-	if pgstore.IsURL(db) {
-		return pgstore.Open(ctx, pgstore.Config{URL: db, ReadOnly: readOnly})
-	}
-	return store.Open(ctx, db, store.Options{ReadOnly: readOnly, Timeout: store.DefaultTimeout})
+func openCopyEnd(ctx context.Context, db string, readOnly bool) (store.DB, error) {
+	return dbopen.Open(ctx, db, dbopen.Options{ReadOnly: readOnly})
 }
 
 func dbCopy(c *cli.Context) error {
@@ -101,7 +85,7 @@ func dbCopy(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "copied %d studies (%d trials) and %d models from %s to %s\n", n.Studies, n.Trials, n.Models, src.Path(), dst.Path())
+	fmt.Fprintf(c.App.Writer, "copied %d studies (%d trials), %d models and %d benchmark runs from %s to %s\n", n.Studies, n.Trials, n.Models, n.Runs, src.Path(), dst.Path())
 	return nil
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/vllm-tuner/tuner/eval"
 )
 
-func init() { register(withEvalWorkloads(withEvalGate(evalCommand()))) }
+func init() { register(withEvalVerdict(withEvalWorkloads(withEvalGate(evalCommand())))) }
 
 func evalCommand() *cli.Command {
 	d := eval.DefaultConfig()

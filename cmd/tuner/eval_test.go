@@ -1,9 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/vllm-tuner/tuner/eval"
 )
 
 func TestEvalSearchCommand(t *testing.T) {
@@ -48,4 +52,29 @@ func TestEvalWorkloadsCommand(t *testing.T) {
 		{"zero time scale", []string{"eval", "workloads", "--vllm-sim", sim, "--time-scale", "0"}, 2, nil, []string{"time scale"}},
 		{"stray argument", []string{"eval", "workloads", "extra"}, 2, nil, []string{"no arguments"}},
 	})
+}
+
+// TestEvalVerdict: `eval verdict` runs real sim-virtual searches on the
+// simulated host and writes its report as Markdown and JSON; a host that
+// ignores every flag gives no significant gain.
+func TestEvalVerdict(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "out")
+	code, stdout, errb := runTuner(t, "eval", "verdict", "--seeds", "1", "--trials", "4", "--finalists", "1", "--repeats", "2", "--out", out)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	if !strings.Contains(stdout, "| flags ignored | 1 | 0 |") || !strings.Contains(stdout, "| non-default 5% faster | 1 |") {
+		t.Fatalf("report:\n%s", stdout)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "verdict.md"))
+	if err != nil || string(md) != stdout {
+		t.Fatalf("verdict.md (%v) differs from stdout", err)
+	}
+	var rep eval.VerdictEval
+	if b, err := os.ReadFile(filepath.Join(out, "verdict.json")); err != nil || json.Unmarshal(b, &rep) != nil || len(rep.Rows) != 2 {
+		t.Fatalf("verdict.json: %v %+v", err, rep)
+	}
+	if code, _, errb := runTuner(t, "eval", "verdict", "--speedup", "0.9"); code != exitUsage || !strings.Contains(errb, "--speedup 0.9") {
+		t.Fatalf("bad speedup: exit %d %s", code, errb)
+	}
 }

@@ -94,10 +94,10 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Commands:             commands,
 		EnableBashCompletion: true,
 		Suggest:              true, // "did you mean" for a mistyped command or flag
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "db", Usage: "bbolt database file, or a postgres:// URL (search, db migrate/check/copy)", EnvVars: []string{"TUNER_DB"}},
 			&cli.BoolFlag{Name: "verbose", Usage: "debug logging on stderr"},
-		},
+		}, alertFlags()...),
 		OnUsageError: func(c *cli.Context, err error, isSubcommand bool) error {
 			return usageError{Err: err}
 		},
@@ -108,11 +108,14 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 // run executes the app and maps the error to an exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	app := newApp(stdout, stderr)
+	var alerts alertSetup
+	app.Before = func(c *cli.Context) error { return readAlertSetup(c, &alerts) }
 	err := app.RunContext(ctx, args)
 	if err == nil {
 		return exitOK
 	}
 	fmt.Fprintf(stderr, "tuner: %v\n", err)
+	sendAlert(alerts, err, stderr)
 	var ue usageError
 	switch {
 	case errors.As(err, &ue):

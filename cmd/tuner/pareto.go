@@ -110,7 +110,7 @@ func paretoCommand() *cli.Command {
 	}
 }
 
-func buildFrontView(ctx context.Context, s *store.Store, sel selection, extra trial.SLO, group bool, k float64) (frontView, error) {
+func buildFrontView(ctx context.Context, s store.DB, sel selection, extra trial.SLO, group bool, k float64) (frontView, error) {
 	st := sel.Newest
 	v := frontView{Metrics: sel.Metrics, K: k, Front: []tuner.Candidate{}}
 	slo := append(append(trial.SLO{}, st.SLO()...), extra...)
@@ -161,7 +161,7 @@ func buildFrontView(ctx context.Context, s *store.Store, sel selection, extra tr
 				}
 			}
 			if !group {
-				if rec, err := tuner.RecommendMeasured(pc, sel.Metrics, slo, tuner.PreferThroughput); err == nil {
+				if rec := tuner.Judge(tuner.JudgeInput{Cands: pc, DefaultID: v.DefaultConfigID, Metrics: sel.Metrics, SLO: slo, Prefer: tuner.PreferThroughput}).Pick; rec != nil {
 					r := *rec
 					v.recommended, v.Recommended = &r, r.ConfigID
 				}
@@ -287,10 +287,10 @@ func printCandidates(w io.Writer, rows []tuner.Candidate, m tuner.Metrics, def s
 		return err
 	}
 	if recID != "" {
-		fmt.Fprintln(w, "* recommended (the best re-measured config)")
+		fmt.Fprintln(w, "* recommended (the verdict below says why)")
 	}
 	if off {
-		fmt.Fprintln(w, "  [not on the front]: configs measured once dominate it; the recommendation trusts re-measured configs")
+		fmt.Fprintln(w, "  [not on the front]: other configs dominate it; the recommendation trusts re-measured configs and keeps vLLM's default without a significant gain")
 	}
 	if estimated {
 		fmt.Fprintln(w, vramEstimateNote)

@@ -54,7 +54,7 @@ func (sel selection) describe() string {
 	return s
 }
 
-func selectStudies(ctx context.Context, c *cli.Context, s *store.Store) (selection, error) {
+func selectStudies(ctx context.Context, c *cli.Context, s store.DB) (selection, error) {
 	if id := c.String("study"); id != "" {
 		st, err := s.Study(ctx, id)
 		if err != nil {
@@ -95,7 +95,7 @@ func selectStudies(ctx context.Context, c *cli.Context, s *store.Store) (selecti
 
 // otherServedNames lists the served names of studies of the same catalog
 // model as arg (e.g. the -Instruct variant of a base model), for a hint.
-func otherServedNames(ctx context.Context, s *store.Store, arg string) []string {
+func otherServedNames(ctx context.Context, s store.DB, arg string) []string {
 	all, err := s.Studies(ctx)
 	if err != nil {
 		return nil
@@ -114,7 +114,7 @@ func otherServedNames(ctx context.Context, s *store.Store, arg string) []string 
 var defaultIDOf = tuner.DefaultConfigIDOf
 
 // trialsOf reads the trials of the selected studies as the loop sees them.
-func trialsOf(ctx context.Context, s *store.Store, studies []store.Study) ([]tuner.Trial, error) {
+func trialsOf(ctx context.Context, s store.DB, studies []store.Study) ([]tuner.Trial, error) {
 	var out []tuner.Trial
 	for _, st := range studies {
 		ts, err := s.Trials(ctx, st.ID, store.TrialFilter{})
@@ -236,12 +236,7 @@ func note(r tuner.Recommendation, best *tuner.Candidate) string {
 	if r.Prefer == tuner.PreferVRAM && best.VRAMEstimated {
 		b.WriteString("\n--prefer vram ranked estimates: peak VRAM was estimated from --gpu-memory-utilization, not measured")
 	}
-	switch {
-	case r.IsDefault:
-		b.WriteString("\nthis is vLLM's default config: keep the defaults")
-	case r.Gain != nil:
-		fmt.Fprintf(&b, "\n%s %s over vLLM's default config: %s", r.Gain, r.Metrics.Throughput, r.Gain.Verdict())
-	}
+	fmt.Fprintf(&b, "\nverdict: %s", r.Verdict)
 	return b.String()
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/vllm-tuner/tuner/sim"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/boltstore"
 	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
 )
@@ -135,7 +136,7 @@ func crossStudyDB(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "tuner.db")
-	s, err := store.Open(ctx, path, store.DefaultOptions())
+	s, err := boltstore.Open(ctx, path, boltstore.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,20 +175,22 @@ func crossStudyDB(t *testing.T) string {
 }
 
 // TestRecommendAcrossStudies: the default's one run per study is no
-// re-measurement, so the faster config wins and the gain is stated with
-// "too few runs"; when only the default meets the SLO the pick is named as
-// the default; the studies used are named; estimated VRAM is labelled.
+// re-measurement, so the faster config is shown as the best measured and
+// vLLM's default is kept ("too few paired rounds"); when only the default
+// meets the SLO the pick is named as the default; the studies used are
+// named; estimated VRAM is labelled.
 func TestRecommendAcrossStudies(t *testing.T) {
 	db := crossStudyDB(t)
 	runCLICases(t, []cliCase{
-		{name: "faster config", args: []string{"--db", db, "recommend", "--model", "m"}, code: 0,
-			stdout: []string{"--max-num-seqs 512"},
-			stderr: []string{"2 studies (", "engine sim", "1 other studies of the model left out", "+6.2% (1 vs 2 runs) output_throughput over vLLM's default config: too few runs to tell", "estimated from --gpu-memory-utilization"}},
+		{name: "faster config, not re-measured", args: []string{"--db", db, "recommend", "--model", "m"}, code: 0,
+			stdout: []string{"--max-num-seqs 256"},
+			stderr: []string{"2 studies (", "engine sim", "1 other studies of the model left out",
+				"verdict: keep vLLM's default: the best measured config", "is +6.2% (medians of 1 vs 2 runs, no paired rounds) output_throughput over vLLM's default: too few paired rounds to tell", "estimated from --gpu-memory-utilization"}},
 		{name: "vram estimates", args: []string{"--db", db, "recommend", "--model", "m", "--prefer", "vram"}, code: 0,
 			stderr: []string{"--prefer vram ranked estimates"}},
 		{name: "default", args: []string{"--db", db, "recommend", "--model", "m", "--slo", "tpot_p99<=30ms"}, code: 0,
 			stdout: []string{"--max-num-seqs 256"},
-			stderr: []string{"this is vLLM's default config: keep the defaults"}},
+			stderr: []string{"verdict: keep vLLM's default: it ranks best"}},
 	})
 	code, out, errb := runTuner(t, "--db", db, "recommend", "--model", "m", "--slo", "tpot_p99<=30ms", "--json")
 	var doc tuner.Recommendation
@@ -269,6 +272,59 @@ func TestRecommendYAMLIsTheMeasuredConfig(t *testing.T) {
 			}
 			if !o.Engine.Equal(measured) {
 				t.Errorf("vLLM %s loads\n %v\nmeasured\n %v\nfrom:\n%s", version, o.Engine, measured, out)
+			}
+		})
+	}
+}
+
+// TestRecommendRepeatsSearchVerdict: `recommend` (text, every format, and
+// JSON) repeats search's verdict word for word: the same config, the same
+// significance, the same interval. On a simulated host that ignores every
+// tuning flag and drifts, the verdict keeps vLLM's default and says so
+// (is_default, the faster-looking config as best_measured); where every
+// non-default config is really 30% faster, the gain is found.
+func TestRecommendRepeatsSearchVerdict(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		host      []string
+		isDefault bool
+	}{
+		{"flags ignored, drift", []string{"--engine-arg", "--ignore-tuning-flags", "--engine-arg", "--drift=0.05", "--engine-arg", "--drift-period=600"}, true},
+		{"real gain", []string{"--engine-arg", "--ignore-tuning-flags", "--engine-arg", "--tuned-speedup=1.3"}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			db := filepath.Join(t.TempDir(), "t.db")
+			code, out, errb := runTuner(t, virtualArgs(db, append([]string{"--trials", "6", "--seed", "3"}, tt.host...)...)...)
+			if code != 0 {
+				t.Fatalf("search exit %d: %s", code, errb)
+			}
+			_, verdict, ok := strings.Cut(out, "  verdict: ")
+			verdict, _, _ = strings.Cut(verdict, "\n")
+			if !ok || verdict == "" {
+				t.Fatalf("search summary has no verdict:\n%s", out)
+			}
+			if strings.HasPrefix(verdict, "keep vLLM's default") != tt.isDefault {
+				t.Fatalf("verdict %q, want default kept: %v", verdict, tt.isDefault)
+			}
+			code, jsonOut, errb := runTuner(t, "--db", db, "recommend", "--model", testModel, "--json")
+			var doc tuner.Recommendation
+			if err := json.Unmarshal([]byte(jsonOut), &doc); code != 0 || err != nil {
+				t.Fatalf("recommend --json exit %d (%v): %s", code, err, errb)
+			}
+			if doc.Verdict != verdict || doc.IsDefault != tt.isDefault || (doc.BestMeasured != nil) != tt.isDefault || doc.Gain == nil || doc.Gain.Significant == tt.isDefault {
+				t.Fatalf("recommend --json: verdict %q is_default %v best_measured %v gain %+v; search said %q", doc.Verdict, doc.IsDefault, doc.BestMeasured, doc.Gain, verdict)
+			}
+			if tt.isDefault && doc.Candidate.ConfigID != doc.DefaultConfigID {
+				t.Fatalf("recommended %s, vLLM's default is %s", doc.Candidate.ConfigID, doc.DefaultConfigID)
+			}
+			for _, f := range []string{"flags", "command", "yaml"} {
+				code, out, errb := runTuner(t, "--db", db, "recommend", "--model", testModel, "-f", f)
+				if code != 0 || !strings.Contains(errb, "\nverdict: "+verdict+"\n") {
+					t.Fatalf("recommend -f %s (exit %d): stderr %q lacks search's verdict %q", f, code, errb, verdict)
+				}
+				if f == "flags" && strings.TrimSpace(out) != shellJoin(doc.Flags) {
+					t.Fatalf("-f flags %q, json flags %q", out, doc.Flags)
+				}
 			}
 		})
 	}

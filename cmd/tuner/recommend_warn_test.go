@@ -8,6 +8,7 @@ import (
 
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/boltstore"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestRecommendWarnsAboutHiddenFailures(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "tuner.db")
-	s, err := store.Open(ctx, path, store.DefaultOptions())
+	s, err := boltstore.Open(ctx, path, boltstore.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"github.com/vllm-tuner/tuner/search"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/dbopen"
 	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
 )
@@ -57,8 +57,8 @@ func searchCommand() *cli.Command {
 			&cli.IntFlag{Name: "patience", Value: d.Patience, Usage: "stop after N trials without front improvement (0 = off)"},
 			&cli.Float64Flag{Name: "screen-fraction", Usage: "measure each proposed config first on this share of the workload's requests (e.g. 0.25), and in full only when promising: near the SLO, not dominated by the front, in the top --screen-keep of the short runs (successive halving); 0 = off"},
 			&cli.Float64Flag{Name: "screen-keep", Value: tuner.DefaultScreenKeep, Usage: "with --screen-fraction: promote a short run unless more than this share of the short runs so far dominate it"},
-			&cli.IntFlag{Name: "finalists", Value: d.Finalists, Usage: "configs re-measured at the end"},
-			&cli.IntFlag{Name: "repeats", Value: d.Repeats, Usage: "measurements per finalist (1 = no re-measurement)"},
+			&cli.IntFlag{Name: "finalists", Value: d.Finalists, Usage: "configs re-measured at the end with vLLM's default"},
+			&cli.IntFlag{Name: "repeats", Value: d.Repeats, Usage: "interleaved rounds of the final re-measurement of vLLM's default and the finalists (<= 1 = none: vLLM's default is then kept)"},
 			&cli.StringFlag{Name: "sampler", Value: d.Sampler, Usage: "tpe, cmaes or random"},
 			&cli.StringSliceFlag{Name: "enqueue", Usage: "run a known config first and compare the result with it: `FLAGS` as for vllm serve (e.g. today's production flags), or @FILE with one line of flags per config (repeatable)"},
 			&cli.Uint64Flag{Name: "seed", Value: d.Seed, Usage: "seed of every random choice"},
@@ -124,6 +124,9 @@ func printReport(w io.Writer, rep tuner.Report, ss *tuner.Search) {
 		}
 		fmt.Fprintf(w, "vLLM default (%s): %s %.1f (median of %d), %s %.2f ms; %s\n", d.ConfigID, m.Throughput, d.Throughput.Median, d.Throughput.N, m.Latency, d.Latency.Median, feas)
 	}
+	if rep.Remeasure != "" {
+		fmt.Fprintln(w, rep.Remeasure)
+	}
 	if r == nil {
 		if rep.NoFeasible != "" {
 			fmt.Fprintf(w, "no recommendation: %s\n", rep.NoFeasible)
@@ -136,14 +139,7 @@ func printReport(w io.Writer, rep tuner.Report, ss *tuner.Search) {
 	}
 	fmt.Fprintf(w, "recommended: %s: %s median %.1f (MAD %.1f over %d runs, score %.1f), %s median %.2f ms, VRAM %s GiB\n",
 		what, m.Throughput, r.Throughput.Median, r.Throughput.MAD, r.Throughput.N, r.Score, m.Latency, r.Latency.Median, fmtVRAM(r.VRAM.Median, r.VRAMEstimated))
-	switch {
-	case rep.RecommendedIsDefault:
-		fmt.Fprintf(w, "  keep vLLM's defaults: no measured config ranks above them\n")
-	case rep.Gain != nil:
-		fmt.Fprintf(w, "  %s %s over vLLM's default config: %s\n", rep.Gain, m.Throughput, rep.Gain.Verdict())
-	case rep.GainPct != nil:
-		fmt.Fprintf(w, "  %+.1f%% %s over vLLM's default config\n", *rep.GainPct, m.Throughput)
-	}
+	fmt.Fprintf(w, "  verdict: %s\n", rep.Verdict)
 	fmt.Fprintf(w, "  %s\n", shellJoin(slices.Concat([]string{"vllm", "serve", ss.ModelArg}, r.Config.Flags(), ss.Workload.LoRAArgs())))
 	for _, b := range rep.Enqueued {
 		if b.Throughput.N == 0 {
@@ -302,14 +298,16 @@ func runSearch(c *cli.Context) error {
 		return err
 	}
 	defer st.Close()
-	return startSearch(c, ss, st)
+	// A PostgreSQL study is shared: other machines may serve it too.
+	return startSearch(c, ss, st, dbPath, dbopen.IsURL(dbPath))
 }
 
 // startSearch runs a resolved search on an open database (`search` and
 // `worker`).
-func startSearch(c *cli.Context, ss *tuner.Search, st searchDB) error {
+func startSearch(c *cli.Context, ss *tuner.Search, st store.DB, db string, shared bool) error {
 	log := cmdLogger(c)
 	run, err := ss.Start(c.Context, st, tuner.StartConfig{
+		DataDir: dataDir(db), Shared: shared,
 		Logger: log, Progress: c.App.ErrWriter, Terminal: writerIsTerminal(c.App.ErrWriter), Width: terminalWidth(c.App.ErrWriter),
 	})
 	if err != nil {
@@ -352,10 +350,11 @@ func startSearch(c *cli.Context, ss *tuner.Search, st searchDB) error {
 func dryRun(c *cli.Context, ss *tuner.Search, dbPath string) error {
 	w := c.App.Writer
 	var own, other []search.Observation
+	var db store.DB // nil: no database yet (files only for --surrogate)
 	if st, err := openHistory(c.Context, dbPath); err == nil {
-		own, other, err = history(c.Context, st, ss.Key, ss.Key.ID())
-		st.Close()
-		if err != nil {
+		defer st.Close()
+		db = st
+		if own, other, err = history(c.Context, st, ss.Key, ss.Key.ID()); err != nil {
 			return err
 		}
 	}
@@ -366,7 +365,7 @@ func dryRun(c *cli.Context, ss *tuner.Search, dbPath string) error {
 	}
 	fmt.Fprintln(w)
 	printPrune(w, ss.Prune)
-	prop, err := ss.NewProposer(c.Context, other, dbModels{c}, cmdLogger(c))
+	prop, err := ss.NewProposer(c.Context, other, db, cmdLogger(c))
 	if err != nil {
 		return err
 	}
@@ -419,21 +418,4 @@ func printPrune(w io.Writer, rep search.PruneReport) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%.0f%%\t%s\n", p.Name, p.Original, p.Pruned, p.Removed*100, strings.Join(p.Reasons, "; "))
 	}
 	tw.Flush()
-}
-
-// dbModels looks a --surrogate name up in the database (read-only), for
-// --dry-run, which opens no database for writing.
-type dbModels struct{ c *cli.Context }
-
-func (m dbModels) GetModel(ctx context.Context, name string) ([]byte, store.ModelMeta, error) {
-	dbPath, err := studyDBPath(m.c)
-	if err != nil {
-		return nil, store.ModelMeta{}, err
-	}
-	st, err := store.Open(ctx, dbPath, store.Options{ReadOnly: true, Timeout: 10 * time.Second})
-	if err != nil {
-		return nil, store.ModelMeta{}, tuner.Usagef("--surrogate %s: no such file, and no database to look the name up in (%v)", name, err)
-	}
-	defer st.Close()
-	return st.GetModel(ctx, name)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/boltstore"
 	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
 )
@@ -73,9 +74,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func openTestStore(t *testing.T, db string) *store.Store {
+func openTestStore(t *testing.T, db string) *boltstore.Store {
 	t.Helper()
-	s, err := store.Open(context.Background(), db, store.Options{ReadOnly: true})
+	s, err := boltstore.Open(context.Background(), db, boltstore.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +90,9 @@ func TestSearchVirtualAndResume(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("search: exit %d\n%s\n%s", code, out, errb)
 	}
-	for _, want := range []string{"study ", "6 search trials", "recommended: config", "over vLLM's default config", "vllm serve " + testModel} {
+	// --repeats 1: no re-measurement, so nothing is significant and
+	// vLLM's default is kept, the faster-looking config named.
+	for _, want := range []string{"study ", "6 search trials", "recommended: vLLM's default config", "verdict: keep vLLM's default: the best measured config", "too few paired rounds", "vllm serve " + testModel} {
 		if !strings.Contains(out, want) {
 			t.Errorf("search output lacks %q:\n%s", want, out)
 		}
@@ -261,9 +264,13 @@ func TestPrintReportGolden(t *testing.T) {
 	best := def.With("max_num_seqs", spaces.IntValue(256)).With("kv_cache_dtype", spaces.StringValue("fp8"))
 	slo, _ := trial.ParseSLO(testSLO)
 	cand := func(cfg spaces.Config, runs []float64, lat float64, estimated bool) tuner.Candidate {
-		return tuner.Candidate{ConfigID: cfg.ID(), Config: cfg, Runs: runs, Throughput: tuner.Robust(runs), Score: tuner.Robust(runs).Low(1),
+		c := tuner.Candidate{ConfigID: cfg.ID(), Config: cfg, Runs: runs, Throughput: tuner.Robust(runs), Score: tuner.Robust(runs).Low(1),
 			ConservativeLatency: lat + 0.5, Latency: tuner.Stat{Median: lat, MAD: 0.5, N: len(runs)}, VRAM: tuner.Stat{Median: 72.5, N: len(runs)},
 			Feasible: true, Remeasured: len(runs) - 1, VRAMEstimated: estimated}
+		for i, x := range runs[1:] { // the search run, then the rounds
+			c.Rounds = append(c.Rounds, tuner.RoundRun{Round: i + 1, Throughput: x})
+		}
+		return c
 	}
 	report := func(slo trial.SLO, rec, def tuner.Candidate) tuner.Report {
 		rep := tuner.Report{
@@ -271,11 +278,12 @@ func TestPrintReportGolden(t *testing.T) {
 			SearchTrials: 10, RepeatTrials: 3, FailedTrials: 1, RanThisRun: 13, SLO: slo, Metrics: tuner.DefaultMetrics(),
 			Front: []tuner.Candidate{rec}, Default: &def,
 		}
-		rep.Recommended = &rep.Front[0]
-		if g, ok := tuner.EstimateGain(rep.Recommended, rep.Default); ok && rec.ConfigID != def.ConfigID {
-			rep.Gain, rep.GainPct = &g, &g.Pct
+		cands := []tuner.Candidate{def}
+		if rec.ConfigID != def.ConfigID {
+			cands = append(cands, rec)
 		}
-		rep.RecommendedIsDefault = rec.ConfigID == def.ConfigID
+		v := tuner.Judge(tuner.JudgeInput{Cands: cands, DefaultID: def.ConfigID, Metrics: rep.Metrics, SLO: slo, Prefer: tuner.PreferThroughput})
+		rep.Recommended, rep.BestMeasured, rep.Gain, rep.RecommendedIsDefault, rep.Verdict = v.Pick, v.BestMeasured, v.Gain, v.IsDefault, v.Text
 		return rep
 	}
 	base := cand(def, []float64{4000, 4010, 3990}, 25, false)
@@ -283,7 +291,7 @@ func TestPrintReportGolden(t *testing.T) {
 		golden string
 		rep    tuner.Report
 	}{
-		{"report.golden", report(slo, cand(best, []float64{4500, 4520, 4480}, 21, false), base)},
+		{"report.golden", report(slo, cand(best, []float64{4500, 4522, 4478, 4505}, 21, false), cand(def, []float64{4000, 4010, 3990, 4001}, 25, false))},
 		{"report-noise.golden", report(slo, cand(best, []float64{4040, 4090, 3975}, 21, true), cand(def, []float64{4000, 4050, 3960}, 25, true))},
 		{"report-default.golden", report(nil, base, base)},
 	}
@@ -438,7 +446,7 @@ func TestSearchEnqueue(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("search: exit %d\n%s\n%s", code, out, errb)
 	}
-	if n := strings.Count(out, "(--enqueue): output_throughput median"); n != 2 || !strings.Contains(out, "over 3 runs") {
+	if n := strings.Count(out, "(--enqueue): output_throughput median"); n != 2 || !strings.Contains(out, "over 4 runs") {
 		t.Fatalf("summary compares with %d enqueued configs, want 2:\n%s", n, out)
 	}
 	if !strings.Contains(errb, "trial #2 [search]") {

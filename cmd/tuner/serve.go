@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vllm-tuner/tuner/store/dbopen"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,7 +14,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/vllm-tuner/tuner/service"
-	"github.com/vllm-tuner/tuner/tuner"
 )
 
 func init() { register(serveCommand()) }
@@ -105,10 +105,7 @@ func runServe(c *cli.Context) error {
 		return err
 	}
 	defer st.Close()
-	cfg := service.Config{DB: st, GPUSets: sets, Token: token, PublicRead: c.Bool("public-read"), Logger: log}
-	if b, ok := st.(tuner.BoltDB); ok {
-		cfg.Store = b.Store // what only the bbolt store keeps (benchmark runs)
-	}
+	cfg := service.Config{DB: st, DataDir: dataDir(db), Shared: dbopen.IsURL(db), GPUSets: sets, Token: token, PublicRead: c.Bool("public-read"), Logger: log}
 	srv, err := service.New(cfg)
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/dbopen"
 	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
 )
@@ -102,14 +103,14 @@ func spaceCommand() *cli.Command {
 				return err
 			}
 			q := tuner.SpaceQuery{Target: ts, File: c.String("file"), Workload: c.String("workload"), SLO: c.String("slo"), Latency: c.String("latency"), NoPrune: c.Bool("no-prune")}
-			var db tuner.HistoryReader
+			var db store.DB
 			if (ts.Model != "" || ts.GPU != "") && !q.NoPrune {
 				// The history of the database, if there is one yet.
-				path, err := studyDBPath(c)
+				path, err := dbArg(c)
 				if err != nil {
 					return err
 				}
-				st, err := store.Open(c.Context, path, store.Options{ReadOnly: true})
+				st, err := dbopen.Open(c.Context, path, dbopen.Options{ReadOnly: true})
 				switch {
 				case errors.Is(err, store.ErrNotFound) || errors.Is(err, os.ErrNotExist):
 				case err != nil:

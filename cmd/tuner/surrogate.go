@@ -16,6 +16,7 @@ import (
 
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/dbopen"
 	"github.com/vllm-tuner/tuner/surrogate"
 	"github.com/vllm-tuner/tuner/trial"
 )
@@ -151,11 +152,11 @@ func surrogateImport(c *cli.Context) error {
 		return usagef("%s: %w", file, err)
 	}
 	name := a.name
-	path, err := studyDBPath(c)
+	path, err := dbArg(c)
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(c.Context, path, store.DefaultOptions())
+	st, err := dbopen.Open(c.Context, path, dbopen.Options{})
 	if err != nil {
 		return err
 	}
@@ -197,7 +198,7 @@ func describeTargets(s *surrogate.Surrogate) string {
 }
 
 // putSurrogate stores a surrogate blob with its schema and metrics as metadata.
-func putSurrogate(ctx context.Context, st *store.Store, name string, s *surrogate.Surrogate) error {
+func putSurrogate(ctx context.Context, st store.DB, name string, s *surrogate.Surrogate) error {
 	blob, err := s.Marshal()
 	if err != nil {
 		return err
@@ -402,11 +403,11 @@ func surrogateTrain(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("train on %d trials: %w", len(m.X), err)
 	}
-	path, err := studyDBPath(c)
+	path, err := dbArg(c)
 	if err != nil {
 		return err
 	}
-	st, err := store.Open(c.Context, path, store.DefaultOptions())
+	st, err := dbopen.Open(c.Context, path, dbopen.Options{})
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/vllm-tuner/tuner/chart"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
-	"github.com/vllm-tuner/tuner/store/pgstore"
+	"github.com/vllm-tuner/tuner/store/dbopen"
 	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
 )
@@ -25,34 +25,23 @@ func init() {
 	register(trialsCommand(), showCommand(), studiesCommand(), compareCommand())
 }
 
-// studyDBPath is the database file: --db / TUNER_DB, else the default path.
-// A postgres:// URL is refused here (without printing it): the commands
-// that call this read bbolt files only; see dbArg.
-func studyDBPath(c *cli.Context) (string, error) {
-	p, err := dbArg(c)
-	if err == nil && pgstore.IsURL(p) {
-		return "", usagef("this command reads a bbolt database file; --db postgres://... works with search and db migrate/check/copy (copy to a file first)")
-	}
-	return p, err
-}
-
 // dbArg is --db / TUNER_DB (a bbolt file or a postgres:// URL), else the
 // default file.
 func dbArg(c *cli.Context) (string, error) {
 	if p := c.String("db"); p != "" {
 		return p, nil
 	}
-	return store.DefaultPath(os.Getenv)
+	return dbopen.DefaultPath()
 }
 
 // openReader opens the database for a reading command. A missing file says
 // how to create one.
-func openReader(c *cli.Context) (*store.Store, error) {
-	path, err := studyDBPath(c)
+func openReader(c *cli.Context) (store.DB, error) {
+	path, err := dbArg(c)
 	if err != nil {
 		return nil, err
 	}
-	s, err := store.Open(c.Context, path, store.Options{ReadOnly: true})
+	s, err := dbopen.Open(c.Context, path, dbopen.Options{ReadOnly: true})
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
 		return nil, notFoundError(fmt.Sprintf("no database at %s yet: run `tuner search` first (or pass --db)", path))
 	}
@@ -80,7 +69,7 @@ var servedName = tuner.ServedName
 
 // matchStudies returns the studies of a model (and GPU, workload, engine
 // when given), newest first.
-func matchStudies(ctx context.Context, s *store.Store, model, gpu, workload, engine string) ([]store.Study, error) {
+func matchStudies(ctx context.Context, s store.DB, model, gpu, workload, engine string) ([]store.Study, error) {
 	return tuner.MatchStudies(ctx, s, tuner.StudyFilter{Model: model, GPU: gpu, Workload: workload, Engine: engine})
 }
 
@@ -273,7 +262,7 @@ type configInStudy struct {
 	Candidate tuner.Candidate `json:"candidate"`
 }
 
-func showConfig(c *cli.Context, s *store.Store, id string) error {
+func showConfig(c *cli.Context, s store.DB, id string) error {
 	studies, err := s.Studies(c.Context)
 	if err != nil {
 		return err
@@ -444,7 +433,7 @@ func vramLine(r *trial.Result) string {
 func studiesCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "studies",
-		Usage:     "list studies with their trial counts and best SLO-feasible throughput",
+		Usage:     "list studies with their trial counts and recommended config (as `tuner recommend` judges)",
 		ArgsUsage: " ",
 		Flags:     []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "machine-readable output"}},
 		Action: func(c *cli.Context) error {
@@ -479,9 +468,7 @@ func studiesCommand() *cli.Command {
 					lts[i] = tuner.FromStore(t)
 				}
 				cands := tuner.Aggregate(lts, st.SLO(), studyMetrics(st), 1)
-				if best, err := tuner.RecommendMeasured(cands, studyMetrics(st), st.SLO(), tuner.PreferThroughput); err == nil {
-					r.Best = best
-				}
+				r.Best = tuner.Judge(tuner.JudgeInput{Cands: cands, DefaultID: defaultIDOf(st, lts), Metrics: studyMetrics(st), SLO: st.SLO(), Prefer: tuner.PreferThroughput}).Pick
 				rows = append(rows, r)
 			}
 			if c.Bool("json") {
@@ -492,7 +479,7 @@ func studiesCommand() *cli.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "STUDY\tMODEL\tGPU\tENGINE\tWORKLOAD\tSLO\tTRIALS\tSTATES\tBEST\tCREATED")
+			fmt.Fprintln(tw, "STUDY\tMODEL\tGPU\tENGINE\tWORKLOAD\tSLO\tTRIALS\tSTATES\tRECOMMENDED\tCREATED")
 			for _, r := range rows {
 				best := "-"
 				if r.Best != nil {

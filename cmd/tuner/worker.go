@@ -8,7 +8,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/vllm-tuner/tuner/store"
-	"github.com/vllm-tuner/tuner/store/pgstore"
 	"github.com/vllm-tuner/tuner/tuner"
 )
 
@@ -35,19 +34,15 @@ func runWorker(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if !pgstore.IsURL(db) {
-		return usagef("worker: --db must be a postgres:// URL (a bbolt file serves one search process)")
-	}
 	if c.Bool("dry-run") {
 		return usagef("worker: --dry-run is for tuner search")
 	}
 	id := c.String("study")
-	st, err := pgstore.Open(c.Context, pgstore.Config{URL: db, Logger: cmdLogger(c)})
+	st, err := openSearchDB(c.Context, db, cmdLogger(c))
 	if err != nil {
 		return err
 	}
-	sdb := tuner.PGDB{Store: st, Dir: dataDir(db)}
-	defer sdb.Close()
+	defer st.Close()
 	var spec tuner.SearchSpec
 	if c.IsSet("model") {
 		if spec, err = searchSpec(c); err != nil {
@@ -74,5 +69,5 @@ func runWorker(c *cli.Context) error {
 	if err := tuner.CheckJoin(c.Context, st, id, ss.Key); err != nil {
 		return err
 	}
-	return startSearch(c, ss, sdb)
+	return startSearch(c, ss, st, db, true)
 }

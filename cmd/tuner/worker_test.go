@@ -295,7 +295,7 @@ func simRunning(simBin string) bool {
 
 // TestWorkerJoin: `tuner worker --study ID` joins with the spec the study's
 // first worker recorded, refuses options that give another study (naming
-// what differs), an unknown study and a bbolt file.
+// what differs) and an unknown study (in PostgreSQL or a bbolt file).
 func TestWorkerJoin(t *testing.T) {
 	url := pgtest.DB(t)
 	code, out, errb := runTuner(t, virtualArgs(url, "--trials", "3", "--repeats", "1", "--json")...)
@@ -320,8 +320,8 @@ func TestWorkerJoin(t *testing.T) {
 			stderr: []string{"these options give another study", "differs in SLO (tpot_p99<=30ms, now tpot_p99<=50ms)"}},
 		{name: "unknown study", args: []string{"--db", url, "worker", "--study", "0123456789ab"}, code: 2,
 			stderr: []string{"0123456789ab"}},
-		{name: "bbolt file", args: []string{"--db", filepath.Join(t.TempDir(), "t.db"), "worker", "--study", rep.Study}, code: 2,
-			stderr: []string{"must be a postgres:// URL"}},
+		{name: "bbolt file without the study", args: []string{"--db", filepath.Join(t.TempDir(), "t.db"), "worker", "--study", rep.Study}, code: 2,
+			stderr: []string{rep.Study, "pass the search options"}},
 	}
 	runCLICases(t, tests)
 }

@@ -221,10 +221,12 @@ async function showStudy(id) {
       return;
     }
     const c = r.candidate;
-    rec.innerHTML = `<p><b>config ${esc(c.config_id)}</b>${r.is_default ? " (vLLM's default: keep it)" : ""}:
+    // The verdict is the API's own sentence (tuner.Judge): the CLI's
+    // search summary and recommend print the same words.
+    rec.innerHTML = `<p><b>config ${esc(c.config_id)}</b>${r.is_default ? " (vLLM's default)" : ""}:
       ${fmtNum(c.throughput.median)} tok/s median over ${c.throughput.n} runs, ${esc(metrics.latency)} ${fmtNum(c.latency.median, 2)} ms,
       peak VRAM ${fmtNum(c.vram_gib.median)} GiB${c.vram_estimated ? " (estimated)" : ""}</p>
-      ${r.gain_text ? `<p id="gain">gain over vLLM's default: ${esc(r.gain_text)}</p>` : ""}<h4>vllm serve command</h4>`;
+      <p id="verdict">verdict: ${esc(r.verdict)}</p><h4>vllm serve command</h4>`;
     const pre = document.createElement("pre"); pre.id = "reccmd"; pre.textContent = r.command; rec.appendChild(pre);
     rec.appendChild(copyButton("copy command", r.command));
     if (r.yaml) {

@@ -7,35 +7,17 @@ import (
 	"github.com/vllm-tuner/tuner/store"
 )
 
-// Source is what Copy reads.
-type Source interface {
-	Studies(ctx context.Context) ([]store.Study, error)
-	Trials(ctx context.Context, studyID string, f store.TrialFilter) ([]store.Trial, error)
-	ListModels(ctx context.Context) ([]store.ModelMeta, error)
-	GetModel(ctx context.Context, name string) ([]byte, store.ModelMeta, error)
-}
-
-// Target is what Copy writes.
-type Target interface {
-	ImportStudy(ctx context.Context, st store.Study, trials []store.Trial) error
-	PutModel(ctx context.Context, name string, data []byte, meta store.ModelMeta) error
-}
-
-var (
-	_ Source = (*store.Store)(nil)
-	_ Target = (*store.Store)(nil)
-)
-
 // Stats counts what Copy moved.
 type Stats struct {
-	Studies, Trials, Models int
+	Studies, Trials, Models, Runs int
 }
 
-// Copy copies every study (with its trials) and every model from src to
+// Copy copies every study (with its trials), every model and every
+// benchmark run (with its raw data; renumbered in the target) from src to
 // dst. A study that already has trials in dst stops the copy with an error
 // matching store.ErrExists (nothing of that study is written; the studies
 // before it are).
-func Copy(ctx context.Context, dst Target, src Source) (Stats, error) {
+func Copy(ctx context.Context, dst, src store.DB) (Stats, error) {
 	var n Stats
 	studies, err := src.Studies(ctx)
 	if err != nil {
@@ -65,6 +47,25 @@ func Copy(ctx context.Context, dst Target, src Source) (Stats, error) {
 			return n, fmt.Errorf("copy: %w", err)
 		}
 		n.Models++
+	}
+	runs, err := src.Runs(ctx, store.RunFilter{})
+	if err != nil {
+		return n, fmt.Errorf("copy: %w", err)
+	}
+	for _, r := range runs {
+		raws := make([][]byte, len(r.Cells))
+		for i, c := range r.Cells {
+			if c.RawKey == "" {
+				continue
+			}
+			if raws[i], err = src.RunRaw(ctx, r.ID, i); err != nil {
+				return n, fmt.Errorf("copy run %s: %w", r.ID, err)
+			}
+		}
+		if _, err := dst.ImportRun(ctx, &r, raws); err != nil {
+			return n, fmt.Errorf("copy run %s: %w", r.ID, err)
+		}
+		n.Runs++
 	}
 	return n, nil
 }

@@ -1,4 +1,4 @@
-// Package dbcopy moves studies and surrogate models between two tuner
+// Package dbcopy moves studies, surrogate models and benchmark runs between two tuner
 // databases of any backend (bbolt file, PostgreSQL), record for record:
 // trial IDs, sequence numbers, states, times and notes are kept, and the
 // target's fronts are maintained as the trials are written.

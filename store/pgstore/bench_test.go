@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/boltstore"
 	"github.com/vllm-tuner/tuner/store/pgstore"
 	"github.com/vllm-tuner/tuner/store/pgstore/pgtest"
 	"github.com/vllm-tuner/tuner/store/storetest"
@@ -20,15 +21,15 @@ import (
 // syncs to disk here (bbolt NoSync, the test cluster's fsync=off), so the
 // figures compare the stores' own work and round trips.
 func BenchmarkTrialOverhead(b *testing.B) {
-	backends := map[string]func(b *testing.B) storetest.Backend{
-		"bbolt": func(b *testing.B) storetest.Backend {
-			s, err := store.Open(context.Background(), filepath.Join(b.TempDir(), "t.db"), store.Options{NoSync: true, MinFreeBytes: -1})
+	backends := map[string]func(b *testing.B) store.DB{
+		"bbolt": func(b *testing.B) store.DB {
+			s, err := boltstore.Open(context.Background(), filepath.Join(b.TempDir(), "t.db"), boltstore.Options{NoSync: true, MinFreeBytes: -1})
 			if err != nil {
 				b.Fatal(err)
 			}
 			return s
 		},
-		"postgres": func(b *testing.B) storetest.Backend {
+		"postgres": func(b *testing.B) store.DB {
 			s, err := pgstore.Open(context.Background(), pgstore.Config{URL: pgtest.DB(b)})
 			if err != nil {
 				b.Fatal(err)

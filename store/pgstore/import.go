@@ -11,16 +11,12 @@ import (
 
 // ImportStudy writes a study and all its trials exactly as given and adds
 // the finished ones to the fronts, in one transaction (see
-// store.Store.ImportStudy; the same rules).
+// boltstore.Store.ImportStudy; the same rules).
 func (s *Store) ImportStudy(ctx context.Context, st store.Study, trials []store.Trial) error {
 	if err := store.CheckImport(st, trials); err != nil {
 		return err
 	}
-	key, err := st.Key.Normalize()
-	if err != nil || key.ID() != st.ID {
-		return fmt.Errorf("import study %s: its key does not give its ID", st.ID)
-	}
-	err = s.tx(ctx, true, func(tx pgx.Tx) error {
+	err := s.tx(ctx, true, func(tx pgx.Tx) error {
 		if err := insertStudy(ctx, tx, st, 0); err != nil {
 			return err
 		}
@@ -34,18 +30,35 @@ func (s *Store) ImportStudy(ctx context.Context, st store.Study, trials []store.
 		if _, err := tx.Exec(ctx, "UPDATE studies SET next_seq = $2 WHERE id = $1", st.ID, int64(len(trials))); err != nil {
 			return err
 		}
+		// The trials in one COPY, the fronts in one pass.
+		rows := make([][]any, len(trials))
+		var points []store.Point
 		for i := range trials {
 			t := &trials[i]
-			if err := putTrial(ctx, tx, t, true); err != nil {
-				return err
+			rec, err := store.MarshalRecord(t)
+			if err != nil {
+				return fmt.Errorf("trial %s: %w", t.ID, err)
 			}
+			sum, err := store.MarshalRecord(store.Summarize(t))
+			if err != nil {
+				return fmt.Errorf("trial %s summary: %w", t.ID, err)
+			}
+			rows[i] = []any{t.StudyID, int64(t.Seq), string(t.State), t.Session, string(rec), string(sum), t.ConfigID, t.Repeat}
 			if t.State != store.StateRunning {
-				if err := addToFronts(ctx, tx, st, t); err != nil {
-					return err
+				if p, ok := store.FrontPoint(st, t, store.FrontQuery{}); ok {
+					points = append(points, p)
 				}
 			}
 		}
-		return nil
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"trials"},
+			[]string{"study_id", "seq", "state", "session", "rec", "summary", "config_id", "rep"}, pgx.CopyFromRows(rows)); err != nil {
+			return err
+		}
+		objs := st.Key.Objectives
+		if err := insertPoints(ctx, tx, store.StudyFrontName(st.ID), objs, points...); err != nil {
+			return err
+		}
+		return insertPoints(ctx, tx, store.GroupFrontName(st.Key.GroupKey()), objs, points...)
 	})
 	return s.wrap("import study "+st.ID, err)
 }

@@ -21,9 +21,7 @@ import (
 // the trial is marked interrupted and its config is free to be claimed again.
 // Lease times are the server's clock, so the workers' clocks need not agree.
 
-// JoinStudy registers worker as live in the study for lease (renewed by
-// Heartbeat) and records spec as the study's spec unless one is recorded.
-// A live worker of the same name is an error matching store.ErrWorkerName.
+// JoinStudy: see store.DB.
 func (s *Store) JoinStudy(ctx context.Context, studyID, worker string, lease time.Duration, spec []byte) (store.Membership, error) {
 	var m store.Membership
 	err := s.tx(ctx, true, func(tx pgx.Tx) error {
@@ -46,8 +44,15 @@ func (s *Store) JoinStudy(ctx context.Context, studyID, worker string, lease tim
 				return err
 			}
 		}
+		// Others: the other live workers and the workers holding an
+		// unexpired lease (one busy with a long trial may have let its
+		// membership lapse; it is live all the same).
 		var secs float64
-		err = tx.QueryRow(ctx, `SELECT count(*) - 1, extract(epoch FROM now() - min(joined))::float8 FROM workers WHERE study_id = $1`, studyID).Scan(&m.Others, &secs)
+		err = tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM (
+				SELECT name FROM workers WHERE study_id = $1 AND name <> $2
+				UNION SELECT worker FROM trials WHERE study_id = $1 AND state = 'running'
+					AND lease_until >= now() AND worker IS NOT NULL AND worker <> $2) o),
+			extract(epoch FROM now() - (SELECT min(joined) FROM workers WHERE study_id = $1))::float8`, studyID, worker).Scan(&m.Others, &secs)
 		m.Elapsed = time.Duration(secs * float64(time.Second))
 		return err
 	})
@@ -90,8 +95,8 @@ func (s *Store) StudySpec(ctx context.Context, studyID string) ([]byte, error) {
 // interrupted (running on another worker, or finished): then nothing is
 // written and the error matches store.ErrClaimed.
 func (s *Store) ClaimTrial(ctx context.Context, studyID string, cfg spaces.Config, o store.ClaimOptions) (store.Trial, error) {
-	if o.Repeat < 0 || o.Lease <= 0 || o.Worker == "" {
-		return store.Trial{}, fmt.Errorf("claim trial: repeat %d, lease %s, worker %q: want repeat >= 0, a lease and a worker", o.Repeat, o.Lease, o.Worker)
+	if err := o.Check(); err != nil {
+		return store.Trial{}, err
 	}
 	t := store.Trial{
 		V: store.RecordVersion, StudyID: studyID, State: store.StateRunning,

@@ -13,10 +13,7 @@ import (
 	"github.com/vllm-tuner/tuner/store/pgstore"
 	"github.com/vllm-tuner/tuner/store/pgstore/pgtest"
 	"github.com/vllm-tuner/tuner/store/storetest"
-	"github.com/vllm-tuner/tuner/tuner"
 )
-
-var _ tuner.LeaseDB = (*pgstore.Store)(nil)
 
 // TestLeases: a config (and re-measurement index) is claimed once among
 // concurrent workers; the search budget is never overshot; a lease renewed
@@ -125,7 +122,8 @@ func TestLeases(t *testing.T) {
 	if err := a.LeaveStudy(ctx, st.ID, "a"); err != nil {
 		t.Fatal(err)
 	}
-	if m, err := a.JoinStudy(ctx, st.ID, "a", time.Minute, nil); err != nil || m.Others != 1 {
-		t.Fatalf("join after leave: %+v %v", m, err)
+	// b is live; w never joined but holds an unexpired lease: both count.
+	if m, err := a.JoinStudy(ctx, st.ID, "a", time.Minute, nil); err != nil || m.Others != 2 {
+		t.Fatalf("join after leave: %+v %v (want 2 others: b live, w holding a lease)", m, err)
 	}
 }

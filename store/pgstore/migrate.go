@@ -77,6 +77,20 @@ var migrations = []string{
 		until    timestamptz NOT NULL,
 		PRIMARY KEY (study_id, name)
 	);`,
+	// 4: benchmark runs (tuner bench): the run record, its writer session
+	// (a running run of a dead session reads as partial) and the raw
+	// per-request data of each cell.
+	`CREATE TABLE bench_runs (
+		seq     bigserial PRIMARY KEY,
+		session text,
+		rec     json NOT NULL
+	);
+	CREATE TABLE bench_raw (
+		run_seq bigint NOT NULL REFERENCES bench_runs (seq),
+		cell    integer NOT NULL,
+		data    bytea NOT NULL,
+		PRIMARY KEY (run_seq, cell)
+	);`,
 }
 
 // SchemaVersion is the schema this program writes.
@@ -85,9 +99,18 @@ func SchemaVersion() int { return len(migrations) }
 // migrateLock serialises migrations of one database across processes.
 const migrateLock = 0x7475_6e00
 
-// Migrate applies the pending migrations in one transaction and returns
-// how many it applied. Open calls it; `tuner db migrate` runs it alone.
+// Migrate applies the pending migrations (see store.DB) and returns the
+// schema version. Open calls it; `tuner db migrate` runs it alone.
 func (s *Store) Migrate(ctx context.Context) (int, error) {
+	if _, err := s.migrate(ctx); err != nil {
+		return 0, err
+	}
+	return SchemaVersion(), nil
+}
+
+// migrate applies the pending migrations in one transaction and returns
+// how many it applied.
+func (s *Store) migrate(ctx context.Context) (int, error) {
 	applied := 0
 	err := s.tx(ctx, true, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(migrateLock)); err != nil {

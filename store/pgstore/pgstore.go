@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -40,9 +42,20 @@ func IsURL(s string) bool {
 	return strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://")
 }
 
-// ErrConnect reports a database that cannot be reached or refuses the
-// credentials.
-var ErrConnect = errors.New("cannot connect to PostgreSQL")
+// ErrConnect is store.ErrConnect.
+var ErrConnect = store.ErrConnect
+
+// Deadlines: every connection and statement has one, so a server that
+// accepts TCP and never answers is an error naming host and database, not
+// a hang. A URL's connect_timeout (seconds) or statement_timeout (the
+// server's, in its units) overrides the defaults.
+const (
+	DefaultConnectTimeout   = 10 * time.Second
+	DefaultStatementTimeout = 2 * time.Minute
+	// clientSlack is how much longer the client waits than the server's
+	// statement_timeout before it gives up on an answer.
+	clientSlack = 15 * time.Second
+)
 
 // Store is a handle on a PostgreSQL database. Its methods are safe for
 // concurrent use.
@@ -52,7 +65,10 @@ type Store struct {
 	log     *slog.Logger
 	where   string // "host:port/database" for messages
 	display string // the URL without its password
-	secret  string // the password, scrubbed from every error
+	// connectTimeout bounds a connection's start, opTimeout one
+	// transaction (the server's statement_timeout and some slack).
+	connectTimeout, opTimeout time.Duration
+	secret                    string // the password, scrubbed from every error
 
 	mu      sync.Mutex
 	closed  bool
@@ -94,6 +110,20 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.MaxConns > 0 {
 		pc.MaxConns = cfg.MaxConns
 	}
+	if pc.ConnConfig.ConnectTimeout <= 0 {
+		pc.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	s.connectTimeout = pc.ConnConfig.ConnectTimeout
+	s.opTimeout = DefaultStatementTimeout + clientSlack
+	if v, ok := pc.ConnConfig.RuntimeParams["statement_timeout"]; ok {
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			s.opTimeout = d + clientSlack
+		} else if ms, err := strconv.Atoi(v); err == nil && ms > 0 {
+			s.opTimeout = time.Duration(ms)*time.Millisecond + clientSlack
+		}
+	} else {
+		pc.ConnConfig.RuntimeParams["statement_timeout"] = strconv.Itoa(int(DefaultStatementTimeout / time.Millisecond))
+	}
 	if cfg.ReadOnly {
 		pc.ConnConfig.RuntimeParams["default_transaction_read_only"] = "on"
 	}
@@ -102,7 +132,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, s.connectErr(err)
 	}
 	s.pool = pool
-	if err := pool.Ping(ctx); err != nil {
+	pctx, cancel := context.WithTimeout(ctx, s.connectTimeout)
+	err = pool.Ping(pctx)
+	cancel()
+	if err != nil {
 		pool.Close()
 		return nil, s.connectErr(err)
 	}
@@ -139,7 +172,17 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 // connectErr is the error of a failed connection: host and database named,
 // the password scrubbed.
 func (s *Store) connectErr(err error) error {
+	if noAnswer(err) {
+		return s.scrub(fmt.Errorf("%w at %s: %w within %s", ErrConnect, s.where, store.ErrNoAnswer, s.connectTimeout))
+	}
 	return s.scrub(fmt.Errorf("%w at %s: %w", ErrConnect, s.where, err))
+}
+
+// noAnswer reports an error of a deadline that passed while the client
+// waited for the server.
+func noAnswer(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }
 
 // scrub removes the password from an error's text (keeping its chain).
@@ -205,7 +248,12 @@ func (s *Store) tx(ctx context.Context, write bool, fn func(pgx.Tx) error) error
 	if !write {
 		opts.AccessMode = pgx.ReadOnly
 	}
-	err := pgx.BeginTxFunc(ctx, s.pool, opts, fn)
+	tctx, cancel := context.WithTimeout(ctx, s.opTimeout)
+	defer cancel()
+	err := pgx.BeginTxFunc(tctx, s.pool, opts, fn)
+	if err != nil && ctx.Err() == nil && noAnswer(err) {
+		err = fmt.Errorf("%s: %w within %s: %w", s.where, store.ErrNoAnswer, s.opTimeout, err)
+	}
 	return s.scrub(err)
 }
 

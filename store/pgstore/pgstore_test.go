@@ -14,20 +14,19 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/boltstore"
 	"github.com/vllm-tuner/tuner/store/dbcopy"
 	"github.com/vllm-tuner/tuner/store/pgstore"
 	"github.com/vllm-tuner/tuner/store/pgstore/pgtest"
 	"github.com/vllm-tuner/tuner/store/storetest"
-	"github.com/vllm-tuner/tuner/tuner"
+	"net"
 )
-
-var _ storetest.Backend = (*pgstore.Store)(nil)
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
-func pgOpener(t *testing.T, now func() time.Time) func() storetest.Backend {
+func pgOpener(t *testing.T, now func() time.Time) func() store.DB {
 	url := pgtest.DB(t)
-	return func() storetest.Backend {
+	return func() store.DB {
 		s, err := pgstore.Open(context.Background(), pgstore.Config{URL: url, Now: now})
 		if err != nil {
 			t.Fatal(err)
@@ -47,7 +46,7 @@ func TestSameAsBolt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pg.Close()
-	bolt, err := store.Open(ctx, filepath.Join(t.TempDir(), "tuner.db"), store.Options{NoSync: true, Now: storetest.Clock(), MinFreeBytes: -1})
+	bolt, err := boltstore.Open(ctx, filepath.Join(t.TempDir(), "tuner.db"), boltstore.Options{NoSync: true, Now: storetest.Clock(), MinFreeBytes: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,8 +199,8 @@ func TestMigrations(t *testing.T) {
 	}
 	defer s.Close()
 	n, err := s.Migrate(ctx)
-	if err != nil || n != 0 {
-		t.Fatalf("second migrate applied %d (%v), want 0", n, err)
+	if err != nil || n != pgstore.SchemaVersion() {
+		t.Fatalf("second migrate: schema %d (%v), want %d", n, err, pgstore.SchemaVersion())
 	}
 	ro, err := pgstore.Open(ctx, pgstore.Config{URL: url, ReadOnly: true})
 	if err != nil {
@@ -214,7 +213,6 @@ func TestMigrations(t *testing.T) {
 }
 
 // The search loop's store interface.
-var _ tuner.TrialStore = (*pgstore.Store)(nil)
 
 // TestLockStudy: one search per study across processes: a second lock
 // fails with ErrStudyLocked until the first is released.
@@ -252,18 +250,13 @@ func TestLockStudy(t *testing.T) {
 	l2.Unlock()
 }
 
-var (
-	_ dbcopy.Source = (*pgstore.Store)(nil)
-	_ dbcopy.Target = (*pgstore.Store)(nil)
-)
-
 // TestCopyRoundTrip: bbolt -> PostgreSQL -> a new bbolt file keeps every
 // record (sessions included) and the fronts; a second copy into a database
 // that has the studies is refused.
 func TestCopyRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	src, err := store.Open(ctx, filepath.Join(dir, "a.db"), store.Options{NoSync: true, Now: storetest.Clock(), MinFreeBytes: -1})
+	src, err := boltstore.Open(ctx, filepath.Join(dir, "a.db"), boltstore.Options{NoSync: true, Now: storetest.Clock(), MinFreeBytes: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +276,7 @@ func TestCopyRoundTrip(t *testing.T) {
 	if n.Studies != 3 || n.Trials != 61 || n.Models != 1 {
 		t.Fatalf("copied %+v, want 3 studies, 61 trials, 1 model", n)
 	}
-	back, err := store.Open(ctx, filepath.Join(dir, "b.db"), store.Options{NoSync: true, MinFreeBytes: -1})
+	back, err := boltstore.Open(ctx, filepath.Join(dir, "b.db"), boltstore.Options{NoSync: true, MinFreeBytes: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,5 +395,44 @@ func TestInterruptedWhenConnectionDies(t *testing.T) {
 	defer c.Close()
 	if got, err := c.Trial(ctx, tr2.ID); err != nil || got.State != store.StateRunning {
 		t.Fatalf("a live writer's trial: %s, %v; want running", got.State, err)
+	}
+}
+
+// TestNoAnswer: a server that accepts TCP and never answers is an error
+// matching ErrConnect and store.ErrNoAnswer that names host and database,
+// after the URL's connect_timeout (a hang before).
+func TestNoAnswer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never answered
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	addr := ln.Addr().String()
+	_, err = pgstore.Open(context.Background(), pgstore.Config{URL: "postgres://tuner:Sil3nt@" + addr + "/studies?sslmode=disable&connect_timeout=1"})
+	if !errors.Is(err, pgstore.ErrConnect) || !errors.Is(err, store.ErrNoAnswer) {
+		t.Fatalf("error %v, want ErrConnect and ErrNoAnswer", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, addr+"/studies") || strings.Contains(msg, "Sil3nt") {
+		t.Fatalf("error %q: want host and database named, no password", msg)
 	}
 }

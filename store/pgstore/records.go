@@ -244,13 +244,17 @@ func addToFronts(ctx context.Context, tx pgx.Tx, st store.Study, t *store.Trial)
 		return nil
 	}
 	objs := st.Key.Objectives
-	if err := insertPoint(ctx, tx, store.StudyFrontName(st.ID), objs, p); err != nil {
+	if err := insertPoints(ctx, tx, store.StudyFrontName(st.ID), objs, p); err != nil {
 		return err
 	}
-	return insertPoint(ctx, tx, store.GroupFrontName(st.Key.GroupKey()), objs, p)
+	return insertPoints(ctx, tx, store.GroupFrontName(st.Key.GroupKey()), objs, p)
 }
 
-func insertPoint(ctx context.Context, tx pgx.Tx, name string, objs pareto.Objectives, p store.Point) error {
+// insertPoints adds points to the front named name (see store.InsertPoints).
+func insertPoints(ctx context.Context, tx pgx.Tx, name string, objs pareto.Objectives, ps ...store.Point) error {
+	if len(ps) == 0 {
+		return nil
+	}
 	empty, err := store.MarshalRecord(store.EmptyFront(name, objs))
 	if err != nil {
 		return err
@@ -271,7 +275,12 @@ func insertPoint(ctx context.Context, tx pgx.Tx, name string, objs pareto.Object
 	if !f.Objectives.Equal(objs) {
 		return fmt.Errorf("front %s has objectives %s, want %s: %w", name, f.Objectives, objs, store.ErrCorrupt)
 	}
-	f, changed, err := store.InsertPoint(f, p)
+	var changed bool
+	if len(ps) == 1 {
+		f, changed, err = store.InsertPoint(f, ps[0])
+	} else {
+		f, changed = store.InsertPoints(f, ps)
+	}
 	if err != nil || !changed {
 		return err
 	}

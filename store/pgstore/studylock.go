@@ -10,17 +10,9 @@ import (
 	"github.com/vllm-tuner/tuner/store"
 )
 
-// StudyLock is one search's exclusive right to run trials in a study (as
-// store.StudyLock for a file): a session-level advisory lock on a
-// connection of its own, released by Unlock or by the server when the
-// process or its connection dies.
-type StudyLock struct {
-	conn *pgx.Conn
-}
-
 // LockStudy takes the study's lock without waiting; a held lock is an
 // error matching store.ErrStudyLocked.
-func (s *Store) LockStudy(ctx context.Context, studyID string) (*StudyLock, error) {
+func (s *Store) LockStudy(ctx context.Context, studyID string) (*store.StudyLock, error) {
 	if err := s.begin(ctx); err != nil {
 		return nil, err
 	}
@@ -40,12 +32,9 @@ func (s *Store) LockStudy(ctx context.Context, studyID string) (*StudyLock, erro
 		conn.Close(ctx)
 		return nil, fmt.Errorf("study %s on %s: another search holds it: %w", studyID, s.where, store.ErrStudyLocked)
 	}
-	return &StudyLock{conn: conn}, nil
-}
-
-// Unlock releases the lock (closing its connection).
-func (l *StudyLock) Unlock() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return l.conn.Close(ctx)
+	return store.NewStudyLock(func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return conn.Close(ctx)
+	}, nil), nil
 }

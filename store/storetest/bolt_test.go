@@ -9,15 +9,16 @@ import (
 	"time"
 
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/boltstore"
 	"github.com/vllm-tuner/tuner/store/dbcopy"
 	"github.com/vllm-tuner/tuner/store/storetest"
 )
 
 // BoltOpener opens a bbolt store in a test's temp dir.
-func boltOpener(t *testing.T, now func() time.Time) func() storetest.Backend {
+func boltOpener(t *testing.T, now func() time.Time) func() store.DB {
 	path := filepath.Join(t.TempDir(), "tuner.db")
-	return func() storetest.Backend {
-		s, err := store.Open(context.Background(), path, store.Options{Timeout: 5 * time.Second, NoSync: true, Now: now, MinFreeBytes: -1})
+	return func() store.DB {
+		s, err := boltstore.Open(context.Background(), path, boltstore.Options{Timeout: 5 * time.Second, NoSync: true, Now: now, MinFreeBytes: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,8 +34,8 @@ func TestBolt(t *testing.T) { storetest.Run(t, boltOpener) }
 func TestBoltCopy(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	open := func(name string) *store.Store {
-		s, err := store.Open(ctx, filepath.Join(dir, name), store.Options{NoSync: true, Now: storetest.Clock(), MinFreeBytes: -1})
+	open := func(name string) *boltstore.Store {
+		s, err := boltstore.Open(ctx, filepath.Join(dir, name), boltstore.Options{NoSync: true, Now: storetest.Clock(), MinFreeBytes: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

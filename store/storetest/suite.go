@@ -15,40 +15,9 @@ import (
 	"github.com/vllm-tuner/tuner/trial"
 )
 
-// Backend is what the suite exercises: the operations both backends share.
-type Backend interface {
-	EnsureStudy(ctx context.Context, key store.StudyKey) (store.Study, error)
-	Study(ctx context.Context, id string) (store.Study, error)
-	Studies(ctx context.Context) ([]store.Study, error)
-	BeginTrial(ctx context.Context, studyID string, cfg spaces.Config, o store.BeginOptions) (store.Trial, error)
-	FinishTrial(ctx context.Context, id string, res *trial.Result) (store.Trial, error)
-	SetNotes(ctx context.Context, id, notes string) error
-	Trial(ctx context.Context, id string) (store.Trial, error)
-	Trials(ctx context.Context, studyID string, f store.TrialFilter) ([]store.Trial, error)
-	Front(ctx context.Context, studyID string, q store.FrontQuery) (store.Front, error)
-	GroupFront(ctx context.Context, g store.Group, q store.FrontQuery) (store.Front, error)
-	RebuildFront(ctx context.Context, studyID string) (store.Front, error)
-	RebuildGroupFront(ctx context.Context, g store.Group) (store.Front, error)
-	History(ctx context.Context, q store.HistoryQuery) ([]store.Summary, error)
-	HistoryTrials(ctx context.Context, q store.HistoryQuery) ([]store.Trial, error)
-	PutModel(ctx context.Context, name string, data []byte, meta store.ModelMeta) error
-	GetModel(ctx context.Context, name string) ([]byte, store.ModelMeta, error)
-	ListModels(ctx context.Context) ([]store.ModelMeta, error)
-	DeleteModel(ctx context.Context, name string) error
-	AddJob(ctx context.Context, j store.Job) (store.Job, error)
-	UpdateJob(ctx context.Context, j store.Job) error
-	Jobs(ctx context.Context) ([]store.Job, error)
-	Job(ctx context.Context, id string) (store.Job, error)
-	Close() error
-}
-
-var (
-	_ Backend = (*store.Store)(nil)
-)
-
 // Opener returns a function that opens one fresh database, the same one on
 // every call, with clock now (a new one per test).
-type Opener func(t *testing.T, now func() time.Time) (open func() Backend)
+type Opener func(t *testing.T, now func() time.Time) (open func() store.DB)
 
 // Clock returns a clock that advances one millisecond per call, so
 // records carry reproducible times.
@@ -103,7 +72,7 @@ func Result(r *rand.Rand, cfg spaces.Config) *trial.Result {
 // Script writes the same studies, trials and models into b for a seed:
 // three studies (two share a model and GPU, so a group front and history
 // span them), n trials each with every end state, one trial left running.
-func Script(t testing.TB, b Backend, seed uint64, n int) []store.Study {
+func Script(t testing.TB, b store.DB, seed uint64, n int) []store.Study {
 	t.Helper()
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(seed, 1))
@@ -141,7 +110,7 @@ func Script(t testing.TB, b Backend, seed uint64, n int) []store.Study {
 
 // Snapshot is everything a reader can observe, as JSON (what two backends
 // must agree on).
-func Snapshot(t testing.TB, b Backend) map[string]string {
+func Snapshot(t testing.TB, b store.DB) map[string]string {
 	t.Helper()
 	ctx := context.Background()
 	out := map[string]string{}
@@ -185,7 +154,7 @@ func Snapshot(t testing.TB, b Backend) map[string]string {
 func Run(t *testing.T, open Opener) {
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, open func() Backend)
+		fn   func(t *testing.T, open func() store.DB)
 	}{
 		{"Studies", testStudies},
 		{"TrialLifecycle", testLifecycle},
@@ -195,19 +164,22 @@ func Run(t *testing.T, open Opener) {
 		{"Interrupted", testInterrupted},
 		{"InvalidResult", testInvalidResult},
 		{"Jobs", testJobs},
+		{"Summaries", testSummaries},
+		{"Leases", testLeases},
+		{"BenchmarkRuns", testRuns},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t, Clock())) })
 	}
 }
 
-func openOne(t *testing.T, open func() Backend) Backend {
+func openOne(t *testing.T, open func() store.DB) store.DB {
 	b := open()
 	t.Cleanup(func() { b.Close() })
 	return b
 }
 
-func testStudies(t *testing.T, open func() Backend) {
+func testStudies(t *testing.T, open func() store.DB) {
 	ctx := context.Background()
 	b := openOne(t, open)
 	a, err := b.EnsureStudy(ctx, Key("m", "g", "chat", "ttft_p99<=800ms"))
@@ -247,7 +219,7 @@ func testStudies(t *testing.T, open func() Backend) {
 	}
 }
 
-func testLifecycle(t *testing.T, open func() Backend) {
+func testLifecycle(t *testing.T, open func() store.DB) {
 	ctx := context.Background()
 	b := openOne(t, open)
 	r := rand.New(rand.NewPCG(1, 2))
@@ -338,7 +310,7 @@ func testLifecycle(t *testing.T, open func() Backend) {
 	}
 }
 
-func testFronts(t *testing.T, open func() Backend) {
+func testFronts(t *testing.T, open func() store.DB) {
 	ctx := context.Background()
 	b := openOne(t, open)
 	studies := Script(t, b, 7, 25)
@@ -403,7 +375,7 @@ func testFronts(t *testing.T, open func() Backend) {
 	}
 }
 
-func testHistory(t *testing.T, open func() Backend) {
+func testHistory(t *testing.T, open func() store.DB) {
 	ctx := context.Background()
 	b := openOne(t, open)
 	studies := Script(t, b, 11, 8)
@@ -453,7 +425,7 @@ func sameJSON(t testing.TB, a, b any) bool {
 	return string(ja) == string(jb)
 }
 
-func testModels(t *testing.T, open func() Backend) {
+func testModels(t *testing.T, open func() store.DB) {
 	ctx := context.Background()
 	b := openOne(t, open)
 	if err := b.PutModel(ctx, "b", []byte("two"), store.ModelMeta{Kind: "k"}); err != nil {
@@ -489,7 +461,7 @@ func testModels(t *testing.T, open func() Backend) {
 
 // testInterrupted: a running trial of a writer that is gone is marked
 // interrupted by the next writer; a live writer's is left alone.
-func testInterrupted(t *testing.T, open func() Backend) {
+func testInterrupted(t *testing.T, open func() store.DB) {
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(9, 9))
 	a := open()
@@ -518,7 +490,7 @@ func testInterrupted(t *testing.T, open func() Backend) {
 	}
 }
 
-func testInvalidResult(t *testing.T, open func() Backend) {
+func testInvalidResult(t *testing.T, open func() store.DB) {
 	ctx := context.Background()
 	b := openOne(t, open)
 	r := rand.New(rand.NewPCG(4, 4))
@@ -549,7 +521,7 @@ func testInvalidResult(t *testing.T, open func() Backend) {
 	}
 }
 
-func testJobs(t *testing.T, open func() Backend) {
+func testJobs(t *testing.T, open func() store.DB) {
 	ctx := context.Background()
 	b := openOne(t, open)
 	if js, err := b.Jobs(ctx); err != nil || len(js) != 0 {

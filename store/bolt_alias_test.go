@@ -1,5 +1,0 @@
-package store
-
-import bolt "go.etcd.io/bbolt"
-
-type boltTx = bolt.Tx

@@ -1,0 +1,7 @@
+package boltstore
+
+import (
+	bolt "go.etcd.io/bbolt"
+)
+
+type boltTx = bolt.Tx

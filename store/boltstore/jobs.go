@@ -1,0 +1,98 @@
+package boltstore
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"github.com/vllm-tuner/tuner/store"
+	bolt "go.etcd.io/bbolt"
+)
+
+// bucketJobs holds the service's job queue: big-endian sequence -> Job
+// (JSON). It is created on first use, so a database that never served
+// jobs has none.
+var bucketJobs = []byte("jobs")
+
+// AddJob appends a job to the queue; ID, Seq, V and a zero Created are set
+// here.
+func (s *Store) AddJob(ctx context.Context, j store.Job) (store.Job, error) {
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketJobs)
+		if err != nil {
+			return err
+		}
+		if j.Seq, err = b.NextSequence(); err != nil {
+			return err
+		}
+		j.V, j.ID = store.RecordVersion, store.JobID(j.Seq)
+		if j.Created.IsZero() {
+			j.Created = s.opts.Now().UTC()
+		}
+		return putJSON(b, jobKey(j.Seq), j)
+	})
+	if err != nil {
+		return store.Job{}, fmt.Errorf("add job: %w", err)
+	}
+	return j, nil
+}
+
+// UpdateJob replaces a job that AddJob stored.
+func (s *Store) UpdateJob(ctx context.Context, j store.Job) error {
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketJobs)
+		if b == nil || b.Get(jobKey(j.Seq)) == nil {
+			return fmt.Errorf("job %s: %w", j.ID, store.ErrNotFound)
+		}
+		return putJSON(b, jobKey(j.Seq), j)
+	})
+	if err != nil {
+		return fmt.Errorf("update job %s: %w", j.ID, err)
+	}
+	return nil
+}
+
+// Jobs returns every job, oldest first.
+func (s *Store) Jobs(ctx context.Context) ([]store.Job, error) {
+	var out []store.Job
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketJobs)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(_, v []byte) error {
+			var j store.Job
+			if err := store.DecodeStrict(v, &j); err != nil {
+				return corrupt(tx, fmt.Errorf("job record: %w", err))
+			}
+			out = append(out, j) // decoding copies: v is not kept
+			return nil
+		})
+	})
+	return out, err
+}
+
+// Job returns one job by ID.
+func (s *Store) Job(ctx context.Context, id string) (store.Job, error) {
+	seq, err := store.ParseJobID(id)
+	if err != nil {
+		return store.Job{}, err
+	}
+	var j store.Job
+	err = s.view(ctx, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketJobs)
+		var v []byte
+		if b != nil {
+			v = b.Get(jobKey(seq))
+		}
+		if v == nil {
+			return fmt.Errorf("job %s: %w", id, store.ErrNotFound)
+		}
+		if err := store.DecodeStrict(v, &j); err != nil {
+			return corrupt(tx, fmt.Errorf("job record: %w", err))
+		}
+		return nil
+	})
+	return j, err
+}
+
+func jobKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }

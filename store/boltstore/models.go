@@ -1,0 +1,103 @@
+package boltstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"github.com/vllm-tuner/tuner/store"
+	bolt "go.etcd.io/bbolt"
+)
+
+// PutModel stores (or replaces) a surrogate model file with its metadata in
+// one transaction. Name, Size, SHA256 and V are set here; a zero Created is
+// set to now.
+func (s *Store) PutModel(ctx context.Context, name string, data []byte, meta store.ModelMeta) error {
+	if name == "" {
+		return errors.New("put model: empty name")
+	}
+	if len(meta.Schema) > 0 && !json.Valid(meta.Schema) {
+		return fmt.Errorf("put model %s: schema is not valid JSON", name)
+	}
+	sum := sha256.Sum256(data)
+	meta.V, meta.Name, meta.Size, meta.SHA256 = store.RecordVersion, name, len(data), hex.EncodeToString(sum[:])
+	if meta.Created.IsZero() {
+		meta.Created = s.opts.Now().UTC()
+	}
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketModels).Put([]byte(name), data); err != nil {
+			return err
+		}
+		return putJSON(tx.Bucket(bucketModelMeta), []byte(name), meta)
+	})
+	if err != nil {
+		return fmt.Errorf("put model %s: %w", name, err)
+	}
+	return nil
+}
+
+// GetModel returns a model file and its metadata; the checksum is verified.
+func (s *Store) GetModel(ctx context.Context, name string) ([]byte, store.ModelMeta, error) {
+	var data []byte
+	var meta store.ModelMeta
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		raw := tx.Bucket(bucketModelMeta).Get([]byte(name))
+		blob := tx.Bucket(bucketModels).Get([]byte(name))
+		if raw == nil || blob == nil {
+			return fmt.Errorf("model %s: %w", name, store.ErrNotFound)
+		}
+		var err error
+		if meta, err = decodeModelMeta(raw); err != nil {
+			return corrupt(tx, err)
+		}
+		data = bytes.Clone(blob)
+		return nil
+	})
+	if err != nil {
+		return nil, store.ModelMeta{}, err
+	}
+	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != meta.SHA256 {
+		return nil, store.ModelMeta{}, &store.CorruptError{Path: s.path, Err: fmt.Errorf("model %s: checksum mismatch", name)}
+	}
+	return data, meta, nil
+}
+
+// ListModels returns the metadata of every stored model, by name.
+func (s *Store) ListModels(ctx context.Context) ([]store.ModelMeta, error) {
+	var out []store.ModelMeta
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketModelMeta).ForEach(func(k, v []byte) error {
+			m, err := decodeModelMeta(v)
+			if err != nil {
+				return corrupt(tx, err)
+			}
+			out = append(out, m)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// DeleteModel removes a model; deleting a missing one is not an error.
+func (s *Store) DeleteModel(ctx context.Context, name string) error {
+	return s.update(ctx, func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketModels).Delete([]byte(name)); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketModelMeta).Delete([]byte(name))
+	})
+}
+
+func decodeModelMeta(b []byte) (store.ModelMeta, error) {
+	var m store.ModelMeta
+	if err := store.DecodeStrict(b, &m); err != nil {
+		return store.ModelMeta{}, fmt.Errorf("decode model meta: %w", err)
+	}
+	if m.V > store.RecordVersion {
+		return store.ModelMeta{}, fmt.Errorf("decode model meta %s: record version %d: %w", m.Name, m.V, store.ErrTooNew)
+	}
+	return m, nil
+}

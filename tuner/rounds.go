@@ -1,0 +1,263 @@
+package tuner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/vllm-tuner/tuner/spaces"
+)
+
+// The final re-measurement runs vLLM's default and the finalists in
+// interleaved rounds: each round measures every one of them once, in a
+// seeded random order (roundOrder), and stores the runs with the round as
+// Trial.Repeat. A drift of the host's speed then touches every config of a
+// round alike, and the gain pairs each config's run with the default's of
+// the same round (EstimateGains), instead of comparing a block of runs of
+// one config with a block of another taken an hour apart.
+
+// roundPlan is what the final re-measurement runs: the configs, how many
+// rounds, and why fewer than asked (note).
+type roundPlan struct {
+	ids    []string
+	cfgs   map[string]spaces.Config
+	rounds int
+	note   string
+}
+
+// done reports whether round r of config id has a run that was not
+// interrupted (running, or ended with a verdict).
+func roundDone(trials []Trial, id string, r int) bool {
+	return slices.ContainsFunc(trials, func(t Trial) bool {
+		return t.Phase == PhaseRepeat && t.Repeat == r && t.ConfigID == id && t.State != StateInterrupted
+	})
+}
+
+// planRounds plans the re-measurement from the trials so far (running ones
+// included, in a shared study): nothing when there is fewer than two
+// configs to compare (vLLM's default is not re-measured against itself),
+// and under --budget the whole rounds that fit in the time left at the
+// mean trial time, none when fewer than two fit (one round cannot tell a
+// gain from noise).
+func (l *Loop) planRounds(trials []Trial) roundPlan {
+	p := roundPlan{cfgs: map[string]spaces.Config{}}
+	if l.cfg.Repeats <= 1 || l.cfg.Finalists == 0 {
+		return p
+	}
+	for _, c := range l.remeasurePlan(trials) {
+		p.ids = append(p.ids, c.ConfigID)
+		p.cfgs[c.ConfigID] = c.Config
+	}
+	if len(p.ids) < 2 {
+		what := "no config"
+		if len(p.ids) == 1 {
+			what = "only config " + p.ids[0]
+			if p.ids[0] == l.cfg.Default.ID() {
+				what = "only vLLM's default"
+			}
+		}
+		p.note = fmt.Sprintf("final re-measurement skipped: %s measured and feasible, nothing to compare", what)
+		return p
+	}
+	p.rounds = l.cfg.Repeats
+	mean, ok := l.trialMean(trials)
+	if l.cfg.Budget <= 0 || !ok {
+		return p
+	}
+	l.mu.Lock()
+	left := l.cfg.Budget - l.now().Sub(l.st.start)
+	l.mu.Unlock()
+	fit, need := 0, time.Duration(0)
+	for r := 1; r <= l.cfg.Repeats; r++ {
+		for _, id := range p.ids {
+			if !roundDone(trials, id, r) {
+				need += mean
+			}
+		}
+		if need > left {
+			break
+		}
+		fit = r
+	}
+	switch {
+	case fit < 2:
+		p.rounds = 0
+		p.note = fmt.Sprintf("final re-measurement skipped: %d rounds of %d runs (~%s each) do not fit in the %s left of --budget, and fewer than 2 cannot tell a gain from noise",
+			l.cfg.Repeats, len(p.ids), fmtDur(mean), fmtDur(max(0, left)))
+	case fit < l.cfg.Repeats:
+		p.rounds = fit
+		p.note = fmt.Sprintf("final re-measurement cut to %d of %d rounds to fit the %s left of --budget", fit, l.cfg.Repeats, fmtDur(left))
+	}
+	return p
+}
+
+// trialMean is the wall time per trial for planning: this run's (loop time
+// included, meanDur), else the stored trials' own durations.
+func (l *Loop) trialMean(trials []Trial) (time.Duration, bool) {
+	l.mu.Lock()
+	mean, ok := l.st.meanDur()
+	l.mu.Unlock()
+	if ok {
+		return mean, true
+	}
+	var sum time.Duration
+	n := 0
+	for _, t := range trials {
+		if t.State.Finished() && t.Ended.After(t.Started) {
+			sum += t.Ended.Sub(t.Started)
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, false
+	}
+	return sum / time.Duration(n), true
+}
+
+// next is the first run of the plan not done: rounds earliest first, each
+// in its seeded order; ok is false when every run is done.
+func (p roundPlan) next(study string, trials []Trial) (spaces.Config, int, bool) {
+	for r := 1; r <= p.rounds; r++ {
+		for _, id := range roundOrder(study, r, p.ids) {
+			if !roundDone(trials, id, r) {
+				return p.cfgs[id], r, true
+			}
+		}
+	}
+	return spaces.Config{}, 0, false
+}
+
+// left counts the runs of the plan not done.
+func (p roundPlan) left(trials []Trial) int {
+	n := 0
+	for r := 1; r <= p.rounds; r++ {
+		for _, id := range p.ids {
+			if !roundDone(trials, id, r) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// remeasure runs the planned rounds (resumable: runs stored already
+// count). The plan is made once, when the search ends; a round that would
+// begin after the budget is spent is not begun.
+func (l *Loop) remeasure(ctx context.Context, prog progress) error {
+	p := l.beginRounds()
+	round := 0
+	for {
+		cfg, r, ok := p.next(l.cfg.Study, l.trialsSoFar())
+		if !ok {
+			return nil
+		}
+		if r != round && round > 0 && l.budgetSpent() {
+			l.mu.Lock()
+			l.st.remeasureNote = fmt.Sprintf("final re-measurement stopped after %d of %d rounds: --budget spent", round, p.rounds)
+			l.st.repeatsLeft = 0
+			l.mu.Unlock()
+			return nil
+		}
+		round = r
+		if _, err := l.runOne(ctx, prog, cfg, PhaseRepeat, r); err != nil {
+			return err
+		}
+	}
+}
+
+// budgetSpent reports whether the wall budget is used up.
+func (l *Loop) budgetSpent() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cfg.Budget > 0 && l.now().Sub(l.st.start) >= l.cfg.Budget
+}
+
+// trialsSoFar is a copy of the trials folded in.
+func (l *Loop) trialsSoFar() []Trial {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.st.trials)
+}
+
+// beginRounds plans the re-measurement and enters its phase with the
+// plan's runs left.
+func (l *Loop) beginRounds() roundPlan {
+	trials := l.trialsSoFar()
+	p := l.planRounds(trials)
+	l.mu.Lock()
+	l.st.repeatsLeft = p.left(trials)
+	l.st.repeatBase = l.st.repeatDone
+	l.st.phase = PhaseRepeat
+	l.st.remeasureNote = p.note
+	l.mu.Unlock()
+	return p
+}
+
+// remeasureShared runs the planned rounds with the other workers: each run
+// (config and round) is claimed once, rounds earliest first, so exactly one
+// worker runs it and the rounds stay interleaved; it returns when every
+// one has been run.
+func (l *Loop) remeasureShared(ctx context.Context, prog progress) error {
+	p := l.beginRounds()
+	for {
+		running, err := l.sync(ctx, prog, true)
+		if err != nil {
+			return err
+		}
+		l.mu.Lock()
+		all := append(slices.Clone(l.st.trials), running...)
+		l.mu.Unlock()
+		repeatsRunning := 0
+		for _, t := range running {
+			if t.Phase == PhaseRepeat {
+				repeatsRunning++
+			}
+		}
+		l.mu.Lock()
+		l.st.repeatsLeft = p.left(all) + repeatsRunning
+		l.mu.Unlock()
+		cfg, r, ok := p.next(l.cfg.Study, all)
+		if !ok {
+			if repeatsRunning == 0 {
+				return nil
+			}
+			if err := l.wait(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		_, err = l.runOne(ctx, prog, cfg, PhaseRepeat, r)
+		switch {
+		case errors.Is(err, ErrClaimed), errors.Is(err, ErrLeaseLost) && ctx.Err() == nil:
+			continue
+		case err != nil:
+			return err
+		}
+	}
+}
+
+// repeatReserve is the number of re-measurement runs the budget keeps
+// room for while searching: the rounds of the finalists so far and vLLM's
+// default, plus a finalist's rounds when a slot is free for the next
+// search trial; none when that makes fewer than two configs.
+func (l *Loop) repeatReserve(trials []Trial) int {
+	if l.cfg.Repeats <= 1 || l.cfg.Finalists == 0 {
+		return 0
+	}
+	n := len(l.remeasurePlan(trials))
+	if len(finalistsOf(trials, l.cfg)) < l.cfg.Finalists {
+		n++
+	}
+	if n < 2 {
+		return 0
+	}
+	runs := n * l.cfg.Repeats
+	for _, t := range trials {
+		if t.Phase == PhaseRepeat && t.State != StateInterrupted && t.Repeat <= l.cfg.Repeats {
+			runs--
+		}
+	}
+	return max(0, runs)
+}
