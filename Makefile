@@ -7,7 +7,7 @@ LDFLAGS   := -X main.version=$(VERSION)
 FUZZTIME  ?= 10s
 export CGO_CFLAGS := -Wno-deprecated-declarations
 
-.PHONY: all build test unit race lint vet fmt-check bench eval-search eval-workloads bench-search fuzz soak demo clean
+.PHONY: all build test unit race lint vet fmt-check bench eval-search eval-search-table eval-workloads bench-search fuzz soak demo clean
 
 all: build
 
@@ -65,6 +65,16 @@ eval-search:
 # CI, early stop and duration per trial.
 eval-workloads: build
 	$(BIN)/tuner eval workloads $(EVAL_WORKLOADS_ARGS)
+
+# The README's search table (issue 28): every strategy on the four default
+# scenarios and the scenario file's, against the fixed ground truth in
+# eval/testdata; writes the table between the README's markers. CPU-heavy
+# (tens of minutes on 2 cores): EVAL_TABLE_ARGS=--seeds 4 for a shorter run.
+EVAL_SCENARIOS  := llama8b-h100-chat,llama8b-a100-short,llama70b-4xh100-long,qwen72b-8xh200-chat,qwen7b-l40s-short,llama8b-h200-rag,mistral7b-a100-longctx,mixtral-2xh100-chat
+EVAL_TABLE_ARGS ?= --seeds 10 --trials 24 --parallel 1
+eval-search-table:
+	nice -n 19 $(GO) run ./cmd/tuner eval search --scenarios-file examples/eval-scenarios.yaml --scenarios $(EVAL_SCENARIOS) \
+		--strategies random,grid,tpe,tuner,tuner-warm,par1,par4 --cache eval/testdata $(EVAL_TABLE_ARGS) --out $(EVAL_OUT) --readme README.md
 
 # Old name of eval-search, kept for scripts.
 bench-search: eval-search

@@ -101,3 +101,25 @@ func TestITLGapsThinned(t *testing.T) {
 		t.Errorf("thinned: p50 %.2f p99 %.2f, every gap %.2f %.2f", got.Median, got.P99, truth.Median, truth.P99)
 	}
 }
+
+// bench compare reads what an imported result lacks: a figure the file did
+// not have is no summary value (the gate's row says "no e2el data"), not 0.
+func TestGateRunSkipsMissing(t *testing.T) {
+	run, _, err := ParseVLLMResult(mustRead(t, "testdata/vllm-results/older.json"), ImportOptions{File: "older.json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := GateRun(run, nil, gate.DefaultMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := g.Cells[0].Summary
+	if _, ok := sum["ttft_p50"]; !ok {
+		t.Errorf("ttft_p50 lost: %v", sum)
+	}
+	for _, k := range []string{"e2el_p50", "e2el_p99"} {
+		if v, ok := sum[k]; ok {
+			t.Errorf("%s = %v: a figure the file lacks became a summary value", k, v)
+		}
+	}
+}

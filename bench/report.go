@@ -166,11 +166,20 @@ func throughputTable(c *CellResult) *table {
 		if l.OutputTokSPerGPU > 0 {
 			per = f1(l.OutputTokSPerGPU)
 		}
-		t.add(l.LoadString(), f2(m.RequestThroughput), f1(in), f1(m.OutputThroughput), f1(m.TotalTokenThroughput), f2(m.RequestGoodput),
+		t.add(l.LoadString(), f2(m.RequestThroughput), f1(in), f1(m.OutputThroughput), f1(m.TotalTokenThroughput), orNA(m, "request_goodput", m.RequestGoodput),
 			fmt.Sprintf("%.1f%%", 100*l.SuccessRate), orDash(strings.Join(errs, " ")), stable,
 			fmt.Sprintf("%.0f%%", 100*l.Telemetry.MaxKVCacheUsage), fmt.Sprintf("%.0f", l.Telemetry.Preemptions), per, j)
 	}
 	return t
+}
+
+// orNA formats a figure with two decimals, or "n/a" when the level's
+// source did not have it (Metrics.Missing).
+func orNA(m *trial.Metrics, name string, v float64) string {
+	if m.Lacks(name) {
+		return "n/a"
+	}
+	return f2(v)
 }
 
 func latencyTable(c *CellResult) *table {
@@ -181,8 +190,9 @@ func latencyTable(c *CellResult) *table {
 			name string
 			d    trial.Dist
 		}{{"ttft", l.Metrics.TTFT}, {"tpot", l.Metrics.TPOT}, {"itl", l.Metrics.ITL}, {"e2el", l.Metrics.E2EL}} {
-			d := md.d
-			t.add(l.LoadString(), md.name, f2(d.Mean), f2(d.Median), f2(d.P90), f2(d.P95), f2(d.P99), f2(d.Max))
+			d, m := md.d, &l.Metrics
+			t.add(l.LoadString(), md.name, orNA(m, md.name+"_mean", d.Mean), orNA(m, md.name+"_p50", d.Median), orNA(m, md.name+"_p90", d.P90),
+				orNA(m, md.name+"_p95", d.P95), orNA(m, md.name+"_p99", d.P99), orNA(m, md.name+"_max", d.Max))
 		}
 	}
 	return t

@@ -9,9 +9,15 @@
 // (output throughput up, the scenario's latency metric down, peak VRAM
 // down). GroundTruth evaluates the noise-free simulator over thousands of
 // configs (random, the max-num-seqs x max-num-batched-tokens grid, the
-// default, and local refinement around the front) and caches the front
-// under testdata/, keyed by a fingerprint of the simulator's behaviour, the
-// resolved space and the scenario, so a change to any of them recomputes it.
+// default, and local refinement around the front), then polishes the front
+// with one-axis probes around every member that holds hypervolume (polish:
+// the configs at the SLO bounds a random sample misses), and caches the
+// front under testdata/, keyed by a fingerprint of the simulator's
+// behaviour, the resolved space, the scenario and the plan, so a change to
+// any of them recomputes it. HV ratios are against that front alone,
+// whatever strategies run; when the runs' configs joined with it hold more
+// than TruthSlack more hypervolume, Execute returns ErrTruthBeaten (a
+// *TruthBeatenError) with its report.
 //
 // Every strategy runs with noise on; what it found is judged by the true
 // (noise-free) objective vectors of the configs it tried that truly meet the

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/vllm-tuner/tuner/search"
+	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/surrogate"
 )
 
@@ -28,6 +29,11 @@ type Config struct {
 	Trials      int      // search trials per run (N)
 	Checkpoints []int    // trial counts the report tabulates (those <= Trials)
 	Plan        SamplePlan
+	// JoinRuns makes the reference front the truth's joined with every
+	// truly feasible config the runs tried, and skips the truth check: for
+	// a smoke run whose small sample is no truth (QuickConfig). Measured
+	// figures come from the fixed truth alone (false).
+	JoinRuns bool
 	// CacheDir holds the ground-truth cache ("" = compute, do not cache).
 	CacheDir string
 	// WriteCache stores recomputed ground truth in CacheDir.
@@ -61,6 +67,7 @@ func QuickConfig() Config {
 	c.Scenarios = DefaultScenarios()[:1]
 	c.Seeds, c.Trials, c.Checkpoints = 1, 10, []int{4, 8, 10}
 	c.Plan = SamplePlan{Random: 120, Refine: 40, Seed: 11}
+	c.JoinRuns = true
 	c.CacheDir, c.WriteCache = "", false
 	c.PruneHistory = 8
 	return c
@@ -277,7 +284,7 @@ func Execute(ctx context.Context, cfg Config) (*Report, error) {
 			return fmt.Errorf("%s/%s seed %d: %w", st.prob.Scenario.Name, j.strat.Name(), j.seed, err)
 		}
 		c := curve(r.Trials, cfg.Trials, st.prob, st.truth.Ref, st.truth.HV)
-		progress("%-22s %-10s seed %d: %d trials, HV ratio %.3f vs sampled front (%.1fs)", st.prob.Scenario.Name, j.strat.Name(), j.seed, len(r.Trials), c[len(c)-1], r.WallS)
+		progress("%-22s %-10s seed %d: %d trials, HV ratio %.3f vs the truth (%.1fs)", st.prob.Scenario.Name, j.strat.Name(), j.seed, len(r.Trials), c[len(c)-1], r.WallS)
 		runsMu.Lock()
 		runs[runKey(st.prob.Scenario.Name, j.strat.Name(), j.seed)] = r
 		runsMu.Unlock()
@@ -321,7 +328,7 @@ func Execute(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		progress("report written to %s", cfg.OutDir)
 	}
-	return rep, nil
+	return rep, TruthCheck(rep)
 }
 
 // groundTruth loads the scenario's cached truth or computes (and caches) it.
@@ -336,11 +343,13 @@ func groundTruth(ctx context.Context, cfg Config, sc Scenario, progress func(str
 	}
 	st := &scenarioState{prob: p, ev: ev}
 	t0 := time.Now()
-	key, err := TruthKey(ctx, p, cfg.Plan)
+	keys, err := KeysOf(ctx, p, cfg.Plan)
 	if err != nil {
 		return nil, err
 	}
+	key := keys.Truth
 	st.evalMS = time.Since(t0).Seconds() * 1000 / fingerprintProbes
+	var sampled []spaces.Config
 	if cfg.CacheDir != "" {
 		gt, err := LoadTruth(cfg.CacheDir, cacheName(sc.Name, cfg.Plan), key)
 		switch {
@@ -350,6 +359,9 @@ func groundTruth(ctx context.Context, cfg Config, sc Scenario, progress func(str
 			return st, nil
 		case errors.Is(err, ErrStaleCache):
 			progress("%-22s ground-truth cache is stale (%v): recomputing", sc.Name, err)
+		case errors.Is(err, errOldFormat):
+			sampled = loadSampled(cfg.CacheDir, cacheName(sc.Name, cfg.Plan), keys.Sample)
+			progress("%-22s ground-truth cache is an older format: recomputing (sample stage reused: %v)", sc.Name, sampled != nil)
 		case errors.Is(err, fs.ErrNotExist):
 			progress("%-22s no ground-truth cache: computing", sc.Name)
 		default:
@@ -357,7 +369,7 @@ func groundTruth(ctx context.Context, cfg Config, sc Scenario, progress func(str
 		}
 	}
 	t0 = time.Now()
-	gt, err := ComputeTruth(ctx, p, ev, cfg.Plan, key, func(done, total int) {
+	gt, err := ComputeTruth(ctx, p, ev, cfg.Plan, keys, sampled, func(done, total int) {
 		if done%500 == 0 {
 			progress("%-22s ground truth %d/%d", sc.Name, done, total)
 		}
@@ -368,7 +380,8 @@ func groundTruth(ctx context.Context, cfg Config, sc Scenario, progress func(str
 	if n := ev.Evals(); n > 0 {
 		st.evalMS = time.Since(t0).Seconds() * 1000 / float64(n)
 	}
-	progress("%-22s ground truth: %d configs (%d feasible), front %d, HV %.4g, %.1f ms/eval", sc.Name, gt.Evaluated, gt.Feasible, len(gt.Front), gt.HV, st.evalMS)
+	progress("%-22s ground truth: %d configs (%d feasible), front %d (sampled %d), HV %.4g (sampled x%.4f), polish %d evaluations (converged %v), %.1f ms/eval",
+		sc.Name, gt.Evaluated, gt.Feasible, len(gt.Front), gt.SampledFront, gt.HV, gt.HV/gt.SampledHV, gt.Polished, gt.Converged, st.evalMS)
 	st.truth = gt
 	if cfg.CacheDir != "" && cfg.WriteCache {
 		if err := SaveTruth(cfg.CacheDir, gt, cacheName(sc.Name, cfg.Plan)); err != nil {
@@ -379,9 +392,11 @@ func groundTruth(ctx context.Context, cfg Config, sc Scenario, progress func(str
 }
 
 // cacheName names a scenario's cache file: the scenario for the default
-// plan, with the plan's sizes otherwise.
+// sample plan, with the plan's sizes otherwise (the polish budget is in the
+// key, not the name: another budget recomputes the polish from the file's
+// sample stage).
 func cacheName(scenario string, plan SamplePlan) string {
-	if plan == DefaultSamplePlan() {
+	if plan.samplePart() == DefaultSamplePlan().samplePart() {
 		return scenario
 	}
 	return fmt.Sprintf("%s-r%d-f%d-s%d", scenario, plan.Random, plan.Refine, plan.Seed)

@@ -15,10 +15,13 @@ func TestLoadScenariosExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(scs) != 2 {
-		t.Fatalf("%d scenarios, want 2", len(scs))
+	if len(scs) != 4 {
+		t.Fatalf("%d scenarios, want 4", len(scs))
 	}
-	q, rag := scs[0], scs[1]
+	q, rag, long, moe := scs[0], scs[1], scs[2], scs[3]
+	if long.MaxModelLen != 32768 || long.Workload.Prompt.Min != 8000 || moe.Model != "Mixtral-8x7B" || moe.GPUCount != 2 {
+		t.Errorf("long-context %+v, MoE %+v", long, moe)
+	}
 	if q.Name != "qwen7b-l40s-short" || q.Model != "Qwen2.5-7B" || q.GPUCount != 1 || q.Workload.Name != "short-high-concurrency" ||
 		q.Latency != "tpot_p99" || q.E2ECapMS != 25000 || q.WarmFrom != "llama8b-a100-short" {
 		t.Errorf("first scenario %+v", q)

@@ -24,18 +24,32 @@ import (
 )
 
 // TruthFormat is the version of the ground-truth file format and of the
-// sampling plan; bump it when either changes.
-const TruthFormat = 2
+// sampling plan; bump it when either changes. Format 3 adds the polish and
+// keeps only what the eval reads (the front, not every evaluated config).
+const TruthFormat = 3
+
+// sampleFormat is the version of the sample stage alone (the random,
+// grid and refine configs): its key, SampleKey, names a front that a polish
+// may start from (format-2 caches are exactly such fronts).
+const sampleFormat = 2
 
 // SamplePlan says how the ground truth samples a space.
 type SamplePlan struct {
 	Random int    `json:"random"` // uniform random configs
 	Refine int    `json:"refine"` // local mutations around the front
 	Seed   uint64 `json:"seed"`
+	// Polish is the most noise-free evaluations the polish may spend
+	// (one-axis probes around every front member; see polish).
+	Polish int `json:"polish,omitempty"`
 }
 
 // DefaultSamplePlan is the plan of the committed cache.
-func DefaultSamplePlan() SamplePlan { return SamplePlan{Random: 2400, Refine: 1600, Seed: 20260801} }
+func DefaultSamplePlan() SamplePlan {
+	return SamplePlan{Random: 2400, Refine: 1600, Seed: 20260801, Polish: 4000}
+}
+
+// samplePart is the plan of the sample stage alone.
+func (p SamplePlan) samplePart() SamplePlan { p.Polish = 0; return p }
 
 // FrontPoint is one member of the true Pareto front.
 type FrontPoint struct {
@@ -49,6 +63,7 @@ type FrontPoint struct {
 type GroundTruth struct {
 	Format     int               `json:"format"`
 	Key        string            `json:"key"`
+	SampleKey  string            `json:"sample_key,omitempty"` // the sample stage's key (see sampleFormat)
 	Scenario   string            `json:"scenario"`
 	Objectives pareto.Objectives `json:"objectives"`
 	SLO        string            `json:"slo"`
@@ -56,6 +71,13 @@ type GroundTruth struct {
 	Evaluated  int               `json:"evaluated"` // distinct configs run
 	Feasible   int               `json:"feasible"`  // of them, SLO-feasible
 	Failed     map[string]int    `json:"failed"`    // by failure class
+	// SampledFront and SampledHV are the sample stage's front size and
+	// hypervolume; Polished the polish's evaluations and Converged whether
+	// it probed every front member before its budget ran out.
+	SampledFront int     `json:"sampled_front,omitempty"`
+	SampledHV    float64 `json:"sampled_hv,omitempty"`
+	Polished     int     `json:"polished,omitempty"`
+	Converged    bool    `json:"converged,omitempty"`
 	// Ref is the hypervolume reference point, a fixed worst point: zero
 	// throughput, the SLO's limit of the latency metric (1.1x the worst
 	// feasible value when the SLO does not bound it) and all the GPU memory
@@ -111,26 +133,125 @@ func sig6(v float64) string { return strconv.FormatFloat(v, 'g', 6, 64) }
 // TruthKey is the cache key of a problem's ground truth: the scenario, the
 // resolved space, the plan, the file format and the simulator fingerprint.
 func TruthKey(ctx context.Context, p *Problem, plan SamplePlan) (string, error) {
+	k, err := KeysOf(ctx, p, plan)
+	return k.Truth, err
+}
+
+// TruthKeys are a truth's cache key and its sample stage's.
+type TruthKeys struct{ Truth, Sample string }
+
+// KeysOf returns a problem's TruthKeys under a plan.
+func KeysOf(ctx context.Context, p *Problem, plan SamplePlan) (TruthKeys, error) {
 	fp, err := Fingerprint(ctx, p)
 	if err != nil {
-		return "", err
+		return TruthKeys{}, err
 	}
-	b, _ := json.Marshal(struct {
-		F        int
-		Scenario string
-		Space    string
-		Plan     SamplePlan
-		Sim      string
-	}{TruthFormat, p.Scenario.hash(), p.Space.Hash(), plan, fp})
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:8]), nil
+	hash := func(f int, plan SamplePlan) string {
+		b, _ := json.Marshal(struct {
+			F        int
+			Scenario string
+			Space    string
+			Plan     SamplePlan
+			Sim      string
+		}{f, p.Scenario.hash(), p.Space.Hash(), plan, fp})
+		h := sha256.Sum256(b)
+		return hex.EncodeToString(h[:8])
+	}
+	return TruthKeys{Truth: hash(TruthFormat, plan), Sample: hash(sampleFormat, plan.samplePart())}, nil
 }
 
 // ComputeTruth evaluates the plan's sample: the default config, the
 // max-num-seqs x max-num-batched-tokens grid at the default of every other
-// flag, Random uniform configs, then Refine mutations of front members.
-// progress (may be nil) is called now and then with the evaluations done.
-func ComputeTruth(ctx context.Context, p *Problem, ev *Evaluator, plan SamplePlan, key string, progress func(done, total int)) (*GroundTruth, error) {
+// flag, Random uniform configs, then Refine mutations of front members;
+// then polishes the front (polish). When sampled is not nil it is the
+// sample stage's front from an earlier computation of the same sample key
+// (re-evaluated here, the sample not rerun). progress (may be nil) is
+// called now and then with the evaluations done.
+func ComputeTruth(ctx context.Context, p *Problem, ev *Evaluator, plan SamplePlan, keys TruthKeys, sampled []spaces.Config, progress func(done, total int)) (*GroundTruth, error) {
+	var cfgs []spaces.Config
+	var truths []Truth
+	var err error
+	if sampled != nil {
+		cfgs, truths, err = evalAll(ctx, ev, append([]spaces.Config{p.Space.DefaultConfig()}, sampled...))
+	} else {
+		cfgs, truths, err = sampleTruth(ctx, p, ev, plan, progress)
+	}
+	if err != nil {
+		return nil, err
+	}
+	gt := &GroundTruth{Format: TruthFormat, Key: keys.Truth, SampleKey: keys.Sample, Scenario: p.Scenario.Name, Objectives: p.Objectives,
+		SLO: p.SLO.String(), Plan: plan, Evaluated: len(truths), Failed: map[string]int{}, Default: truths[0]}
+	idx := feasibleFrontIdx(truths, p.Objectives)
+	if len(idx) == 0 {
+		return nil, fmt.Errorf("scenario %s: no SLO-feasible config in %d samples", p.Scenario.Name, len(truths))
+	}
+	var feas [][]float64
+	for _, t := range truths {
+		switch {
+		case t.Vec == nil:
+			gt.Failed[string(t.Failure)]++
+		case t.Feasible:
+			gt.Feasible++
+			feas = append(feas, t.Vec)
+		}
+	}
+	gt.Ref = fixedRef(p, feas)
+	front := make([]frontMember, len(idx))
+	for i, k := range idx {
+		front[i] = frontMember{cfg: cfgs[k], vec: truths[k].Vec}
+	}
+	gt.SampledFront = len(front)
+	if gt.SampledHV, err = pareto.Hypervolume(vecsOf(front), p.Objectives.Directions(), gt.Ref); err != nil {
+		return nil, err
+	}
+	pol, err := polish(ctx, p, ev, front, gt.Ref, plan.Polish, progress)
+	if err != nil {
+		return nil, err
+	}
+	gt.Polished, gt.Converged, gt.Evaluated = pol.evals, pol.converged, gt.Evaluated+pol.evals
+	gt.Feasible += pol.feasible
+	for f, n := range pol.failed {
+		gt.Failed[f] += n
+	}
+	for _, m := range pol.front {
+		gt.Front = append(gt.Front, FrontPoint{ID: m.cfg.ID(), Config: m.cfg, Vec: m.vec})
+	}
+	sort.Slice(gt.Front, func(a, b int) bool { return gt.Front[a].ID < gt.Front[b].ID })
+	gt.RefStrict = refPoint(gt.FrontVecs(), p.Objectives)
+	if gt.HV, err = pareto.Hypervolume(gt.FrontVecs(), p.Objectives.Directions(), gt.Ref); err != nil {
+		return nil, err
+	}
+	if gt.HVStrict, err = pareto.Hypervolume(gt.FrontVecs(), p.Objectives.Directions(), gt.RefStrict); err != nil {
+		return nil, err
+	}
+	for _, f := range gt.Front {
+		gt.BestThroughput = math.Max(gt.BestThroughput, f.Vec[0])
+	}
+	return gt, nil
+}
+
+// evalAll evaluates configs (duplicates dropped).
+func evalAll(ctx context.Context, ev *Evaluator, in []spaces.Config) ([]spaces.Config, []Truth, error) {
+	seen := map[string]bool{}
+	var cfgs []spaces.Config
+	var truths []Truth
+	for _, c := range in {
+		if seen[c.ID()] {
+			continue
+		}
+		seen[c.ID()] = true
+		t, err := ev.Truth(ctx, c)
+		if err != nil {
+			return nil, nil, err
+		}
+		cfgs, truths = append(cfgs, c), append(truths, t)
+	}
+	return cfgs, truths, nil
+}
+
+// sampleTruth runs the sample stage: the default config first, the grid,
+// Random uniform configs, Refine mutations of front members.
+func sampleTruth(ctx context.Context, p *Problem, ev *Evaluator, plan SamplePlan, progress func(done, total int)) ([]spaces.Config, []Truth, error) {
 	r := rand.New(rand.NewPCG(plan.Seed, 0x7275_7468))
 	seen := map[string]bool{}
 	var cfgs []spaces.Config
@@ -164,7 +285,7 @@ func ComputeTruth(ctx context.Context, p *Problem, ev *Evaluator, plan SamplePla
 	}
 	for _, c := range cfgs {
 		if err := eval(c); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	// Local refinement: mutate random members of the current front.
@@ -189,47 +310,11 @@ func ComputeTruth(ctx context.Context, p *Problem, ev *Evaluator, plan SamplePla
 			seen[c.ID()] = true
 			cfgs = append(cfgs, c)
 			if err := eval(c); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
 	}
-	gt := &GroundTruth{Format: TruthFormat, Key: key, Scenario: p.Scenario.Name, Objectives: p.Objectives,
-		SLO: p.SLO.String(), Plan: plan, Evaluated: len(truths), Failed: map[string]int{}, Default: truths[0]}
-	for _, t := range truths {
-		switch {
-		case t.Vec == nil:
-			gt.Failed[string(t.Failure)]++
-		case t.Feasible:
-			gt.Feasible++
-		}
-	}
-	idx := feasibleFrontIdx(truths, p.Objectives)
-	if len(idx) == 0 {
-		return nil, fmt.Errorf("scenario %s: no SLO-feasible config in %d samples", p.Scenario.Name, len(truths))
-	}
-	for _, i := range idx {
-		gt.Front = append(gt.Front, FrontPoint{ID: cfgs[i].ID(), Config: cfgs[i], Vec: truths[i].Vec})
-	}
-	sort.Slice(gt.Front, func(a, b int) bool { return gt.Front[a].ID < gt.Front[b].ID })
-	var feas [][]float64
-	for _, t := range truths {
-		if t.Feasible {
-			feas = append(feas, t.Vec)
-		}
-	}
-	gt.Ref = fixedRef(p, feas)
-	gt.RefStrict = refPoint(gt.FrontVecs(), p.Objectives)
-	var err error
-	if gt.HV, err = pareto.Hypervolume(gt.FrontVecs(), p.Objectives.Directions(), gt.Ref); err != nil {
-		return nil, err
-	}
-	if gt.HVStrict, err = pareto.Hypervolume(gt.FrontVecs(), p.Objectives.Directions(), gt.RefStrict); err != nil {
-		return nil, err
-	}
-	for _, f := range gt.Front {
-		gt.BestThroughput = math.Max(gt.BestThroughput, f.Vec[0])
-	}
-	return gt, nil
+	return cfgs, truths, nil
 }
 
 // FrontVecs returns the front's objective vectors.
@@ -357,11 +442,36 @@ func decodeTruth(b []byte) (*GroundTruth, error) {
 	return &gt, nil
 }
 
+// errOldFormat reports a cache file of another format (recomputed; a
+// format-2 file still serves as the sample stage, loadSampled).
+var errOldFormat = errors.New("another cache format")
+
+// loadSampled returns the front of a format-2 cache (a sample stage alone)
+// whose key is sampleKey, else nil.
+func loadSampled(dir, name, sampleKey string) []spaces.Config {
+	b, err := os.ReadFile(truthFile(dir, name))
+	if err != nil {
+		return nil
+	}
+	var gt GroundTruth
+	if json.Unmarshal(b, &gt) != nil || gt.Format != sampleFormat || gt.Key != sampleKey {
+		return nil
+	}
+	out := make([]spaces.Config, 0, len(gt.Front))
+	for _, f := range gt.Front {
+		if f.Config.ID() != f.ID {
+			return nil
+		}
+		out = append(out, f.Config)
+	}
+	return out
+}
+
 // validate checks the invariants a cache file must hold.
 func (g *GroundTruth) validate() error {
 	switch {
 	case g.Format != TruthFormat:
-		return fmt.Errorf("format %d, want %d", g.Format, TruthFormat)
+		return fmt.Errorf("%w: format %d, want %d", errOldFormat, g.Format, TruthFormat)
 	case g.Objectives.Validate() != nil:
 		return fmt.Errorf("objectives: %w", g.Objectives.Validate())
 	case len(g.Front) == 0:
@@ -383,13 +493,13 @@ func (g *GroundTruth) validate() error {
 }
 
 // SaveTruth writes the ground truth as name (gzip when the JSON exceeds
-// 1 MB), atomically, removing the other form.
+// 1 MB), atomically, removing the other form. One front point per line:
+// the file stays small and a diff shows which members changed.
 func SaveTruth(dir string, g *GroundTruth, name string) error {
-	b, err := json.MarshalIndent(g, "", " ")
+	b, err := encodeTruth(g)
 	if err != nil {
 		return err
 	}
-	b = append(b, '\n')
 	path := truthFile(dir, name)
 	other := path + ".gz"
 	if len(b) > 1<<20 {
@@ -427,6 +537,37 @@ func SaveTruth(dir string, g *GroundTruth, name string) error {
 		return err
 	}
 	return nil
+}
+
+func encodeTruth(g *GroundTruth) ([]byte, error) {
+	head := *g
+	head.Front = nil
+	b, err := json.MarshalIndent(head, "", " ")
+	if err != nil {
+		return nil, err
+	}
+	var pts bytes.Buffer
+	pts.WriteString("[\n")
+	for i, f := range g.Front {
+		p, err := json.Marshal(f)
+		if err != nil {
+			return nil, err
+		}
+		pts.WriteString("  ")
+		pts.Write(p)
+		if i < len(g.Front)-1 {
+			pts.WriteByte(',')
+		}
+		pts.WriteByte('\n')
+	}
+	pts.WriteString(" ]")
+	const null = `"front": null`
+	i := bytes.LastIndex(b, []byte(null))
+	if i < 0 {
+		return nil, errors.New("encode ground truth: no front field")
+	}
+	out := append(append(append([]byte{}, b[:i+len(null)-4]...), pts.Bytes()...), b[i+len(null):]...)
+	return append(out, '\n'), nil
 }
 
 // oomLike reports whether a failure class is a memory failure.

@@ -69,11 +69,18 @@ func TestTruthCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan := SamplePlan{Random: 30, Refine: 10, Seed: 5}
-	key, _ := TruthKey(ctx, p, plan)
-	gt, err := ComputeTruth(ctx, p, ev, plan, key, nil)
+	plan := SamplePlan{Random: 30, Refine: 10, Seed: 5, Polish: 300}
+	keys, err := KeysOf(ctx, p, plan)
 	if err != nil {
 		t.Fatal(err)
+	}
+	key := keys.Truth
+	gt, err := ComputeTruth(ctx, p, ev, plan, keys, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gt.Polished == 0 || gt.Polished > plan.Polish || !(gt.HV >= gt.SampledHV) {
+		t.Errorf("polish: %d evaluations, HV %v from sampled %v", gt.Polished, gt.HV, gt.SampledHV)
 	}
 	if err := gt.validate(); err != nil {
 		t.Fatal(err)
@@ -98,7 +105,7 @@ func TestTruthCache(t *testing.T) {
 			}
 		}
 	}
-	if gt.Evaluated < plan.Random || gt.Evaluated > plan.Random+plan.Refine+len(gridSeqs)*len(gridTokens)+1 {
+	if gt.Evaluated < plan.Random || gt.Evaluated > plan.Random+plan.Refine+plan.Polish+len(gridSeqs)*len(gridTokens)+1 {
 		t.Errorf("evaluated %d configs", gt.Evaluated)
 	}
 	if gt.Default.Vec == nil {
@@ -141,10 +148,13 @@ func TestTruthCache(t *testing.T) {
 }
 
 // TestCommittedTruth checks the committed cache files: decodable, valid,
-// fronts non-dominated and inside their spaces. A stale key is reported,
-// not failed: `make eval-search` recomputes it.
+// small, fronts non-dominated and inside their spaces. A stale key is
+// reported, not failed: `make eval-search` recomputes it.
 func TestCommittedTruth(t *testing.T) {
 	for _, sc := range DefaultScenarios() {
+		if st, err := os.Stat(truthFile("testdata", sc.Name)); err == nil && st.Size() > 300<<10 {
+			t.Errorf("%s: committed ground truth is %d KB (keep it under 300 KB)", sc.Name, st.Size()>>10)
+		}
 		gt, err := LoadTruth("testdata", sc.Name, "")
 		if errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%s: no committed ground truth", sc.Name)

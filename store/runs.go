@@ -94,6 +94,12 @@ type LevelResult struct {
 	// Per GPU: output tokens/s per GPU and joules per output token (NVML energy).
 	OutputTokSPerGPU float64 `json:"output_tok_s_per_gpu,omitempty"`
 	JoulesPerToken   float64 `json:"joules_per_token,omitempty"`
+	// The peaks vLLM bench reports (imported results): output tokens in
+	// its busiest second and the most requests in flight at once; and the
+	// time requests waited for a --max-concurrency slot in the client.
+	PeakOutputThroughput float64     `json:"peak_output_throughput,omitempty"`
+	PeakConcurrency      int         `json:"peak_concurrency,omitempty"`
+	ClientQueue          *trial.Dist `json:"client_queue_ms,omitempty"`
 	// WindowThroughput is the output rate of each steady-state window (the
 	// throughput samples a regression test compares).
 	WindowThroughput []float64 `json:"window_throughput,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/vllm-tuner/tuner/spaces"
@@ -137,6 +138,11 @@ type Metrics struct {
 	// (nil when the engine's counters could not be read, or it looked
 	// nothing up: prefix caching off).
 	PrefixCache *PrefixCache `json:"prefix_cache,omitempty"`
+	// Missing names the figures the source did not have (an imported
+	// vLLM bench result without p90 or goodput, say), as Value names them
+	// ("ttft_p90", "request_goodput"): Value reports them absent and
+	// reports print "n/a", never a 0 that was not measured.
+	Missing []string `json:"missing,omitempty"`
 }
 
 // PrefixCache is what vLLM's prefix cache found over a window, from its
@@ -162,12 +168,23 @@ func NewPrefixCache(queried, hits float64) *PrefixCache {
 	return &PrefixCache{QueriedTokens: queried, HitTokens: hits, HitRate: math.Min(1, hits/queried)}
 }
 
+// Lacks reports whether the metric named as Value names it is missing.
+func (m *Metrics) Lacks(name string) bool {
+	if len(m.Missing) == 0 {
+		return false
+	}
+	return slices.Contains(m.Missing, strings.Replace(name, "_median", "_p50", 1))
+}
+
 // Value returns a metric by name: "output_throughput", "request_throughput",
 // "total_token_throughput", "request_goodput", "error_rate",
 // "prefix_cache_hit_rate" (a fraction; absent when not measured),
 // "fairness_<ttft|e2el>_p95" (worst over best tenant, LoRA workloads), or
 // "<ttft|tpot|itl|e2el>_<mean|median|p50|p90|p95|p99|max>" in ms.
 func (m *Metrics) Value(name string) (float64, bool) {
+	if m.Lacks(name) {
+		return 0, false
+	}
 	switch name {
 	case "output_throughput":
 		return m.OutputThroughput, true

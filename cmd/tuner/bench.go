@@ -103,7 +103,7 @@ func benchCommand() *cli.Command {
 				&cli.StringFlag{Name: "tier", Usage: "tier label"},
 				&cli.StringFlag{Name: "gpu", Usage: "GPU name (label)"},
 				&cli.IntFlag{Name: "gpus", Value: 1, Usage: "GPU count (label)"},
-				&cli.StringSliceFlag{Name: "metadata-key", Usage: "a top-level key `vllm bench serve --metadata` added (kept as a label; repeatable)"},
+				&cli.StringSliceFlag{Name: "metadata-key", Usage: "a top-level key kept as a label whatever its type (unknown scalar keys, as `vllm bench serve --metadata` adds them, are kept anyway; repeatable)"},
 			},
 			Action: benchImport,
 		}},

@@ -38,6 +38,8 @@ func evalCommand() *cli.Command {
 				&cli.BoolFlag{Name: "no-write-cache", Usage: "do not store recomputed ground truth"},
 				&cli.IntFlag{Name: "samples", Value: d.Plan.Random, Usage: "random configs of the ground-truth sample"},
 				&cli.IntFlag{Name: "refine", Value: d.Plan.Refine, Usage: "local refinements of the ground-truth front"},
+				&cli.StringFlag{Name: "readme", Usage: "also write the search table between the markers of this file (make eval-search-table)"},
+				&cli.IntFlag{Name: "polish", Value: d.Plan.Polish, Usage: "most noise-free evaluations of the ground truth's polish (one-axis probes around its front)"},
 				&cli.IntFlag{Name: "parallel", Value: d.Parallel, Usage: "concurrent jobs"},
 				&cli.BoolFlag{Name: "quick", Usage: "the CI variant: one scenario, one seed, 10 trials, a small uncached ground truth"},
 			},
@@ -94,6 +96,9 @@ func runEvalSearch(c *cli.Context) error {
 	if c.IsSet("refine") || !c.Bool("quick") {
 		cfg.Plan.Refine = c.Int("refine")
 	}
+	if c.IsSet("polish") || !c.Bool("quick") {
+		cfg.Plan.Polish = c.Int("polish")
+	}
 	if c.IsSet("cache") || (!c.Bool("quick") && !c.IsSet("scenarios-file")) {
 		cfg.CacheDir = c.String("cache")
 		cfg.WriteCache = !c.Bool("no-write-cache")
@@ -102,10 +107,24 @@ func runEvalSearch(c *cli.Context) error {
 	cfg.Progress = c.App.ErrWriter
 	cfg.Logger = evalLogger(c)
 	rep, err := eval.Execute(c.Context, cfg)
-	return writeEvalReport(c, err, rep, func(w io.Writer) error {
+	if f := c.String("readme"); f != "" && rep != nil && (err == nil || errors.Is(err, eval.ErrTruthBeaten)) {
+		if werr := eval.ReplaceTable(f, rep.SearchTable()); werr != nil {
+			return werr
+		}
+	}
+	print := func(w io.Writer) error {
 		_, err := io.WriteString(w, rep.Markdown())
 		return err
-	})
+	}
+	if errors.Is(err, eval.ErrTruthBeaten) && rep != nil {
+		// The report stands (its ratios are against a truth that is too
+		// low); print it, then fail.
+		if werr := writeEvalReport(c, nil, rep, print); werr != nil {
+			return werr
+		}
+		return err
+	}
+	return writeEvalReport(c, err, rep, print)
 }
 
 // writeEvalReport ends an evaluation command: bad input (eval.ErrConfig) is

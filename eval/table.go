@@ -1,0 +1,60 @@
+package eval
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// SearchTable is the README's search table: per scenario and strategy the
+// median HV ratio at the first and last checkpoints (against the fixed
+// truth), GPU hours to GPUThresholds, and the truth check; with the seeds,
+// trials and wall time it came from.
+func (r *Report) SearchTable() string {
+	var b strings.Builder
+	st := r.Settings
+	first, last := st.Checkpoints[0], st.Checkpoints[len(st.Checkpoints)-1]
+	for _, k := range st.Checkpoints {
+		if k == 8 {
+			first = k
+		}
+		if k == 24 {
+			last = k
+		}
+	}
+	fmt.Fprintf(&b, "Seeds 1-%d, %d trials per run, strategies %s; fixed ground truth (eval/testdata, polish of up to %d evaluations); wall time %.0f s.\n\n",
+		st.Seeds, st.Trials, strings.Join(st.Strategies, ", "), st.Plan.Polish, r.WallS)
+	fmt.Fprintf(&b, "| scenario | strategy | HV@%d | HV@%d | GPU h to %.2f (seeds) | GPU h to %.2f (seeds) |\n|---|---|---|---|---|---|\n",
+		first, last, GPUThresholds[0], GPUThresholds[1])
+	for _, s := range r.Summaries {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", s.Scenario, s.Strategy, fmtQ(s.HV[ck(first)], 3), fmtQ(s.HV[ck(last)], 3),
+			fmtReached(s, GPUThresholds[0], st.Seeds), fmtReached(s, GPUThresholds[1], st.Seeds))
+	}
+	fmt.Fprintf(&b, "\n| scenario | truth front | truth+runs / truth (run configs on the joined front) | polish evaluations (converged) |\n|---|---|---|---|\n")
+	for _, sc := range r.Scenarios {
+		fmt.Fprintf(&b, "| %s | %d | %.4f (%d) | %d (%v) |\n", sc.Name, sc.Front, sc.JoinedHV, sc.FromRuns, sc.Polished, sc.Converged)
+	}
+	return b.String()
+}
+
+// Markers of the README's search table (ReplaceTable).
+const (
+	TableBegin = "<!-- search-table:begin (make eval-search-table) -->"
+	TableEnd   = "<!-- search-table:end -->"
+)
+
+// ReplaceTable writes table between TableBegin and TableEnd in file.
+func ReplaceTable(file, table string) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	s := string(b)
+	i, j := strings.Index(s, TableBegin), strings.Index(s, TableEnd)
+	if i < 0 || j < i {
+		return errors.New(file + ": no " + TableBegin + " ... " + TableEnd + " block")
+	}
+	s = s[:i+len(TableBegin)] + "\n" + table + s[j:]
+	return os.WriteFile(file, []byte(s), 0o644)
+}
