@@ -16,7 +16,6 @@ import (
 
 	"github.com/vllm-tuner/tuner/bench"
 	"github.com/vllm-tuner/tuner/chart"
-	"github.com/vllm-tuner/tuner/store/boltstore"
 	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
 )
@@ -165,16 +164,6 @@ func checkPlot(t *testing.T, tunerBin, db string, r bench.Run) {
 		t.Fatal(err)
 	}
 	got, err := chart.SVGMarkers(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The figure of the run as stored, which the CLI read.
-	s, err := boltstore.Open(context.Background(), db, boltstore.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err = s.Run(context.Background(), r.ID)
-	s.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
