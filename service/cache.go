@@ -141,7 +141,7 @@ func refresh(ctx context.Context, db store.DB, id string, old *studySnap) (*stud
 	if len(tail) == len(old.trials)-old.open {
 		same := true
 		for i, t := range tail {
-			same = same && tuner.State(t.State) == old.trials[old.open+i].State
+			same = same && t.State == old.trials[old.open+i].State
 		}
 		if same {
 			return old, nil
@@ -173,7 +173,7 @@ func buildSnap(st store.Study, old *studySnap, tail []store.Trial) *studySnap {
 	}
 	s.open = len(s.trials)
 	for i := keep; i < len(s.trials); i++ {
-		if s.trials[i].State == tuner.StateRunning {
+		if s.trials[i].State == store.StateRunning {
 			s.open = i
 			break
 		}
@@ -236,7 +236,7 @@ func newJudgement(s *studySnap, slo trial.SLO, k float64, prev *judgement, keep 
 			}
 			sub = append(sub, *t)
 		}
-		if _, ok := first[id]; !ok && t.State.Finished() && t.Result != nil {
+		if _, ok := first[id]; !ok && t.State.Measured() && t.Result != nil {
 			first[id] = i
 		}
 	}

@@ -7,13 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/vllm-tuner/tuner/pareto"
-	"github.com/vllm-tuner/tuner/spaces"
-	"github.com/vllm-tuner/tuner/trial"
 	"hash/crc32"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vllm-tuner/tuner/pareto"
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/trial"
 )
 
 // RecordVersion is the encoding version written into every record's "v".
@@ -45,11 +46,17 @@ func (s State) Valid() bool {
 // Finished reports whether the trial has ended.
 func (s State) Finished() bool { return s.Valid() && s != StateRunning }
 
-// StateOf maps a trial result to the state it ends in.
+// Measured reports whether the trial ended with a verdict a search learns
+// from (ok, unstable or failed): finished and not interrupted.
+func (s State) Measured() bool { return s == StateOK || s == StateUnstable || s == StateFailed }
+
+// StateOf maps a trial result to the state it ends in: the one rule of
+// every door. No result means the trial never got to a verdict
+// (interrupted); a failed record always carries the result saying why.
 func StateOf(r *trial.Result) State {
 	switch {
 	case r == nil:
-		return StateFailed
+		return StateInterrupted
 	case r.Failure == trial.FailInterrupted:
 		return StateInterrupted
 	case r.Status == trial.StatusOK:

@@ -68,7 +68,7 @@ func FromStore(t store.Trial) Trial {
 		ph = PhaseRepeat
 	}
 	return Trial{
-		ID: t.ID, Number: int(t.Seq), Phase: ph, Repeat: t.Repeat, State: State(t.State),
+		ID: t.ID, Number: int(t.Seq), Phase: ph, Repeat: t.Repeat, State: t.State,
 		Config: t.Config, ConfigID: t.ConfigID, Result: t.Result, Started: t.Started, Ended: t.Ended,
 		Worker: t.Worker,
 	}

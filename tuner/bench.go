@@ -18,6 +18,7 @@ import (
 	"github.com/vllm-tuner/tuner/sim"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/dbopen"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -328,7 +329,8 @@ type BenchStartConfig struct {
 	// Env is added to the engine's environment (the service sets
 	// CUDA_VISIBLE_DEVICES of a GPU set here).
 	Env []string
-	// DataDir is where files beside the database go (engine logs).
+	// DataDir is where files beside the database go (engine logs); "":
+	// dbopen.DataDir of the database's Path.
 	DataDir string
 }
 
@@ -403,7 +405,11 @@ func (b *Bench) runOne(ctx context.Context, db store.DB, sc BenchStartConfig, lo
 		}
 		logDir := s.LogDir
 		if logDir == "" {
-			logDir = filepath.Join(sc.DataDir, "logs", "bench")
+			dir := sc.DataDir
+			if dir == "" {
+				dir = dbopen.DataDir(db.Path())
+			}
+			logDir = filepath.Join(dir, "logs", "bench")
 		}
 		if err := os.MkdirAll(logDir, 0o755); err != nil {
 			return nil, err

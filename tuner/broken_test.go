@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -27,27 +28,27 @@ func TestLoopEngineBroken(t *testing.T) {
 		eval       func(n, call int) (trial.Result, error)
 		broken     bool
 		runs, told int
-		states     map[State]int
+		states     map[store.State]int
 	}{
-		{"default config first", []int{128, 1, 2}, importErr, true, 1, 0, map[State]int{StateInterrupted: 1}},
-		{"three configs alike", []int{1, 2, 3, 4}, importErr, true, 3, 0, map[State]int{StateFailed: 2, StateInterrupted: 1}},
+		{"default config first", []int{128, 1, 2}, importErr, true, 1, 0, map[store.State]int{store.StateInterrupted: 1}},
+		{"three configs alike", []int{1, 2, 3, 4}, importErr, true, 3, 0, map[store.State]int{store.StateFailed: 2, store.StateInterrupted: 1}},
 		{"crash during load", []int{128, 1}, func(n, c int) (trial.Result, error) {
 			r := crash("EngineDeadError: EngineCore encountered an issue")
 			r.Phases.MeasureS = 0.5 // healthy, then died in the first level
 			return r, nil
-		}, false, 2, 2, map[State]int{StateFailed: 2}},
+		}, false, 2, 2, map[store.State]int{store.StateFailed: 2}},
 		{"crash then health", []int{1, 2, 3}, func(n, c int) (trial.Result, error) {
 			if n == 1 {
 				return importErr(n, c)
 			}
 			return linearEval(n, c)
-		}, false, 3, 3, map[State]int{StateFailed: 1, StateOK: 2}},
+		}, false, 3, 3, map[store.State]int{store.StateFailed: 1, store.StateOK: 2}},
 		{"different crashes", []int{1, 2, 3, 4}, func(n, c int) (trial.Result, error) {
 			if n < 4 {
 				return crash(fmt.Sprintf("AssertionError: case %c", 'a'+n)), nil
 			}
 			return linearEval(n, c)
-		}, false, 4, 4, map[State]int{StateFailed: 3, StateOK: 1}},
+		}, false, 4, 4, map[store.State]int{store.StateFailed: 3, store.StateOK: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -146,7 +147,7 @@ func (s *memStore) Finish(ctx context.Context, t Trial) error {
 		s.finishErrs--
 		return fmt.Errorf("connection refused")
 	}
-	if t.Number < 0 || t.Number >= len(s.trials) || s.trials[t.Number].State != StateRunning {
+	if t.Number < 0 || t.Number >= len(s.trials) || s.trials[t.Number].State != store.StateRunning {
 		return fmt.Errorf("finish trial %d: not running", t.Number)
 	}
 	s.trials[t.Number] = t
@@ -166,8 +167,8 @@ func (s *memStore) markInterrupted() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := range s.trials {
-		if s.trials[i].State == StateRunning {
-			s.trials[i].State = StateInterrupted
+		if s.trials[i].State == store.StateRunning {
+			s.trials[i].State = store.StateInterrupted
 		}
 	}
 }

@@ -327,7 +327,7 @@ func (l *Loop) replay(hist []Trial) []Trial {
 	for i := range hist {
 		t := &hist[i]
 		t.ConfigID = t.ConfigKey()
-		if t.State.Finished() {
+		if t.State.Measured() {
 			finished[t.ConfigID] = true
 		}
 	}
@@ -339,9 +339,9 @@ func (l *Loop) replay(hist []Trial) []Trial {
 		t := hist[i]
 		l.st.trials = append(l.st.trials, t)
 		switch {
-		case t.State.Finished() && t.Phase == PhaseRepeat:
+		case t.State.Measured() && t.Phase == PhaseRepeat:
 			l.st.repeatDone++
-		case t.State.Finished():
+		case t.State.Measured():
 			l.st.searchDone++
 			l.prop.Tell(t.Config, told(t.Result))
 			l.updateFront(&t)
@@ -391,7 +391,7 @@ func (l *Loop) search(ctx context.Context, prog progress, rerun []Trial) (string
 	seen := map[string]*Trial{}
 	for i := range l.st.trials {
 		t := &l.st.trials[i]
-		if t.State.Finished() && t.Phase != PhaseRepeat {
+		if t.State.Measured() && t.Phase != PhaseRepeat {
 			seen[t.ConfigID] = t
 		}
 	}
@@ -486,7 +486,7 @@ func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, pha
 	if err := ctx.Err(); err != nil { // never start an engine after cancellation
 		return Trial{}, err
 	}
-	begin := Trial{Phase: phase, Repeat: repeat, State: StateRunning, Config: cfg, ConfigID: cfg.ID(), Started: l.now()}
+	begin := Trial{Phase: phase, Repeat: repeat, State: store.StateRunning, Config: cfg, ConfigID: cfg.ID(), Started: l.now()}
 	var rec Trial
 	var err error
 	if l.cfg.Shared != nil {
@@ -568,7 +568,7 @@ func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, pha
 		fatal = l.checkBroken(cfg, phase, &res)
 	}
 	rec.Result = &res
-	rec.State = StateOf(&res)
+	rec.State = store.StateOf(&res)
 	// The end of the trial is written even when ctx is cancelled.
 	if l.cfg.Shared != nil {
 		err = l.finishShared(context.WithoutCancel(ctx), rec)
@@ -588,7 +588,7 @@ func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, pha
 	if err != nil {
 		return rec, errors.Join(fatal, fmt.Errorf("store trial end: %w", err))
 	}
-	if rec.State == StateInterrupted {
+	if rec.State == store.StateInterrupted {
 		l.log.Warn("trial interrupted", "trial", rec.Number, "config", rec.ConfigID)
 		l.record(prog, rec)
 		if fatal == nil {
@@ -616,7 +616,7 @@ func (l *Loop) record(prog progress, t Trial) {
 	}
 	l.st.trials = append(l.st.trials, t)
 	l.st.running = ""
-	if t.State.Finished() {
+	if t.State.Measured() {
 		l.st.ranThisRun++
 		l.st.durs = append(l.st.durs, t.Ended.Sub(t.Started))
 		l.st.lastEnd = l.now()
@@ -748,7 +748,7 @@ func (l *Loop) report(reason string) Report {
 		switch {
 		case t.Result != nil && t.Result.Failure == trial.FailScreenedOut:
 			rep.ScreenedOut++
-		case t.State == StateFailed:
+		case t.State == store.StateFailed:
 			rep.FailedTrials++
 		}
 	}

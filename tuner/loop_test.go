@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -37,8 +38,8 @@ func testConfig(t *testing.T) Config {
 	return c
 }
 
-func countStates(trials []Trial) map[State]int {
-	m := map[State]int{}
+func countStates(trials []Trial) map[store.State]int {
+	m := map[store.State]int{}
 	for _, t := range trials {
 		m[t.State]++
 	}
@@ -88,7 +89,7 @@ func TestLoopBudgetRepeatsAndRecommendation(t *testing.T) {
 		t.Fatalf("gain %.3f%%, want %.3f%%", *rep.GainPct, want)
 	}
 	trials, _ := st.Trials(context.Background())
-	if c := countStates(trials); c[StateOK] != 15 || len(trials) != 15 {
+	if c := countStates(trials); c[store.StateOK] != 15 || len(trials) != 15 {
 		t.Fatalf("stored states %v of %d, want 15 ok", c, len(trials))
 	}
 	for i, tr := range trials {
@@ -146,7 +147,7 @@ func TestLoopInterruptThenResume(t *testing.T) {
 		t.Fatalf("interrupted report: %q after %d trials", rep.StopReason, rep.SearchTrials)
 	}
 	trials, _ := st.Trials(context.Background())
-	if len(trials) != 3 || trials[2].State != StateInterrupted || trials[2].Result.Failure != trial.FailInterrupted {
+	if len(trials) != 3 || trials[2].State != store.StateInterrupted || trials[2].Result.Failure != trial.FailInterrupted {
 		t.Fatalf("after interrupt: %+v", trials)
 	}
 
@@ -174,7 +175,7 @@ func TestLoopInterruptThenResume(t *testing.T) {
 	seen := map[string]int{}
 	finished := 0
 	for _, tr := range trials {
-		if tr.State.Finished() {
+		if tr.State.Measured() {
 			finished++
 			seen[tr.ConfigID]++
 		}
@@ -203,7 +204,7 @@ func TestLoopResumeAfterCrashMidTrial(t *testing.T) {
 	// A dead process leaves a running record; the store marks it
 	// interrupted on open; resume re-runs it once.
 	st := &memStore{}
-	if _, err := st.Begin(context.Background(), Trial{Phase: PhaseSearch, State: StateRunning, Config: cfgN(64), ConfigID: cfgN(64).ID()}); err != nil {
+	if _, err := st.Begin(context.Background(), Trial{Phase: PhaseSearch, State: store.StateRunning, Config: cfgN(64), ConfigID: cfgN(64).ID()}); err != nil {
 		t.Fatal(err)
 	}
 	st.markInterrupted()
@@ -436,7 +437,7 @@ func TestLoopInfrastructureErrors(t *testing.T) {
 			t.Fatalf("err %v", err)
 		}
 		trials, _ := st.Trials(context.Background())
-		if len(trials) != 1 || trials[0].State != StateInterrupted {
+		if len(trials) != 1 || trials[0].State != store.StateInterrupted {
 			t.Fatalf("trial after infrastructure error: %+v (want interrupted, resumable)", trials)
 		}
 	})
@@ -598,7 +599,7 @@ func TestTrialLineMarksEstimatedVRAM(t *testing.T) {
 	}{{"estimate", "vram=~70.0GiB"}, {"nvml", "vram=70.0GiB"}} {
 		r := result(trial.StatusOK, 1000, 20, 70)
 		r.VRAMSource = tt.source
-		if got := l.trialLine(&Trial{State: StateOK, Result: &r}); !strings.Contains(got, tt.want) {
+		if got := l.trialLine(&Trial{State: store.StateOK, Result: &r}); !strings.Contains(got, tt.want) {
 			t.Errorf("%s: %q lacks %q", tt.source, got, tt.want)
 		}
 	}

@@ -67,7 +67,7 @@ func TestStorePending(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("stored %d (%v), want 2", n, err)
 	}
-	if got, err := db.Trial(ctx, held.ID); err != nil || !got.State.Finished() || got.Result == nil {
+	if got, err := db.Trial(ctx, held.ID); err != nil || !got.State.Measured() || got.Result == nil {
 		t.Fatalf("held trial: %+v, %v", got, err)
 	}
 	ts, err := db.Trials(ctx, st.ID, store.TrialFilter{ConfigID: lost.ConfigID})

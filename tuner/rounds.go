@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
 )
 
 // The final re-measurement runs vLLM's default and the finalists in
@@ -31,7 +32,7 @@ type roundPlan struct {
 // interrupted (running, or ended with a verdict).
 func roundDone(trials []Trial, id string, r int) bool {
 	return slices.ContainsFunc(trials, func(t Trial) bool {
-		return t.Phase == PhaseRepeat && t.Repeat == r && t.ConfigID == id && t.State != StateInterrupted
+		return t.Phase == PhaseRepeat && t.Repeat == r && t.ConfigID == id && t.State != store.StateInterrupted
 	})
 }
 
@@ -105,7 +106,7 @@ func (l *Loop) trialMean(trials []Trial) (time.Duration, bool) {
 	var sum time.Duration
 	n := 0
 	for _, t := range trials {
-		if t.State.Finished() && t.Ended.After(t.Started) {
+		if t.State.Measured() && t.Ended.After(t.Started) {
 			sum += t.Ended.Sub(t.Started)
 			n++
 		}
@@ -255,7 +256,7 @@ func (l *Loop) repeatReserve(trials []Trial) int {
 	}
 	runs := n * l.cfg.Repeats
 	for _, t := range trials {
-		if t.Phase == PhaseRepeat && t.State != StateInterrupted && t.Repeat <= l.cfg.Repeats {
+		if t.Phase == PhaseRepeat && t.State != store.StateInterrupted && t.Repeat <= l.cfg.Repeats {
 			runs--
 		}
 	}

@@ -284,7 +284,7 @@ func (l *Loop) screenRefs() (ref, rung [][]float64) {
 	relaxed := l.cfg.SLO.Effective().Relaxed(l.cfg.Screen.margin())
 	for _, t := range l.st.trials {
 		r := t.Result
-		if r == nil || r.Screen == nil || !t.State.Finished() {
+		if r == nil || r.Screen == nil || !t.State.Measured() {
 			continue
 		}
 		v, ok := l.screenVector(r.Screen)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -125,7 +126,7 @@ func TestLoopScreening(t *testing.T) {
 			for n, want := range map[int]string{300: "misses the SLO", 96: "dominated"} {
 				tr := byN[n]
 				s := tr.Result.Screen
-				if tr.State != StateFailed || tr.Result.Failure != trial.FailScreenedOut || s == nil || s.Promoted || !strings.Contains(s.Reason, want) {
+				if tr.State != store.StateFailed || tr.Result.Failure != trial.FailScreenedOut || s == nil || s.Promoted || !strings.Contains(s.Reason, want) {
 					t.Fatalf("config %d: state %s, failure %s, screen %+v; want screened out, %q", n, tr.State, tr.Result.Failure, s, want)
 				}
 				if s.Fraction != 0.25 || s.Metrics == nil || tr.Result.Levels != nil {
@@ -164,7 +165,7 @@ func TestLoopScreeningResumes(t *testing.T) {
 	}
 	// A crash during the next promotion's full run: the record stays
 	// running, the store marks it interrupted on open.
-	if _, err := st.Begin(context.Background(), Trial{Phase: PhaseSearch, State: StateRunning, Config: cfgN(64), ConfigID: cfgN(64).ID()}); err != nil {
+	if _, err := st.Begin(context.Background(), Trial{Phase: PhaseSearch, State: store.StateRunning, Config: cfgN(64), ConfigID: cfgN(64).ID()}); err != nil {
 		t.Fatal(err)
 	}
 	st.markInterrupted()

@@ -142,7 +142,7 @@ func Aggregate(trials []Trial, slo trial.SLO, m Metrics, k float64) []Candidate 
 	var order []string
 	for i := range trials {
 		t := &trials[i]
-		if !t.State.Finished() || t.Result == nil {
+		if !t.State.Measured() || t.Result == nil {
 			continue
 		}
 		id := t.ConfigKey()
@@ -158,7 +158,7 @@ func Aggregate(trials []Trial, slo trial.SLO, m Metrics, k float64) []Candidate 
 			continue
 		}
 		a.c.Trials = append(a.c.Trials, t.Number)
-		if t.State == StateUnstable {
+		if t.State == store.StateUnstable {
 			a.c.Unstable++
 		}
 		if t.Phase == PhaseRepeat {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/vllm-tuner/tuner/pareto"
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -40,7 +41,7 @@ func TestRobust(t *testing.T) {
 
 func mkTrial(num, n int, phase Phase, r trial.Result) Trial {
 	c := cfgN(n)
-	return Trial{Number: num, Phase: phase, State: StateOf(&r), Config: c, ConfigID: c.ID(), Result: &r}
+	return Trial{Number: num, Phase: phase, State: store.StateOf(&r), Config: c, ConfigID: c.ID(), Result: &r}
 }
 
 func TestAggregateConservative(t *testing.T) {
@@ -51,7 +52,7 @@ func TestAggregateConservative(t *testing.T) {
 		mkTrial(2, 2, PhaseRepeat, result(trial.StatusOK, 1100, 49, 70)),
 		mkTrial(3, 2, PhaseRepeat, result(trial.StatusOK, 1050, 52, 70)),
 		mkTrial(4, 3, PhaseSearch, trial.Result{Status: trial.StatusFailed, Failure: trial.FailOOM}),
-		{Number: 5, Phase: PhaseSearch, State: StateInterrupted, Config: cfgN(4), ConfigID: cfgN(4).ID(), Result: &trial.Result{Status: trial.StatusFailed, Failure: trial.FailInterrupted}},
+		{Number: 5, Phase: PhaseSearch, State: store.StateInterrupted, Config: cfgN(4), ConfigID: cfgN(4).ID(), Result: &trial.Result{Status: trial.StatusFailed, Failure: trial.FailInterrupted}},
 	}
 	c := Aggregate(trials, slo, DefaultMetrics(), 1)
 	if len(c) != 3 {
@@ -162,17 +163,17 @@ func TestFrontProperty(t *testing.T) {
 func TestStateOf(t *testing.T) {
 	tests := []struct {
 		r    *trial.Result
-		want State
+		want store.State
 	}{
-		{nil, StateInterrupted},
-		{&trial.Result{Status: trial.StatusOK}, StateOK},
-		{&trial.Result{Status: trial.StatusUnstable}, StateUnstable},
-		{&trial.Result{Status: trial.StatusFailed, Failure: trial.FailOOM}, StateFailed},
-		{&trial.Result{Status: trial.StatusFailed, Failure: trial.FailInterrupted}, StateInterrupted},
+		{nil, store.StateInterrupted},
+		{&trial.Result{Status: trial.StatusOK}, store.StateOK},
+		{&trial.Result{Status: trial.StatusUnstable}, store.StateUnstable},
+		{&trial.Result{Status: trial.StatusFailed, Failure: trial.FailOOM}, store.StateFailed},
+		{&trial.Result{Status: trial.StatusFailed, Failure: trial.FailInterrupted}, store.StateInterrupted},
 	}
 	for _, tt := range tests {
-		if got := StateOf(tt.r); got != tt.want {
-			t.Errorf("StateOf(%+v) = %s, want %s", tt.r, got, tt.want)
+		if got := store.StateOf(tt.r); got != tt.want {
+			t.Errorf("store.StateOf(%+v) = %s, want %s", tt.r, got, tt.want)
 		}
 	}
 }

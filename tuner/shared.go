@@ -172,7 +172,7 @@ func (l *Loop) sync(ctx context.Context, prog progress, show bool) ([]Trial, err
 	for i := range hist {
 		t := hist[i]
 		t.ConfigID = t.ConfigKey()
-		if t.State == StateRunning {
+		if t.State == store.StateRunning {
 			running = append(running, t)
 			continue
 		}
@@ -182,10 +182,10 @@ func (l *Loop) sync(ctx context.Context, prog progress, show bool) ([]Trial, err
 			l.st.known[t.ID] = true
 			l.st.trials = append(l.st.trials, t)
 			switch {
-			case t.State.Finished() && t.Phase == PhaseRepeat:
+			case t.State.Measured() && t.Phase == PhaseRepeat:
 				l.st.repeatDone++
 				l.st.repeatsLeft = max(0, l.st.repeatsLeft-1)
-			case t.State.Finished():
+			case t.State.Measured():
 				l.st.searchDone++
 				l.prop.Tell(t.Config, told(t.Result))
 				l.updateFront(&t)
@@ -206,7 +206,7 @@ func notInterrupted(trials ...[]Trial) (map[string]int, map[string]map[int]bool)
 	n, used := map[string]int{}, map[string]map[int]bool{}
 	for _, ts := range trials {
 		for _, t := range ts {
-			if t.State == StateInterrupted {
+			if t.State == store.StateInterrupted {
 				continue
 			}
 			n[t.ConfigID]++
@@ -259,7 +259,7 @@ func (l *Loop) searchShared(ctx context.Context, prog progress) (string, error) 
 		// and that no worker has measured or claimed since; then the
 		// enqueued configs; then the proposer.
 		for _, t := range trials {
-			if t.State == StateInterrupted && t.Phase != PhaseRepeat && n[t.ConfigID] == 0 {
+			if t.State == store.StateInterrupted && t.Phase != PhaseRepeat && n[t.ConfigID] == 0 {
 				cfg = t.Config
 				break
 			}
@@ -287,7 +287,7 @@ func (l *Loop) searchShared(ctx context.Context, prog progress) (string, error) 
 			case err != nil:
 				return "", fmt.Errorf("propose: %w", err)
 			}
-			if i := slices.IndexFunc(trials, func(t Trial) bool { return t.ConfigID == c.ID() && t.State.Finished() && t.Phase != PhaseRepeat }); i >= 0 {
+			if i := slices.IndexFunc(trials, func(t Trial) bool { return t.ConfigID == c.ID() && t.State.Measured() && t.Phase != PhaseRepeat }); i >= 0 {
 				l.prop.Tell(c, told(trials[i].Result))
 				if dups++; dups >= 100 {
 					return StopExhausted, nil

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vllm-tuner/tuner/store"
 )
 
 // memShared is a Coordinator over a memStore with the database's rules:
@@ -31,7 +33,7 @@ func (m *memShared) Claim(ctx context.Context, t Trial, maxSearch int) (Trial, e
 	m.st.mu.Lock()
 	search := 0
 	for _, x := range m.st.trials {
-		if x.State == StateInterrupted {
+		if x.State == store.StateInterrupted {
 			continue
 		}
 		if x.ConfigID == t.ConfigID && x.Repeat == t.Repeat {
@@ -87,7 +89,7 @@ func TestSharedFinishRetried(t *testing.T) {
 	if err != nil || rep.SearchTrials != 6 {
 		t.Fatalf("report %d search trials, %v", rep.SearchTrials, err)
 	}
-	if n := countStates(st.trials)[StateOK]; n != 6 {
+	if n := countStates(st.trials)[store.StateOK]; n != 6 {
 		t.Fatalf("%d ok trials, want 6: %v", n, st.trials)
 	}
 	if !strings.Contains(logb.String(), "store trial end failed; retrying") {
@@ -143,12 +145,12 @@ func TestSharedLeaseLost(t *testing.T) {
 		t.Fatalf("report %d search trials, %v", rep.SearchTrials, err)
 	}
 	first := st.trials[0]
-	if first.State != StateInterrupted || first.Result == nil || !strings.Contains(first.Result.Error, ErrLeaseLost.Error()) {
+	if first.State != store.StateInterrupted || first.Result == nil || !strings.Contains(first.Result.Error, ErrLeaseLost.Error()) {
 		t.Fatalf("first trial: %s %+v", first.State, first.Result)
 	}
 	rerun := 0
 	for _, tr := range st.trials[1:] {
-		if tr.ConfigID == first.ConfigID && tr.State == StateOK {
+		if tr.ConfigID == first.ConfigID && tr.State == store.StateOK {
 			rerun++
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/vllm-tuner/tuner/sim"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/dbopen"
 	"github.com/vllm-tuner/tuner/surrogate"
 	"github.com/vllm-tuner/tuner/trial"
 )
@@ -41,7 +42,8 @@ type StartConfig struct {
 	// timings; nil = none.
 	Observer Observer
 	// DataDir is where files beside the database go (engine logs, results
-	// kept while the database is away): see dbopen.DataDir.
+	// kept while the database is away); "": dbopen.DataDir of the
+	// database's Path.
 	DataDir string
 	// Shared makes this process one worker of a study that several serve
 	// (a PostgreSQL database, tuner worker): each trial is leased instead
@@ -85,6 +87,9 @@ func (ss *Search) Start(ctx context.Context, st store.DB, sc StartConfig) (*Run,
 		if err := CheckResumable(ctx, st, ss.Key); err != nil {
 			return nil, err
 		}
+	}
+	if sc.DataDir == "" {
+		sc.DataDir = dbopen.DataDir(st.Path())
 	}
 	study, err := st.EnsureStudy(ctx, ss.Key)
 	if err != nil {

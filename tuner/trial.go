@@ -6,38 +6,9 @@ import (
 	"time"
 
 	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
-
-// State is where a trial record stands.
-type State string
-
-const (
-	StateRunning     State = "running"     // written before the engine starts
-	StateOK          State = "ok"          // measured and stable
-	StateUnstable    State = "unstable"    // measured, steady state not reached
-	StateFailed      State = "failed"      // no measurement; Result.Failure says why
-	StateInterrupted State = "interrupted" // the tuner was stopped during the trial
-)
-
-// Finished reports whether the trial ended with a verdict the search learns
-// from (ok, unstable or failed).
-func (s State) Finished() bool { return s == StateOK || s == StateUnstable || s == StateFailed }
-
-// StateOf maps a trial result to its record state.
-func StateOf(r *trial.Result) State {
-	switch {
-	case r == nil:
-		return StateInterrupted
-	case r.Status == trial.StatusFailed && r.Failure == trial.FailInterrupted:
-		return StateInterrupted
-	case r.Status == trial.StatusOK:
-		return StateOK
-	case r.Status == trial.StatusUnstable:
-		return StateUnstable
-	}
-	return StateFailed
-}
 
 // Phase says why a trial ran.
 type Phase string
@@ -58,7 +29,7 @@ type Trial struct {
 	Number   int           `json:"number"` // 0-based order within the study
 	Phase    Phase         `json:"phase"`
 	Repeat   int           `json:"repeat"` // re-measurement index (0 for a search trial)
-	State    State         `json:"state"`
+	State    store.State   `json:"state"`
 	Config   spaces.Config `json:"config"`
 	ConfigID string        `json:"config_id"`
 	Result   *trial.Result `json:"result,omitempty"`
@@ -79,7 +50,7 @@ func (t *Trial) ConfigKey() string {
 // Verdict is the short form shown in progress lines: ok, unstable,
 // failed:<class> or interrupted.
 func (t Trial) Verdict() string {
-	if t.State == StateFailed && t.Result != nil {
+	if t.State == store.StateFailed && t.Result != nil {
 		return t.Result.String()
 	}
 	return string(t.State)

@@ -137,3 +137,15 @@ func BenchmarkLeasedTrial(b *testing.B) {
 		trial()
 	}
 }
+
+// BenchmarkBigStudy: import and first read of a 10,000-trial study (10,000
+// distinct configs) on PostgreSQL; see storetest.BenchImportRead.
+func BenchmarkBigStudy(b *testing.B) {
+	storetest.BenchImportRead(b, func() store.DB {
+		s, err := pgstore.Open(context.Background(), pgstore.Config{URL: pgtest.DB(b)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	}, 10000)
+}

@@ -69,3 +69,15 @@ func TestBoltCopy(t *testing.T) {
 		t.Fatalf("import with a gap: %v", err)
 	}
 }
+
+// BenchmarkBigStudy: import and first read of a 10,000-trial study (10,000
+// distinct configs) on a bbolt file; see storetest.BenchImportRead.
+func BenchmarkBigStudy(b *testing.B) {
+	storetest.BenchImportRead(b, func() store.DB {
+		s, err := boltstore.Open(context.Background(), filepath.Join(b.TempDir(), "big.db"), boltstore.Options{MinFreeBytes: -1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	}, 10000)
+}
