@@ -43,7 +43,7 @@ func ProgressChart(st store.Study, trials []Trial, slo trial.SLO, m Metrics) cha
 	hours := 0.0
 	var pts []chart.ProgressTrial
 	for _, t := range trials {
-		if t.State == StateRunning {
+		if t.State == store.StateRunning {
 			continue
 		}
 		if !t.Ended.IsZero() && t.Ended.After(t.Started) {
@@ -73,7 +73,7 @@ func ImportanceChart(st store.Study, trials []Trial, m Metrics, seed uint64) (fi
 	var rows []spaces.Config
 	var y []float64
 	for _, t := range trials {
-		if t.Result == nil || t.Result.Failure == trial.FailInterrupted || t.State == StateRunning {
+		if t.Result == nil || t.Result.Failure == trial.FailInterrupted || t.State == store.StateRunning {
 			continue
 		}
 		samples = append(samples, surrogate.Sample{Config: t.Config, Result: t.Result})
@@ -172,7 +172,7 @@ func ParallelChart(st store.Study, trials []Trial, slo trial.SLO, m Metrics) cha
 	}
 	pc.Dims = append(pc.Dims, chart.Dim{Name: m.Throughput + " (" + chart.Unit(m.Throughput) + ")"})
 	for _, t := range trials {
-		if t.State == StateRunning {
+		if t.State == store.StateRunning {
 			continue
 		}
 		r := chart.Row{Name: t.ID, Colour: trialValue(t, slo, m)}
