@@ -297,6 +297,24 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
+// SetEndpoint sends every cell's load to ep (bench run --endpoint); a
+// cell whose workload names the other endpoint is an error. The hash
+// follows the cells: a chat run is not compared with a completions one.
+func (m *Matrix) SetEndpoint(ep trial.Endpoint) error {
+	for i := range m.Cells {
+		w := &m.Cells[i].Workload
+		if w.Endpoint == ep || ep == trial.EndpointCompletions && w.Endpoint == "" {
+			continue
+		}
+		if w.Endpoint != "" {
+			return fmt.Errorf("cell %s of matrix %s names endpoint %s (drop one of them)", m.Cells[i].Name, m.Name, w.Endpoint)
+		}
+		w.Endpoint = ep
+	}
+	m.Hash = hashCells(m.Cells)
+	return nil
+}
+
 func hashCells(cells []Cell) string {
 	b, _ := json.Marshal(cells)
 	sum := sha256.Sum256(b)

@@ -146,10 +146,10 @@ func throughputTable(c *CellResult) *table {
 	for i := range c.Levels {
 		l := &c.Levels[i]
 		m := &l.Metrics
-		in := 0.0
-		if m.DurationS > 0 {
-			in = float64(m.TotalInputTokens) / m.DurationS
-		}
+		// Input tokens over the same window as the other columns: total
+		// minus output (the input token count over the level's own span
+		// read 5x the total on a steady window).
+		in := max(0, m.TotalTokenThroughput-m.OutputThroughput)
 		var errs []string
 		for _, k := range slices.Sorted(maps.Keys(l.Errors)) {
 			errs = append(errs, fmt.Sprintf("%s:%d", k, l.Errors[k]))
@@ -200,7 +200,7 @@ func latencyTable(c *CellResult) *table {
 
 // breakdownTable is where each level's request time went: the engine's
 // queue, prefill and decode means (from its histograms) and the client's
-// share, with their shares of the mean E2EL and the phases' approximate
+// share, with their shares of the parts' sum and the phases' approximate
 // p95, beside the client's TTFT and TPOT means.
 func breakdownTable(c *CellResult) *table {
 	t := &table{head: []string{"load", "queue ms", "prefill ms", "decode ms", "client ms", "e2el mean", "shares q/p/d/c", "p95 q/p/d ~", "ttft mean", "tpot mean", "requests (engine)"}}

@@ -29,3 +29,25 @@ func TestReportTenants(t *testing.T) {
 		}
 	}
 }
+
+// "in tok/s" is over the same window as the other columns: a steady window
+// shorter than the level's span must not divide the span's input tokens by
+// it (which read 5x the total).
+func TestReportInputOverOneWindow(t *testing.T) {
+	m := trial.Metrics{Completed: 100, TotalInputTokens: 51200, TotalOutputTokens: 12800, DurationS: 2, BenchDurationS: 10,
+		ThroughputWindow: trial.WindowSteady, OutputThroughput: 1280, TotalTokenThroughput: 6400, RequestThroughput: 10}
+	c := CellResult{Levels: []LevelResult{{Concurrency: 8, Metrics: m}}}
+	tb := throughputTable(&c)
+	col := func(name string) string {
+		for i, h := range tb.head {
+			if h == name {
+				return tb.rows[0][i]
+			}
+		}
+		t.Fatalf("no column %q in %v", name, tb.head)
+		return ""
+	}
+	if in, total := col("in tok/s"), col("total tok/s"); in != "5120.0" || total != "6400.0" {
+		t.Errorf("in %s total %s tok/s, want 5120.0 of 6400.0", in, total)
+	}
+}

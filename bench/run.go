@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -64,6 +64,9 @@ type Config struct {
 	MaxRate           float64
 	CapacityLevels    int
 	CapacityTolerance float64
+	// CapacityRounds: a closed-loop capacity level sends at least this
+	// many requests per unit of concurrency (trial.CapacityWorkload).
+	CapacityRounds int
 	// Feedback tunes feedback mode (feedback: true cells; zero: defaults).
 	Feedback trial.FeedbackConfig
 	// UnhealthyErrorRate: a level failing more of its requests than this
@@ -83,7 +86,7 @@ type Config struct {
 // DefaultConfig returns the defaults; set Launch.
 func DefaultConfig() Config {
 	return Config{RequestTimeout: 5 * time.Minute, Stability: trial.DefaultStabilityConfig(), MaxRequests: 20000,
-		MaxConcurrency: 1024, MaxRate: 10000, CapacityLevels: 8, CapacityTolerance: 0.1, UnhealthyErrorRate: 0.5,
+		MaxConcurrency: 1024, MaxRate: 10000, CapacityLevels: 8, CapacityTolerance: 0.1, CapacityRounds: 3, UnhealthyErrorRate: 0.5,
 		SampleEvery: 100 * time.Millisecond, ScrapeEvery: time.Second}
 }
 
@@ -121,6 +124,9 @@ func Execute(ctx context.Context, cfg Config, m Matrix, sink Sink) (*Run, error)
 	}
 	if cfg.CapacityTolerance <= 0 {
 		cfg.CapacityTolerance = d.CapacityTolerance
+	}
+	if cfg.CapacityRounds <= 0 {
+		cfg.CapacityRounds = d.CapacityRounds
 	}
 	if cfg.UnhealthyErrorRate <= 0 {
 		cfg.UnhealthyErrorRate = d.UnhealthyErrorRate
@@ -235,11 +241,13 @@ func (e *executor) run(ctx context.Context) (*Run, error) {
 	return finish(StateOK, "")
 }
 
-// end finishes a run stopped by err: partial with cells, failed without.
+// end finishes a run stopped by err: partial when a stored cell served
+// requests, failed when none did (a cell whose every request failed is
+// stored with its error, and measured nothing).
 func (e *executor) end(finish func(State, string) (*Run, error), r *Run, ctx context.Context, err error) (*Run, error) {
-	st := StatePartial
-	if len(r.Cells) == 0 {
-		st = StateFailed
+	st := StateFailed
+	if slices.ContainsFunc(r.Cells, served) {
+		st = StatePartial
 	}
 	reason := err.Error()
 	if ctx.Err() != nil {
@@ -247,6 +255,11 @@ func (e *executor) end(finish func(State, string) (*Run, error), r *Run, ctx con
 	}
 	out, ferr := finish(st, reason)
 	return out, errors.Join(err, ferr)
+}
+
+// served: some request of the cell succeeded.
+func served(c CellResult) bool {
+	return slices.ContainsFunc(c.Levels, func(l LevelResult) bool { return l.Metrics.Completed > 0 })
 }
 
 // Progress is where a run stands as a load level starts: level Done+1 of
@@ -297,203 +310,84 @@ func (e *executor) progress(run, cell string, load float64, closed bool) {
 	}
 }
 
-// cell measures one cell's levels; it returns what it measured even when
-// it stopped early.
+// cell measures one cell's levels with trial's level engine; it returns
+// what it measured even when it stopped early.
 func (e *executor) cell(ctx context.Context, srv Server, run, model string, c Cell) (CellResult, []Request, error) {
-	res := CellResult{Name: c.Name, Workload: c.Workload}
-	client := trial.NewClient(srv.BaseURL(), model, e.cfg.RequestTimeout)
-	defer client.Close()
-	var reqs []Request
+	cfg := e.cfg
 	w := c.Workload
-	measure := func(v float64) (bool, error) {
-		li := len(res.Levels)
-		e.progress(run, c.Name, v, w.Arrival.Closed())
-		l, rs, err := e.level(ctx, srv, client, w, li, v)
-		e.done++
-		if err != nil {
-			return false, err
-		}
-		res.Levels = append(res.Levels, l)
-		reqs = append(reqs, rs...)
-		return l.SLOMet, nil
+	res := CellResult{Name: c.Name, Workload: w}
+	client := trial.NewClient(srv.BaseURL(), model, cfg.RequestTimeout, trial.WithEndpoint(w.Endpoint))
+	defer client.Close()
+	lm := &trial.LevelMeasurer{
+		Client: client, Stability: cfg.Stability, SLO: w.SLO, MaxRequests: cfg.MaxRequests,
+		UnhealthyErrorRate: cfg.UnhealthyErrorRate, Exited: srv.Exited(), Logger: cfg.Logger,
+		Died: func() error { return fmt.Errorf("%w: the engine exited", ErrServerGone) },
+		Judge: func(ctx context.Context, recs []trial.Record, m *trial.Metrics) error {
+			if srv.Alive(ctx) {
+				return nil
+			}
+			return fmt.Errorf("%w: %.0f%% of requests failed (%s)", ErrServerGone, 100*m.ErrorRate, strings.TrimSpace(trial.Redact(firstErr(recs))))
+		},
+		Telemetry: &trial.LevelTelemetry{GPU: cfg.GPU, SampleEvery: cfg.SampleEvery, ScrapeEvery: cfg.ScrapeEvery},
+		OnLevel:   func(_ int, v float64, closed bool) { e.progress(run, c.Name, v, closed) },
 	}
-	var err error
-	switch {
-	case w.Feedback:
-		var fb trial.Feedback
-		fb, err = trial.HoldSLO(w, e.cfg.Feedback, func(v float64, _ trial.Workload) (*trial.Metrics, bool, float64, error) {
-			met, err := measure(v)
-			if err != nil {
-				return nil, false, 0, err
-			}
-			l := &res.Levels[len(res.Levels)-1]
-			return &l.Metrics, met, l.ElapsedS, nil
-		})
-		res.Feedback, res.Capacity = &fb, fb.Sustained
-	case w.Capacity:
-		res.CapacitySearched = true
-		closed := w.Arrival.Closed()
-		ceil := e.cfg.MaxRate
-		start := w.Arrival.Rate
-		if closed {
-			ceil, start = float64(e.cfg.MaxConcurrency), float64(w.Arrival.Concurrency)
+	if cfg.ScrapeEvery > 0 {
+		lm.MetricsClient, lm.MetricsURL = &http.Client{Timeout: 5 * time.Second}, srv.BaseURL()
+	}
+	var reqs []Request
+	capCfg := trial.CapacityConfig{MaxConcurrency: cfg.MaxConcurrency, MaxRate: cfg.MaxRate, Levels: cfg.CapacityLevels,
+		Tolerance: cfg.CapacityTolerance, Rounds: cfg.CapacityRounds}
+	out, err := trial.MeasureLevels(w, capCfg, cfg.Feedback, func(v float64, lw trial.Workload) (*trial.MeasuredLevel, error) {
+		l, err := lm.Measure(ctx, len(res.Levels), v, lw)
+		e.done++
+		if l != nil {
+			lr, rs := e.levelResult(len(res.Levels), l)
+			res.Levels = append(res.Levels, lr)
+			reqs = append(reqs, rs...)
 		}
-		if len(w.Levels) > 0 {
-			start = w.Levels[0]
-		}
-		res.Capacity, err = trial.SearchCapacity(start, ceil, closed, e.cfg.CapacityLevels, e.cfg.CapacityTolerance, measure)
-	default:
-		for _, v := range loadValues(w) {
-			if _, err = measure(v); err != nil {
-				break
-			}
-		}
+		return l, err
+	})
+	res.Feedback, res.CapacitySearched = out.Feedback, out.Searched
+	res.Capacity = out.Capacity
+	if !w.Capacity && !w.Feedback {
 		res.Capacity = capacityAtSLO(res.Levels, w.SLO)
 	}
 	return res, reqs, err
 }
 
-func loadValues(w trial.Workload) []float64 {
-	if len(w.Levels) > 0 {
-		return w.Levels
-	}
-	if w.Arrival.Closed() {
-		return []float64{float64(w.Arrival.Concurrency)}
-	}
-	return []float64{w.Arrival.Rate}
-}
-
-// atLoad is w at one load level (closed: concurrency, open: rate).
-func atLoad(w trial.Workload, v float64) trial.Workload {
-	lw := w
-	lw.Levels = nil
-	if w.Arrival.Closed() {
-		lw.Arrival.Concurrency = max(1, int(math.Round(v)))
-	} else {
-		lw.Arrival.Rate = v
-	}
-	return lw
-}
-
-// level drives one load level with trial's client, cuts the warm-up and
-// judges the steady state with trial.Analyze, and summarises.
-func (e *executor) level(ctx context.Context, srv Server, client *trial.Client, w trial.Workload, idx int, v float64) (LevelResult, []Request, error) {
-	cfg := e.cfg
-	lw := atLoad(w, v)
-	closed := lw.Arrival.Closed()
-	durationBound := lw.NumRequests <= 0
-	if durationBound {
-		if closed {
-			lw.NumRequests = cfg.MaxRequests
-		} else {
-			lw.NumRequests = max(1, int(math.Ceil(lw.Arrival.Rate*lw.Duration.Seconds())))
-		}
-	}
-	specs := lw.Requests()
-	start := time.Now()
-	var gate trial.Gate
-	if durationBound {
-		gate = func(next int, _ []trial.Record) bool { return next < lw.Warmup || time.Since(start) < lw.Duration }
-	}
-	lctx, cancel := context.WithCancel(ctx)
-	died := make(chan struct{})
-	watchDone := make(chan struct{})
-	go func() {
-		defer close(watchDone)
-		select {
-		case <-srv.Exited():
-			close(died)
-			cancel()
-		case <-lctx.Done():
-		}
-	}()
-	var hc *http.Client
-	scrape := ""
-	if cfg.ScrapeEvery > 0 {
-		hc, scrape = &http.Client{Timeout: 5 * time.Second}, srv.BaseURL()
-	}
-	tel := trial.RecordTelemetry(lctx, cfg.GPU, cfg.SampleEvery, hc, scrape, cfg.ScrapeEvery)
-	var probe *trial.LatencyProbe
-	if scrape != "" {
-		probe = trial.StartLatencyProbe(ctx, hc, scrape)
-	}
-	recs := client.Drive(lctx, specs, trial.Load{Concurrency: lw.Arrival.Concurrency, Rate: lw.Arrival.Rate, Salt: idx}, gate)
-	telemetry, _, _, throttled := tel.Stop()
-	cancel()
-	<-watchDone
-	select {
-	case <-died:
-		return LevelResult{}, nil, fmt.Errorf("%w: the engine exited", ErrServerGone)
-	default:
-	}
-	if err := ctx.Err(); err != nil {
-		return LevelResult{}, nil, err
-	}
-	a := trial.Analyze(recs, cfg.Stability)
-	cut := make(map[int]bool, len(a.CutIndex))
-	for _, i := range a.CutIndex {
-		cut[i] = true
-	}
+// levelResult is a measured level as a run stores it: the level with its
+// telemetry, error counts and samples, per-GPU figures, and its requests.
+func (e *executor) levelResult(idx int, l *trial.MeasuredLevel) (LevelResult, []Request) {
+	recs := l.Records
 	reqs := make([]Request, len(recs))
 	samples := map[string]string{}
 	for i := range recs {
-		if cut[recs[i].Index] {
-			recs[i].Warmup = true
-		}
 		reqs[i] = FromRecord(idx, &recs[i])
 		if c := reqs[i].Err; c != "" && samples[c] == "" {
 			samples[c] = trial.Redact(recs[i].Err)
 		}
 	}
-	// The level's metrics are the trial's, from the live records (every
-	// chunk: vLLM bench's pooled ITL, the steady throughput window); the
-	// raw data reproduces the latency figures to the microsecond.
-	m := trial.Summarize(recs, w.SLO)
-	st := a.Stability
-	if !closed {
-		// An open loop above capacity queues for the whole level: its
-		// latencies depend on the level's length, and it meets no SLO.
-		trial.MarkOverload(recs, &m)
-		st.NoteOverload(&m)
-	}
-	if probe != nil {
-		b, err := probe.Finish(ctx, recs)
-		if err != nil {
-			cfg.Logger.Debug("no latency breakdown", "error", err)
-		}
-		m.Breakdown = b
-		m.PrefixCache = probe.PrefixCache()
-	}
-	met, viol := w.SLO.Check(&m)
-	l := LevelResult{Metrics: m, SLOMet: met, Violations: viol, Stability: st, Telemetry: telemetry,
-		WindowThroughput: a.WindowThroughput, ElapsedS: time.Since(start).Seconds()}
-	if throttled {
-		l.Stability.Throttled, l.Stability.Stable = true, false
-	}
+	m := l.Metrics
+	lr := LevelResult{Concurrency: l.Concurrency, Rate: l.Rate, Metrics: m, SLOMet: l.SLOMet, Violations: l.Violations,
+		Stability: l.Stability, Telemetry: l.Telemetry, WindowThroughput: l.WindowThroughput, ElapsedS: l.ElapsedS}
 	if len(samples) > 0 {
-		l.ErrorSample = samples
+		lr.ErrorSample = samples
 	}
-	l.Errors, l.SuccessRate = errorCounts(reqs)
-	if closed {
-		l.Concurrency = lw.Arrival.Concurrency
-	} else {
-		l.Rate = lw.Arrival.Rate
+	lr.Errors, lr.SuccessRate = errorCounts(reqs)
+	if n := e.cfg.Run.GPU.Count; n > 0 {
+		lr.OutputTokSPerGPU = m.OutputThroughput / float64(n)
 	}
-	if n := cfg.Run.GPU.Count; n > 0 {
-		l.OutputTokSPerGPU = m.OutputThroughput / float64(n)
+	if l.Telemetry.EnergyJ > 0 && m.TotalOutputTokens > 0 {
+		lr.JoulesPerToken = l.Telemetry.EnergyJ / float64(m.TotalOutputTokens)
 	}
-	if telemetry.EnergyJ > 0 && m.TotalOutputTokens > 0 {
-		l.JoulesPerToken = telemetry.EnergyJ / float64(m.TotalOutputTokens)
-	}
-	cfg.Logger.Info("level measured", "load", v, "requests", len(recs), "completed", m.Completed, "failed", m.Failed,
-		"out_tok_s", math.Round(m.OutputThroughput), "slo_met", met, "stable", l.Stability.Stable)
-	if m.Completed+m.Failed > 0 && m.ErrorRate > cfg.UnhealthyErrorRate && !srv.Alive(ctx) {
-		first := ""
-		for _, s := range samples {
-			first = s
-			break
+	return lr, reqs
+}
+
+func firstErr(recs []trial.Record) string {
+	for i := range recs {
+		if recs[i].Err != "" {
+			return recs[i].Err
 		}
-		return l, reqs, fmt.Errorf("%w: %.0f%% of requests failed (%s)", ErrServerGone, 100*m.ErrorRate, strings.TrimSpace(first))
 	}
-	return l, reqs, nil
+	return ""
 }

@@ -32,7 +32,7 @@ const (
 	RunRunning RunState = "running" // in progress (or its process died: readers report partial)
 	RunOK      RunState = "ok"      // every cell measured
 	RunPartial RunState = "partial" // stopped early: the finished cells are kept
-	RunFailed  RunState = "failed"  // nothing measured; see Reason
+	RunFailed  RunState = "failed"  // nothing measured (no request served); see Reason
 )
 
 // Run is a stored benchmark run: its labels and the results of its cells.

@@ -191,66 +191,6 @@ func TestParseChatChunk(t *testing.T) {
 	}
 }
 
-// referenceChat is encoding/json's answer to "does the first choice's
-// delta carry text", for the differential fuzz test.
-func referenceChat(b []byte) bool {
-	var top struct {
-		Choices []json.RawMessage `json:"choices"`
-	}
-	if json.Unmarshal(b, &top) != nil || len(top.Choices) == 0 {
-		return false
-	}
-	var ch map[string]json.RawMessage
-	if json.Unmarshal(top.Choices[0], &ch) != nil {
-		return false
-	}
-	var d map[string]json.RawMessage
-	if json.Unmarshal(ch["delta"], &d) != nil {
-		return false
-	}
-	for _, k := range []string{"content", "reasoning_content"} {
-		var s string
-		if json.Unmarshal(d[k], &s) == nil && s != "" {
-			return true
-		}
-	}
-	return false
-}
-
-func FuzzParseChatChunk(f *testing.F) {
-	for _, s := range []string{
-		`{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`,
-		`{"choices":[{"index":0,"delta":{"content":" Hi"},"finish_reason":null}]}`,
-		`{"choices":[{"delta":{"reasoning_content":"x","content":null}}]}`,
-		`{"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":2}}`,
-		`{"choices":[[]]}`,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		got, err := parseChatChunk(b)
-		if err != nil || !json.Valid(b) || dupKeys(b) {
-			return // invalid input, or duplicate keys (where any answer is defensible)
-		}
-		if want := referenceChat(b); got.Content != want {
-			t.Fatalf("%q: content %v, want %v", b, got.Content, want)
-		}
-	})
-}
-
-// dupKeys is a conservative test for repeated keys: the fields the chat
-// parser reads appear more than once anywhere (or escapes, which can spell
-// them).
-func dupKeys(b []byte) bool {
-	s := string(b)
-	for _, k := range []string{`"choices"`, `"delta"`, `"content"`, `"reasoning_content"`, `\`} {
-		if strings.Count(s, k) > 1 || k == `\` && strings.Contains(s, k) {
-			return true
-		}
-	}
-	return false
-}
-
 // TestChatPromptsOnSim: vllm-sim (prefix caching on, as vLLM's default)
 // finds exactly the declared prefix of the chat prompts in its cache and
 // nothing more: with requests one at a time, prefix_len 32 (two blocks)

@@ -128,7 +128,7 @@ func HoldSLO(w Workload, c FeedbackConfig, measure FeedbackMeasure) (Feedback, e
 	probing := true
 	for k := 0; k < c.Windows; k++ {
 		r = round(r)
-		m, met, secs, err := measure(r, atLoad(w, r))
+		m, met, secs, err := measure(r, AtLoad(w, r))
 		if err != nil {
 			return fb, err
 		}

@@ -41,7 +41,7 @@ func TestHoldSLOAgreesWithBisection(t *testing.T) {
 		}
 		var bcalls []float64
 		bis, _ := SearchCapacity(math.Max(1, c.start), 10000, false, 30, 0.01, func(v float64) (bool, error) {
-			_, met, _, _ := thresholdMeasure(c.limit, &bcalls)(v, atLoad(feedbackWorkload(v), v))
+			_, met, _, _ := thresholdMeasure(c.limit, &bcalls)(v, AtLoad(feedbackWorkload(v), v))
 			return met, nil
 		})
 		d := (fb.Sustained - bis) / bis

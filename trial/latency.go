@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 
@@ -228,14 +229,17 @@ func (d PhaseDist) Pct(v float64) string {
 // Breakdown is where a level's request time went: the engine's queue,
 // prefill and decode phases (its histograms scraped before and after the
 // level and differenced), beside the client's end-to-end latency over the
-// same requests. ClientMS is what the engine did not see: the network, the
-// HTTP server and the client's own queueing (E2EL mean - queue - prefill -
-// decode). Means add up: QueueMS.Mean + PrefillMS.Mean + DecodeMS.Mean +
-// ClientMS = ClientE2ELMS.
+// same requests. Every phase is a mean over one set of requests, those the
+// engine finished in the level: a phase the engine observed for only some
+// of them (vLLM records queue time only for requests that waited) counts
+// zero for the others. ClientMS is what the engine did not see: the
+// network, the HTTP server and the client's own queueing (E2EL mean -
+// queue - prefill - decode, never below 0).
 type Breakdown struct {
-	// Requests the engine finished in the window (the histograms' count)
-	// and the client's successful requests of the level; they differ when
-	// other traffic reached the engine or requests were cut off.
+	// Requests the engine finished in the window (the largest count of its
+	// phase histograms) and the client's successful requests of the level;
+	// they differ when other traffic reached the engine or requests were
+	// cut off.
 	EngineRequests int       `json:"engine_requests"`
 	ClientRequests int       `json:"client_requests"`
 	Queue          PhaseDist `json:"queue_ms"`
@@ -245,7 +249,8 @@ type Breakdown struct {
 	EngineE2E PhaseDist `json:"engine_e2e_ms,omitzero"`
 	// ClientE2ELMS is the client's mean E2EL over all its successful
 	// requests of the level (warm-up included, as the histograms count
-	// them); ClientMS = ClientE2ELMS - queue - prefill - decode means.
+	// them); ClientMS = ClientE2ELMS - queue - prefill - decode means, or 0
+	// when the engine's phases add up to more (timer skew on loopback).
 	ClientE2ELMS float64 `json:"client_e2el_ms"`
 	ClientMS     float64 `json:"client_ms"`
 	// ClientTTFTMS and ClientTPOTMS are the client's means over the same
@@ -257,40 +262,81 @@ type Breakdown struct {
 // EngineMS is the engine's share: queue + prefill + decode means.
 func (b *Breakdown) EngineMS() float64 { return b.Queue.Mean + b.Prefill.Mean + b.Decode.Mean }
 
-// Shares are the four parts of the mean E2EL as fractions of it, in the
-// order queue, prefill, decode, client (the client's share may be
-// negative by timer skew on loopback).
+// Shares are the four parts, in the order queue, prefill, decode, client,
+// as fractions of their sum: none negative, together 1 (all 0 when
+// nothing was measured).
 func (b *Breakdown) Shares() [4]float64 {
-	if b.ClientE2ELMS <= 0 {
+	parts := [4]float64{b.Queue.Mean, b.Prefill.Mean, b.Decode.Mean, max(0, b.ClientMS)}
+	sum := 0.0
+	for i := range parts {
+		parts[i] = max(0, parts[i])
+		sum += parts[i]
+	}
+	if sum <= 0 {
 		return [4]float64{}
 	}
-	e := b.ClientE2ELMS
-	return [4]float64{b.Queue.Mean / e, b.Prefill.Mean / e, b.Decode.Mean / e, b.ClientMS / e}
+	for i := range parts {
+		parts[i] /= sum
+	}
+	return parts
 }
 
 // ErrNoPhaseHistograms says the engine exports no queue, prefill and
 // decode histograms (an older vLLM, or a server that is not vLLM).
 var ErrNoPhaseHistograms = fmt.Errorf("engine exports no %s, %s and %s", HistQueue, HistPrefill, HistDecode)
 
+// over is h as a histogram of n observations: the ones it lacks count 0
+// (in every bucket).
+func (h Histogram) over(n float64) Histogram {
+	if h.Count >= n {
+		return h
+	}
+	extra := n - h.Count
+	h.Count = n
+	h.Buckets = slices.Clone(h.Buckets)
+	for i := range h.Buckets {
+		h.Buckets[i] += extra
+	}
+	return h
+}
+
 // Decompose differences two scrapes taken before and after a level and
-// puts the engine's phases beside the client's records of that level.
+// puts the engine's phases beside the client's records of that level. A
+// phase histogram absent from both scrapes has observed nothing yet (a
+// labelled histogram appears with its first observation: on a fresh
+// server, queue time before any request waited); only when all three are
+// absent is the engine taken to export none.
 func Decompose(before, after LatencyScrape, recs []Record) (*Breakdown, error) {
-	var d [3]Histogram
-	for i, name := range []string{HistQueue, HistPrefill, HistDecode} {
+	var d [4]Histogram
+	found := 0
+	for i, name := range []string{HistQueue, HistPrefill, HistDecode, HistE2E} {
 		h, ok := after[name]
 		if !ok {
-			return nil, ErrNoPhaseHistograms
+			continue
 		}
 		var good bool
 		if d[i], good = h.sub(before[name]); !good {
+			if name == HistE2E {
+				d[i] = Histogram{}
+				continue
+			}
 			return nil, fmt.Errorf("%s went down between the scrapes (engine restarted?)", name)
 		}
-	}
-	b := &Breakdown{EngineRequests: int(math.Round(d[2].Count)), Queue: phaseOf(d[0]), Prefill: phaseOf(d[1]), Decode: phaseOf(d[2])}
-	if h, ok := after[HistE2E]; ok {
-		if e, good := h.sub(before[HistE2E]); good {
-			b.EngineE2E = phaseOf(e)
+		if i < 3 {
+			found++
 		}
+	}
+	if found == 0 {
+		return nil, ErrNoPhaseHistograms
+	}
+	// One set of requests for every phase: those the engine finished.
+	n := 0.0
+	for _, h := range d[:3] {
+		n = max(n, h.Count)
+	}
+	b := &Breakdown{EngineRequests: int(math.Round(n)), Queue: phaseOf(d[0].over(n)), Prefill: phaseOf(d[1].over(n)), Decode: phaseOf(d[2].over(n))}
+	if d[3].Count > 0 {
+		b.EngineE2E = phaseOf(d[3])
 	}
 	var e2e, ttft, tpot float64
 	var ntpot int
@@ -310,7 +356,7 @@ func Decompose(before, after LatencyScrape, recs []Record) (*Breakdown, error) {
 	if b.ClientRequests > 0 {
 		b.ClientE2ELMS = 1000 * e2e / float64(b.ClientRequests)
 		b.ClientTTFTMS = 1000 * ttft / float64(b.ClientRequests)
-		b.ClientMS = b.ClientE2ELMS - b.EngineMS()
+		b.ClientMS = max(0, b.ClientE2ELMS-b.EngineMS())
 	}
 	if ntpot > 0 {
 		b.ClientTPOTMS = 1000 * tpot / float64(ntpot)
@@ -384,7 +430,7 @@ func (p *LatencyProbe) Finish(ctx context.Context, recs []Record) (*Breakdown, e
 }
 
 // String is the breakdown in one line: the mean of each part with its
-// share of the mean E2EL, then the engine's approximate p95 per phase.
+// share of their sum, then the engine's approximate p95 per phase.
 func (b *Breakdown) String() string {
 	s := b.Shares()
 	return fmt.Sprintf("queue %.1f ms (%.0f%%) + prefill %.1f ms (%.0f%%) + decode %.1f ms (%.0f%%) + client %.1f ms (%.0f%%) = E2EL %.1f ms over %d requests (engine counted %d); engine p95 ~ queue %s, prefill %s, decode %s ms",

@@ -141,3 +141,96 @@ func FuzzParseLatencyScrape(f *testing.F) {
 		Decompose(LatencyScrape{}, s, nil) // must not panic
 	})
 }
+
+// withoutHist is a fixture's exposition with one histogram's lines left
+// out, as a server that has not observed it yet exports it.
+func withoutHist(t *testing.T, name, hist string) LatencyScrape {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "latency", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keep []string
+	for l := range strings.Lines(string(b)) {
+		if !strings.Contains(l, hist) {
+			keep = append(keep, l)
+		}
+	}
+	s, err := ParseLatencyScrape(strings.NewReader(strings.Join(keep, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestDecomposeOneSet: every phase is averaged over the requests the
+// engine finished, a phase observed for only some of them counting zero
+// for the others (vLLM records queue time only for requests that waited),
+// so the shares are of the parts' sum and none is negative; the first
+// level on a fresh server, before any request waited, has its breakdown.
+func TestDecomposeOneSet(t *testing.T) {
+	ms := func(d float64) time.Duration { return time.Duration(d * float64(time.Millisecond)) }
+	recs := []Record{
+		{Chunks: []time.Duration{ms(400), ms(1300)}, OutputLen: 2},
+		{Chunks: []time.Duration{ms(1300), ms(2200)}, OutputLen: 2},
+		{Chunks: []time.Duration{ms(400), ms(1300)}, OutputLen: 2},
+	}
+	h := func(bounds, cum []float64, sum float64) Histogram {
+		return Histogram{Sum: sum, Count: cum[len(cum)-1], Bounds: bounds, Buckets: cum}
+	}
+	bounds := []float64{0.3, 0.5, 0.8, 1, 1.5}
+	after := LatencyScrape{
+		HistQueue:   h(bounds, []float64{0, 0, 0, 1, 1}, 0.9), // one request waited 0.9 s
+		HistPrefill: h(bounds, []float64{3, 3, 3, 3, 3}, 0.9),
+		HistDecode:  h(bounds, []float64{0, 0, 0, 3, 3}, 2.7),
+	}
+	b, err := Decompose(LatencyScrape{}, after, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.EngineRequests != 3 || !within(b.Queue.Mean, 300, 1e-9) || !within(b.Prefill.Mean, 300, 1e-9) || !within(b.Decode.Mean, 900, 1e-9) {
+		t.Fatalf("engine %d, queue %.1f prefill %.1f decode %.1f ms; want 3, 300, 300, 900", b.EngineRequests, b.Queue.Mean, b.Prefill.Mean, b.Decode.Mean)
+	}
+	// Two of three waited 0 s: the median is in the lowest bucket.
+	if b.Queue.P50 != 300 || b.Queue.Pct(b.Queue.P50) != "<=300" {
+		t.Errorf("queue p50 %v", b.Queue.P50)
+	}
+	if want := 1600.0 - 1500; !within(b.ClientMS, want, 1e-9) {
+		t.Errorf("client %.1f ms, want %.1f (averaged per phase it was -500)", b.ClientMS, want)
+	}
+	checkShares(t, b)
+
+	// Timer skew: the engine's phases add up to more than the client saw.
+	skew := *b
+	skew.ClientMS = -40
+	checkShares(t, &skew)
+
+	// A fresh server: nothing before, and no queue histogram yet.
+	fresh := withoutHist(t, "after.txt", HistQueue)
+	if _, ok := fresh[HistQueue]; ok {
+		t.Fatal("fixture still has the queue histogram")
+	}
+	b, err = Decompose(LatencyScrape{}, fresh, recs)
+	if err != nil {
+		t.Fatalf("first level on a fresh server: %v", err)
+	}
+	if b.EngineRequests != int(fresh[HistDecode].Count) || b.Queue.Mean != 0 || !within(b.Prefill.Mean, 1000*fresh[HistPrefill].Sum/fresh[HistDecode].Count, 1e-9) {
+		t.Errorf("fresh server: %+v", b)
+	}
+	checkShares(t, b)
+}
+
+func checkShares(t *testing.T, b *Breakdown) {
+	t.Helper()
+	s := b.Shares()
+	sum := 0.0
+	for i, v := range s {
+		if v < 0 {
+			t.Errorf("share %d negative: %v", i, s)
+		}
+		sum += v
+	}
+	if !within(sum, 1, 1e-9) {
+		t.Errorf("shares %v add up to %v", s, sum)
+	}
+}

@@ -238,6 +238,18 @@ func (c *Client) do(ctx context.Context, spec RequestSpec, runStart time.Time, s
 	sr := c.bufs.Get().(*sseReader)
 	sr.reset(resp.Body)
 	defer func() { sr.reset(nil); c.bufs.Put(sr) }()
+	readStream(ctx, sr, parse, spec, t0, &rec)
+	if rec.Err != "" && rec.End == 0 {
+		rec.End = time.Since(t0)
+	}
+	return rec
+}
+
+// readStream reads a response's events into rec: the arrival of each chunk
+// that carries text (a token chunk), the usage chunk's counts, an error
+// event; then checks the usage against the chunks (checkUsage). t0 is when
+// the request was sent.
+func readStream(ctx context.Context, sr *sseReader, parse func([]byte) (chunk, error), spec RequestSpec, t0 time.Time, rec *Record) {
 	// Chunks are stamped when the read that completed them returned, not
 	// when the parser reaches them: events that came in one read share its
 	// time, and parsing the first ones does not make the later ones late.
@@ -285,14 +297,10 @@ func (c *Client) do(ctx context.Context, spec RequestSpec, runStart time.Time, s
 			}
 		}
 	}
-	checkUsage(&rec, tokens)
+	checkUsage(rec, tokens)
 	if rec.Err == "" && len(rec.Chunks) == 0 {
 		rec.Err = "no content chunk"
 	}
-	if rec.Err != "" && rec.End == 0 {
-		rec.End = time.Since(t0)
-	}
-	return rec
 }
 
 // maxEvents bounds the events of one response, so that an endless stream

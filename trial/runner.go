@@ -348,19 +348,15 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Re
 
 	client := NewClient(eng.BaseURL(), model, r.cfg.RequestTimeout, WithMaxLineBytes(r.cfg.MaxLineBytes), WithEndpoint(w.Endpoint))
 	defer client.Close()
-	lr := &levelRunner{r: r, eng: eng, client: client, w: w}
+	lr := &levelRunner{m: r.levelMeasurer(eng, client, w)}
 	tm := time.Now()
-	switch {
-	case w.Feedback:
-		err = lr.feedback(ctx, &res)
-	case w.Capacity:
-		err = lr.capacity(ctx, &res)
-	default:
-		for i, v := range loadValues(w) {
-			if err = lr.measure(ctx, i, v, atLoad(w, v)); err != nil {
-				break
-			}
-		}
+	var out LevelsOutcome
+	out, err = MeasureLevels(w, r.cfg.capacityConfig(), r.cfg.Feedback, func(v float64, lw Workload) (*MeasuredLevel, error) {
+		return lr.measure(ctx, v, lw)
+	})
+	res.Primary, res.Feedback = out.Primary, out.Feedback
+	if w.Capacity || w.Feedback {
+		res.Capacity = out.Capacity
 	}
 	res.Phases.MeasureS = time.Since(tm).Seconds()
 	res.Levels = lr.levels
@@ -390,9 +386,6 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Re
 	}
 	if len(res.Levels) == 0 {
 		return fail(fmt.Errorf("%w: no load level measured", ErrUnhealthy))
-	}
-	if !w.Capacity && !w.Feedback {
-		res.Primary = 0
 	}
 	res.Stability = res.Levels[res.Primary].Stability
 	if throttled {
@@ -472,44 +465,19 @@ func checkWorkload(w Workload) error {
 	return nil
 }
 
-// loadValues are the fixed levels of w: Levels, or the arrival's own.
-func loadValues(w Workload) []float64 {
-	if len(w.Levels) > 0 {
-		return w.Levels
-	}
-	if w.Arrival.Closed() {
-		return []float64{float64(w.Arrival.Concurrency)}
-	}
-	return []float64{w.Arrival.Rate}
-}
-
-// levelRunner measures load levels on one running engine.
+// levelRunner keeps what a trial's levels measured (LevelMeasurer) for
+// its Result and raw data.
 type levelRunner struct {
-	r      *Runner
-	eng    *Engine
-	client *Client
-	w      Workload
+	m      *LevelMeasurer
 	levels []Level
 	raw    []RawLevel
-}
-
-// atLoad returns w set to one load level (closed: concurrency, open: rate).
-func atLoad(w Workload, v float64) Workload {
-	lw := w
-	lw.Levels = nil
-	if w.Arrival.Closed() {
-		lw.Arrival.Concurrency = max(1, int(math.Round(v)))
-	} else {
-		lw.Arrival.Rate = v
-	}
-	return lw
 }
 
 // CapacityWorkload is w at load v as capacity mode measures it: for a
 // closed loop at least rounds x v requests after a warm-up of at least v
 // (with fewer requests than the concurrency a level never reaches it).
 func CapacityWorkload(w Workload, v float64, rounds int) Workload {
-	lw := atLoad(w, v)
+	lw := AtLoad(w, v)
 	if lw.Arrival.Closed() && lw.NumRequests > 0 {
 		c := lw.Arrival.Concurrency
 		lw.NumRequests = max(lw.NumRequests, rounds*c)
@@ -518,152 +486,52 @@ func CapacityWorkload(w Workload, v float64, rounds int) Workload {
 	return lw
 }
 
-// measure runs one load level (lw: the workload at load v) and appends it. It returns an engine error
-// (*EngineError) when the engine dies, ErrUnhealthy when requests fail en
-// masse, or ctx's error.
-func (lr *levelRunner) measure(ctx context.Context, idx int, v float64, lw Workload) error {
-	cfg := lr.r.cfg
-	sc := cfg.Stability
-	closed := lw.Arrival.Closed()
-	if closed {
-		sc.Concurrency = lw.Arrival.Concurrency
+// measure runs one load level (lw: the workload at load v) and keeps it.
+// It returns an engine error (*EngineError) when the engine dies,
+// ErrUnhealthy when requests fail en masse, or ctx's error.
+func (lr *levelRunner) measure(ctx context.Context, v float64, lw Workload) (*MeasuredLevel, error) {
+	l, err := lr.m.Measure(ctx, len(lr.levels), v, lw)
+	if l != nil {
+		rl := RawLevel{Records: l.Records, Concurrency: l.Concurrency, Rate: l.Rate}
+		lr.levels = append(lr.levels, l.Level)
+		lr.raw = append(lr.raw, rl)
 	}
-	lr.r.progress(Event{Phase: "level", Level: idx, Load: v, Closed: closed})
-	select {
-	case <-lr.eng.Exited():
-		return lr.eng.Failure(true)
-	default:
-	}
-	durationBound := lw.NumRequests <= 0
-	if durationBound {
-		if closed {
-			lw.NumRequests = cfg.MaxRequests
-		} else {
-			lw.NumRequests = max(1, int(math.Ceil(lw.Arrival.Rate*lw.Duration.Seconds())))
-		}
-	}
-	ext := int(math.Ceil(sc.ExtendFraction * float64(lw.NumRequests)))
-	if durationBound {
-		ext = 0
-	}
-	limit := lw.Warmup + lw.NumRequests
-	gen := lw
-	gen.NumRequests += sc.MaxExtensions * ext
-	specs := gen.Requests()
+	return l, err
+}
 
-	var extended int
-	var early bool
-	var earlyA Analysis
-	every := max(10, lw.NumRequests/10)
-	start := time.Now()
-	gate := func(next int, done []Record) bool {
-		if durationBound && time.Since(start) >= lw.Duration {
-			return false
-		}
-		if next < limit {
-			if next > lw.Warmup && next%every == 0 && measuredOK(done) >= int(sc.EarlyStopMin*float64(lw.NumRequests)) {
-				// Issuing goes on, so every request done so far was served at
-				// full load.
-				if a := analyze(done, sc, true); a.Stable && a.CIHalfWidth <= sc.CITarget {
-					early, earlyA = true, a
-					return false
+// levelMeasurer is the level engine on a trial's engine: its progress
+// events, its breakdown from the engine's /metrics (unless telemetry is
+// off), and its judgement of a level that failed en masse (a dying engine
+// is classified from its log, a live one is unhealthy).
+func (r *Runner) levelMeasurer(eng *Engine, client *Client, w Workload) *LevelMeasurer {
+	m := &LevelMeasurer{
+		Client: client, Stability: r.cfg.Stability, SLO: w.SLO, MaxRequests: r.cfg.MaxRequests,
+		UnhealthyErrorRate: r.cfg.UnhealthyErrorRate, Exited: eng.Exited(), Died: func() error { return eng.Failure(true) },
+		Logger: r.log,
+		OnLevel: func(idx int, v float64, closed bool) {
+			r.progress(Event{Phase: "level", Level: idx, Load: v, Closed: closed})
+		},
+		Judge: func(ctx context.Context, recs []Record, m *Metrics) error {
+			healthy := eng.Healthy(ctx)
+			if !healthy {
+				select {
+				case <-eng.Exited():
+				case <-time.After(3 * time.Second):
+				case <-ctx.Done():
+					return ctx.Err()
 				}
 			}
-			return true
-		}
-		if next == limit && extended < sc.MaxExtensions && ext > 0 {
-			if a := Analyze(done, sc); !a.Stable {
-				extended++
-				limit += ext
-				return true
+			if f := eng.Failure(true); errors.Is(f, ErrOOM) || errors.Is(f, ErrKVTooSmall) || eng.ExitCode() >= 0 {
+				return f
 			}
-		}
-		return false
+			return &EngineError{Kind: ErrUnhealthy, ExitCode: -1, Tail: Tail(eng.ReadLog(), tailLines),
+				Line: fmt.Sprintf("%.0f%% of requests failed (health %v): %s", 100*m.ErrorRate, healthy, firstErr(recs))}
+		},
 	}
-	lctx, cancel := context.WithCancel(ctx)
-	died := make(chan struct{})
-	watchDone := make(chan struct{})
-	go func() {
-		defer close(watchDone)
-		select {
-		case <-lr.eng.Exited():
-			close(died)
-			cancel()
-		case <-lctx.Done():
-		}
-	}()
-	var probe *LatencyProbe
-	if cfg.Telemetry != "none" {
-		probe = StartLatencyProbe(ctx, lr.eng.hc, lr.eng.BaseURL())
+	if r.cfg.Telemetry != "none" {
+		m.MetricsClient, m.MetricsURL = eng.hc, eng.BaseURL()
 	}
-	recs := lr.client.Drive(lctx, specs, Load{Concurrency: lw.Arrival.Concurrency, Rate: lw.Arrival.Rate, Salt: idx}, gate)
-	cancel()
-	<-watchDone
-	select {
-	case <-died:
-		return lr.eng.Failure(true)
-	default:
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	m, a := SummarizeLevel(recs, sc, lr.w.SLO)
-	if !closed {
-		MarkOverload(recs, &m)
-	}
-	if probe != nil {
-		b, err := probe.Finish(ctx, recs)
-		if err != nil {
-			lr.r.log.Debug("no latency breakdown", "error", err)
-		}
-		m.Breakdown = b
-		m.PrefixCache = probe.PrefixCache()
-	}
-	met, viol := lr.w.SLO.Check(&m)
-	st := a.Stability
-	if early {
-		// The verdict the stop was decided on, when every request done
-		// had been served at full load (the final analysis leaves out
-		// those that ended after the last send: the load was draining).
-		st = earlyA.Stability
-		st.WarmupS = a.WarmupS
-		st.Reason = strings.TrimSuffix(fmt.Sprintf("early stop at throughput CI half-width %.1f%%; %s", 100*st.CIHalfWidth, st.Reason), "; ")
-	}
-	st.Extended, st.EarlyStopped = extended, early
-	st.NoteOverload(&m)
-	l := Level{Metrics: m, SLOMet: met, Violations: viol, Stability: st}
-	rl := RawLevel{Records: recs}
-	if closed {
-		l.Concurrency, rl.Concurrency = lw.Arrival.Concurrency, lw.Arrival.Concurrency
-	} else {
-		l.Rate, rl.Rate = lw.Arrival.Rate, lw.Arrival.Rate
-	}
-	lr.levels = append(lr.levels, l)
-	lr.raw = append(lr.raw, rl)
-	lr.r.log.Info("level measured", "load", v, "closed", closed, "requests", len(recs), "completed", m.Completed,
-		"failed", m.Failed, "out_tok_s", math.Round(m.OutputThroughput), "slo_met", met, "stable", st.Stable)
-	if err := ContextLengthError(recs); err != nil {
-		return err
-	}
-	if m.Completed+m.Failed > 0 && m.ErrorRate > cfg.UnhealthyErrorRate {
-		// A dying engine (runtime OOM: 500s, /health 503, exit soon after)
-		// is classified from its log; a live one is unhealthy.
-		healthy := lr.eng.Healthy(ctx)
-		if !healthy {
-			select {
-			case <-lr.eng.Exited():
-			case <-time.After(3 * time.Second):
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		if f := lr.eng.Failure(true); errors.Is(f, ErrOOM) || errors.Is(f, ErrKVTooSmall) || lr.eng.ExitCode() >= 0 {
-			return f
-		}
-		return &EngineError{Kind: ErrUnhealthy, ExitCode: -1, Tail: Tail(lr.eng.ReadLog(), tailLines),
-			Line: fmt.Sprintf("%.0f%% of requests failed (health %v): %s", 100*m.ErrorRate, healthy, firstErr(recs))}
-	}
-	return nil
+	return m
 }
 
 // SummarizeLevel is how a measured level becomes metrics: the steady-state
@@ -731,38 +599,6 @@ func firstErr(recs []Record) string {
 		}
 	}
 	return ""
-}
-
-// capacity finds the SLO capacity on the running engine (FindCapacity).
-func (lr *levelRunner) capacity(ctx context.Context, res *Result) error {
-	var err error
-	_, res.Primary, res.Capacity, err = FindCapacity(lr.w, lr.r.cfg.capacityConfig(), func(v float64, lw Workload) (Level, error) {
-		if err := lr.measure(ctx, len(lr.levels), v, lw); err != nil {
-			return Level{}, err
-		}
-		return lr.levels[len(lr.levels)-1], nil
-	})
-	return err
-}
-
-// feedback holds the SLO by feedback on the running engine (HoldSLO):
-// every window is a level; the primary one is the passing window nearest
-// the sustained load, and Capacity is that load.
-func (lr *levelRunner) feedback(ctx context.Context, res *Result) error {
-	fb, err := HoldSLO(lr.w, lr.r.cfg.Feedback, func(v float64, lw Workload) (*Metrics, bool, float64, error) {
-		t := time.Now()
-		if err := lr.measure(ctx, len(lr.levels), v, lw); err != nil {
-			return nil, false, 0, err
-		}
-		l := &lr.levels[len(lr.levels)-1]
-		return &l.Metrics, l.SLOMet, time.Since(t).Seconds(), nil
-	})
-	res.Feedback = &fb
-	res.Capacity = fb.Sustained
-	if res.Primary = fb.Primary(); res.Primary < 0 && len(lr.levels) > 0 {
-		res.Primary = lowest(lr.levels)
-	}
-	return err
 }
 
 // CapacityConfig bounds capacity mode: the bracketing caps, the level

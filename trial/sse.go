@@ -153,7 +153,7 @@ func (s *sseReader) readLine() ([]byte, error) {
 // chunk is what the load generator needs from one streamed completion event.
 type chunk struct {
 	Done             bool // the "[DONE]" sentinel
-	Content          bool // choices is a non-empty array (a token chunk, as vLLM bench counts)
+	Content          bool // the first choice carries text: a token chunk
 	Usage            bool // a usage object was present
 	PromptTokens     int
 	CompletionTokens int
@@ -164,15 +164,24 @@ type chunk struct {
 var errMalformed = errors.New("malformed chunk")
 
 // parseChunk reads an OpenAI completion stream event without decoding it
-// fully: it walks the top-level object, looks into "choices" only to see
-// whether it is empty, and decodes "usage" and errors (rare) in detail.
+// fully. Content is set when the first choice's "text" is a non-empty
+// string: OpenAI's last chunk (empty text with a finish_reason), vLLM's
+// hold-back chunks (an incomplete UTF-8 sequence or stop string) and the
+// usage chunk ("choices": []) carry none, and a chunk is not a token
+// (../shared/reference/vllm.md §3.2).
 func parseChunk(b []byte) (chunk, error) { return parseEvent(b, false) }
 
 // parseChatChunk reads a chat completion stream event: Content is set when
 // the first choice's delta carries text (content or reasoning_content), so
-// the role-only first chunk ("content":"") is not a token.
+// the role-only first chunk ("content":"") and the empty last delta with
+// its finish_reason are not tokens.
 func parseChatChunk(b []byte) (chunk, error) { return parseEvent(b, true) }
 
+// parseEvent reads the keys as encoding/json decodes them into a struct of
+// json.RawMessage fields: names matched case-insensitively (Unicode simple
+// folding, as bytes.EqualFold), a repeated key replacing the earlier value,
+// integers as an int field takes them (anything else counts 0). The fuzz
+// tests hold it to that reference.
 func parseEvent(b []byte, chat bool) (chunk, error) {
 	var c chunk
 	i := skipWS(b, 0)
@@ -187,41 +196,34 @@ func parseEvent(b []byte, chat bool) (chunk, error) {
 	flatError := false
 	err := walkObject(b, i, func(key []byte, vs, ve int) error {
 		v := b[vs:ve]
-		switch string(key) {
-		case "choices":
-			c.Content = false
-			if v[0] == '[' {
-				j := skipWS(b, vs+1)
-				c.Content = b[j] != ']'
-				if chat && c.Content {
-					c.Content = b[j] == '{' && deltaText(b, j)
-				}
-			}
-		case "usage":
+		switch {
+		case keyIs(key, "choices"):
+			c.Content = firstChoiceText(b, vs, chat)
+		case keyIs(key, "usage"):
 			c.Usage, c.PromptTokens, c.CompletionTokens = false, 0, 0
 			if v[0] != '{' {
 				return nil
 			}
 			c.Usage = true
 			return walkObject(b, vs, func(k []byte, s, e int) error {
-				switch string(k) {
-				case "prompt_tokens":
+				switch {
+				case keyIs(k, "prompt_tokens"):
 					c.PromptTokens = jsonInt(b[s:e])
-				case "completion_tokens":
+				case keyIs(k, "completion_tokens"):
 					c.CompletionTokens = jsonInt(b[s:e])
 				}
 				return nil
 			})
-		case "error":
+		case keyIs(key, "error"):
 			c.Error, c.Message = false, ""
 			if string(v) == "null" {
 				return nil
 			}
 			c.Error = true
 			c.Message = errorMessage(v)
-		case "object":
-			flatError = string(v) == `"error"`
-		case "message":
+		case keyIs(key, "object"):
+			flatError = isString(v, "error")
+		case keyIs(key, "message"):
 			message = v
 		}
 		return nil
@@ -236,30 +238,71 @@ func parseEvent(b []byte, chat bool) (chunk, error) {
 	return c, nil
 }
 
-// deltaText reports whether the choice object at b[i] has a "delta" with
-// a non-empty "content" or "reasoning_content" string.
-func deltaText(b []byte, i int) bool {
+// keyIs matches an object key to a field name as encoding/json does.
+func keyIs(key []byte, name string) bool {
+	return string(key) == name || bytes.EqualFold(key, []byte(name))
+}
+
+// isString reports whether the JSON value v is the string s (escapes
+// decoded).
+func isString(v []byte, s string) bool {
+	if len(v) == 0 || v[0] != '"' {
+		return false
+	}
+	if bytes.IndexByte(v, '\\') < 0 {
+		return string(v[1:len(v)-1]) == s
+	}
+	return jsonString(v) == s
+}
+
+// firstChoiceText reports whether the "choices" value at b[i] is an array
+// whose first element carries text: a non-empty "text" string
+// (completions), or a "delta" object with a non-empty "content" or
+// "reasoning_content" string (chat).
+func firstChoiceText(b []byte, i int, chat bool) bool {
+	if b[i] != '[' {
+		return false
+	}
+	j := skipWS(b, i+1)
+	if b[j] != '{' {
+		return false
+	}
 	text := false
-	walkObject(b, i, func(key []byte, vs, ve int) error {
-		if string(key) != "delta" {
-			return nil
+	walkObject(b, j, func(key []byte, vs, ve int) error {
+		switch {
+		case !chat && keyIs(key, "text"):
+			text = nonEmptyString(b[vs:ve])
+		case chat && keyIs(key, "delta"):
+			text = deltaText(b, vs)
 		}
-		text = false
-		if b[vs] != '{' {
-			return nil
-		}
-		return walkObject(b, vs, func(k []byte, s, e int) error {
-			switch string(k) {
-			case "content", "reasoning_content":
-				if b[s] == '"' && e-s > 2 {
-					text = true
-				}
-			}
-			return nil
-		})
+		return nil
 	})
 	return text
 }
+
+// deltaText reports whether the delta value at b[i] is an object with a
+// non-empty "content" or "reasoning_content" string (each key's last
+// value counting).
+func deltaText(b []byte, i int) bool {
+	if b[i] != '{' {
+		return false
+	}
+	content, reasoning := false, false
+	walkObject(b, i, func(k []byte, s, e int) error {
+		switch {
+		case keyIs(k, "content"):
+			content = nonEmptyString(b[s:e])
+		case keyIs(k, "reasoning_content"):
+			reasoning = nonEmptyString(b[s:e])
+		}
+		return nil
+	})
+	return content || reasoning
+}
+
+// nonEmptyString: v is a JSON string of at least one character (an escape
+// always decodes to one).
+func nonEmptyString(v []byte) bool { return len(v) > 2 && v[0] == '"' }
 
 // walkObject calls fn for each key of the object starting at b[i] ('{')
 // with the value's byte range, and checks that only whitespace follows
@@ -426,16 +469,14 @@ func isDelim(c byte) bool {
 	return false
 }
 
-// jsonInt reads an integer-valued JSON number (0 when it is not one).
+// jsonInt reads a JSON number as encoding/json fills an int: an integer
+// literal in range, else 0 (1e2, 1.0 and overflows are type errors there).
 func jsonInt(v []byte) int {
-	if n, err := strconv.Atoi(string(v)); err == nil {
-		return n
-	}
-	f, err := strconv.ParseFloat(string(v), 64)
-	if err != nil || f != f || f > 1<<53 || f < -(1<<53) {
+	n, err := strconv.Atoi(string(v))
+	if err != nil {
 		return 0
 	}
-	return int(f)
+	return n
 }
 
 func jsonString(v []byte) string {

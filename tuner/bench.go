@@ -58,6 +58,10 @@ type BenchSpec struct {
 	VLLM           string   `json:"vllm"`
 	VLLMSim        string   `json:"vllm_sim,omitempty"`
 	LogDir         string   `json:"log_dir,omitempty"`
+	// Endpoint sends every cell's load to completions or chat; "" leaves
+	// each cell's own (its workload's endpoint:, else completions). A cell
+	// naming the other one is a usage error.
+	Endpoint string `json:"endpoint,omitempty"`
 
 	// Lookup opens the database to find a trial or config ID that Config
 	// names (the CLI opens it read-only on demand); nil: IDs are not found.
@@ -116,6 +120,9 @@ func (s BenchSpec) Resolve(ctx context.Context) (*Bench, error) {
 	}
 	var err error
 	if b.Matrix, err = s.matrix(); err != nil {
+		return nil, err
+	}
+	if err := s.applyEndpoint(&b.Matrix); err != nil {
 		return nil, err
 	}
 	if b.Labels, err = ParseLabels(s.Labels, false); err != nil {
@@ -219,6 +226,21 @@ func (s BenchSpec) matrix() (bench.Matrix, error) {
 	}
 	m, err := bench.TierMatrix(s.Tier)
 	return m, AsUsage(err)
+}
+
+// applyEndpoint sends every cell of m to --endpoint (bench.Matrix.SetEndpoint).
+func (s BenchSpec) applyEndpoint(m *bench.Matrix) error {
+	if s.Endpoint == "" {
+		return nil
+	}
+	ep, err := trial.ParseEndpoint(s.Endpoint)
+	if err != nil {
+		return Usagef("--endpoint: %v", err)
+	}
+	if err := m.SetEndpoint(ep); err != nil {
+		return Usagef("--endpoint %s: %v", ep, err)
+	}
+	return nil
 }
 
 // ParseLabels reads k=v labels (k alone too when allowBare: "any value").

@@ -40,6 +40,7 @@ func benchCommand() *cli.Command {
 				&cli.StringFlag{Name: "config", Usage: "vLLM config to start: a --config YAML file, a trial ID or a config ID of the database, or default (vLLM's defaults)"},
 				&cli.StringFlag{Name: "engine", Value: engineVLLM, Usage: "vllm, sim (vllm-sim processes) or sim-virtual (vllm-sim in this process, on loopback) (with --config)"},
 				&cli.StringFlag{Name: "url", Usage: "benchmark the running server at http://HOST:PORT (starts nothing)"},
+				&cli.StringFlag{Name: "endpoint", Usage: "completions or chat: the API every cell's load is sent to (default: each cell's endpoint:, else completions)"},
 				&cli.StringFlag{Name: "model", Usage: "model (default: the trial's, or data[0].id of /v1/models)"},
 				&cli.StringFlag{Name: "gpu", Usage: "GPU name (label; the simulator's GPU with --engine sim)"},
 				&cli.IntFlag{Name: "gpus", Value: 1, Usage: "GPU count (label; per-GPU figures)"},
@@ -124,6 +125,7 @@ func benchSpec(c *cli.Context) (tuner.BenchSpec, error) {
 		RestartPerCell: c.Bool("restart-per-cell"), Telemetry: c.String("telemetry"),
 		RequestTimeout: tuner.Duration(c.Duration("request-timeout")), StartupTimeout: tuner.Duration(c.Duration("startup-timeout")),
 		EngineArgs: c.StringSlice("engine-arg"), VLLM: c.String("vllm"), VLLMSim: c.String("vllm-sim"), LogDir: c.String("log-dir"),
+		Endpoint: c.String("endpoint"),
 	}
 	if c.IsSet("engine") {
 		s.Engine = c.String("engine")

@@ -1,0 +1,356 @@
+package trial
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// ErrAllFailed reports a level none of whose requests succeeded: there is
+// nothing to measure, and its figures (all 0) must not pass for a result.
+var ErrAllFailed = errors.New("every request of the level failed")
+
+// LevelMeasurer measures load levels on one running server: the one level
+// engine of trials (Runner) and benchmark runs (package bench). For each
+// level it drives the load (closed or open loop), stops early once the
+// throughput is known well enough, extends a level that has not settled,
+// cuts the warm-up, checks an open loop for overload, decomposes the
+// latency (the server's phase histograms), checks the SLO and accounts for
+// failed requests. The zero value of a knob means its default (as
+// DefaultConfig).
+type LevelMeasurer struct {
+	Client    *Client
+	Stability StabilityConfig
+	SLO       SLO
+	// MaxRequests caps a duration-bound closed loop.
+	MaxRequests int
+	// UnhealthyErrorRate: a level failing more of its requests than this
+	// is judged (Judge).
+	UnhealthyErrorRate float64
+	// Exited is closed when the server has died (nil: a server this
+	// process did not start); Died is the error to end with then.
+	Exited <-chan struct{}
+	Died   func() error
+	// Judge says what a level failing more than UnhealthyErrorRate of its
+	// requests means: the error that ends the measurement (a dead or
+	// unhealthy server), or nil to go on. A level none of whose requests
+	// succeeded ends it with ErrAllFailed all the same. nil: go on.
+	Judge func(ctx context.Context, recs []Record, m *Metrics) error
+	// MetricsClient and MetricsURL reach the server's /metrics for the
+	// latency breakdown and telemetry (MetricsURL "": neither).
+	MetricsClient *http.Client
+	MetricsURL    string
+	// Telemetry, when set, is sampled during each level and returned
+	// with it (a trial samples once over all its levels instead).
+	Telemetry *LevelTelemetry
+	// OnLevel is called as each level starts (progress).
+	OnLevel func(idx int, load float64, closed bool)
+	Logger  *slog.Logger
+}
+
+// LevelTelemetry is what a LevelMeasurer samples during a level: the GPUs
+// every SampleEvery, the server's /metrics every ScrapeEvery (0: not).
+type LevelTelemetry struct {
+	GPU         GPUSource
+	SampleEvery time.Duration
+	ScrapeEvery time.Duration
+}
+
+// MeasuredLevel is one measured level: its Level (metrics, SLO verdict,
+// stability) and what a caller may keep beside it.
+type MeasuredLevel struct {
+	Level
+	Records []Record // every issued request, warm-up marked
+	// WindowThroughput is the output rate of each steady-state window.
+	WindowThroughput []float64
+	ElapsedS         float64
+	Telemetry        Telemetry // with LevelMeasurer.Telemetry
+	Throttled        bool      // a GPU clock or thermal throttle was seen
+}
+
+// failFastAfter: a level whose first this many finished requests all
+// failed stops issuing (a server answering every request with an error at
+// once would otherwise take a duration-bound level's MaxRequests).
+const failFastAfter = 50
+
+// Measure drives one load level: lw is the workload at load v (AtLoad),
+// idx the level's number (it salts the prompts). It returns the level
+// (nil when none was measured: the server died, or ctx ended) and an error
+// that ends the measurement: the server's death (Died), ctx's error, a
+// context-length rejection (ContextLengthError), Judge's verdict, or
+// ErrAllFailed. A level returned with an error is measured and kept.
+func (m *LevelMeasurer) Measure(ctx context.Context, idx int, v float64, lw Workload) (*MeasuredLevel, error) {
+	d := DefaultConfig()
+	sc := m.Stability
+	if sc == (StabilityConfig{}) {
+		sc = d.Stability
+	}
+	closed := lw.Arrival.Closed()
+	if closed {
+		sc.Concurrency = lw.Arrival.Concurrency
+	}
+	if m.OnLevel != nil {
+		m.OnLevel(idx, v, closed)
+	}
+	select {
+	case <-m.Exited:
+		return nil, m.Died()
+	default:
+	}
+	durationBound := lw.NumRequests <= 0
+	if durationBound {
+		if closed {
+			lw.NumRequests = orDefault(m.MaxRequests, d.MaxRequests)
+		} else {
+			lw.NumRequests = max(1, int(math.Ceil(lw.Arrival.Rate*lw.Duration.Seconds())))
+		}
+	}
+	ext := int(math.Ceil(sc.ExtendFraction * float64(lw.NumRequests)))
+	if durationBound {
+		ext = 0
+	}
+	limit := lw.Warmup + lw.NumRequests
+	gen := lw
+	gen.NumRequests += sc.MaxExtensions * ext
+	specs := gen.Requests()
+
+	var extended int
+	var early bool
+	var earlyA Analysis
+	every := max(10, lw.NumRequests/10)
+	seen, ok := 0, false // fail fast: records looked at, any succeeded
+	start := time.Now()
+	gate := func(next int, done []Record) bool {
+		if durationBound && time.Since(start) >= lw.Duration {
+			return false
+		}
+		for ; !ok && seen < len(done); seen++ {
+			ok = done[seen].OK()
+		}
+		if !ok && seen >= failFastAfter {
+			return false
+		}
+		if next < limit {
+			if next > lw.Warmup && next%every == 0 && measuredOK(done) >= int(sc.EarlyStopMin*float64(lw.NumRequests)) {
+				// Issuing goes on, so every request done so far was served at
+				// full load.
+				if a := analyze(done, sc, true); a.Stable && a.CIHalfWidth <= sc.CITarget {
+					early, earlyA = true, a
+					return false
+				}
+			}
+			return true
+		}
+		if next == limit && extended < sc.MaxExtensions && ext > 0 {
+			if a := Analyze(done, sc); !a.Stable {
+				extended++
+				limit += ext
+				return true
+			}
+		}
+		return false
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	died := make(chan struct{})
+	watchDone := make(chan struct{})
+	go func() {
+		defer close(watchDone)
+		select {
+		case <-m.Exited:
+			close(died)
+			cancel()
+		case <-lctx.Done():
+		}
+	}()
+	hc := m.MetricsClient
+	if hc == nil {
+		hc = &http.Client{Timeout: 5 * time.Second}
+	}
+	var tel *TelemetryRecording
+	if t := m.Telemetry; t != nil {
+		scrape := m.MetricsURL
+		if t.ScrapeEvery <= 0 {
+			scrape = ""
+		}
+		tel = RecordTelemetry(lctx, t.GPU, t.SampleEvery, hc, scrape, t.ScrapeEvery)
+	}
+	var probe *LatencyProbe
+	if m.MetricsURL != "" {
+		probe = StartLatencyProbe(ctx, hc, m.MetricsURL)
+	}
+	recs := m.Client.Drive(lctx, specs, Load{Concurrency: lw.Arrival.Concurrency, Rate: lw.Arrival.Rate, Salt: idx}, gate)
+	var out MeasuredLevel
+	if tel != nil {
+		out.Telemetry, _, _, out.Throttled = tel.Stop()
+	}
+	cancel()
+	<-watchDone
+	select {
+	case <-died:
+		return nil, m.Died()
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	met, a := SummarizeLevel(recs, sc, m.SLO)
+	if !closed {
+		MarkOverload(recs, &met)
+	}
+	if probe != nil {
+		b, err := probe.Finish(ctx, recs)
+		if err != nil {
+			m.logger().Debug("no latency breakdown", "error", err)
+		}
+		met.Breakdown = b
+		met.PrefixCache = probe.PrefixCache()
+	}
+	sloMet, viol := m.SLO.Check(&met)
+	st := a.Stability
+	if early {
+		// The verdict the stop was decided on, when every request done
+		// had been served at full load (the final analysis leaves out
+		// those that ended after the last send: the load was draining).
+		st = earlyA.Stability
+		st.WarmupS = a.WarmupS
+		st.Reason = strings.TrimSuffix(fmt.Sprintf("early stop at throughput CI half-width %.1f%%; %s", 100*st.CIHalfWidth, st.Reason), "; ")
+	}
+	st.Extended, st.EarlyStopped = extended, early
+	st.NoteOverload(&met)
+	if out.Throttled {
+		st.Throttled, st.Stable = true, false
+	}
+	out.Level = Level{Metrics: met, SLOMet: sloMet, Violations: viol, Stability: st}
+	if closed {
+		out.Concurrency = lw.Arrival.Concurrency
+	} else {
+		out.Rate = lw.Arrival.Rate
+	}
+	out.Records, out.WindowThroughput, out.ElapsedS = recs, a.WindowThroughput, time.Since(start).Seconds()
+	m.logger().Info("level measured", "load", v, "closed", closed, "requests", len(recs), "completed", met.Completed,
+		"failed", met.Failed, "out_tok_s", math.Round(met.OutputThroughput), "slo_met", sloMet, "stable", st.Stable)
+	return &out, m.account(ctx, recs, &out.Metrics)
+}
+
+// account is the failure accounting of a measured level: the error that
+// ends the measurement, or nil.
+func (m *LevelMeasurer) account(ctx context.Context, recs []Record, met *Metrics) error {
+	if err := ContextLengthError(recs); err != nil {
+		return err
+	}
+	if met.Completed+met.Failed == 0 || met.ErrorRate <= orDefault(m.UnhealthyErrorRate, DefaultConfig().UnhealthyErrorRate) {
+		return nil
+	}
+	if m.Judge != nil {
+		if err := m.Judge(ctx, recs, met); err != nil {
+			return err
+		}
+	}
+	if met.Completed == 0 {
+		return fmt.Errorf("%w: %d of %d, first: %s", ErrAllFailed, met.Failed, met.Failed, strings.TrimSpace(Redact(firstErr(recs))))
+	}
+	return nil
+}
+
+func (m *LevelMeasurer) logger() *slog.Logger {
+	if m.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return m.Logger
+}
+
+// orDefault is v, or def when v is unset (<= 0).
+func orDefault[T int | float64](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// LevelsOutcome is what MeasureLevels measured: the levels in the order
+// measured, the primary one (fixed levels: the first; capacity mode: the
+// best passing one, else the lowest load; feedback: the passing window
+// nearest the sustained load), and the capacity (capacity mode: the best
+// passing load; feedback: the sustained load; fixed levels: 0).
+type LevelsOutcome struct {
+	Levels   []Level
+	Primary  int
+	Capacity float64
+	Searched bool      // capacity mode ran
+	Feedback *Feedback // feedback mode's outcome and trace
+}
+
+// MeasureLevels measures w's levels with measure, as w asks: feedback mode
+// (HoldSLO), capacity mode (FindCapacity), or its fixed levels (Levels, or
+// the arrival's own load). It stops at measure's first error and returns
+// what was measured with it.
+func MeasureLevels(w Workload, c CapacityConfig, fc FeedbackConfig, measure func(v float64, lw Workload) (*MeasuredLevel, error)) (LevelsOutcome, error) {
+	var out LevelsOutcome
+	keep := func(v float64, lw Workload) (*MeasuredLevel, error) {
+		l, err := measure(v, lw)
+		if l != nil {
+			out.Levels = append(out.Levels, l.Level)
+		}
+		return l, err
+	}
+	var err error
+	switch {
+	case w.Feedback:
+		var fb Feedback
+		fb, err = HoldSLO(w, fc, func(v float64, lw Workload) (*Metrics, bool, float64, error) {
+			l, err := keep(v, lw)
+			if err != nil {
+				return nil, false, 0, err
+			}
+			return &l.Metrics, l.SLOMet, l.ElapsedS, nil
+		})
+		out.Feedback, out.Capacity = &fb, fb.Sustained
+		if out.Primary = fb.Primary(); out.Primary < 0 && len(out.Levels) > 0 {
+			out.Primary = lowest(out.Levels)
+		}
+	case w.Capacity:
+		out.Searched = true
+		_, out.Primary, out.Capacity, err = FindCapacity(w, c, func(v float64, lw Workload) (Level, error) {
+			l, err := keep(v, lw)
+			if err != nil {
+				return Level{}, err
+			}
+			return l.Level, nil
+		})
+	default:
+		for _, v := range loadValues(w) {
+			if _, err = keep(v, AtLoad(w, v)); err != nil {
+				break
+			}
+		}
+	}
+	return out, err
+}
+
+// loadValues are the fixed levels of w: Levels, or the arrival's own.
+func loadValues(w Workload) []float64 {
+	if len(w.Levels) > 0 {
+		return w.Levels
+	}
+	if w.Arrival.Closed() {
+		return []float64{float64(w.Arrival.Concurrency)}
+	}
+	return []float64{w.Arrival.Rate}
+}
+
+// AtLoad returns w set to one load level (closed: concurrency, open: rate).
+func AtLoad(w Workload, v float64) Workload {
+	lw := w
+	lw.Levels = nil
+	if w.Arrival.Closed() {
+		lw.Arrival.Concurrency = max(1, int(math.Round(v)))
+	} else {
+		lw.Arrival.Rate = v
+	}
+	return lw
+}
