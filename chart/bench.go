@@ -103,6 +103,26 @@ func BarOf(label string, b *trial.Breakdown) BreakdownBar {
 	return BreakdownBar{Label: label, Queue: b.Queue.Mean, Prefill: b.Prefill.Mean, Decode: b.Decode.Mean, Client: b.ClientMS}
 }
 
+// ResultBars are the bars of a trial's levels that have a breakdown,
+// labelled by their load.
+func ResultBars(r *trial.Result) []BreakdownBar {
+	var bars []BreakdownBar
+	if r == nil {
+		return nil
+	}
+	for i := range r.Levels {
+		l := &r.Levels[i]
+		if b := l.Metrics.Breakdown; b != nil {
+			label := fmt.Sprintf("%.4g req/s", l.Rate)
+			if l.Concurrency > 0 {
+				label = fmt.Sprintf("c=%d", l.Concurrency)
+			}
+			bars = append(bars, BarOf(label, b))
+		}
+	}
+	return bars
+}
+
 // BreakdownParts names the stacked parts, bottom first.
 var BreakdownParts = []string{"queue", "prefill", "decode", "client"}
 

@@ -81,7 +81,7 @@ func save(t *testing.T, name string, b []byte) {
 	}
 }
 
-var srcRe = regexp.MustCompile(`(?i)<(script|link|img|iframe)[^>]+(src|href)=`)
+var srcRe = regexp.MustCompile(`(?i)<(?:script|link|img|iframe)[^>]+(?:src|href)="([^"]*)"`)
 
 // checkOffline asserts a page loads nothing: no element with a source,
 // ECharts inlined whole.
@@ -91,8 +91,10 @@ func checkOffline(t *testing.T, page string) {
 		t.Fatal("ECharts not inlined whole")
 	}
 	page = strings.Replace(page, EChartsJS(), "", 1)
-	if m := srcRe.FindString(page); m != "" {
-		t.Errorf("page loads %q", m)
+	for _, m := range srcRe.FindAllStringSubmatch(page, -1) {
+		if !strings.HasPrefix(m[1], "data:") {
+			t.Errorf("page loads %q", m[0])
+		}
 	}
 	if strings.Contains(page, "visualMap") {
 		t.Error("page has a visual map")

@@ -123,7 +123,7 @@ func Front(d FrontData) Figure {
 		sub += " (~ estimated from --gpu-memory-utilization)"
 	}
 	if d.Gain != "" {
-		sub = d.Gain + "\n" + sub
+		sub = wrap(d.Gain, 90) + "\n" + sub
 	}
 	return Figure{Title: d.Title, Subtitle: sub, Page: "Pareto front", Panels: []Panel{p}}
 }
@@ -149,4 +149,22 @@ func twoD(cs []Config) []bool {
 		}
 	}
 	return out
+}
+
+// wrap breaks text into lines of at most width characters at spaces (a
+// subtitle must fit an 800 px frame).
+func wrap(text string, width int) string {
+	var lines []string
+	line := ""
+	for _, w := range strings.Fields(text) {
+		if line != "" && len(line)+1+len(w) > width {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += w
+	}
+	return strings.Join(append(lines, line), "\n")
 }

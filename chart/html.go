@@ -40,7 +40,7 @@ var EChartsJS = sync.OnceValue(func() string {
 
 // pageStyle makes the chart fill its page (or the frame that shows it);
 // the base template's own centring rules come later, hence !important.
-const pageStyle = `<style>html,body{margin:0;padding:0;width:100%;height:100%;overflow:hidden;font-family:sans-serif}
+const pageStyle = `<link rel="icon" href="data:,"><style>html,body{margin:0;padding:0;width:100%;height:100%;overflow:hidden;font-family:sans-serif}
 .container{margin:0!important;display:block!important;width:100%;height:100%}.item{width:100%!important;height:100%!important}</style>`
 
 // htmlLabelArea is the plot area labels are placed for: that of an 800 px
@@ -94,11 +94,13 @@ func (f *Figure) panelsHTML(c *charts.RectChart) {
 	for i := range f.Panels {
 		p := &f.Panels[i]
 		xStep, yStep := p.layout()
-		c.GridList = append(c.GridList, opts.Grid{Left: "70", Right: "40", Top: pct(top + float64(i)*(h+gap)), Height: pct(h), ContainLabel: opts.Bool(false)})
+		c.GridList = append(c.GridList, opts.Grid{Left: "56", Right: "40", Top: pct(top + float64(i)*(h+gap)), Height: pct(h), ContainLabel: opts.Bool(true)})
 		c.XAxisList = append(c.XAxisList, xAxisHTML(p.X, xStep, i))
 		y := xAxisHTML(p.Y, yStep, i)
+		// The y axis' name runs along it, left of the tick labels (which
+		// the grid contains).
 		c.YAxisList = append(c.YAxisList, opts.YAxis{Name: y.Name, Type: y.Type, GridIndex: i, Min: y.Min, Max: y.Max, Data: y.Data,
-			MinInterval: y.MinInterval, MaxInterval: y.MaxInterval, AxisLabel: y.AxisLabel, NameLocation: "end", SplitLine: y.SplitLine})
+			MinInterval: y.MinInterval, MaxInterval: y.MaxInterval, AxisLabel: y.AxisLabel, NameLocation: "middle", NameGap: 48, SplitLine: y.SplitLine})
 		sides := placeLabels(p, htmlLabelW, htmlLabelH/float64(n))
 		for si := range p.Series {
 			c.MultiSeries = append(c.MultiSeries, seriesHTML(p, si, i, sides))
@@ -299,7 +301,7 @@ var arrowLabelSide = map[string]string{"right": "left", "left": "right", "top": 
 // a line per row in its colour.
 func (f *Figure) parallelHTML(c *charts.Parallel) {
 	pc := f.Parallel
-	c.ParallelComponent = opts.ParallelComponent{Left: "60", Right: "90", Top: "70", Bottom: "60"}
+	c.ParallelComponent = opts.ParallelComponent{Left: "12%", Right: "12%", Top: "80", Bottom: "60"}
 	axes := make([]opts.ParallelAxis, len(pc.Dims))
 	for i, d := range pc.Dims {
 		axes[i] = opts.ParallelAxis{Dim: i, Name: d.Name, NameLocation: "end"}
@@ -316,8 +318,12 @@ func (f *Figure) parallelHTML(c *charts.Parallel) {
 		}
 	}
 	c.ParallelAxisList = axes
-	c.ParallelComponent.Left = "60"
 	groups := pc.groups()
+	var names []string
+	for _, g := range groups {
+		names = append(names, g.name)
+	}
+	c.Legend.Data = names
 	for _, g := range groups {
 		data := make([]map[string]any, len(g.rows))
 		for i, r := range g.rows {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -12,23 +11,13 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/vllm-tuner/tuner/chart/charttest"
 )
 
-// findBrowser is the headless Chromium the test drives. Outside CI the test
-// skips when none is installed; in CI (CI=true) that is a failure.
-func findBrowser(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "headless_shell"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("no Chromium on PATH (CI installs it: .ci/run)")
-	}
-	t.Skip("no Chromium on PATH (apt-get install chromium)")
-	return ""
-}
+// findBrowser is the headless Chromium the test drives (skips outside CI
+// when none is installed; a failure in CI).
+func findBrowser(t *testing.T) string { return charttest.Find(t) }
 
 // newBrowser starts headless Chromium with its profile under dir (only
 // loopback resolves) and returns its context and two helpers: text

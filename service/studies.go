@@ -84,7 +84,11 @@ func (s *Server) getTrial(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, t)
+	// The trial page shows its flags as vllm serve takes them.
+	writeJSON(w, http.StatusOK, struct {
+		store.Trial
+		Flags []string `json:"flags"`
+	}{t, t.Config.Flags()})
 }
 
 // studyView is a study's trials judged as `tuner pareto` and `tuner

@@ -223,19 +223,7 @@ func plotTrial(c *cli.Context, t store.Trial) error {
 	r := t.Result
 	title := "trial " + t.ID
 	if p := c.String("plot"); p != "" {
-		var bars []chart.BreakdownBar
-		if r != nil {
-			for i := range r.Levels {
-				l := &r.Levels[i]
-				if b := l.Metrics.Breakdown; b != nil {
-					label := fmt.Sprintf("%.4g req/s", l.Rate)
-					if l.Concurrency > 0 {
-						label = fmt.Sprintf("c=%d", l.Concurrency)
-					}
-					bars = append(bars, chart.BarOf(label, b))
-				}
-			}
-		}
+		bars := chart.ResultBars(r)
 		if err := writeBreakdownPlot(p, title, bars); err != nil {
 			return fmt.Errorf("trial %s: %w", t.ID, err)
 		}

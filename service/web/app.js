@@ -10,6 +10,11 @@ async function api(path, opts = {}) {
   const headers = Object.assign({}, opts.headers || {});
   if (tokenInput.value) headers.Authorization = "Bearer " + tokenInput.value;
   const r = await fetch("/api/v1" + path, Object.assign({}, opts, { headers }));
+  if (r.status === 401) {
+    // The server was started with a token: say so, once, above every page.
+    $("#authneeded").hidden = false;
+    throw new Error("This server needs an API token");
+  }
   const text = await r.text();
   let body = text;
   try { body = JSON.parse(text); } catch (e) { /* text formats */ }
@@ -146,7 +151,8 @@ function renderTrials() {
     tr.innerHTML = `<td class="num">${t.seq}</td><td class="state-${esc(t.state)}">${esc(t.verdict)}</td><td>${esc(t.config_id)}</td>
       <td class="num">${fmtNum(t.throughput)} ${t.throughput != null ? "tok/s" : ""}</td><td class="num">${fmtNum(t.latency, 2)} ${t.latency != null ? "ms" : ""}</td>
       <td class="num">${fmtNum(t.vram_gib)} ${t.vram_gib != null ? "GiB" : ""}</td><td class="num">${fmtDur(t.duration_s)}</td>
-      <td class="flags">${esc((t.flags || []).join(" ") || "(vLLM default)")}</td>`;
+      <td class="flags">${esc((t.flags || []).join(" ") || "(vLLM default)")}</td>
+      <td><a href="#/trial/${encodeURIComponent(t.id)}">details</a></td>`;
     tb.appendChild(tr);
   }
   $("#pageinfo").textContent = total ? `trials ${offset + 1}–${offset + trialRows.length} of ${total}` : "no trials";
@@ -194,16 +200,14 @@ async function showStudy(id) {
   for (const c of front.front) byLabel["config " + c.config_id] = c;
   const fr = $("#front");
   fr.onload = () => hookChart(fr, byLabel);
-  const chartURL = `/studies/${encodeURIComponent(id)}/front.html`;
-  if (tokenInput.value) {
-    // An iframe's own request cannot carry the bearer token: fetch the page
-    // with it and show it in place (ECharts is inlined, same origin).
-    fr.removeAttribute("src");
-    fr.srcdoc = await api(chartURL);
-  } else {
-    fr.removeAttribute("srcdoc");
-    fr.src = "/api/v1" + chartURL;
-  }
+  const sid = encodeURIComponent(id);
+  $("#impmethod").textContent = "(permutation importance on the search's surrogate: gradient-boosted trees trained on this study's trials)";
+  // The charts arrive as they are drawn; the tables do not wait for them.
+  const charts = Promise.all([loadChart(fr, `/studies/${sid}/charts/front`),
+    loadChart($("#progress"), `/studies/${sid}/charts/progress`),
+    loadChart($("#importance"), `/studies/${sid}/charts/importance`, $("#impmsg")),
+    loadChart($("#parallel"), `/studies/${sid}/charts/parallel`)]);
+  charts.catch(() => {});
   fr.dataset.frontSize = front.front.length;
   studyID = id;
   offset = 0;
@@ -233,6 +237,67 @@ async function showStudy(id) {
   } catch (e) { rec.innerHTML = `<p class="err">${esc(e.message)}</p>`; }
 }
 
+// loadChart shows a chart page of the API in a frame: fetched with the
+// token (a frame's own request cannot carry it) and shown in place
+// (ECharts is inlined, same origin). A chart that cannot be drawn shows
+// the server's reason in msg instead.
+async function loadChart(frame, path, msg) {
+  const headers = tokenInput.value ? { Authorization: "Bearer " + tokenInput.value } : {};
+  const r = await fetch("/api/v1" + path, { headers });
+  const text = await r.text();
+  if (r.status === 401) { $("#authneeded").hidden = false; return; }
+  if (!r.ok) {
+    let m = text;
+    try { m = JSON.parse(text).message; } catch (e) { /* plain text */ }
+    frame.hidden = true;
+    if (msg) { msg.hidden = false; msg.textContent = m; }
+    return;
+  }
+  if (msg) msg.hidden = true;
+  frame.hidden = false;
+  frame.srcdoc = text;
+}
+
+// ---- trial page
+async function showTrial(id) {
+  showSection("trial");
+  const t = await api(`/trials/${encodeURIComponent(id)}`);
+  const r = t.result || {};
+  $("#trialback").href = `#/study/${encodeURIComponent(t.study_id)}`;
+  $("#trialtitle").textContent = `trial ${t.seq} of study ${t.study_id} · config ${t.config_id}`;
+  const gpu = r.gpu || {};
+  const stab = r.stability || {};
+  const rows = [["State", `<span class="state-${esc(t.state)}">${esc(t.state)}</span>${r.failure ? " (" + esc(r.failure) + ")" : ""}${r.error ? ": " + esc(r.error) : ""}`],
+    ["Flags", `<span class="flags">${esc((t.flags || []).join(" ") || "(vLLM default)")}</span>`],
+    ["GPU", esc(`${gpu.count || 1}× ${gpu.name || "?"}${gpu.driver ? ", driver " + gpu.driver : ""}`)],
+    ["Peak VRAM", r.peak_vram_gib != null ? `${fmtNum(r.peak_vram_gib)} GiB (${esc(r.vram_source || "?")})` : "–"],
+    ["Stability", stab.stable ? "steady state reached" : `not steady${stab.reason ? ": " + esc(stab.reason) : ""}`],
+    ["Engine", esc(r.engine_version || "–")],
+    ["Duration", fmtDur(r.phases && r.phases.total_s)]];
+  $("#trialmeta tbody").innerHTML = rows.map(([k, v]) => `<tr><td>${k}</td><td>${v}</td></tr>`).join("");
+  const raw = $("#trialraw");
+  raw.hidden = !r.raw_path;
+  raw.href = `/api/v1/trials/${encodeURIComponent(id)}/raw`;
+  $("#trialrecord").href = "data:application/json;charset=utf-8," + encodeURIComponent(JSON.stringify(t, null, 2));
+  $("#trialrecord").setAttribute("download", `${t.id}.json`);
+  const lv = $("#triallevels tbody");
+  lv.innerHTML = "";
+  (r.levels || []).forEach((l, i) => {
+    const m = l.metrics || {}, s = l.stability || {};
+    const tr = document.createElement("tr");
+    tr.innerHTML = `<td>${l.concurrency ? "c=" + l.concurrency : fmtNum(l.rate, 2) + " req/s"}${i === r.primary ? " <b>(primary)</b>" : ""}</td>
+      <td class="num">${fmtNum(m.output_throughput)} tok/s</td><td class="num">${fmtNum((m.ttft_ms || {}).p99, 2)} ms</td>
+      <td class="num">${fmtNum((m.tpot_ms || {}).p99, 2)} ms</td><td class="num">${fmtNum((m.e2el_ms || {}).p99, 2)} ms</td>
+      <td class="num">${m.completed ?? "–"}</td>
+      <td class="${s.stable ? "state-ok" : "state-failed"}">${s.stable ? "stable" : "unstable"} <small>CV ${fmtNum(100 * (s.throughput_cv || 0), 1)}%, ${s.windows || 0} windows${s.reason ? ", " + esc(s.reason) : ""}</small></td>
+      <td class="${l.slo_met ? "state-ok" : "state-failed"}">${l.slo_met ? "met" : "missed " + esc((l.violations || []).join(", "))}</td>`;
+    lv.appendChild(tr);
+  });
+  await loadChart($("#breakdown"), `/trials/${encodeURIComponent(id)}/charts/breakdown`, $("#bdmsg"));
+  const log = $("#triallog");
+  try { log.textContent = await api(`/trials/${encodeURIComponent(id)}/log`); } catch (e) { log.textContent = e.message; }
+}
+
 // hookChart shows a clicked point's flags under the chart (the chart is the
 // go-echarts page of `tuner pareto --html`, same origin).
 function hookChart(fr, byLabel) {
@@ -256,11 +321,14 @@ function hookChart(fr, byLabel) {
 }
 function route() {
   const m = location.hash.match(/^#\/study\/(.+)$/);
-  if (m) return showStudy(decodeURIComponent(m[1]));
+  if (m) return showStudy(decodeURIComponent(m[1])).catch(() => {});
+  const tm = location.hash.match(/^#\/trial\/(.+)$/);
+  if (tm) return showTrial(decodeURIComponent(tm[1])).catch(() => {});
   if (benchRoute()) return;
   showSection("home");
-  loadJobs();
-  loadStudies();
+  // A 401 shows the token notice (api); nothing else to do here.
+  loadJobs().catch(() => {});
+  loadStudies().catch(() => {});
 }
 window.addEventListener("hashchange", route);
 listen();
