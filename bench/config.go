@@ -1,14 +1,13 @@
 package bench
 
 import (
-	"bytes"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/vllm-tuner/tuner/bounded"
 	"github.com/vllm-tuner/tuner/spaces"
 )
 
@@ -16,12 +15,12 @@ import (
 // `tuner recommend` writes it) into command-line flags in file order:
 // `--key value`, `--key` for true, `--no-key` for false (as vLLM does).
 func ConfigFileFlags(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
+	b, err := bounded.ReadFile(path, bounded.Default().Bytes)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
 	var ms yaml.MapSlice
-	if err := yaml.NewDecoder(bytes.NewReader(b)).Decode(&ms); err != nil {
+	if err := bounded.DecodeYAML(path, b, &ms); err != nil {
 		return nil, spaces.YAMLError(path, b, err)
 	}
 	var out []string

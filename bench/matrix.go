@@ -1,13 +1,11 @@
 package bench
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/vllm-tuner/tuner/bounded"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/trial"
 )
@@ -63,7 +62,7 @@ var crossAxes = []string{"prompt", "output", "load", "think_ms"}
 // LoadMatrix reads and parses a matrix file; ShareGPT files its cells name
 // are loaded relative to it.
 func LoadMatrix(path string) (Matrix, error) {
-	b, err := os.ReadFile(path)
+	b, err := bounded.ReadFile(path, bounded.Default().Bytes)
 	if err != nil {
 		return Matrix{}, fmt.Errorf("read matrix: %w", err)
 	}
@@ -87,25 +86,13 @@ func LoadMatrix(path string) (Matrix, error) {
 	return m, nil
 }
 
-// decodeStrictYAML decodes b strictly into v. A panic of the decoder
-// (goccy/go-yaml v1.19.2 dereferences nil on some malformed sequences, as
-// FuzzParseBenchJob found) is a parse error: a matrix comes over HTTP too.
-func decodeStrictYAML(b []byte, v any) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("YAML parser failure: %v", r)
-		}
-	}()
-	return yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(v)
-}
-
 // ParseMatrix decodes and validates a matrix document. Errors are
 // *spaces.FileError naming the file, line and field. Each cell is the
 // defaults, then its named load, then its own fields, with names of
 // distributions resolved, parsed by trial.ParseWorkload.
 func ParseMatrix(file string, b []byte) (Matrix, error) {
 	var raw rawMatrix
-	if err := decodeStrictYAML(b, &raw); err != nil {
+	if err := bounded.DecodeYAML(file, b, &raw, yaml.Strict()); err != nil {
 		return Matrix{}, spaces.YAMLError(file, b, err)
 	}
 	loc := spaces.NewLocator(file, b)

@@ -1,23 +1,18 @@
 package eval
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/vllm-tuner/tuner/bounded"
 	"github.com/vllm-tuner/tuner/search"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/trial"
 )
-
-// MaxScenarioFile bounds a scenario file's size.
-const MaxScenarioFile = 1 << 20
 
 type rawScenarioFile struct {
 	Scenarios []rawScenario `yaml:"scenarios"`
@@ -39,17 +34,9 @@ type rawScenario struct {
 
 // LoadScenarios reads a scenario file (see ParseScenarios).
 func LoadScenarios(path string) ([]Scenario, error) {
-	f, err := os.Open(path)
+	b, err := bounded.ReadFile(path, bounded.Default().Bytes)
 	if err != nil {
 		return nil, fmt.Errorf("%w: scenario file: %w", ErrConfig, err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxScenarioFile+1))
-	if err != nil {
-		return nil, fmt.Errorf("%w: read %s: %w", ErrConfig, path, err)
-	}
-	if len(b) > MaxScenarioFile {
-		return nil, fmt.Errorf("%w: %s is larger than %d bytes", ErrConfig, path, MaxScenarioFile)
 	}
 	return ParseScenarios(path, b)
 }
@@ -64,7 +51,7 @@ func LoadScenarios(path string) ([]Scenario, error) {
 func ParseScenarios(file string, b []byte) ([]Scenario, error) {
 	fail := func(err error) ([]Scenario, error) { return nil, fmt.Errorf("%w: %w", ErrConfig, err) }
 	var raw rawScenarioFile
-	if err := yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(&raw); err != nil {
+	if err := bounded.DecodeYAML(file, b, &raw, yaml.Strict()); err != nil {
 		return fail(spaces.YAMLError(file, b, err))
 	}
 	loc := spaces.NewLocator(file, b)

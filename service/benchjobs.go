@@ -42,15 +42,10 @@ func ParseBenchJob(ctx context.Context, body io.Reader, st store.DB) (tuner.Benc
 		Kind string `json:"kind"`
 		tuner.BenchSpec
 	}{BenchSpec: tuner.DefaultBenchSpec()}
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return req.BenchSpec, tuner.Usagef("job body: %w", err)
+	if err := decodeBody(body, &req); err != nil {
+		return req.BenchSpec, err
 	}
 	spec := req.BenchSpec
-	if dec.More() {
-		return spec, tuner.Usagef("job body: more than one JSON value")
-	}
 	if req.Kind != KindBench {
 		return spec, tuner.Usagef("job body: kind %q: want %q", req.Kind, KindBench)
 	}
@@ -71,8 +66,11 @@ func ParseBenchJob(ctx context.Context, body io.Reader, st store.DB) (tuner.Benc
 		}
 		return st, func() {}, nil
 	}
-	_, err := spec.Resolve(ctx)
-	return spec, err
+	b, err := spec.Resolve(ctx)
+	if err != nil {
+		return spec, err
+	}
+	return spec, DefaultJobLimits().bench(b)
 }
 
 // resolveBench resolves a stored bench job's spec against the store.

@@ -3,8 +3,10 @@ package service
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
 	"embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/vllm-tuner/tuner/bounded"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/tuner"
 )
@@ -159,12 +162,24 @@ func (s *Server) writeErr(w http.ResponseWriter, err error) {
 	switch {
 	case errors.As(err, &ue):
 		writeError(w, http.StatusBadRequest, "invalid", err.Error())
+	case errors.Is(err, bounded.ErrLimit):
+		writeError(w, http.StatusBadRequest, "too_large", err.Error())
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	default:
-		s.log.Error("request failed", "err", err)
-		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+		s.internalError(w, err)
 	}
+}
+
+// internalError answers 500 with an incident ID and nothing of err: its
+// text may name the server's files (the database path). The log has it
+// under the same ID.
+func (s *Server) internalError(w http.ResponseWriter, err error) {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	id := hex.EncodeToString(b[:])
+	s.log.Error("request failed", "incident", id, "err", err)
+	writeError(w, http.StatusInternalServerError, "internal", "internal error (incident "+id+"; the server's log has the details)")
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -184,18 +199,13 @@ func ParseJob(body io.Reader) (tuner.SearchSpec, error) {
 		Kind string `json:"kind,omitempty"` // "search" or absent
 		tuner.SearchSpec
 	}{SearchSpec: tuner.DefaultSearchSpec()}
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	err := dec.Decode(&req)
+	err := decodeBody(body, &req)
 	spec := req.SearchSpec
 	if err != nil {
-		return spec, tuner.Usagef("job body: %w", err)
+		return spec, err
 	}
 	if req.Kind != "" && req.Kind != KindSearch {
 		return spec, tuner.Usagef("job body: kind %q: want %q or %q", req.Kind, KindSearch, KindBench)
-	}
-	if dec.More() {
-		return spec, tuner.Usagef("job body: more than one JSON value")
 	}
 	def := tuner.DefaultSearchSpec()
 	for _, f := range []struct{ name, v, def string }{
@@ -217,11 +227,29 @@ func ParseJob(body io.Reader) (tuner.SearchSpec, error) {
 			return spec, tuner.Usagef("job body: enqueue %q: @FILE is not readable over the API", e)
 		}
 	}
+	if err := DefaultJobLimits().search(spec); err != nil {
+		return spec, err
+	}
 	return spec, spec.Validate()
 }
 
+// decodeBody decodes a job body into v under bounded's limits (unknown
+// fields refused, one JSON value).
+func decodeBody(body io.Reader, v any) error {
+	b, err := bounded.ReadAll("job body", body, bounded.Default().Bytes)
+	if err == nil {
+		err = bounded.DecodeJSON("job body", b, v, true)
+	}
+	if err != nil {
+		return tuner.Usagef("job body: %w", err)
+	}
+	return nil
+}
+
 func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+	// No job body is larger than bounded's limit on a document, whatever
+	// MaxBody allows for other requests.
+	r.Body = http.MaxBytesReader(w, r.Body, min(s.cfg.MaxBody, bounded.Default().Bytes))
 	body, err := io.ReadAll(r.Body)
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {

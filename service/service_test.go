@@ -38,7 +38,7 @@ type env struct {
 
 // newEnv serves a Server over a real listener on a real bbolt file; run
 // starts its job workers until the test ends.
-func newEnv(t *testing.T, path string, cfg Config, run bool) *env {
+func newEnv(t testing.TB, path string, cfg Config, run bool) *env {
 	t.Helper()
 	if path == "" {
 		path = filepath.Join(t.TempDir(), "tuner.db")

@@ -3,13 +3,13 @@ package sim
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
 
-	"github.com/goccy/go-yaml"
+	"github.com/vllm-tuner/tuner/bounded"
 	"github.com/vllm-tuner/tuner/spaces"
 )
 
@@ -513,16 +513,18 @@ func configFileArgs(path string, loader spaces.ConfigLoader) ([]string, error) {
 	if !strings.HasSuffix(path, ".yaml") && !strings.HasSuffix(path, ".yml") {
 		return nil, &ArgError{Msg: fmt.Sprintf("argument --config: config file must be a YAML file (.yaml or .yml), got '%s'", path)}
 	}
-	b, err := os.ReadFile(path)
+	b, err := bounded.ReadFile(path, bounded.Default().Bytes)
 	if err != nil {
 		return nil, &ArgError{Msg: fmt.Sprintf("argument --config: can't open '%s': %v", path, err)}
 	}
-	return configArgs(b, loader)
+	return configArgs(path, b, loader)
 }
 
-func configArgs(b []byte, loader spaces.ConfigLoader) ([]string, error) {
+func configArgs(file string, b []byte, loader spaces.ConfigLoader) ([]string, error) {
 	var m map[string]any
-	if err := yaml.NewDecoder(bytes.NewReader(b)).Decode(&m); err != nil && len(bytes.TrimSpace(b)) > 0 {
+	if err := bounded.DecodeYAML(file, b, &m); errors.Is(err, bounded.ErrLimit) {
+		return nil, &ArgError{Msg: "argument --config: " + err.Error()}
+	} else if err != nil && len(bytes.TrimSpace(b)) > 0 {
 		return nil, &ArgError{Msg: fmt.Sprintf("argument --config: invalid YAML: %v", err)}
 	}
 	keys := make([]string, 0, len(m))

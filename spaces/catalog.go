@@ -1,15 +1,15 @@
 package spaces
 
 import (
-	"bytes"
 	_ "embed"
 	"fmt"
 	"math"
-	"os"
 	"sort"
 	"strings"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/vllm-tuner/tuner/bounded"
 )
 
 // GPU holds the datasheet facts of one GPU type. Efficiency factors that a
@@ -155,7 +155,7 @@ func DefaultCatalog() *Catalog {
 // catalog) and returns the default catalog with its entries added; an entry
 // with the name of an existing one replaces it.
 func LoadCatalogFile(path string) (*Catalog, error) {
-	b, err := os.ReadFile(path)
+	b, err := bounded.ReadFile(path, bounded.Default().Bytes)
 	if err != nil {
 		return nil, fmt.Errorf("read profiles: %w", err)
 	}
@@ -197,7 +197,7 @@ func indexByName(n int, name func(int) string, want string) int {
 
 func parseCatalog(file string, b []byte) (*Catalog, error) {
 	var c Catalog
-	if err := yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(&c); err != nil {
+	if err := bounded.DecodeYAML(file, b, &c, yaml.Strict()); err != nil {
 		return nil, YAMLError(file, b, err)
 	}
 	for i, g := range c.GPUs {

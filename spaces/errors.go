@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/vllm-tuner/tuner/bounded"
 )
 
 // FileError is a problem in a user-supplied file, located as precisely as the
@@ -61,7 +63,11 @@ var ErrInvalidConfig = errors.New("invalid config")
 // not a field name; the parser's message loses its quoted parts and what
 // follows a colon, and falls back to a generic text if it still repeats
 // the file.
-func YAMLError(file string, b []byte, err error) *FileError {
+// A document refused by a limit (bounded.LimitError) is returned as it is.
+func YAMLError(file string, b []byte, err error) error {
+	if errors.Is(err, bounded.ErrLimit) {
+		return err
+	}
 	e := &FileError{File: file, Msg: "not a valid YAML document of this kind"}
 	var se yaml.Error
 	if !errors.As(err, &se) {

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/vllm-tuner/tuner/bounded"
 )
 
 // hfConfig holds the fields of a Hugging Face config.json that the model
@@ -53,6 +55,9 @@ var dtypeBytes = map[string]float64{
 // of the same model agree. Errors locate the field, never quote the file.
 func ParseHFConfig(file, name string, b []byte) (Model, error) {
 	var c hfConfig
+	if err := bounded.CheckJSON(file, b, bounded.Default()); err != nil {
+		return Model{}, err
+	}
 	if err := json.Unmarshal(b, &c); err != nil {
 		var se *json.SyntaxError
 		var te *json.UnmarshalTypeError
@@ -231,9 +236,9 @@ func LoadHFModel(model, cacheDir string) (Model, string, error) {
 	if err != nil {
 		return Model{}, "", err
 	}
-	b, err := os.ReadFile(p)
+	b, err := bounded.ReadFile(p, bounded.Default().Bytes)
 	if err != nil {
-		if errors.Is(err, fs.ErrPermission) {
+		if errors.Is(err, fs.ErrPermission) || errors.Is(err, bounded.ErrLimit) {
 			return Model{}, p, fmt.Errorf("read %s: %w", p, err)
 		}
 		return Model{}, p, fmt.Errorf("read config.json: %w", err)

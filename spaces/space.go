@@ -1,18 +1,18 @@
 package spaces
 
 import (
-	"bytes"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"sort"
 	"strings"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/vllm-tuner/tuner/bounded"
 )
 
 // Param is one searchable (or known but fixed) engine flag.
@@ -207,7 +207,7 @@ func Default() (*Space, error) {
 // are added. Unknown params, keys and inconsistent ranges are errors naming
 // file, line and field.
 func Load(path string) (*Space, error) {
-	b, err := os.ReadFile(path)
+	b, err := bounded.ReadFile(path, bounded.Default().Bytes)
 	if err != nil {
 		return nil, fmt.Errorf("read space file: %w", err)
 	}
@@ -271,7 +271,7 @@ type rawConstraint struct {
 
 func parseSpace(file string, b []byte, base *Space) (*Space, error) {
 	var raw rawSpace
-	if err := yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(&raw); err != nil {
+	if err := bounded.DecodeYAML(file, b, &raw, yaml.Strict()); err != nil {
 		return nil, YAMLError(file, b, err)
 	}
 	loc := NewLocator(file, b)

@@ -26,6 +26,46 @@ type EngineError struct {
 // full disk, a broken install): the search must stop, not learn from it.
 var ErrEnvironment = errors.New("engine environment broken")
 
+// ErrDistributedPort is matched by every *DistPortError.
+var ErrDistributedPort = errors.New("distributed (torch) port already in use")
+
+// DistPortError: torch.distributed could not bind its rendezvous port
+// (MASTER_PORT, 29500 unless set) because another process holds it. The
+// machine, not the config: an environment failure (the trial is
+// interrupted, the search learns nothing from it), and not the engine's API
+// port (ErrPortInUse), which a retry on a fresh port mends.
+type DistPortError struct {
+	Port int // 0 when the log names none
+}
+
+func (e *DistPortError) Error() string {
+	port := "port"
+	if e.Port > 0 {
+		port = "port " + strconv.Itoa(e.Port)
+	}
+	return "distributed (torch) " + port + " already in use by another process; free it or set MASTER_PORT (VLLM_PORT) to a free one"
+}
+
+// Is makes errors.Is hold for ErrDistributedPort and ErrEnvironment.
+func (e *DistPortError) Is(target error) bool {
+	return target == ErrDistributedPort || target == ErrEnvironment
+}
+
+// DistPortInUse finds a torch.distributed address-in-use line in log and
+// the port it names (0 when none).
+func DistPortInUse(log []byte) (port int, line string, ok bool) {
+	for ln := range bytes.Lines(log) {
+		if !reAddrInUse.Match(ln) || !reTorchDist.Match(ln) {
+			continue
+		}
+		if ports := namedPorts(ln); len(ports) > 0 {
+			port = ports[0]
+		}
+		return port, clip(Redact(strings.TrimSpace(string(ln)))), true
+	}
+	return 0, "", false
+}
+
 func (e *EngineError) Error() string {
 	var b strings.Builder
 	b.WriteString(e.Kind.Error())
@@ -90,6 +130,7 @@ func Classify(log []byte, exitCode int, duringLoad bool) *EngineError {
 		e.Kind = ErrOOM
 	case matchLine(log, reEnvironment, &e.Line):
 		e.Kind = ErrEnvironment
+	case distPort(log, e):
 	case exitCode == 2 && !duringLoad:
 		e.Kind = ErrInvalidArgument
 		matchLine(log, reInvalid, &e.Line)
@@ -113,6 +154,15 @@ func Classify(log []byte, exitCode int, duringLoad bool) *EngineError {
 		e.Line = rootCause(log)
 	}
 	return e
+}
+
+// distPort classifies a torch.distributed port conflict.
+func distPort(log []byte, e *EngineError) bool {
+	port, line, ok := DistPortInUse(log)
+	if ok {
+		e.Kind, e.Line = &DistPortError{Port: port}, line
+	}
+	return ok
 }
 
 var (

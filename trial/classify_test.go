@@ -178,3 +178,26 @@ func FuzzPortLost(f *testing.F) {
 		}
 	})
 }
+
+// torchPortLog is what torch.distributed prints when its rendezvous port
+// is taken (vLLM with tensor parallelism, another job on the host).
+const torchPortLog = `[W1202 10:00:00.000 socket.cpp:464] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).\n` +
+	`torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use`
+
+func TestClassifyDistributedPort(t *testing.T) {
+	log := []byte(strings.ReplaceAll(torchPortLog, `\n`, "\n") + "\nERROR [core.py] RuntimeError: Engine core initialization failed. See root cause above.\n")
+	e := Classify(log, 1, false)
+	var de *DistPortError
+	if !errors.As(e, &de) || de.Port != 29500 {
+		t.Fatalf("Classify = %v, want a DistPortError on port 29500", e)
+	}
+	if !errors.Is(e, ErrDistributedPort) || !errors.Is(e, ErrEnvironment) || errors.Is(e, ErrPortInUse) {
+		t.Errorf("%v: want ErrDistributedPort and ErrEnvironment, not ErrPortInUse", e)
+	}
+	if !strings.Contains(e.Error(), "distributed (torch) port 29500 already in use") {
+		t.Errorf("message %q does not name the port", e)
+	}
+	if PortLost(log, 29500) {
+		t.Error("a torch.distributed conflict is not a lost API port, even on the same number")
+	}
+}

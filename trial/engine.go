@@ -374,6 +374,8 @@ var (
 	// An address-in-use line in the wording of Python (OSError, uvicorn),
 	// Go (bind: address already in use), torch (EADDRINUSE) or ZMQ.
 	reAddrInUse = regexp.MustCompile(`(?i)address already in use|\[Errno 98\]|\bEADDRINUSE\b|errno: 98\b`)
+	// torch.distributed's own wording (c10d, its TCPStore rendezvous).
+	reTorchDist = regexp.MustCompile(`(?i)torch\.distributed|DistNetworkError|DistStoreError|\bc10d\b|TCPStore|MASTER_PORT|init_process_group`)
 	// Ports named in such a line: host:port, [v6]:port, ('host', port),
 	// "port 29500", "port: 29500", tcp://host:port.
 	rePortNamed = regexp.MustCompile(`(?i)(?:\b(?:\d{1,3}\.){3}\d{1,3}|\blocalhost|\]|\*|\btcp://[^\s:/]+):(\d{1,5})\b|'[^']*',\s*(\d{1,5})\)|\bport\b["']?\s*[:=]?\s*(\d{1,5})\b`)
@@ -385,29 +387,29 @@ var (
 // server's bind). A line about another port (torch.distributed's 29500, a
 // ZMQ socket) is another failure.
 func PortLost(log []byte, port int) bool {
-	for len(log) > 0 {
-		var ln []byte
-		if i := bytes.IndexByte(log, '\n'); i >= 0 {
-			ln, log = log[:i], log[i+1:]
-		} else {
-			ln, log = log, nil
+	for ln := range bytes.Lines(log) {
+		if !reAddrInUse.Match(ln) || reTorchDist.Match(ln) {
+			continue // torch.distributed's port is not the API port (DistPortError)
 		}
-		if !reAddrInUse.Match(ln) {
-			continue
-		}
-		named := rePortNamed.FindAllSubmatch(ln, -1)
-		if len(named) == 0 {
+		named := namedPorts(ln)
+		if len(named) == 0 || slices.Contains(named, port) {
 			return true
-		}
-		for _, m := range named {
-			for _, g := range m[1:] {
-				if n, err := strconv.Atoi(string(g)); err == nil && n == port {
-					return true
-				}
-			}
 		}
 	}
 	return false
+}
+
+// namedPorts are the ports an address-in-use line names.
+func namedPorts(ln []byte) []int {
+	var out []int
+	for _, m := range rePortNamed.FindAllSubmatch(ln, -1) {
+		for _, g := range m[1:] {
+			if n, err := strconv.Atoi(string(g)); err == nil && n > 0 && n < 65536 {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
 }
 
 // ErrPortInUse: the engine could not bind its port.

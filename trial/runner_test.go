@@ -428,3 +428,23 @@ func TestRunnerPortRace(t *testing.T) {
 	}
 	noLeftovers(t)
 }
+
+// Issue 29: an engine whose torch.distributed port is taken is an
+// environment failure naming that port (the trial interrupted, nothing
+// learnt), not a lost API port retried on a fresh one.
+func TestRunnerDistributedPortConflict(t *testing.T) {
+	r, _ := fakeRunner(t, "--fake-fail-log", torchPortLog, "--fake-exit-code", "1")
+	res, err := r.Run(context.Background(), testConfig(), smallWorkload(true))
+	var de *DistPortError
+	if !errors.As(err, &de) || de.Port != 29500 || errors.Is(err, ErrPortInUse) {
+		t.Fatalf("err = %v (result %s), want a DistPortError on 29500", err, res.String())
+	}
+	if res.Status == StatusFailed && res.Failure != FailNone && res.Failure != FailInterrupted {
+		t.Errorf("result %s %s: a failure the search would learn from", res.Status, res.Failure)
+	}
+	log, _ := os.ReadFile(res.LogPath)
+	if n := strings.Count(string(log), "# tuner: command:"); n != 1 {
+		t.Errorf("%d starts: a distributed port conflict is not retried on a fresh API port", n)
+	}
+	noLeftovers(t)
+}

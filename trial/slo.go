@@ -65,6 +65,9 @@ func ParseSLO(s string) (SLO, error) {
 		if _, ok := probe.Value(name); !ok {
 			return nil, fmt.Errorf("slo term %d %q: unknown metric %q (e.g. ttft_p99, tpot_p99, itl_p99, e2el_p99, output_throughput, prefix_cache_hit_rate)", i+1, term, name)
 		}
+		if higherIsBetter(name) != (op[0] == '>') {
+			return nil, fmt.Errorf("slo term %d %q: %s bounds %s from the wrong side: a service level is METRIC<=VALUE (or <) for latencies, error_rate and fairness, METRIC>=VALUE (or >) for throughputs (e.g. %s)", i+1, term, op, name, sloExample(name))
+		}
 		latency := isLatency(name)
 		mult := 1.0
 		if latency {
@@ -97,6 +100,26 @@ func ParseSLO(s string) (SLO, error) {
 		out = append(out, Bound{Metric: name, Op: op, Limit: f * mult})
 	}
 	return out, nil
+}
+
+// higherIsBetter reports whether a bound on metric is a floor (throughputs,
+// the prefix-cache hit rate) rather than a ceiling (latencies, error_rate,
+// fairness ratios).
+func higherIsBetter(metric string) bool {
+	return !isLatency(metric) && metric != "error_rate" && !strings.HasPrefix(metric, "fairness_")
+}
+
+// sloExample is a well-formed bound on metric.
+func sloExample(metric string) string {
+	switch {
+	case higherIsBetter(metric):
+		return metric + ">=1000"
+	case isLatency(metric):
+		return metric + "<=50ms"
+	case metric == "error_rate":
+		return "error_rate<=1%"
+	}
+	return metric + "<=1.5"
 }
 
 func isLatency(metric string) bool {

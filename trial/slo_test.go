@@ -14,12 +14,16 @@ func TestParseSLOOperatorErrors(t *testing.T) {
 		{"ttft_p99<==500ms", `bad operator "<=="`},
 		{"ttft_p99!<500ms", `bad operator "!<"`},
 		{"nosuch<=5ms", `unknown metric "nosuch"`},
+		{"tpot_p99>=50ms", `>= bounds tpot_p99 from the wrong side`},
+		{"ttft_p99>1s", `(e.g. ttft_p99<=50ms)`},
+		{"error_rate>=1%", `(e.g. error_rate<=1%)`},
+		{"output_throughput<=100", `(e.g. output_throughput>=1000)`},
 	} {
 		if _, err := ParseSLO(tt.in); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("ParseSLO(%q) = %v, want %s", tt.in, err, tt.want)
 		}
 	}
-	for _, ok := range []string{"tpot_p99<=5ms", "output_throughput>=100", "ttft_p99<1s,tpot_p99>0"} {
+	for _, ok := range []string{"tpot_p99<=5ms", "output_throughput>=100", "ttft_p99<1s,request_throughput>0"} {
 		if _, err := ParseSLO(ok); err != nil {
 			t.Errorf("ParseSLO(%q): %v", ok, err)
 		}

@@ -1,7 +1,6 @@
 package trial
 
 import (
-	"bytes"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/vllm-tuner/tuner/bounded"
 	"github.com/vllm-tuner/tuner/spaces"
 )
 
@@ -43,7 +43,7 @@ func LoadWorkload(nameOrPath string) (Workload, error) {
 		}
 		return ParseWorkload("builtin:"+nameOrPath, b)
 	}
-	b, err := os.ReadFile(nameOrPath)
+	b, err := bounded.ReadFile(nameOrPath, bounded.Default().Bytes)
 	if err != nil {
 		return Workload{}, fmt.Errorf("read workload: %w", err)
 	}
@@ -89,7 +89,7 @@ type rawWorkload struct {
 // field. A ShareGPT path is kept, not loaded (see LoadShareGPTFile).
 func ParseWorkload(file string, b []byte) (Workload, error) {
 	var raw rawWorkload
-	if err := yaml.NewDecoder(bytes.NewReader(b), yaml.Strict()).Decode(&raw); err != nil {
+	if err := bounded.DecodeYAML(file, b, &raw, yaml.Strict()); err != nil {
 		return Workload{}, yamlFileError(file, b, err)
 	}
 	loc := spaces.NewLocator(file, b)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vllm-tuner/tuner/bounded"
 	"github.com/vllm-tuner/tuner/search"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
@@ -530,7 +531,7 @@ func ParseEnqueue(vals []string, sp *spaces.Space) ([]spaces.Config, error) {
 			}
 			continue
 		}
-		b, err := os.ReadFile(file)
+		b, err := bounded.ReadFile(file, bounded.Default().Bytes)
 		if err != nil {
 			return nil, Usagef("--enqueue @%s: %w", file, err)
 		}

@@ -3,7 +3,6 @@ package tuner
 import (
 	"context"
 	"errors"
-	"fmt"
 	"hash/fnv"
 	"io"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vllm-tuner/tuner/bounded"
 	"github.com/vllm-tuner/tuner/search"
 	"github.com/vllm-tuner/tuner/sim"
 	"github.com/vllm-tuner/tuner/spaces"
@@ -242,7 +242,7 @@ func (ss *Search) newProposer(ctx context.Context, other []search.Observation, m
 func LoadPrior(ctx context.Context, ref string, models store.DB) (*surrogate.Surrogate, error) {
 	var blob []byte
 	if _, err := os.Stat(ref); err == nil {
-		if blob, err = ReadCapped(ref, surrogate.DefaultLimits().MaxBytes); err != nil {
+		if blob, err = bounded.ReadFile(ref, int64(surrogate.DefaultLimits().MaxBytes)); err != nil {
 			return nil, Usagef("--surrogate %s: %v", ref, err)
 		}
 	} else {
@@ -262,23 +262,6 @@ func LoadPrior(ctx context.Context, ref string, models store.DB) (*surrogate.Sur
 		return nil, Usagef("--surrogate %s: %v", ref, err)
 	}
 	return m, nil
-}
-
-// ReadCapped reads a file of at most limit bytes.
-func ReadCapped(path string, limit int) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, int64(limit)+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(b) > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
-	}
-	return b, nil
 }
 
 // The runners of the engines satisfy the loop's Runner.

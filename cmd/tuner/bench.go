@@ -14,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/vllm-tuner/tuner/bench"
+	"github.com/vllm-tuner/tuner/bounded"
 	"github.com/vllm-tuner/tuner/chart"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/store/dbopen"
@@ -116,9 +117,6 @@ var parseLabels = tuner.ParseLabels
 
 // benchSpec turns the bench run flags into the core's job description.
 func benchSpec(c *cli.Context) (tuner.BenchSpec, error) {
-	if c.NArg() > 0 {
-		return tuner.BenchSpec{}, usagef("bench run takes no arguments, got %q", c.Args().First())
-	}
 	s := tuner.BenchSpec{
 		Matrix: c.String("matrix"), Tier: c.String("tier"), Config: c.String("config"), URL: c.String("url"),
 		Model: c.String("model"), GPU: c.String("gpu"), GPUs: c.Int("gpus"), Labels: c.StringSlice("label"),
@@ -215,9 +213,6 @@ func openRun(c *cli.Context, id string) (store.DB, bench.Run, error) {
 }
 
 func benchList(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return usagef("bench list takes no arguments")
-	}
 	labels, err := parseLabels(c.StringSlice("label"), true)
 	if err != nil {
 		return err
@@ -388,7 +383,7 @@ func benchImport(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	b, err := os.ReadFile(path)
+	b, err := bounded.ReadFile(path, bounded.ImportBytes)
 	if err != nil {
 		return usagef("bench import: %v", err)
 	}

@@ -78,9 +78,6 @@ func num(v float64) *float64 {
 }
 
 func benchHistory(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return usagef("bench history takes no arguments, got %q", c.Args().First())
-	}
 	m, err := gate.ParseMetric(c.String("metric"))
 	if err != nil {
 		return usagef("--metric: %w", err)

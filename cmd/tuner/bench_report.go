@@ -36,9 +36,6 @@ func benchReportCommand() *cli.Command {
 			&cli.StringFlag{Name: "out", Usage: "write to this file instead of standard output"},
 		),
 		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return usagef("bench report takes no arguments, got %q", c.Args().First())
-			}
 			if c.Bool("json") && c.Bool("html") {
 				return usagef("--json and --html exclude each other")
 			}

@@ -3,14 +3,15 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"os"
 	"strings"
+
+	"github.com/vllm-tuner/tuner/bounded"
 )
 
 // readModelList reads one model a line; blank lines and # comments are
 // skipped.
 func readModelList(path string) ([]string, error) {
-	b, err := os.ReadFile(path)
+	b, err := bounded.ReadFile(path, bounded.Default().Bytes)
 	if err != nil {
 		return nil, usagef("--models: %v", err)
 	}

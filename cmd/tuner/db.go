@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -62,9 +63,6 @@ func openDB(c *cli.Context) (store.DB, error) {
 }
 
 func dbCheck(c *cli.Context) error {
-	if c.NArg() != 0 {
-		return usagef("db check takes no arguments (the file comes from --db or TUNER_DB)")
-	}
 	if db, err := dbArg(c); err == nil && pgstore.IsURL(db) {
 		return dbCheckPG(c, db)
 	}
@@ -119,7 +117,7 @@ func dbCheck(c *cli.Context) error {
 // the per-user run dir or in the log dirs of this database's trials (the
 // default one of each study, and every dir a stored trial logged to).
 func liveEngines(c *cli.Context, s store.DB) []trial.StaleEngine {
-	dirs := []string{trial.DefaultRunDir()}
+	var dirs []string // the database's log directories
 	seen := map[string]bool{}
 	add := func(d string) {
 		if d != "" && !seen[d] {
@@ -141,9 +139,19 @@ func liveEngines(c *cli.Context, s store.DB) []trial.StaleEngine {
 			}
 		}
 	}
+	// The per-user run directory holds the records of every tuner of the
+	// user: only engines logging into this database's directories are its.
+	ours := func(e trial.StaleEngine) bool {
+		for _, d := range dirs {
+			if filepath.Dir(e.Path) == d || e.Log != "" && strings.HasPrefix(e.Log, d+string(filepath.Separator)) {
+				return true
+			}
+		}
+		return false
+	}
 	var out []trial.StaleEngine
-	for _, e := range trial.StaleEngines(dirs...) {
-		if len(e.Live) > 0 {
+	for _, e := range trial.StaleEngines(append(dirs, trial.DefaultRunDir())...) {
+		if len(e.Live) > 0 && ours(e) {
 			out = append(out, e)
 		}
 	}
@@ -168,9 +176,6 @@ func dbBackup(c *cli.Context) error {
 }
 
 func dbExport(c *cli.Context) error {
-	if c.NArg() != 0 {
-		return usagef("db export takes no arguments")
-	}
 	format := c.String("format")
 	if format != "csv" && format != "jsonl" {
 		return usagef("--format %q: want csv or jsonl", format)

@@ -245,15 +245,32 @@ func TestDBCheckListsEngines(t *testing.T) {
 		t.Fatal(err)
 	}
 	host, _ := os.Hostname()
-	rec := trial.EngineRecord{PGID: w.Process.Pid, Marker: "m1", Owner: dead.Process.Pid, OwnerStart: 1, Host: host, Log: "/x/trial.log"}
+	studies, _ := openTestStore(t, good).Studies(context.Background())
+	logPath := filepath.Join(filepath.Dir(good), "logs", studies[0].ID, "trial.log")
+	rec := trial.EngineRecord{PGID: w.Process.Pid, Marker: "m1", Owner: dead.Process.Pid, OwnerStart: 1, Host: host, Log: logPath}
 	b, _ := json.Marshal(rec)
 	if err := os.WriteFile(filepath.Join(runDir, fmt.Sprintf(".engine-%d.json", rec.PGID)), b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errs := runTuner(t, "--db", good, "db", "check")
-	want := fmt.Sprintf("engine: group %d alive (pids [%d], log /x/trial.log); its tuner (pid %d) is gone", rec.PGID, rec.PGID, rec.Owner)
+	want := fmt.Sprintf("engine: group %d alive (pids [%d], log %s); its tuner (pid %d) is gone", rec.PGID, rec.PGID, logPath, rec.Owner)
 	if code != 0 || !strings.Contains(out, want) {
 		t.Errorf("db check: exit %d\n%s%s\nwant %q", code, out, errs, want)
+	}
+	// The same engine logging elsewhere belongs to another database (the
+	// run directory is every tuner's of the user): not listed.
+	rec.Log = "/x/trial.log"
+	b, _ = json.Marshal(rec)
+	if err := os.WriteFile(filepath.Join(runDir, fmt.Sprintf(".engine-%d.json", rec.PGID)), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ := runTuner(t, "--db", good, "db", "check"); code != 0 || strings.Contains(out, "engine: group") {
+		t.Errorf("db check lists another database's engine: exit %d\n%s", code, out)
+	}
+	rec.Log = logPath
+	b, _ = json.Marshal(rec)
+	if err := os.WriteFile(filepath.Join(runDir, fmt.Sprintf(".engine-%d.json", rec.PGID)), b, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	code, out, _ = runTuner(t, "--db", good, "db", "check", "--json")
 	if code != 0 || !strings.Contains(out, `"engines"`) || !strings.Contains(out, `"trials": 5`) {

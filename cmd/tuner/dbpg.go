@@ -37,9 +37,6 @@ func dbCopyCommand() *cli.Command {
 }
 
 func dbMigrate(c *cli.Context) error {
-	if c.NArg() != 0 {
-		return usagef("db migrate takes no arguments (the database comes from --db or TUNER_DB)")
-	}
 	db, err := dbArg(c)
 	if err != nil {
 		return err
@@ -62,9 +59,6 @@ func openCopyEnd(ctx context.Context, db string, readOnly bool) (store.DB, error
 }
 
 func dbCopy(c *cli.Context) error {
-	if c.NArg() != 0 {
-		return usagef("db copy takes no arguments: --from and --to")
-	}
 	if c.String("from") == c.String("to") {
 		return usagef("db copy: --from and --to are the same database")
 	}

@@ -41,9 +41,6 @@ func estimateCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "machine-readable output"},
 		},
 		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return usagef("estimate takes no arguments, got %q", c.Args().First())
-			}
 			var gpus []string
 			for _, g := range c.StringSlice("gpu") {
 				for _, s := range strings.Split(g, ",") {

@@ -57,9 +57,6 @@ func scenarioNames() string {
 }
 
 func runEvalSearch(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return usagef("eval search takes no arguments, got %q", c.Args().First())
-	}
 	cfg := eval.DefaultConfig()
 	if c.Bool("quick") {
 		cfg = eval.QuickConfig()

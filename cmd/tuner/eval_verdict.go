@@ -48,9 +48,6 @@ func withEvalVerdict(c *cli.Command) *cli.Command {
 }
 
 func runEvalVerdict(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return usagef("eval verdict takes no arguments, got %q", c.Args().First())
-	}
 	if c.Int("seeds") < 1 {
 		return usagef("--seeds %d: want at least 1", c.Int("seeds"))
 	}

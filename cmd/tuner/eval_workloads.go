@@ -36,9 +36,6 @@ func withEvalWorkloads(c *cli.Command) *cli.Command {
 }
 
 func runEvalWorkloads(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return usagef("eval workloads takes no arguments, got %q", c.Args().First())
-	}
 	bin, err := findVLLMSim(c.String("vllm-sim"))
 	if err != nil {
 		return err

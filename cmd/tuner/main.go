@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -40,37 +39,9 @@ var commands []*cli.Command
 
 func register(c ...*cli.Command) {
 	for _, cmd := range c {
-		hintFlagsAfterArgs(cmd)
+		checkArgs(cmd)
 	}
 	commands = append(commands, c...)
-}
-
-// parsesFlagsAfterArgs are the commands that read flags after their
-// arguments themselves (surrogate import FILE --schema F).
-var parsesFlagsAfterArgs = map[string]bool{"import": true}
-
-// hintFlagsAfterArgs makes a command (and its subcommands) refuse flags
-// written after its arguments with a hint: urfave/cli stops parsing flags
-// at the first argument, so `show ID --json` would read "--json" as a
-// second ID.
-func hintFlagsAfterArgs(cmd *cli.Command) {
-	for _, sub := range cmd.Subcommands {
-		hintFlagsAfterArgs(sub)
-	}
-	action := cmd.Action
-	if action == nil || parsesFlagsAfterArgs[cmd.Name] {
-		return
-	}
-	cmd.Action = func(c *cli.Context) error {
-		args := c.Args().Slice()
-		for i, a := range args {
-			if len(a) > 1 && strings.HasPrefix(a, "-") && i > 0 {
-				rest := slices.Delete(slices.Clone(args), i, i+1)
-				return usagef("flag %s after the arguments: flags go first (tuner %s %s %s)", a, c.Command.FullName(), a, strings.Join(rest, " "))
-			}
-		}
-		return action(c)
-	}
 }
 
 // usageError marks errors caused by bad flags, arguments or input files
@@ -110,7 +81,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	app := newApp(stdout, stderr)
 	var alerts alertSetup
 	app.Before = func(c *cli.Context) error { return readAlertSetup(c, &alerts) }
-	err := app.RunContext(ctx, args)
+	err := app.RunContext(ctx, normalizeArgs(app, args))
 	if err == nil {
 		return exitOK
 	}

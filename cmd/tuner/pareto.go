@@ -62,9 +62,6 @@ func paretoCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "machine-readable output"},
 		),
 		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return usagef("pareto takes no arguments")
-			}
 			var extra trial.SLO
 			if v := c.String("slo"); v != "" {
 				var err error

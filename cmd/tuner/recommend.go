@@ -144,9 +144,6 @@ func recommendCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "same as --format json"},
 		),
 		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return usagef("recommend takes no arguments")
-			}
 			format := c.String("format")
 			if c.Bool("json") {
 				format = "json"

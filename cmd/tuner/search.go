@@ -231,16 +231,12 @@ var (
 	splitFlags         = tuner.SplitFlags
 	findVLLMSim        = tuner.FindVLLMSim
 	history            = tuner.History
-	readCapped         = tuner.ReadCapped
 )
 
 var execLookPath = exec.LookPath
 
 // searchSpec turns the search flags into the core's job description.
 func searchSpec(c *cli.Context) (tuner.SearchSpec, error) {
-	if c.NArg() > 0 {
-		return tuner.SearchSpec{}, usagef("search takes no arguments, got %q", c.Args().First())
-	}
 	ts, err := targetSpec(c)
 	if err != nil {
 		return tuner.SearchSpec{}, err

@@ -73,9 +73,6 @@ func isLoopback(addr string) (bool, error) {
 }
 
 func runServe(c *cli.Context) error {
-	if c.NArg() > 0 {
-		return usagef("serve takes no arguments, got %q", c.Args().First())
-	}
 	addr, token := c.String("listen"), c.String("token")
 	loop, err := isLoopback(addr)
 	if err != nil {

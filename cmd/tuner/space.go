@@ -95,9 +95,6 @@ func spaceCommand() *cli.Command {
 			&cli.StringFlag{Name: "workload", Aliases: []string{"w"}, Usage: "workload (built-in name or YAML) whose LoRA tenants put the adapter slots into the space"},
 		}, targetFlags()...),
 		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return usagef("space takes no arguments, got %q", c.Args().First())
-			}
 			ts, err := targetSpec(c)
 			if err != nil {
 				return err

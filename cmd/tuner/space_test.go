@@ -11,7 +11,7 @@ import (
 )
 
 // runTuner runs the CLI in-process and returns exit code, stdout, stderr.
-func runTuner(t *testing.T, args ...string) (int, string, string) {
+func runTuner(t testing.TB, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	code := run(context.Background(), append([]string{"tuner"}, args...), &out, &errb)

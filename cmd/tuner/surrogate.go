@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/vllm-tuner/tuner/bounded"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/store/dbopen"
@@ -106,18 +106,9 @@ func parseImportArgs(c *cli.Context) (importArgs, error) {
 		return a, usagef("surrogate import needs a model FILE")
 	}
 	a.file = c.Args().First()
-	fs := flag.NewFlagSet("import", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&a.schema, "schema", a.schema, "")
-	fs.StringVar(&a.target, "target", a.target, "")
-	fs.StringVar(&a.name, "name", a.name, "")
-	fs.BoolVar(&a.replace, "replace", a.replace, "")
-	if err := fs.Parse(c.Args().Tail()); err != nil {
-		return a, usagef("surrogate import: %v", err)
-	}
 	switch {
-	case fs.NArg() > 0:
-		return a, usagef("surrogate import takes one model FILE, got also %q", fs.Args())
+	case c.NArg() > 1:
+		return a, usagef("surrogate import takes one model FILE, got also %q", c.Args().Tail())
 	case a.schema == "":
 		return a, usagef("surrogate import needs --schema FILE (the schema export-data wrote)")
 	case a.target == "":
@@ -135,11 +126,11 @@ func surrogateImport(c *cli.Context) error {
 		return err
 	}
 	file := a.file
-	model, err := readCapped(file, surrogate.DefaultLimits().MaxBytes)
+	model, err := bounded.ReadFile(file, int64(surrogate.DefaultLimits().MaxBytes))
 	if err != nil {
 		return asUsage(err)
 	}
-	sb, err := readCapped(a.schema, 16<<20)
+	sb, err := bounded.ReadFile(a.schema, 16<<20)
 	if err != nil {
 		return asUsage(err)
 	}
@@ -314,9 +305,6 @@ func historyObjectives(studies map[string]store.Study) []surrogate.Objective {
 }
 
 func surrogateExport(c *cli.Context) error {
-	if c.NArg() != 0 {
-		return usagef("surrogate export-data takes no arguments")
-	}
 	out, schemaOut := c.String("output"), c.String("schema-out")
 	if schemaOut == "" {
 		if out == "" {
@@ -367,9 +355,6 @@ func writeBytes(b []byte) func(io.Writer) error {
 }
 
 func surrogateEval(c *cli.Context) error {
-	if c.NArg() != 0 {
-		return usagef("surrogate eval takes no arguments")
-	}
 	folds := c.Int("folds")
 	if folds < 2 {
 		return usagef("--folds must be >= 2")
@@ -390,9 +375,6 @@ func surrogateEval(c *cli.Context) error {
 }
 
 func surrogateTrain(c *cli.Context) error {
-	if c.NArg() != 0 {
-		return usagef("surrogate train takes no arguments")
-	}
 	m, nStudies, err := historyMatrix(c)
 	if err != nil {
 		return err
@@ -421,9 +403,6 @@ func surrogateTrain(c *cli.Context) error {
 }
 
 func surrogateList(c *cli.Context) error {
-	if c.NArg() != 0 {
-		return usagef("surrogate list takes no arguments")
-	}
 	st, err := openReader(c)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -28,10 +29,17 @@ func init() {
 // dbArg is --db / TUNER_DB (a bbolt file or a postgres:// URL), else the
 // default file.
 func dbArg(c *cli.Context) (string, error) {
-	if p := c.String("db"); p != "" {
-		return p, nil
+	p := c.String("db")
+	if p == "" {
+		var err error
+		if p, err = dbopen.DefaultPath(); err != nil {
+			return "", err
+		}
 	}
-	return dbopen.DefaultPath()
+	if st, err := os.Stat(p); err == nil && st.IsDir() {
+		return "", usagef("--db %s is a directory, not a database file (e.g. --db %s)", p, filepath.Join(p, "tuner.db"))
+	}
+	return p, nil
 }
 
 // openReader opens the database for a reading command. A missing file says
@@ -84,9 +92,6 @@ func trialsCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "machine-readable output (the stored records)"},
 		},
 		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return usagef("trials takes no arguments (use --study ID)")
-			}
 			f, err := tuner.ParseTrialFilter(c.String("state"))
 			if err != nil {
 				return err
@@ -437,9 +442,6 @@ func studiesCommand() *cli.Command {
 		ArgsUsage: " ",
 		Flags:     []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "machine-readable output"}},
 		Action: func(c *cli.Context) error {
-			if c.NArg() > 0 {
-				return usagef("studies takes no arguments")
-			}
 			s, err := openReader(c)
 			if err != nil {
 				return err

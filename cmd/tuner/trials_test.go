@@ -99,7 +99,7 @@ func abs(x float64) float64 {
 }
 
 // TestReadingCommandsUX: show takes a config ID; errors say a thing once;
-// a flag after the arguments gets a hint; a mistyped command a suggestion;
+// flags after the arguments and global flags after the command are read; a mistyped command a suggestion;
 // a mistyped SLO operator is called one; --format help shows no bogus
 // placeholder.
 func TestReadingCommandsUX(t *testing.T) {
@@ -117,8 +117,12 @@ func TestReadingCommandsUX(t *testing.T) {
 			stdout: []string{`"config_id": "` + cfg + `"`, `"studies": [`}},
 		{name: "show unknown config", args: []string{"--db", db, "show", "0123456789ab"}, code: exitFailure,
 			stderr: []string{"config 0123456789ab: no trial ran it"}},
-		{name: "flag after argument", args: []string{"--db", db, "show", stored[0].ID, "--json"}, code: exitUsage,
-			stderr: []string{"flag --json after the arguments: flags go first (tuner show --json " + stored[0].ID + ")"}},
+		{name: "flag after argument", args: []string{"show", stored[0].ID, "--json", "--db", db}, code: 0,
+			stdout: []string{`"config_id": "` + cfg + `"`}},
+		{name: "global flag after the command", args: []string{"trials", "--db", db, "--study", st.ID}, code: 0,
+			stdout: []string{stored[0].ID}},
+		{name: "argument to a command without", args: []string{"--db", db, "trials", st.ID}, code: exitUsage,
+			stderr: []string{`tuner trials takes no arguments, got "` + st.ID + `" (use --study ID)`}},
 		{name: "mistyped command", args: []string{"--db", db, "recomend"}, code: exitUsage,
 			stderr: []string{`Did you mean "recommend"?`}},
 		{name: "study once", args: []string{"--db", db, "trials", "--study", "0123456789ab"}, code: exitFailure,
