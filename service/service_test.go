@@ -203,16 +203,27 @@ func TestJobRunsToDoneWithProgressFrontAndRecommendation(t *testing.T) {
 	}
 	rows := page.Trials
 	search := 0
+	// The re-measurement is whole rounds (repeats 2): every round measures
+	// the same configs (vLLM's default and the finalists) once each.
+	rounds := map[int]map[string]bool{}
 	for _, r := range rows {
 		if r.Repeat == 0 {
 			search++
+		} else {
+			if rounds[r.Repeat] == nil {
+				rounds[r.Repeat] = map[string]bool{}
+			}
+			rounds[r.Repeat][r.ConfigID] = true
 		}
 		if r.State == store.StateOK && (r.Throughput == nil || *r.Throughput <= 0) {
 			t.Fatalf("ok trial %s without throughput", r.ID)
 		}
 	}
-	if search != 4 || len(rows) != 6 {
-		t.Fatalf("%d trials, %d search; want 6 and 4", len(rows), search)
+	if search != 4 {
+		t.Fatalf("%d trials, %d search; want 4 search trials", len(rows), search)
+	}
+	if len(rounds) != 2 || len(rounds[1]) < 2 || len(rounds[1]) != len(rounds[2]) || len(rows) != search+2*len(rounds[1]) {
+		t.Fatalf("%d trials in re-measurement rounds %v; want 2 whole rounds of the default and the finalists", len(rows), rounds)
 	}
 	code, out = e.do(t, "GET", "/api/v1/studies/"+got.Study+"/front", "", "")
 	var front frontDoc
@@ -238,13 +249,14 @@ func TestJobRunsToDoneWithProgressFrontAndRecommendation(t *testing.T) {
 		t.Fatalf("front.html: %d", code)
 	}
 	code, out = e.do(t, "GET", "/metrics", "", "")
-	if code != 200 || !strings.Contains(out, `tuner_trials_total{class="",verdict="ok"} 6`) || !strings.Contains(out, `tuner_best_feasible_throughput{study="`+got.Study+`"}`) {
+	n := len(rows)
+	if code != 200 || !strings.Contains(out, fmt.Sprintf(`tuner_trials_total{class="",verdict="ok"} %d`, n)) || !strings.Contains(out, `tuner_best_feasible_throughput{study="`+got.Study+`"}`) {
 		t.Fatalf("metrics:\n%s", out)
 	}
-	// The core's observer: six engines started, six trials begun and
-	// finished, the surrogate refit at least once.
-	for _, want := range []string{"tuner_engine_start_seconds_count 6", `tuner_store_write_seconds_count{op="begin"} 6`,
-		`tuner_store_write_seconds_count{op="finish"} 6`, "tuner_surrogate_fit_seconds_count "} {
+	// The core's observer: an engine started, a trial begun and finished
+	// for every row, the surrogate refit at least once.
+	for _, want := range []string{fmt.Sprintf("tuner_engine_start_seconds_count %d", n), fmt.Sprintf(`tuner_store_write_seconds_count{op="begin"} %d`, n),
+		fmt.Sprintf(`tuner_store_write_seconds_count{op="finish"} %d`, n), "tuner_surrogate_fit_seconds_count "} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("metrics: no %q in\n%s", want, out)
 		}
