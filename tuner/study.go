@@ -79,8 +79,9 @@ func ChartConfig(c Candidate, def spaces.Config) chart.Config {
 
 // FrontChart is the front chart's data: the front, vLLM's default and the
 // recommended config (nil when none), the other measured configs, the SLO
-// bounds on the two metrics and the gain of the recommendation.
-func FrontChart(title string, front []Candidate, def, rec *Candidate, others []Candidate, slo trial.SLO, m Metrics) chart.FrontData {
+// bounds on the two metrics and the verdict line (Judge's Text, so the
+// chart says what recommend and search say).
+func FrontChart(title string, front []Candidate, def, rec *Candidate, others []Candidate, slo trial.SLO, m Metrics, verdict string) chart.FrontData {
 	d := chart.FrontData{Title: title, Throughput: m.Throughput, Latency: m.Latency}
 	var defCfg spaces.Config
 	if def != nil {
@@ -103,11 +104,7 @@ func FrontChart(title string, front []Candidate, def, rec *Candidate, others []C
 			d.VRAMEstimated = d.VRAMEstimated || c.cand.VRAMEstimated
 		}
 	}
-	if rec != nil && def != nil {
-		if g, ok := EstimateGain(rec, def); ok && rec.ConfigID != def.ConfigID {
-			d.Gain = fmt.Sprintf("recommended vs vLLM's default: %s %s: %s", m.Throughput, g, g.Verdict())
-		}
-	}
+	d.Gain = verdict
 	for _, b := range slo {
 		switch {
 		case b.Metric == m.Latency && (b.Op == "<=" || b.Op == "<"):
@@ -128,7 +125,8 @@ func ChartTitle(k store.StudyKey) string {
 // it: the front, the others, vLLM's default and the recommendation marked,
 // the SLO bounds drawn.
 func FrontChartData(st store.Study, front, cands []Candidate, slo trial.SLO, m Metrics, defaultID string) chart.FrontData {
-	rec := Judge(JudgeInput{Cands: cands, DefaultID: defaultID, Metrics: m, SLO: slo, Prefer: PreferThroughput}).Pick
+	v := Judge(JudgeInput{Cands: cands, DefaultID: defaultID, Metrics: m, SLO: slo, Prefer: PreferThroughput})
+	rec := v.Pick
 	onFront := map[string]bool{}
 	for _, c := range front {
 		onFront[c.ConfigID] = true
@@ -145,7 +143,7 @@ func FrontChartData(st store.Study, front, cands []Candidate, slo trial.SLO, m M
 			others = append(others, c)
 		}
 	}
-	return FrontChart(ChartTitle(st.Key), front, def, rec, others, slo, m)
+	return FrontChart(ChartTitle(st.Key), front, def, rec, others, slo, m, v.Text)
 }
 
 // Recommendation is what `recommend --format json` prints (and the

@@ -40,6 +40,7 @@ type frontView struct {
 	Default         *tuner.Candidate  `json:"default,omitempty"`
 	DefaultConfigID string            `json:"default_config_id,omitempty"`
 	recommended     *tuner.Candidate  // also when it is not on the front
+	verdict         string            // Judge's line, drawn on the chart
 	others          []tuner.Candidate // the other measured configs, for the plots
 }
 
@@ -158,7 +159,9 @@ func buildFrontView(ctx context.Context, s store.DB, sel selection, extra trial.
 				}
 			}
 			if !group {
-				if rec := tuner.Judge(tuner.JudgeInput{Cands: pc, DefaultID: v.DefaultConfigID, Metrics: sel.Metrics, SLO: slo, Prefer: tuner.PreferThroughput}).Pick; rec != nil {
+				jv := tuner.Judge(tuner.JudgeInput{Cands: pc, DefaultID: v.DefaultConfigID, Metrics: sel.Metrics, SLO: slo, Prefer: tuner.PreferThroughput})
+				v.verdict = jv.Text
+				if rec := jv.Pick; rec != nil {
 					r := *rec
 					v.recommended, v.Recommended = &r, r.ConfigID
 				}
@@ -187,7 +190,7 @@ var defaultConfigID = tuner.DefaultConfigID
 // frontChart is the chart of a front view.
 func frontChart(v frontView, sel selection) chart.Figure {
 	slo, _ := trial.ParseSLO(v.SLO)
-	return chart.Front(tuner.FrontChart(tuner.ChartTitle(sel.Newest.Key), v.Front, v.Default, v.recommended, v.others, slo, v.Metrics))
+	return chart.Front(tuner.FrontChart(tuner.ChartTitle(sel.Newest.Key), v.Front, v.Default, v.recommended, v.others, slo, v.Metrics, v.verdict))
 }
 
 // writeChart writes the plot atomically (temp file, then rename).
