@@ -383,7 +383,21 @@ func TestDriveWarmsConnections(t *testing.T) {
 // time order) is at least k x rampStep after the start.
 func TestDriveRampsFirstWave(t *testing.T) {
 	const conc = 100
-	base := newStreamServer(t, &streamServer{gap: time.Millisecond})
+	// The server answers no request before every first send arrived: a
+	// worker done early would send again inside the first wave, a start
+	// the ramp never scheduled (what failed 5-7 of 10 runs without -race).
+	var arrived atomic.Int32
+	all := make(chan struct{})
+	base := newStreamServer(t, &streamServer{gap: time.Millisecond, hook: func(http.ResponseWriter, *completionReq) bool {
+		if arrived.Add(1) == conc {
+			close(all)
+		}
+		select {
+		case <-all:
+		case <-time.After(30 * time.Second): // a lost send fails below, not by a hang
+		}
+		return false
+	}})
 	c := NewClient(base, "m", 10*time.Second)
 	defer c.Close()
 	recs := c.Drive(context.Background(), specsN(conc, 8, 2), Load{Concurrency: conc}, nil)
