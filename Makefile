@@ -7,7 +7,7 @@ LDFLAGS   := -X main.version=$(VERSION)
 FUZZTIME  ?= 10s
 export CGO_CFLAGS := -Wno-deprecated-declarations
 
-.PHONY: all build test test-stress unit race lint vet fmt-check bench eval-search eval-search-table eval-workloads bench-search fuzz soak demo clean
+.PHONY: all build test test-stress unit race lint vet fmt-check bench eval-search eval-search-table eval-workloads bench-search fuzz soak demo docs-img clean
 
 all: build
 
@@ -101,6 +101,20 @@ demo: build
 	  --trials 9 --finalists 2 --repeats 2 --budget 3m --log-dir $(BIN)/logs --engine-arg=--startup-scale=0.01
 	./$(BIN)/tuner --db $(DEMO_DB) recommend --model $(DEMO_MODEL) --format command
 	./$(BIN)/tuner --db $(DEMO_DB) pareto --model $(DEMO_MODEL) --svg $(BIN)/demo-front.svg --html $(BIN)/demo-front.html
+
+# The README's two images (issue 27), from the simulator: the front chart of
+# a short sim-virtual search (bin/tuner pareto --png) and the dashboard's
+# trial page, as TestDashboardPagesInBrowser screenshots it (its fixture is
+# a 12-trial sim-virtual job; needs Chromium). A few minutes on 2 cores.
+DOCS_TMP := $(BIN)/docs-img
+docs-img: build
+	rm -rf $(DOCS_TMP) && mkdir -p $(DOCS_TMP) docs/img
+	nice ./$(BIN)/tuner --db $(DOCS_TMP)/docs.db search --model $(DEMO_MODEL) --gpu H100-80GB --engine sim-virtual \
+	  --workload chat --trials 12 --requests 200 --finalists 2 --repeats 2 --log-dir $(DOCS_TMP)/logs
+	./$(BIN)/tuner --db $(DOCS_TMP)/docs.db pareto --model $(DEMO_MODEL) --png docs/img/front.png
+	TUNER_DASHBOARD_SHOTS=$(abspath $(DOCS_TMP)) nice $(GO) test -count=1 -run '^TestDashboardPagesInBrowser$$' ./service
+	cp $(DOCS_TMP)/trial-1280.png docs/img/trial.png
+	ls -l docs/img/front.png docs/img/trial.png
 
 clean:
 	rm -rf $(BIN)
