@@ -169,6 +169,40 @@ func postJob(t *testing.T, e *env, body string) store.Job {
 	return j
 }
 
+// wantSearchAndRounds checks a study's trials: search trials (repeat 0),
+// then whole re-measurement rounds, each measuring the same configs
+// (vLLM's default and the finalists) once; and every ok trial has a
+// throughput.
+func wantSearchAndRounds(t *testing.T, rows []trialRow, search, rounds int) {
+	t.Helper()
+	n := 0
+	byRound := map[int]map[string]bool{}
+	for _, r := range rows {
+		if r.Repeat == 0 {
+			n++
+		} else {
+			if byRound[r.Repeat] == nil {
+				byRound[r.Repeat] = map[string]bool{}
+			}
+			byRound[r.Repeat][r.ConfigID] = true
+		}
+		if r.State == store.StateOK && (r.Throughput == nil || *r.Throughput <= 0) {
+			t.Fatalf("ok trial %s without throughput", r.ID)
+		}
+	}
+	if n != search {
+		t.Fatalf("%d trials, %d search; want %d search trials", len(rows), n, search)
+	}
+	per := len(byRound[1])
+	ok := len(byRound) == rounds && per >= 2 && len(rows) == search+rounds*per
+	for _, cs := range byRound {
+		ok = ok && len(cs) == per
+	}
+	if !ok {
+		t.Fatalf("%d trials in re-measurement rounds %v; want %d whole rounds of the default and the finalists", len(rows), byRound, rounds)
+	}
+}
+
 func TestJobRunsToDoneWithProgressFrontAndRecommendation(t *testing.T) {
 	e := newEnv(t, "", Config{}, true)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -202,29 +236,7 @@ func TestJobRunsToDoneWithProgressFrontAndRecommendation(t *testing.T) {
 		t.Fatalf("trials: %d %s", code, out)
 	}
 	rows := page.Trials
-	search := 0
-	// The re-measurement is whole rounds (repeats 2): every round measures
-	// the same configs (vLLM's default and the finalists) once each.
-	rounds := map[int]map[string]bool{}
-	for _, r := range rows {
-		if r.Repeat == 0 {
-			search++
-		} else {
-			if rounds[r.Repeat] == nil {
-				rounds[r.Repeat] = map[string]bool{}
-			}
-			rounds[r.Repeat][r.ConfigID] = true
-		}
-		if r.State == store.StateOK && (r.Throughput == nil || *r.Throughput <= 0) {
-			t.Fatalf("ok trial %s without throughput", r.ID)
-		}
-	}
-	if search != 4 {
-		t.Fatalf("%d trials, %d search; want 4 search trials", len(rows), search)
-	}
-	if len(rounds) != 2 || len(rounds[1]) < 2 || len(rounds[1]) != len(rounds[2]) || len(rows) != search+2*len(rounds[1]) {
-		t.Fatalf("%d trials in re-measurement rounds %v; want 2 whole rounds of the default and the finalists", len(rows), rounds)
-	}
+	wantSearchAndRounds(t, rows, 4, 2)
 	code, out = e.do(t, "GET", "/api/v1/studies/"+got.Study+"/front", "", "")
 	var front frontDoc
 	if code != 200 || json.Unmarshal([]byte(out), &front) != nil || len(front.Front) == 0 {
