@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/storetest"
 	"github.com/vllm-tuner/tuner/trial"
 	bolt "go.etcd.io/bbolt"
 	"math/rand/v2"
@@ -66,12 +67,12 @@ func benchDB(b *testing.B) (string, []string) {
 			for done := 0; done < benchPerStudy; done += benchBatchSize {
 				err := s.update(ctx, func(tx *bolt.Tx) error {
 					for range benchBatchSize {
-						cfg := randConfig(r)
+						cfg := storetest.Config(r)
 						t := store.Trial{V: store.RecordVersion, StudyID: st.ID, State: store.StateRunning, ConfigID: cfg.ID(), Config: cfg, Started: time.Now().UTC()}
 						if err := beginTrialTx(tx, &t); err != nil {
 							return err
 						}
-						if _, err := finishTrialTx(tx, st.ID, t.Seq, randResult(r, cfg), time.Now().UTC()); err != nil {
+						if _, err := finishTrialTx(tx, st.ID, t.Seq, storetest.ResultOneIn(r, cfg, 20), time.Now().UTC()); err != nil {
 							return err
 						}
 					}
@@ -179,12 +180,12 @@ func BenchmarkTrialWrite(b *testing.B) {
 			ctx := context.Background()
 			r := rand.New(rand.NewPCG(62, 63))
 			for b.Loop() {
-				cfg := randConfig(r)
+				cfg := storetest.Config(r)
 				t, err := s.BeginTrial(ctx, ids[1], cfg, store.BeginOptions{})
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := s.FinishTrial(ctx, t.ID, randResult(r, cfg)); err != nil {
+				if _, err := s.FinishTrial(ctx, t.ID, storetest.ResultOneIn(r, cfg, 20)); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/storetest"
 	"github.com/vllm-tuner/tuner/trial"
 	bolt "go.etcd.io/bbolt"
 	"math/rand/v2"
@@ -89,8 +90,8 @@ func TestSummaryAgreesWithResult(t *testing.T) {
 	r := rand.New(rand.NewPCG(70, 71))
 	names := append(store.SummaryMetrics(), "peak_vram_gib", "vram", "goodput", "ttft_p50", "tpot_p50", "nope", "ttft_std")
 	for range 200 {
-		cfg := randConfig(r)
-		res := randResult(r, cfg)
+		cfg := storetest.Config(r)
+		res := storetest.ResultOneIn(r, cfg, 20)
 		if len(res.Levels) > 0 {
 			m := &res.Levels[0].Metrics
 			m.ITL = trialDist(r)

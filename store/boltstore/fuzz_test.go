@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/storetest"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -19,9 +20,9 @@ import (
 // a re-encode/decode round trip unchanged.
 func FuzzDecodeTrial(f *testing.F) {
 	r := rand.New(rand.NewPCG(50, 51))
-	cfg := randConfig(r)
+	cfg := storetest.Config(r)
 	good := store.Trial{V: 1, ID: "0123456789ab-3", StudyID: "0123456789ab", Seq: 3, State: store.StateOK,
-		ConfigID: cfg.ID(), Config: cfg, Result: randResult(r, cfg)}
+		ConfigID: cfg.ID(), Config: cfg, Result: storetest.ResultOneIn(r, cfg, 20)}
 	raw, _ := json.Marshal(good)
 	f.Add(raw)
 	f.Add([]byte(`{"id":"0123456789ab-1","study_id":"0123456789ab","seq":1,"status":"running","config":{},"config_hash":"x"}`))
@@ -62,8 +63,8 @@ func FuzzDecodeTrial(f *testing.F) {
 func FuzzDecodeSummary(f *testing.F) {
 	r := rand.New(rand.NewPCG(52, 53))
 	for range 3 {
-		cfg := randConfig(r)
-		tr := store.Trial{V: 1, ID: "0123456789ab-9", StudyID: "0123456789ab", Seq: 9, State: store.StateOK, Config: cfg, Result: randResult(r, cfg)}
+		cfg := storetest.Config(r)
+		tr := store.Trial{V: 1, ID: "0123456789ab-9", StudyID: "0123456789ab", Seq: 9, State: store.StateOK, Config: cfg, Result: storetest.ResultOneIn(r, cfg, 20)}
 		sm := store.Summarize(&tr)
 		f.Add(store.EncodeSummary(&sm))
 	}
@@ -90,8 +91,8 @@ func FuzzDecodeSummary(f *testing.F) {
 // without sizing anything from that count.
 func TestDecodeSummaryBoundedAlloc(t *testing.T) {
 	r := rand.New(rand.NewPCG(54, 55))
-	cfg := randConfig(r)
-	tr := store.Trial{V: 1, ID: "0123456789ab-9", StudyID: "0123456789ab", Seq: 9, State: store.StateOK, Config: cfg, Result: randResult(r, cfg)}
+	cfg := storetest.Config(r)
+	tr := store.Trial{V: 1, ID: "0123456789ab-9", StudyID: "0123456789ab", Seq: 9, State: store.StateOK, Config: cfg, Result: storetest.ResultOneIn(r, cfg, 20)}
 	sm := store.Summarize(&tr)
 	sm.Config = spaces.NewConfig(nil)
 	good := store.EncodeSummary(&sm)

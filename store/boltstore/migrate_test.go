@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/storetest"
 	bolt "go.etcd.io/bbolt"
 	"math/rand/v2"
 	"os"
@@ -41,13 +42,13 @@ func writeV0Fixture(t *testing.T, path string) (studyID string, n int) {
 		}
 		b, _ := tb.CreateBucket([]byte(studyID))
 		for seq := uint64(1); seq <= 12; seq++ {
-			cfg := randConfig(r)
+			cfg := storetest.Config(r)
 			rec := map[string]any{
 				"id": store.TrialID(studyID, seq), "study_id": studyID, "seq": seq, "status": "running",
 				"config": cfg, "config_hash": cfg.ID(), "started": "2025-06-01T00:00:00Z",
 			}
 			if seq < 12 {
-				res := randResult(r, cfg)
+				res := storetest.ResultOneIn(r, cfg, 20)
 				rec["status"], rec["result"] = string(store.StateOf(res)), res
 			}
 			raw, _ := json.Marshal(rec)

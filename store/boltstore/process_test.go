@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/vllm-tuner/tuner/pareto"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/storetest"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -81,13 +82,16 @@ func childWriter(ctx context.Context) error {
 	}
 	out := bufio.NewWriter(os.Stdout)
 	for i := 0; n == 0 || i < n; i++ {
-		cfg := randConfig(r)
+		cfg := storetest.Config(r)
 		var tr store.Trial
 		if err := timed(func() (err error) { tr, err = s.BeginTrial(ctx, st.ID, cfg, store.BeginOptions{}); return err }); err != nil {
 			return err
 		}
 		var done store.Trial
-		if err := timed(func() (err error) { done, err = s.FinishTrial(ctx, tr.ID, randResult(r, cfg)); return err }); err != nil {
+		if err := timed(func() (err error) {
+			done, err = s.FinishTrial(ctx, tr.ID, storetest.ResultOneIn(r, cfg, 20))
+			return err
+		}); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "committed %s %s\n", done.ID, done.State)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"github.com/vllm-tuner/tuner/pareto"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/storetest"
 	"github.com/vllm-tuner/tuner/trial"
 	"math"
 	"math/rand/v2"
@@ -107,7 +108,7 @@ func TestTrialLifecycle(t *testing.T) {
 	s := openTest(t, "", false)
 	st, _ := s.EnsureStudy(ctx, testKey("m", "g", ""))
 	r := rand.New(rand.NewPCG(1, 1))
-	cfg := randConfig(r)
+	cfg := storetest.Config(r)
 	tr, err := s.BeginTrial(ctx, st.ID, cfg, store.BeginOptions{Notes: "first"})
 	if err != nil {
 		t.Fatal(err)
@@ -119,7 +120,7 @@ func TestTrialLifecycle(t *testing.T) {
 	if err != nil || got.State != store.StateRunning || !got.Config.Equal(cfg) {
 		t.Fatalf("read running trial: %+v %v", got, err)
 	}
-	res := randResult(r, cfg)
+	res := storetest.ResultOneIn(r, cfg, 20)
 	res.Status, res.Failure = trial.StatusOK, ""
 	done, err := s.FinishTrial(ctx, tr.ID, res)
 	if err != nil || done.State != store.StateOK || done.Ended.IsZero() {
@@ -129,7 +130,7 @@ func TestTrialLifecycle(t *testing.T) {
 		t.Errorf("second finish: %v, want ErrState", err)
 	}
 	nan, _ := s.BeginTrial(ctx, st.ID, cfg, store.BeginOptions{Repeat: 2})
-	bad := randResult(r, cfg)
+	bad := storetest.ResultOneIn(r, cfg, 20)
 	bad.PeakVRAMGiB = math.NaN()
 	if _, err := s.FinishTrial(ctx, nan.ID, bad); !errors.Is(err, store.ErrInvalidResult) {
 		t.Errorf("NaN result: %v, want ErrInvalidResult", err)
@@ -142,7 +143,7 @@ func TestTrialLifecycle(t *testing.T) {
 		t.Fatalf("finish after repair: %v %v", d.State, err)
 	}
 	again, _ := s.BeginTrial(ctx, st.ID, cfg, store.BeginOptions{Repeat: 1})
-	other, _ := s.BeginTrial(ctx, st.ID, randConfig(r), store.BeginOptions{})
+	other, _ := s.BeginTrial(ctx, st.ID, storetest.Config(r), store.BeginOptions{})
 	intr := &trial.Result{Status: trial.StatusFailed, Failure: trial.FailInterrupted}
 	if d, err := s.FinishTrial(ctx, other.ID, intr); err != nil || d.State != store.StateInterrupted {
 		t.Fatalf("interrupted finish: %v %v", d.State, err)
@@ -321,7 +322,7 @@ func TestHistory(t *testing.T) {
 	for i := range 30 {
 		runTrial(t, s, r, []store.Study{a, b, c}[i%3].ID)
 	}
-	if _, err := s.BeginTrial(ctx, a.ID, randConfig(r), store.BeginOptions{}); err != nil {
+	if _, err := s.BeginTrial(ctx, a.ID, storetest.Config(r), store.BeginOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	h, err := s.History(ctx, store.HistoryQuery{Model: "llama", GPU: "H100-80GB"})
@@ -353,7 +354,7 @@ func TestInterruptedRecovery(t *testing.T) {
 	a := openTest(t, path, false)
 	st, _ := a.EnsureStudy(ctx, testKey("m", "g", ""))
 	r := rand.New(rand.NewPCG(6, 7))
-	tr, err := a.BeginTrial(ctx, st.ID, randConfig(r), store.BeginOptions{})
+	tr, err := a.BeginTrial(ctx, st.ID, storetest.Config(r), store.BeginOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +370,7 @@ func TestInterruptedRecovery(t *testing.T) {
 	if err != nil || got.State != store.StateInterrupted || !strings.Contains(got.Notes, "interrupted") {
 		t.Fatalf("dead writer's trial: %+v %v", got, err)
 	}
-	if _, err := c.FinishTrial(ctx, tr.ID, randResult(r, got.Config)); !errors.Is(err, store.ErrState) {
+	if _, err := c.FinishTrial(ctx, tr.ID, storetest.ResultOneIn(r, got.Config, 20)); !errors.Is(err, store.ErrState) {
 		t.Errorf("finishing an interrupted trial: %v", err)
 	}
 	if _, err := c.Check(ctx); err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/store/storetest"
 	"github.com/vllm-tuner/tuner/trial"
 	"math/rand/v2"
 	"os"
@@ -143,7 +144,7 @@ func TestBeginTrialOnFullDisk(t *testing.T) {
 	}
 	defer full.Close()
 	for range 3 {
-		_, err := full.BeginTrial(ctx, st.ID, randConfig(rand.New(rand.NewPCG(1, 2))), store.BeginOptions{})
+		_, err := full.BeginTrial(ctx, st.ID, storetest.Config(rand.New(rand.NewPCG(1, 2))), store.BeginOptions{})
 		if !errors.Is(err, store.ErrDiskFull) || !strings.Contains(err.Error(), s.Path()) {
 			t.Fatalf("got %v, want ErrDiskFull naming %s", err, s.Path())
 		}
@@ -151,7 +152,7 @@ func TestBeginTrialOnFullDisk(t *testing.T) {
 	if ts, err := s.Trials(ctx, st.ID, store.TrialFilter{}); err != nil || len(ts) != 0 {
 		t.Fatalf("trials after refused begins: %d, %v", len(ts), err)
 	}
-	if _, err := s.BeginTrial(ctx, st.ID, randConfig(rand.New(rand.NewPCG(1, 2))), store.BeginOptions{}); err != nil {
+	if _, err := s.BeginTrial(ctx, st.ID, storetest.Config(rand.New(rand.NewPCG(1, 2))), store.BeginOptions{}); err != nil {
 		t.Fatalf("with the default floor: %v", err)
 	}
 }

@@ -44,12 +44,17 @@ func Config(r *rand.Rand) spaces.Config {
 }
 
 // Result is a synthetic measurement of cfg; some fail, some are unstable.
-func Result(r *rand.Rand, cfg spaces.Config) *trial.Result {
+func Result(r *rand.Rand, cfg spaces.Config) *trial.Result { return ResultOneIn(r, cfg, 10) }
+
+// ResultOneIn is Result where one trial in n fails (and one in n is
+// unstable): throughput and latency trade off through max_num_seqs, VRAM
+// follows gpu_memory_utilization.
+func ResultOneIn(r *rand.Rand, cfg spaces.Config, n int) *trial.Result {
 	res := &trial.Result{
 		SchemaVersion: trial.ResultVersion, Config: cfg, ConfigID: cfg.ID(), Workload: "chat",
 		GPU: trial.GPUIdentity{Name: "H100-80GB", Count: 1}, Status: trial.StatusOK,
 	}
-	switch x := r.IntN(10); {
+	switch x := r.IntN(n); {
 	case x == 0:
 		res.Status, res.Failure, res.Error = trial.StatusFailed, trial.FailOOM, "CUDA out of memory"
 		return res
