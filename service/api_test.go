@@ -153,12 +153,8 @@ func TestCacheFollowsTheStore(t *testing.T) {
 				t.Fatalf("%s: row %d is %s %s, stored %s %s", when, i, r.ID, r.State, all[i].ID, all[i].State)
 			}
 		}
-		lts := make([]tuner.Trial, len(all))
-		for i, x := range all {
-			lts[i] = tuner.FromStore(x)
-		}
 		m := tuner.StudyMetrics(st)
-		cands := tuner.Aggregate(lts, st.SLO(), m, tuner.DefaultConfig().MADK)
+		cands := tuner.Aggregate(all, st.SLO(), m, tuner.DefaultConfig().MADK)
 		want := []tuner.Candidate{}
 		for _, i := range tuner.Front(cands, m) {
 			want = append(want, cands[i])

@@ -47,7 +47,7 @@ func newStudyCache(max int) *studyCache {
 // a newer read builds a new one sharing nothing mutable with it.
 type studySnap struct {
 	study  store.Study
-	trials []tuner.Trial // in sequence order: trials[i].Number == i+1
+	trials []store.Trial // in sequence order: trials[i].Seq == i+1
 	rows   []trialRow    // the same order
 	// open is the index of the first trial still running (len(trials)
 	// when none): it and the trials after it are reread.
@@ -161,14 +161,14 @@ func buildSnap(st store.Study, old *studySnap, tail []store.Trial) *studySnap {
 	if old != nil {
 		s.prevBase = old.base.Load()
 	}
-	s.trials = make([]tuner.Trial, keep, keep+len(tail))
+	s.trials = make([]store.Trial, keep, keep+len(tail))
 	s.rows = make([]trialRow, keep, keep+len(tail))
 	if old != nil {
 		copy(s.trials, old.trials[:keep])
 		copy(s.rows, old.rows[:keep])
 	}
 	for _, t := range tail {
-		s.trials = append(s.trials, tuner.FromStore(t))
+		s.trials = append(s.trials, t)
 		s.rows = append(s.rows, newTrialRow(t, s.metrics))
 	}
 	s.open = len(s.trials)
@@ -272,7 +272,7 @@ func newJudgement(s *studySnap, slo trial.SLO, k float64, prev *judgement, keep 
 // newTrialRow is a trial as the trials table shows it.
 func newTrialRow(t store.Trial, m tuner.Metrics) trialRow {
 	r := trialRow{ID: t.ID, Seq: t.Seq, State: t.State, ConfigID: t.ConfigID, Repeat: t.Repeat, Started: t.Started, Ended: t.Ended,
-		Verdict: tuner.FromStore(t).Verdict(), Flags: t.Config.Flags()}
+		Verdict: t.Verdict(), Flags: t.Config.Flags()}
 	if v, ok := m.Vector(t.Result); ok {
 		r.Throughput, r.Latency, r.VRAM = &v[0], &v[1], &v[2]
 	}

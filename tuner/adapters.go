@@ -21,23 +21,12 @@ type StudyStore struct {
 
 var _ Store = StudyStore{}
 
-func (s StudyStore) Begin(ctx context.Context, t Trial) (Trial, error) {
+func (s StudyStore) Begin(ctx context.Context, t store.Trial) (store.Trial, error) {
 	defer s.observe("begin", time.Now())
-	rec, err := s.Store.BeginTrial(ctx, s.Study, t.Config, store.BeginOptions{Repeat: t.Repeat})
-	return begun(rec, t.Phase, err)
+	return s.Store.BeginTrial(ctx, s.Study, t.Config, store.BeginOptions{Repeat: t.Repeat})
 }
 
-// begun is the loop's view of a trial the store began in phase.
-func begun(rec store.Trial, phase Phase, err error) (Trial, error) {
-	if err != nil {
-		return Trial{}, err
-	}
-	out := FromStore(rec)
-	out.Phase = phase
-	return out, nil
-}
-
-func (s StudyStore) Finish(ctx context.Context, t Trial) error {
+func (s StudyStore) Finish(ctx context.Context, t store.Trial) error {
 	defer s.observe("finish", time.Now())
 	_, err := s.Store.FinishTrial(ctx, t.ID, t.Result)
 	return err
@@ -49,29 +38,8 @@ func (s StudyStore) observe(op string, t0 time.Time) {
 	}
 }
 
-func (s StudyStore) Trials(ctx context.Context) ([]Trial, error) {
-	ts, err := s.Store.Trials(ctx, s.Study, store.TrialFilter{})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Trial, len(ts))
-	for i, t := range ts {
-		out[i] = FromStore(t)
-	}
-	return out, nil
-}
-
-// FromStore is the loop's view of a stored trial.
-func FromStore(t store.Trial) Trial {
-	ph := PhaseSearch
-	if t.Repeat > 0 {
-		ph = PhaseRepeat
-	}
-	return Trial{
-		ID: t.ID, Number: int(t.Seq), Phase: ph, Repeat: t.Repeat, State: t.State,
-		Config: t.Config, ConfigID: t.ConfigID, Result: t.Result, Started: t.Started, Ended: t.Ended,
-		Worker: t.Worker,
-	}
+func (s StudyStore) Trials(ctx context.Context) ([]store.Trial, error) {
+	return s.Store.Trials(ctx, s.Study, store.TrialFilter{})
 }
 
 // SearchProposer adapts search.Proposer to the loop: its ErrExhausted ends

@@ -30,9 +30,9 @@ type roundPlan struct {
 
 // done reports whether round r of config id has a run that was not
 // interrupted (running, or ended with a verdict).
-func roundDone(trials []Trial, id string, r int) bool {
-	return slices.ContainsFunc(trials, func(t Trial) bool {
-		return t.Phase == PhaseRepeat && t.Repeat == r && t.ConfigID == id && t.State != store.StateInterrupted
+func roundDone(trials []store.Trial, id string, r int) bool {
+	return slices.ContainsFunc(trials, func(t store.Trial) bool {
+		return t.Repeat > 0 && t.Repeat == r && t.ConfigID == id && t.State != store.StateInterrupted
 	})
 }
 
@@ -42,7 +42,7 @@ func roundDone(trials []Trial, id string, r int) bool {
 // and under --budget the whole rounds that fit in the time left at the
 // mean trial time, none when fewer than two fit (one round cannot tell a
 // gain from noise).
-func (l *Loop) planRounds(trials []Trial) roundPlan {
+func (l *Loop) planRounds(trials []store.Trial) roundPlan {
 	p := roundPlan{cfgs: map[string]spaces.Config{}}
 	if l.cfg.Repeats <= 1 || l.cfg.Finalists == 0 {
 		return p
@@ -96,7 +96,7 @@ func (l *Loop) planRounds(trials []Trial) roundPlan {
 
 // trialMean is the wall time per trial for planning: this run's (loop time
 // included, meanDur), else the stored trials' own durations.
-func (l *Loop) trialMean(trials []Trial) (time.Duration, bool) {
+func (l *Loop) trialMean(trials []store.Trial) (time.Duration, bool) {
 	l.mu.Lock()
 	mean, ok := l.st.meanDur()
 	l.mu.Unlock()
@@ -119,7 +119,7 @@ func (l *Loop) trialMean(trials []Trial) (time.Duration, bool) {
 
 // next is the first run of the plan not done: rounds earliest first, each
 // in its seeded order; ok is false when every run is done.
-func (p roundPlan) next(study string, trials []Trial) (spaces.Config, int, bool) {
+func (p roundPlan) next(study string, trials []store.Trial) (spaces.Config, int, bool) {
 	for r := 1; r <= p.rounds; r++ {
 		for _, id := range roundOrder(study, r, p.ids) {
 			if !roundDone(trials, id, r) {
@@ -131,7 +131,7 @@ func (p roundPlan) next(study string, trials []Trial) (spaces.Config, int, bool)
 }
 
 // left counts the runs of the plan not done.
-func (p roundPlan) left(trials []Trial) int {
+func (p roundPlan) left(trials []store.Trial) int {
 	n := 0
 	for r := 1; r <= p.rounds; r++ {
 		for _, id := range p.ids {
@@ -162,7 +162,7 @@ func (l *Loop) remeasure(ctx context.Context, prog progress) error {
 			return nil
 		}
 		round = r
-		if _, err := l.runOne(ctx, prog, cfg, PhaseRepeat, r); err != nil {
+		if _, err := l.runOne(ctx, prog, cfg, r); err != nil {
 			return err
 		}
 	}
@@ -176,7 +176,7 @@ func (l *Loop) budgetSpent() bool {
 }
 
 // trialsSoFar is a copy of the trials folded in.
-func (l *Loop) trialsSoFar() []Trial {
+func (l *Loop) trialsSoFar() []store.Trial {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.st.trials)
@@ -212,7 +212,7 @@ func (l *Loop) remeasureShared(ctx context.Context, prog progress) error {
 		l.mu.Unlock()
 		repeatsRunning := 0
 		for _, t := range running {
-			if t.Phase == PhaseRepeat {
+			if t.Repeat > 0 {
 				repeatsRunning++
 			}
 		}
@@ -229,7 +229,7 @@ func (l *Loop) remeasureShared(ctx context.Context, prog progress) error {
 			}
 			continue
 		}
-		_, err = l.runOne(ctx, prog, cfg, PhaseRepeat, r)
+		_, err = l.runOne(ctx, prog, cfg, r)
 		switch {
 		case errors.Is(err, ErrClaimed), errors.Is(err, ErrLeaseLost) && ctx.Err() == nil:
 			continue
@@ -243,7 +243,7 @@ func (l *Loop) remeasureShared(ctx context.Context, prog progress) error {
 // room for while searching: the rounds of the finalists so far and vLLM's
 // default, plus a finalist's rounds when a slot is free for the next
 // search trial; none when that makes fewer than two configs.
-func (l *Loop) repeatReserve(trials []Trial) int {
+func (l *Loop) repeatReserve(trials []store.Trial) int {
 	if l.cfg.Repeats <= 1 || l.cfg.Finalists == 0 {
 		return 0
 	}
@@ -256,7 +256,7 @@ func (l *Loop) repeatReserve(trials []Trial) int {
 	}
 	runs := n * l.cfg.Repeats
 	for _, t := range trials {
-		if t.Phase == PhaseRepeat && t.State != store.StateInterrupted && t.Repeat <= l.cfg.Repeats {
+		if t.Repeat > 0 && t.State != store.StateInterrupted && t.Repeat <= l.cfg.Repeats {
 			runs--
 		}
 	}

@@ -131,7 +131,7 @@ func (c *Candidate) Vector() []float64 {
 // estimates. A config that failed in any of its trials is infeasible, as is
 // one whose conservative SLO values break a bound. Candidates come in order
 // of their first trial.
-func Aggregate(trials []Trial, slo trial.SLO, m Metrics, k float64) []Candidate {
+func Aggregate(trials []store.Trial, slo trial.SLO, m Metrics, k float64) []Candidate {
 	type acc struct {
 		c       Candidate
 		tp, lat []float64
@@ -157,11 +157,11 @@ func Aggregate(trials []Trial, slo trial.SLO, m Metrics, k float64) []Candidate 
 			a.c.Failed++
 			continue
 		}
-		a.c.Trials = append(a.c.Trials, t.Number)
+		a.c.Trials = append(a.c.Trials, int(t.Seq))
 		if t.State == store.StateUnstable {
 			a.c.Unstable++
 		}
-		if t.Phase == PhaseRepeat {
+		if t.Repeat > 0 {
 			a.c.Remeasured++
 			a.c.Rounds = append(a.c.Rounds, RoundRun{Study: studyOfTrial(t.ID), Round: t.Repeat, Throughput: v[0]})
 		}

@@ -58,12 +58,12 @@ func DefaultConfigID(k store.StudyKey) string {
 // the resolved default space, else the config of the study's first trial
 // (the search always runs the default first). trials are the study's, in
 // order.
-func DefaultConfigIDOf(st store.Study, trials []Trial) string {
+func DefaultConfigIDOf(st store.Study, trials []store.Trial) string {
 	if id := DefaultConfigID(st.Key); id != "" {
 		return id
 	}
 	for _, t := range trials {
-		if t.Number == 1 {
+		if t.Seq == 1 {
 			return t.ConfigID
 		}
 	}
@@ -185,7 +185,7 @@ type Recommendation struct {
 type RecommendInput struct {
 	Studies []store.Study
 	Newest  store.Study
-	Trials  []Trial
+	Trials  []store.Trial
 	Cands   []Candidate
 	SLO     trial.SLO
 	Metrics Metrics
@@ -272,7 +272,7 @@ func (r Recommendation) Format(format string) (string, error) {
 
 // serveArgs are the engine arguments the trials of a config ran with beyond
 // its flags (a workload's LoRA adapters), from its newest measured trial.
-func serveArgs(trials []Trial, configID string) []string {
+func serveArgs(trials []store.Trial, configID string) []string {
 	for i := len(trials) - 1; i >= 0; i-- {
 		if t := trials[i]; t.ConfigID == configID && t.Result != nil && len(t.Result.ServeArgs) > 0 {
 			return t.Result.ServeArgs

@@ -113,17 +113,15 @@ func otherServedNames(ctx context.Context, s store.DB, arg string) []string {
 // defaultIDOf is the config ID of vLLM's default in a study.
 var defaultIDOf = tuner.DefaultConfigIDOf
 
-// trialsOf reads the trials of the selected studies as the loop sees them.
-func trialsOf(ctx context.Context, s store.DB, studies []store.Study) ([]tuner.Trial, error) {
-	var out []tuner.Trial
+// trialsOf reads the trials of the selected studies.
+func trialsOf(ctx context.Context, s store.DB, studies []store.Study) ([]store.Trial, error) {
+	var out []store.Trial
 	for _, st := range studies {
 		ts, err := s.Trials(ctx, st.ID, store.TrialFilter{})
 		if err != nil {
 			return nil, err
 		}
-		for _, t := range ts {
-			out = append(out, tuner.FromStore(t))
-		}
+		out = append(out, ts...)
 	}
 	return out, nil
 }

@@ -143,7 +143,6 @@ func printTrials(w io.Writer, trials []store.Trial, studies map[string]store.Stu
 	fmt.Fprintln(tw, "TRIAL\tSTATE\tCONFIG\tREPEAT\tTHROUGHPUT\tLATENCY\tVRAM GiB (~ estimated)\tSLO\tDURATION")
 	for _, t := range trials {
 		m := studyMetrics(studies[t.StudyID])
-		lt := tuner.FromStore(t)
 		tp, lat, vram, slo := "-", "-", "-", "-"
 		if v, ok := m.Vector(t.Result); ok {
 			tp, lat, vram = fmt.Sprintf("%.1f", v[0]), fmt.Sprintf("%s=%.1fms", m.Latency, v[1]), fmtVRAM(v[2], t.Result.VRAMSource == tuner.VRAMEstimate)
@@ -159,7 +158,7 @@ func printTrials(w io.Writer, trials []store.Trial, studies map[string]store.Stu
 		if !t.Ended.IsZero() {
 			dur = t.Ended.Sub(t.Started).Round(time.Second).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, lt.Verdict(), t.ConfigID, t.Repeat, tp, lat, vram, slo, dur)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Verdict(), t.ConfigID, t.Repeat, tp, lat, vram, slo, dur)
 	}
 	return tw.Flush()
 }
@@ -278,11 +277,11 @@ func showConfig(c *cli.Context, s store.DB, id string) error {
 		if err != nil {
 			return err
 		}
-		var lts []tuner.Trial
+		var lts []store.Trial
 		var ids []string
 		for _, t := range ts {
 			if t.ConfigID == id {
-				lts, ids = append(lts, tuner.FromStore(t)), append(ids, t.ID)
+				lts, ids = append(lts, t), append(ids, t.ID)
 				v.Config = t.Config
 			}
 		}
@@ -320,8 +319,7 @@ func showConfig(c *cli.Context, s store.DB, id string) error {
 }
 
 func printTrial(w io.Writer, t store.Trial, st store.Study) error {
-	lt := tuner.FromStore(t)
-	fmt.Fprintf(w, "trial %s: %s (study %s: %s on %dx %s, %s, workload %s)\n", t.ID, lt.Verdict(), st.ID, st.Key.Model, st.Key.GPUCount, st.Key.GPU, st.Key.Engine, st.Key.Workload)
+	fmt.Fprintf(w, "trial %s: %s (study %s: %s on %dx %s, %s, workload %s)\n", t.ID, t.Verdict(), st.ID, st.Key.Model, st.Key.GPUCount, st.Key.GPU, st.Key.Engine, st.Key.Workload)
 	fmt.Fprintf(w, "config %s, repeat %d, started %s", t.ConfigID, t.Repeat, t.Started.Format(time.RFC3339))
 	if !t.Ended.IsZero() {
 		fmt.Fprintf(w, ", took %s", t.Ended.Sub(t.Started).Round(time.Millisecond))
@@ -464,13 +462,11 @@ func studiesCommand() *cli.Command {
 					return err
 				}
 				r := row{Study: st, Trials: len(ts), States: map[string]int{}}
-				lts := make([]tuner.Trial, len(ts))
-				for i, t := range ts {
+				for _, t := range ts {
 					r.States[string(t.State)]++
-					lts[i] = tuner.FromStore(t)
 				}
-				cands := tuner.Aggregate(lts, st.SLO(), studyMetrics(st), 1)
-				r.Best = tuner.Judge(tuner.JudgeInput{Cands: cands, DefaultID: defaultIDOf(st, lts), Metrics: studyMetrics(st), SLO: st.SLO(), Prefer: tuner.PreferThroughput}).Pick
+				cands := tuner.Aggregate(ts, st.SLO(), studyMetrics(st), 1)
+				r.Best = tuner.Judge(tuner.JudgeInput{Cands: cands, DefaultID: defaultIDOf(st, ts), Metrics: studyMetrics(st), SLO: st.SLO(), Prefer: tuner.PreferThroughput}).Pick
 				rows = append(rows, r)
 			}
 			if c.Bool("json") {
@@ -569,7 +565,7 @@ type metricComparison struct {
 var compareMetrics = []string{"output_throughput", "request_throughput", "request_goodput", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "itl_p99", "e2el_p99", "error_rate", "peak_vram_gib"}
 
 func compareTrials(a, b store.Trial) comparison {
-	c := comparison{Trials: [2]string{a.ID, b.ID}, States: [2]string{tuner.FromStore(a).Verdict(), tuner.FromStore(b).Verdict()}}
+	c := comparison{Trials: [2]string{a.ID, b.ID}, States: [2]string{a.Verdict(), b.Verdict()}}
 	names := map[string]bool{}
 	for _, n := range append(a.Config.Names(), b.Config.Names()...) {
 		names[n] = true
