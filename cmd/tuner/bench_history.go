@@ -16,7 +16,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/vllm-tuner/tuner/bench"
 	"github.com/vllm-tuner/tuner/chart"
 	"github.com/vllm-tuner/tuner/gate"
 	"github.com/vllm-tuner/tuner/store"
@@ -134,7 +133,7 @@ func benchHistoryOf(ctx context.Context, st store.DB, f store.RunFilter, cell st
 	seen := false
 	for i := range runs {
 		r := &runs[i]
-		if r.State == bench.StateRunning || len(r.Cells) == 0 {
+		if r.State == store.RunRunning || len(r.Cells) == 0 {
 			continue
 		}
 		g, err := loadGateRun(ctx, st, r, cfg.Metrics)
