@@ -71,7 +71,7 @@ type judgement struct {
 	k     float64
 	cands []tuner.Candidate
 	first []int // per candidate, the index of its config's first finished trial (cands are in that order)
-	front []tuner.Candidate
+	front tuner.FrontView
 }
 
 // get returns the study's current snapshot.
@@ -215,7 +215,7 @@ func (s *studySnap) judge(slo trial.SLO, k float64) *judgement {
 // config's trials only, and candidates stay in the order of their first
 // finished trial, as tuner.Aggregate orders them.
 func newJudgement(s *studySnap, slo trial.SLO, k float64, prev *judgement, keep int) *judgement {
-	j := &judgement{slo: slo, k: k, front: []tuner.Candidate{}}
+	j := &judgement{slo: slo, k: k}
 	touched := map[string]bool{}
 	if prev != nil {
 		for i := keep; i < len(s.trials); i++ {
@@ -263,9 +263,7 @@ func newJudgement(s *studySnap, slo trial.SLO, k float64, prev *judgement, keep 
 		}
 		j.cands, j.first = cands, firsts
 	}
-	for _, i := range tuner.Front(j.cands, s.metrics) {
-		j.front = append(j.front, j.cands[i])
-	}
+	j.front = tuner.NewFrontView(tuner.FrontInput{Cands: j.cands, Judged: j.cands, DefaultID: s.defaultID, Metrics: s.metrics, SLO: slo})
 	return j
 }
 
