@@ -91,7 +91,20 @@ var migrations = []string{
 		data    bytea NOT NULL,
 		PRIMARY KEY (run_seq, cell)
 	);`,
-	// 5: summaries in store.EncodeSummary's binary form (what the list
+	// 5: the service's schedules (a unique name each) and the history of
+	// their firings, removed with the schedule.
+	`CREATE TABLE schedules (
+		seq  bigserial PRIMARY KEY,
+		name text NOT NULL UNIQUE,
+		rec  json NOT NULL
+	);
+	CREATE TABLE schedule_fires (
+		schedule_seq bigint NOT NULL REFERENCES schedules (seq) ON DELETE CASCADE,
+		seq          bigint NOT NULL,
+		rec          json NOT NULL,
+		PRIMARY KEY (schedule_seq, seq)
+	);`,
+	// 6: summaries in store.EncodeSummary's binary form (what the list
 	// views read: decoding one takes a microsecond, a JSON one tens), made
 	// from the records by backfillSummaries.
 	`ALTER TABLE trials ADD COLUMN sum bytea;
@@ -101,7 +114,7 @@ var migrations = []string{
 // afterMigration runs Go code after a migration's SQL, in its transaction,
 // by the version the migration brings the database to.
 var afterMigration = map[int]func(ctx context.Context, tx pgx.Tx) error{
-	5: backfillSummaries,
+	6: backfillSummaries,
 }
 
 // backfillSummaries writes the summary of every trial from its record.

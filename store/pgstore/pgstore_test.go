@@ -213,7 +213,7 @@ func TestMigrations(t *testing.T) {
 	}
 }
 
-// TestMigrateBinarySummaries: migration 5 fills the binary summaries of
+// TestMigrateBinarySummaries: migration 6 fills the binary summaries of
 // a database whose trials kept JSON ones; Check then finds nothing wrong.
 func TestMigrateBinarySummaries(t *testing.T) {
 	ctx := context.Background()
@@ -228,12 +228,12 @@ func TestMigrateBinarySummaries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Back to schema 4: a JSON summary column, no binary one.
+	// Back to schema 5: a JSON summary column, no binary one.
 	_, err = conn.Exec(ctx, `ALTER TABLE trials ADD COLUMN summary json;
 		UPDATE trials SET summary = '{}';
 		ALTER TABLE trials ALTER COLUMN summary SET NOT NULL;
 		ALTER TABLE trials DROP COLUMN sum;
-		DELETE FROM schema_migrations WHERE version = 5`)
+		DELETE FROM schema_migrations WHERE version = 6`)
 	conn.Close(ctx)
 	if err != nil {
 		t.Fatal(err)
