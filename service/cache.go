@@ -17,11 +17,13 @@ import (
 const DefaultCacheStudies = 8
 
 // studyCache keeps the studies last read, decoded, with what the endpoints
-// derive from them. A trial that is no longer running never changes and
-// trials are never deleted, so a request rereads only the tail of a study
-// from its first running trial on (store.TrialFilter.FromSeq): a study of
-// 10,000 trials costs a read of a few records, not a decode of every
-// result. Studies used least recently are dropped beyond max.
+// derive from them. It reads the trials' summaries (store.Summary, about
+// 1 KB each), never the full records (tens of KB of per-level metrics:
+// GET /api/v1/trials/{id} reads one). A trial that is no longer running
+// never changes and trials are never deleted, so a request rereads only
+// the tail of a study from its first running trial on
+// (store.TrialFilter.FromSeq). Studies used least recently are dropped
+// beyond max.
 type studyCache struct {
 	max int
 
@@ -128,13 +130,13 @@ func refresh(ctx context.Context, db store.DB, id string, old *studySnap) (*stud
 		if err != nil {
 			return nil, err
 		}
-		ts, err := db.Trials(ctx, id, store.TrialFilter{})
+		ts, err := store.SummaryTrials(ctx, db, id, store.TrialFilter{})
 		if err != nil {
 			return nil, err
 		}
 		return buildSnap(st, nil, ts), nil
 	}
-	tail, err := db.Trials(ctx, id, store.TrialFilter{FromSeq: uint64(old.open) + 1})
+	tail, err := store.SummaryTrials(ctx, db, id, store.TrialFilter{FromSeq: uint64(old.open) + 1})
 	if err != nil {
 		return nil, err
 	}

@@ -113,11 +113,12 @@ func otherServedNames(ctx context.Context, s store.DB, arg string) []string {
 // defaultIDOf is the config ID of vLLM's default in a study.
 var defaultIDOf = tuner.DefaultConfigIDOf
 
-// trialsOf reads the trials of the selected studies.
+// trialsOf reads the trials of the selected studies from their summaries
+// (what judging them needs, not the full records).
 func trialsOf(ctx context.Context, s store.DB, studies []store.Study) ([]store.Trial, error) {
 	var out []store.Trial
 	for _, st := range studies {
-		ts, err := s.Trials(ctx, st.ID, store.TrialFilter{})
+		ts, err := store.SummaryTrials(ctx, s, st.ID, store.TrialFilter{})
 		if err != nil {
 			return nil, err
 		}

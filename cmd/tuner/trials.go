@@ -111,43 +111,49 @@ func trialsCommand() *cli.Command {
 			} else if studies, err = s.Studies(c.Context); err != nil {
 				return err
 			}
+			if c.Bool("json") { // the stored records, in full
+				all := []store.Trial{}
+				for _, st := range studies {
+					ts, err := s.Trials(c.Context, st.ID, f)
+					if err != nil {
+						return err
+					}
+					all = append(all, ts...)
+				}
+				return writeJSON(c.App.Writer, all)
+			}
 			var all []store.Trial
+			var of []store.Study // the study of each trial
 			for _, st := range studies {
-				ts, err := s.Trials(c.Context, st.ID, f)
+				ts, err := store.SummaryTrials(c.Context, s, st.ID, f)
 				if err != nil {
 					return err
 				}
 				all = append(all, ts...)
-			}
-			if c.Bool("json") {
-				if all == nil {
-					all = []store.Trial{}
+				for range ts {
+					of = append(of, st)
 				}
-				return writeJSON(c.App.Writer, all)
 			}
-			byID := map[string]store.Study{}
-			for _, st := range studies {
-				byID[st.ID] = st
-			}
-			return printTrials(c.App.Writer, all, byID)
+			return printTrials(c.App.Writer, all, of)
 		},
 	}
 }
 
-func printTrials(w io.Writer, trials []store.Trial, studies map[string]store.Study) error {
+// printTrials prints the trials table; studies[i] is trials[i]'s study.
+func printTrials(w io.Writer, trials []store.Trial, studies []store.Study) error {
 	if len(trials) == 0 {
 		fmt.Fprintln(w, "no trials")
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TRIAL\tSTATE\tCONFIG\tREPEAT\tTHROUGHPUT\tLATENCY\tVRAM GiB (~ estimated)\tSLO\tDURATION")
-	for _, t := range trials {
-		m := studyMetrics(studies[t.StudyID])
+	for i, t := range trials {
+		m := studyMetrics(studies[i])
 		tp, lat, vram, slo := "-", "-", "-", "-"
 		if v, ok := m.Vector(t.Result); ok {
 			tp, lat, vram = fmt.Sprintf("%.1f", v[0]), fmt.Sprintf("%s=%.1fms", m.Latency, v[1]), fmtVRAM(v[2], t.Result.VRAMSource == tuner.VRAMEstimate)
 			if pm := t.Result.Metrics(); pm != nil {
-				if met, _ := studies[t.StudyID].SLO().Check(pm); met {
+				if met, _ := studies[i].SLO().Check(pm); met {
 					slo = "met"
 				} else {
 					slo = "missed"
@@ -273,22 +279,22 @@ func showConfig(c *cli.Context, s store.DB, id string) error {
 	}
 	v := configView{ConfigID: id, Studies: []configInStudy{}}
 	for _, st := range studies {
-		ts, err := s.Trials(c.Context, st.ID, store.TrialFilter{})
+		ts, err := store.SummaryTrials(c.Context, s, st.ID, store.TrialFilter{})
 		if err != nil {
 			return err
 		}
-		var lts []store.Trial
+		var ofConfig []store.Trial
 		var ids []string
 		for _, t := range ts {
 			if t.ConfigID == id {
-				lts, ids = append(lts, t), append(ids, t.ID)
+				ofConfig, ids = append(ofConfig, t), append(ids, t.ID)
 				v.Config = t.Config
 			}
 		}
-		if len(lts) == 0 {
+		if len(ofConfig) == 0 {
 			continue
 		}
-		for _, cnd := range tuner.Aggregate(lts, st.SLO(), studyMetrics(st), tuner.DefaultConfig().MADK) {
+		for _, cnd := range tuner.Aggregate(ofConfig, st.SLO(), studyMetrics(st), tuner.DefaultConfig().MADK) {
 			v.Studies = append(v.Studies, configInStudy{Study: st.ID, Key: st.Key, Trials: ids, Candidate: cnd})
 		}
 	}
@@ -457,7 +463,7 @@ func studiesCommand() *cli.Command {
 			}
 			rows := []row{}
 			for _, st := range studies {
-				ts, err := s.Trials(c.Context, st.ID, store.TrialFilter{})
+				ts, err := store.SummaryTrials(c.Context, s, st.ID, store.TrialFilter{})
 				if err != nil {
 					return err
 				}
