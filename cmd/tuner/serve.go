@@ -103,6 +103,20 @@ func runServe(c *cli.Context) error {
 	}
 	defer st.Close()
 	cfg := service.Config{DB: st, DataDir: dataDir(db), Shared: dbopen.IsURL(db), GPUSets: sets, Token: token, PublicRead: c.Bool("public-read"), Logger: log}
+	// The global alert flags: a scheduled run's regression or failure is
+	// sent while the service runs.
+	var alerts alertSetup
+	if err := readAlertSetup(c, &alerts); err != nil {
+		return err
+	}
+	if alerts.webhook != "" {
+		snd, closeLog, err := newAlertSender(alerts, c.App.ErrWriter)
+		if err != nil {
+			return usagef("--alert-webhook: %v", err)
+		}
+		defer closeLog()
+		cfg.Alerts = snd
+	}
 	srv, err := service.New(cfg)
 	if err != nil {
 		return err
