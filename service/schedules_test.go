@@ -75,7 +75,9 @@ var _ Clock = (*fakeClock)(nil)
 // day1 is the tests' first day; the schedules fire at 02:00 UTC.
 var day1 = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 
-func at(day int, hour int) time.Time { return day1.Add(time.Duration(day-1)*24*time.Hour + time.Duration(hour)*time.Hour) }
+func at(day int, hour int) time.Time {
+	return day1.Add(time.Duration(day-1)*24*time.Hour + time.Duration(hour)*time.Hour)
+}
 
 // benchSchedule is a schedule body of a small sim-virtual benchmark.
 func benchSchedule(name, cron, extra string) string {
