@@ -193,17 +193,28 @@ func (s *Server) getSchedule(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.viewOf(r.Context(), sc))
 }
 
-func (s *Server) postSchedule(w http.ResponseWriter, r *http.Request) {
+// readSchedule reads and checks a schedule body; false: the error is
+// answered.
+func (s *Server) readSchedule(w http.ResponseWriter, r *http.Request) (store.Schedule, bool) {
 	body, ok := s.readBody(w, r, "schedule body")
 	if !ok {
-		return
+		return store.Schedule{}, false
 	}
 	sc, err := s.parseSchedule(r.Context(), body)
 	if err != nil {
 		s.writeErr(w, err)
+		return sc, false
+	}
+	return sc, true
+}
+
+func (s *Server) postSchedule(w http.ResponseWriter, r *http.Request) {
+	sc, ok := s.readSchedule(w, r)
+	if !ok {
 		return
 	}
 	sc.NextFire = s.nextFire(sc)
+	var err error
 	if sc, err = s.db.AddSchedule(r.Context(), sc); err != nil {
 		s.writeErr(w, err)
 		return
@@ -216,13 +227,8 @@ func (s *Server) postSchedule(w http.ResponseWriter, r *http.Request) {
 // putSchedule replaces a schedule's definition (the body of POST); its
 // next fire time follows the new expression from now.
 func (s *Server) putSchedule(w http.ResponseWriter, r *http.Request) {
-	body, ok := s.readBody(w, r, "schedule body")
+	sc, ok := s.readSchedule(w, r)
 	if !ok {
-		return
-	}
-	sc, err := s.parseSchedule(r.Context(), body)
-	if err != nil {
-		s.writeErr(w, err)
 		return
 	}
 	s.updateSchedule(w, r, func(store.Schedule) store.Schedule { return sc })
