@@ -436,3 +436,46 @@ func TestNoAnswer(t *testing.T) {
 		t.Fatalf("error %q: want host and database named, no password", msg)
 	}
 }
+
+// TestLeasedTrialOutlivesSession: a server restart ends every connection,
+// so a live worker's session lock is gone; the leased trial it runs must
+// not be taken for a dead process's by the next writer's open (the lease
+// rules it: reaped only once expired, with the lease named).
+func TestLeasedTrialOutlivesSession(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.DB(t)
+	a, err := pgstore.Open(ctx, pgstore.Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	st, err := a.EnsureStudy(ctx, storetest.Key("m", "g", "chat", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := a.ClaimTrial(ctx, st.ID, storetest.Config(rand.New(rand.NewPCG(3, 3))), store.ClaimOptions{Worker: "a", Lease: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := pgstore.Open(ctx, pgstore.Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if got, err := b.Trial(ctx, tr.ID); err != nil || got.State != store.StateRunning {
+		t.Fatalf("leased trial after its writer's session ended: %s %q, %v; want running", got.State, got.Notes, err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	reaped, err := b.ReapExpired(ctx, st.ID)
+	if err != nil || len(reaped) != 1 || !strings.Contains(reaped[0].Notes, "lease of worker a expired") {
+		t.Fatalf("reaped %+v, %v; want the trial, its lease named", reaped, err)
+	}
+}
