@@ -4,8 +4,9 @@
 // honoured, see DefaultPath). The records and the rules (state, fronts,
 // summaries, the record envelope) are package store's; store/pgstore keeps
 // the same records in PostgreSQL; store/storetest is the suite both pass.
-// Leases of several workers (lease.go) and benchmark runs (runs.go) have
-// buckets of their own, created on first use.
+// Leases of several workers (lease.go), benchmark runs (runs.go) and the
+// service's schedules (schedules.go) have buckets of their own, created on
+// first use.
 //
 // # Layout (schema version 2)
 //

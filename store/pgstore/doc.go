@@ -26,6 +26,10 @@
 //	meta      "created" -> RFC 3339 time the database was made
 //	jobs      seq (bigserial), rec (store.Job JSON): the service's queue
 //	          (schema 2)
+//	bench_runs, bench_raw: benchmark runs and their cells' raw data (schema 4)
+//	schedules seq (bigserial), name (unique), rec (store.Schedule JSON);
+//	          schedule_fires (schedule_seq, seq), rec (store.ScheduleFire
+//	          JSON), removed with their schedule (schema 5)
 //
 // JSON columns are json, not jsonb, so a record reads back byte for byte
 // as it was written.

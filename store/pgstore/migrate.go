@@ -91,6 +91,19 @@ var migrations = []string{
 		data    bytea NOT NULL,
 		PRIMARY KEY (run_seq, cell)
 	);`,
+	// 5: the service's schedules (a unique name each) and the history of
+	// their firings, removed with the schedule.
+	`CREATE TABLE schedules (
+		seq  bigserial PRIMARY KEY,
+		name text NOT NULL UNIQUE,
+		rec  json NOT NULL
+	);
+	CREATE TABLE schedule_fires (
+		schedule_seq bigint NOT NULL REFERENCES schedules (seq) ON DELETE CASCADE,
+		seq          bigint NOT NULL,
+		rec          json NOT NULL,
+		PRIMARY KEY (schedule_seq, seq)
+	);`,
 }
 
 // SchemaVersion is the schema this program writes.

@@ -172,6 +172,7 @@ func Run(t *testing.T, open Opener) {
 		{"Summaries", testSummaries},
 		{"Leases", testLeases},
 		{"BenchmarkRuns", testRuns},
+		{"Schedules", testSchedules},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t, Clock())) })
