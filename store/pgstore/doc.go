@@ -19,7 +19,9 @@
 //	          spec (the SearchSpec JSON of its first worker; schema 2)
 //	trials    (study_id, seq), state, session, rec (Trial JSON), summary
 //	          (Summary JSON, written with the trial); schema 2: worker,
-//	          lease_until (the server's clock), config_id, rep (indexed)
+//	          lease_until (the server's clock), config_id, rep (indexed);
+//	          schema 6: sum (store.EncodeSummary's binary form, written
+//	          with the trial, backfilled from rec) replaces summary
 //	workers   (study_id, name), joined, until: the live workers (schema 2)
 //	fronts    key ("study/<id>" or "group/<group key>"), rec (Front JSON)
 //	models    name, data, meta (ModelMeta JSON)
