@@ -182,6 +182,14 @@ func TestScheduleFiresSkipsAndPauses(t *testing.T) {
 		t.Fatalf("created schedule: %+v", sc)
 	}
 
+	// A second before its time, a pass fires nothing and waits for 02:00.
+	clk.Set(at(1, 2).Add(-time.Second))
+	if next, err := e.srv.schedulePass(context.Background()); err != nil || !next.Equal(at(1, 2)) {
+		t.Fatalf("pass at 01:59:59: next %v, %v; want 02:00", next, err)
+	}
+	if fires, err := db.ScheduleFires(context.Background(), sc.ID, 0); err != nil || len(fires) != 0 {
+		t.Fatalf("fired before its time: %+v, %v", fires, err)
+	}
 	clk.Set(at(1, 2))
 	ev := waitFire(t, ch, sc.ID, "queued")
 	j, err := db.Job(context.Background(), ev.Job)
@@ -221,6 +229,10 @@ func TestScheduleFiresSkipsAndPauses(t *testing.T) {
 	}
 	if h.Schedule.Last == nil || h.Schedule.Last.Job != ev.Job || !h.Schedule.NextFire.Equal(at(5, 2)) || h.TrendNote == "" {
 		t.Fatalf("schedule in the history: %+v, trend note %q", h.Schedule, h.TrendNote)
+	}
+	if code, out := e.do(t, "GET", "/metrics", "", ""); code != http.StatusOK || !strings.Contains(out, `tuner_schedule_firings_total{outcome="queued",schedule="nightly"} 2`) ||
+		!strings.Contains(out, `tuner_schedule_firings_total{outcome="skipped",schedule="nightly"} 1`) {
+		t.Fatalf("metrics: the firings missing")
 	}
 }
 
