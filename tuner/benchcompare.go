@@ -137,16 +137,26 @@ func ResolveRun(ctx context.Context, st store.DB, ref, exclude string) (store.Ru
 // BaselineOfTier is the newest finished (ok) run of tier and next's model
 // stored before next.
 func BaselineOfTier(ctx context.Context, st store.DB, tier string, next store.Run) (store.Run, error) {
-	runs, err := st.Runs(ctx, store.RunFilter{Tier: tier, Model: next.Model})
+	r, ok, err := PreviousRun(ctx, st, store.RunFilter{Tier: tier, Model: next.Model}, next)
+	if err == nil && !ok {
+		err = Usagef("--baseline-tier %s: no finished %s run of model %s before %s", tier, tier, next.Model, next.ID)
+	}
+	return r, err
+}
+
+// PreviousRun is the newest finished (ok) run matching f stored before
+// next (false when there is none).
+func PreviousRun(ctx context.Context, st store.DB, f store.RunFilter, next store.Run) (store.Run, bool, error) {
+	runs, err := st.Runs(ctx, f)
 	if err != nil {
-		return store.Run{}, err
+		return store.Run{}, false, err
 	}
 	for i := len(runs) - 1; i >= 0; i-- {
 		if r := runs[i]; r.State == store.RunOK && RunSeq(r.ID) < RunSeq(next.ID) {
-			return r, nil
+			return r, true, nil
 		}
 	}
-	return store.Run{}, Usagef("--baseline-tier %s: no finished %s run of model %s before %s", tier, tier, next.Model, next.ID)
+	return store.Run{}, false, nil
 }
 
 // comparable refuses runs the gate cannot judge: in progress, or nothing

@@ -148,7 +148,7 @@ func (s *memStore) Finish(ctx context.Context, t store.Trial) error {
 		return fmt.Errorf("connection refused")
 	}
 	if t.Seq == 0 || t.Seq > uint64(len(s.trials)) || s.trials[t.Seq-1].State != store.StateRunning {
-		return fmt.Errorf("finish trial %d: not running", t.Seq)
+		return fmt.Errorf("finish trial %d: not running: %w", t.Seq, store.ErrState)
 	}
 	s.trials[t.Seq-1] = t
 	return nil
