@@ -233,7 +233,8 @@ func TestMigrateBinarySummaries(t *testing.T) {
 		UPDATE trials SET summary = '{}';
 		ALTER TABLE trials ALTER COLUMN summary SET NOT NULL;
 		ALTER TABLE trials DROP COLUMN sum;
-		DELETE FROM schema_migrations WHERE version = 6`)
+		ALTER TABLE trials DROP COLUMN lease_len;
+		DELETE FROM schema_migrations WHERE version >= 6`)
 	conn.Close(ctx)
 	if err != nil {
 		t.Fatal(err)
