@@ -2,8 +2,6 @@ package trial
 
 import (
 	"bufio"
-	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,32 +11,6 @@ import (
 	"testing"
 	"time"
 )
-
-// helperRunTrial is the "tuner" process of TestTunerKilled: it runs a long
-// trial on the fake engine (which forks a worker into its group, as vLLM
-// does) and says when the load started.
-func helperRunTrial() int {
-	cfg := DefaultConfig()
-	cfg.Command = []string{os.Getenv("TRIAL_FAKE_ENGINE"), "serve", "m"}
-	cfg.ExtraArgs = []string{"--fake-worker", "--fake-gap", "50ms"}
-	cfg.LogDir = os.Getenv("TRIAL_LOG_DIR")
-	cfg.RunDir = os.Getenv("TRIAL_RUN_DIR")
-	cfg.Telemetry = "none"
-	cfg.Progress = func(e Event) {
-		if e.Phase == "level" {
-			fmt.Println("LEVEL")
-		}
-	}
-	r, err := NewRunner(cfg)
-	if err != nil {
-		fmt.Println("ERR", err)
-		return 1
-	}
-	w := Workload{Name: "long", Prompt: LengthDist{Kind: "fixed", Value: 8}, Output: LengthDist{Kind: "fixed", Value: 1000},
-		Arrival: Arrival{Kind: "closed", Concurrency: 2}, NumRequests: 1000}
-	r.Run(context.Background(), testConfig(), w)
-	return 0
-}
 
 // startKilledTuner starts the "tuner" helper and returns it once its trial's
 // load runs, with the engine's group (a leader and a worker).
