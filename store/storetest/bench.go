@@ -56,7 +56,9 @@ func Detailed(res *trial.Result) *trial.Result {
 			d.Std, d.P90, d.P95, d.Max = d.Mean/3, d.P99*0.8, d.P99*0.9, d.P99*1.2
 		}
 		m.Errors = map[string]int{"timeout": k, "http_503": 2 * k}
-		ph := func(x float64) trial.PhaseDist { return trial.PhaseDist{Mean: x, P50: x * 0.9, P95: x * 1.6, P99: x * 2.1} }
+		ph := func(x float64) trial.PhaseDist {
+			return trial.PhaseDist{Mean: x, P50: x * 0.9, P95: x * 1.6, P99: x * 2.1}
+		}
 		m.Breakdown = &trial.Breakdown{EngineRequests: m.Completed, ClientRequests: m.Completed,
 			Queue: ph(3 * float64(k)), Prefill: ph(40), Decode: ph(900), EngineE2E: ph(950)}
 		m.ByClass = map[string]*trial.Metrics{}
