@@ -371,12 +371,7 @@ func TestScheduleAPIErrors(t *testing.T) {
 // scheduled run is sent too; the history shows each run's verdict and the
 // trend marks the regression.
 func TestScheduledRunsGateAndAlert(t *testing.T) {
-	snd, alerts := alertHook(t)
-	clk := newFakeClock(at(1, 1))
-	db := openBolt(t, filepath.Join(t.TempDir(), "tuner.db"))
-	defer db.Close()
-	e, _ := serveDB(t, db, clk, Config{Alerts: snd}, true, false)
-	ch := subscribe(t, e.srv)
+	e, db, clk, ch, alerts := alertEnv(t, true)
 	code, out := e.do(t, "POST", "/api/v1/schedules", "", benchSchedule("hourly", "0 * * * *", ""))
 	sc := decodeAs[scheduleView](t, code, out, http.StatusCreated)
 	runOnce := func(hour int, state store.JobState) store.Job {
@@ -451,6 +446,18 @@ func alertHook(t *testing.T) (*alert.Sender, <-chan []model.Alert) {
 	return snd, alerts
 }
 
+// alertEnv serves a bbolt file on a fake clock with alerts to a webhook
+// receiver in the test; jobs run too when run is set, else only the
+// scheduler.
+func alertEnv(t *testing.T, run bool) (*env, store.DB, *fakeClock, <-chan Event, <-chan []model.Alert) {
+	snd, alerts := alertHook(t)
+	clk := newFakeClock(at(1, 1))
+	db := openBolt(t, filepath.Join(t.TempDir(), "tuner.db"))
+	t.Cleanup(func() { db.Close() })
+	e, _ := serveDB(t, db, clk, Config{Alerts: snd}, run, !run)
+	return e, db, clk, subscribe(t, e.srv), alerts
+}
+
 // wantAlert waits for one Alertmanager alert named name with labels.
 func wantAlert(t *testing.T, alerts <-chan []model.Alert, name string, labels map[string]string) {
 	t.Helper()
@@ -473,12 +480,7 @@ func wantAlert(t *testing.T, alerts <-chan []model.Alert, name string, labels ma
 // (here one the API would refuse) makes the firing "failed", says why in
 // the history, and alerts; nothing is queued.
 func TestScheduleJobBodyFails(t *testing.T) {
-	snd, alerts := alertHook(t)
-	clk := newFakeClock(at(1, 1))
-	db := openBolt(t, filepath.Join(t.TempDir(), "tuner.db"))
-	defer db.Close()
-	e, _ := serveDB(t, db, clk, Config{Alerts: snd}, false, true)
-	ch := subscribe(t, e.srv)
+	e, db, clk, ch, alerts := alertEnv(t, false)
 	sc, err := db.AddSchedule(context.Background(), store.Schedule{Name: "broken", Cron: "0 2 * * *", Job: json.RawMessage(`{"kind":"bench"}`), CatchUp: true, NextFire: at(1, 2)})
 	if err != nil {
 		t.Fatal(err)
