@@ -191,9 +191,24 @@ func Run(t *testing.T, open Opener) {
 		{"Leases", testLeases},
 		{"BenchmarkRuns", testRuns},
 		{"Schedules", testSchedules},
+		{"Check", testCheck},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t, Clock())) })
+	}
+}
+
+// testCheck: Check (what `tuner db check` runs on either backend) finds no
+// problem in a database the script wrote and counts what it holds.
+func testCheck(t *testing.T, open func() store.DB) {
+	b := openOne(t, open)
+	Script(t, b, 5, 4) // 3 studies, 12 finished trials and 1 running, 1 model
+	rep, err := b.Check(context.Background())
+	if err != nil || len(rep.Problems) != 0 {
+		t.Fatalf("check: %v, problems %q", err, rep.Problems)
+	}
+	if rep.Path != b.Path() || rep.Schema <= 0 || rep.Studies != 3 || rep.Trials != 13 || rep.Running != 1 || rep.Models != 1 {
+		t.Fatalf("check report %+v, want 3 studies, 13 trials (1 running), 1 model, a schema, path %s", rep, b.Path())
 	}
 }
 
