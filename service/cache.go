@@ -17,11 +17,13 @@ import (
 const DefaultCacheStudies = 8
 
 // studyCache keeps the studies last read, decoded, with what the endpoints
-// derive from them. A trial that is no longer running never changes and
-// trials are never deleted, so a request rereads only the tail of a study
-// from its first running trial on (store.TrialFilter.FromSeq): a study of
-// 10,000 trials costs a read of a few records, not a decode of every
-// result. Studies used least recently are dropped beyond max.
+// derive from them. It reads the trials' summaries (store.Summary, about
+// 1 KB each), never the full records (tens of KB of per-level metrics:
+// GET /api/v1/trials/{id} reads one). A trial that is no longer running
+// never changes and trials are never deleted, so a request rereads only
+// the tail of a study from its first running trial on
+// (store.TrialFilter.FromSeq). Studies used least recently are dropped
+// beyond max.
 type studyCache struct {
 	max int
 
@@ -128,13 +130,13 @@ func refresh(ctx context.Context, db store.DB, id string, old *studySnap) (*stud
 		if err != nil {
 			return nil, err
 		}
-		ts, err := db.Trials(ctx, id, store.TrialFilter{})
+		ts, err := tuner.SummaryTrials(ctx, db, id, store.TrialFilter{})
 		if err != nil {
 			return nil, err
 		}
 		return buildSnap(st, nil, ts), nil
 	}
-	tail, err := db.Trials(ctx, id, store.TrialFilter{FromSeq: uint64(old.open) + 1})
+	tail, err := tuner.SummaryTrials(ctx, db, id, store.TrialFilter{FromSeq: uint64(old.open) + 1})
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +154,7 @@ func refresh(ctx context.Context, db store.DB, id string, old *studySnap) (*stud
 
 // buildSnap is old's settled trials followed by tail (all of them when old
 // is nil).
-func buildSnap(st store.Study, old *studySnap, tail []store.Trial) *studySnap {
+func buildSnap(st store.Study, old *studySnap, tail []tuner.Trial) *studySnap {
 	keep := 0
 	if old != nil {
 		keep = old.open
@@ -168,7 +170,7 @@ func buildSnap(st store.Study, old *studySnap, tail []store.Trial) *studySnap {
 		copy(s.rows, old.rows[:keep])
 	}
 	for _, t := range tail {
-		s.trials = append(s.trials, tuner.FromStore(t))
+		s.trials = append(s.trials, t)
 		s.rows = append(s.rows, newTrialRow(t, s.metrics))
 	}
 	s.open = len(s.trials)
@@ -270,9 +272,9 @@ func newJudgement(s *studySnap, slo trial.SLO, k float64, prev *judgement, keep 
 }
 
 // newTrialRow is a trial as the trials table shows it.
-func newTrialRow(t store.Trial, m tuner.Metrics) trialRow {
-	r := trialRow{ID: t.ID, Seq: t.Seq, State: t.State, ConfigID: t.ConfigID, Repeat: t.Repeat, Started: t.Started, Ended: t.Ended,
-		Verdict: tuner.FromStore(t).Verdict(), Flags: t.Config.Flags()}
+func newTrialRow(t tuner.Trial, m tuner.Metrics) trialRow {
+	r := trialRow{ID: t.ID, Seq: uint64(t.Number), State: t.State, ConfigID: t.ConfigID, Repeat: t.Repeat, Started: t.Started, Ended: t.Ended,
+		Verdict: t.Verdict(), Flags: t.Config.Flags()}
 	if v, ok := m.Vector(t.Result); ok {
 		r.Throughput, r.Latency, r.VRAM = &v[0], &v[1], &v[2]
 	}

@@ -128,6 +128,31 @@ type DB interface {
 	// Job returns one job (ErrNotFound).
 	Job(ctx context.Context, id string) (Job, error)
 
+	// AddSchedule stores a new schedule (numbered "sched-N") and returns
+	// it; a name in use: ErrExists.
+	AddSchedule(ctx context.Context, s Schedule) (Schedule, error)
+	// UpdateSchedule stores an edit of a schedule (EditSchedule: its
+	// definition, paused state and next fire time over the stored fire
+	// record) and returns it; ErrNotFound, or ErrExists for a name in use.
+	UpdateSchedule(ctx context.Context, s Schedule) (Schedule, error)
+	// DeleteSchedule removes a schedule and its history (ErrNotFound); the
+	// jobs it queued stay.
+	DeleteSchedule(ctx context.Context, id string) error
+	// Schedule returns one schedule (ErrNotFound).
+	Schedule(ctx context.Context, id string) (Schedule, error)
+	// Schedules lists the schedules, oldest first.
+	Schedules(ctx context.Context) ([]Schedule, error)
+	// FireSchedule records a firing of schedule id for slot f.Slot, which
+	// must be its next fire time (else ErrClaimed and nothing is written:
+	// another service fired it, or it was paused or edited meanwhile),
+	// moves its next fire time to next and, when job is not nil, queues
+	// the job tagged with the schedule, in one transaction. It returns the
+	// fire record, numbered, with the queued job's ID.
+	FireSchedule(ctx context.Context, id string, f ScheduleFire, next time.Time, job *Job) (ScheduleFire, error)
+	// ScheduleFires returns the last n firings of a schedule (n <= 0:
+	// all), oldest first (ErrNotFound for a missing schedule).
+	ScheduleFires(ctx context.Context, id string, n int) ([]ScheduleFire, error)
+
 	// BeginRun stores r as a new benchmark run in state running (numbered
 	// "rN") and returns its ID.
 	BeginRun(ctx context.Context, r *Run) (string, error)

@@ -2,7 +2,8 @@
 // (DB, in db.go) that every door uses: studies, trials with their state
 // rule (StateOf), compact summaries, Pareto fronts and the rules that keep
 // them (FrontPoint, InsertPoints, FrontOf), surrogate model metadata,
-// service jobs and benchmark runs (Run, CellResult, LevelResult), the
+// service jobs, schedules and their firings (Schedule, ScheduleFire),
+// benchmark runs (Run, CellResult, LevelResult), the
 // record envelope (Seal, DecodeStrict) and the sentinel errors.
 //
 // It is backend-neutral: store/boltstore keeps the records in one bbolt

@@ -42,6 +42,22 @@ type Job struct {
 	// BenchRuns are the benchmark runs a bench job stored (one per model
 	// of a release tier).
 	BenchRuns []string `json:"bench_runs,omitempty"`
+	// Schedule is the schedule whose firing queued the job.
+	Schedule string `json:"schedule,omitempty"`
+	// Gates are the regression gate's verdicts on a scheduled benchmark
+	// job's runs, each against the schedule's previous run of its model.
+	Gates []JobGate `json:"gates,omitempty"`
+}
+
+// JobGate is the regression gate's verdict on one run of a job.
+type JobGate struct {
+	Run     string `json:"run"`
+	Base    string `json:"base,omitempty"` // "": no previous run to compare with
+	Model   string `json:"model,omitempty"`
+	Verdict string `json:"verdict"` // regression, inconclusive, pass, or none (see Summary)
+	// Regressions counts the regressed rows (cell x metric).
+	Regressions int    `json:"regressions"`
+	Summary     string `json:"summary"`
 }
 
 // JobID is the ID of the job with sequence number seq.

@@ -57,6 +57,24 @@ type Summary struct {
 	// primary level.
 	Values      []float64 `json:"values,omitempty"`
 	PeakVRAMGiB float64   `json:"peak_vram_gib,omitempty"`
+
+	// What the list views (trials table, front, recommendation) read
+	// beside the values, so that they never decode a full record: when
+	// the trial ended and who ran it, how its VRAM was measured, the
+	// engine arguments its workload added, and of the primary level the
+	// request counts, overload, the figures its source lacked and the
+	// optional metrics (summary version 2).
+	Ended           time.Time          `json:"ended,omitzero"`
+	Worker          string             `json:"worker,omitempty"`
+	VRAMSource      string             `json:"vram_source,omitempty"`
+	ServeArgs       []string           `json:"serve_args,omitempty"`
+	Completed       int                `json:"completed,omitempty"`
+	FailedRequests  int                `json:"failed_requests,omitempty"`
+	TokenMismatches int                `json:"token_mismatches,omitempty"`
+	Overloaded      bool               `json:"overloaded,omitempty"`
+	Missing         []string           `json:"missing,omitempty"`
+	PrefixCache     *trial.PrefixCache `json:"prefix_cache,omitempty"`
+	Fairness        *trial.Fairness    `json:"fairness,omitempty"`
 }
 
 // ID is the trial's ID.
@@ -71,9 +89,12 @@ func (s *Summary) Objective(name string) (float64, bool) {
 	if name == "peak_vram_gib" || name == "vram" {
 		return s.PeakVRAMGiB, true
 	}
-	i, ok := summaryIndex[name]
-	if !ok || len(s.Values) != len(summaryMetrics) {
+	if len(s.Values) != len(summaryMetrics) {
 		return 0, false
+	}
+	i, ok := summaryIndex[name]
+	if !ok || len(s.Missing) > 0 || s.PrefixCache != nil || s.Fairness != nil {
+		return s.Metrics().Value(name) // the rarer names and rules
 	}
 	return s.Values[i], true
 }
@@ -84,7 +105,9 @@ func (s *Summary) Metrics() *trial.Metrics {
 		return nil
 	}
 	v := s.Values
-	m := &trial.Metrics{OutputThroughput: v[0], RequestThroughput: v[1], TotalTokenThroughput: v[2], RequestGoodput: v[3], ErrorRate: v[4]}
+	m := &trial.Metrics{OutputThroughput: v[0], RequestThroughput: v[1], TotalTokenThroughput: v[2], RequestGoodput: v[3], ErrorRate: v[4],
+		Completed: s.Completed, Failed: s.FailedRequests, TokenMismatches: s.TokenMismatches, Overloaded: s.Overloaded,
+		Missing: s.Missing, PrefixCache: s.PrefixCache, Fairness: s.Fairness}
 	for k, d := range []*trial.Dist{&m.TTFT, &m.TPOT, &m.ITL, &m.E2EL} {
 		o := 5 + 6*k
 		d.Mean, d.Median, d.P90, d.P95, d.P99, d.Max = v[o], v[o+1], v[o+2], v[o+3], v[o+4], v[o+5]
@@ -92,17 +115,38 @@ func (s *Summary) Metrics() *trial.Metrics {
 	return m
 }
 
+// Result is the part of the trial's result the summary keeps: outcome,
+// VRAM, serve arguments and the primary level's aggregates as its only
+// level (nil for a trial without a result). What reads verdicts,
+// objectives and SLO checks reads it as it reads the full result.
+func (s *Summary) Result() *trial.Result {
+	if s.Status == "" {
+		return nil
+	}
+	r := &trial.Result{Config: s.Config, ConfigID: s.ConfigID, Status: s.Status, Failure: s.Failure,
+		PeakVRAMGiB: s.PeakVRAMGiB, VRAMSource: s.VRAMSource, ServeArgs: s.ServeArgs}
+	if m := s.Metrics(); m != nil {
+		r.Levels = []trial.Level{{Metrics: *m}}
+	}
+	return r
+}
+
 // summarize derives a trial's summary.
 func Summarize(t *Trial) Summary {
 	s := Summary{V: RecordVersion, StudyID: t.StudyID, Seq: t.Seq, State: t.State, ConfigID: t.ConfigID,
-		Config: t.Config, Repeat: t.Repeat, Started: t.Started}
+		Config: t.Config, Repeat: t.Repeat, Started: t.Started, Ended: t.Ended, Worker: t.Worker}
 	if r := t.Result; r != nil {
-		s.Status, s.Failure, s.PeakVRAMGiB = r.Status, r.Failure, r.PeakVRAMGiB
+		s.Status, s.Failure, s.PeakVRAMGiB, s.VRAMSource, s.ServeArgs = r.Status, r.Failure, r.PeakVRAMGiB, r.VRAMSource, r.ServeArgs
 		if m := r.Metrics(); m != nil {
-			s.Values = make([]float64, len(summaryMetrics))
-			for i, n := range summaryMetrics {
-				s.Values[i], _ = m.Value(n)
+			// The fields as they are (Missing says which were not
+			// measured), in the order Metrics rebuilds them.
+			s.Values = append(make([]float64, 0, len(summaryMetrics)),
+				m.OutputThroughput, m.RequestThroughput, m.TotalTokenThroughput, m.RequestGoodput, m.ErrorRate)
+			for _, d := range []*trial.Dist{&m.TTFT, &m.TPOT, &m.ITL, &m.E2EL} {
+				s.Values = append(s.Values, d.Mean, d.Median, d.P90, d.P95, d.P99, d.Max)
 			}
+			s.Completed, s.FailedRequests, s.TokenMismatches, s.Overloaded = m.Completed, m.Failed, m.TokenMismatches, m.Overloaded
+			s.Missing, s.PrefixCache, s.Fairness = m.Missing, m.PrefixCache, m.Fairness
 		}
 	}
 	return s
@@ -124,8 +168,20 @@ func Summarize(t *Trial) Summary {
 //	         string name, byte kind (i, f, b, c), value
 //	         (i: varint; f: 8 bytes; b: 1 byte; c: string)
 //
-// The study ID is the bucket's name and is not repeated.
-const summaryVersion = 1
+//	then, from version 2 on:
+//	byte     has ended; if set, varint seconds, uvarint nanoseconds
+//	string   worker, VRAM source
+//	uvarint  number of serve args, then a string each
+//	uvarint  completed, failed requests, token mismatches
+//	byte     flags: 1 overloaded, 2 prefix cache, 4 fairness
+//	uvarint  number of missing names, then a string each
+//	         prefix cache: 3 x 8 bytes (queried, hits, hit rate)
+//	         fairness: 2 x 8 bytes (TTFT, E2EL p95 ratios), string worst, best
+//
+// The study ID is the bucket's name and is not repeated. Version 1 (before
+// the list views read summaries) decodes without the version 2 fields;
+// stores rewrite it when they migrate.
+const summaryVersion = 2
 
 func EncodeSummary(s *Summary) []byte {
 	b := make([]byte, 0, 64+8*len(s.Values)+24*s.Config.Len())
@@ -171,6 +227,48 @@ func EncodeSummary(s *Summary) []byte {
 			b = append(b, 'c')
 			putStr(v.Str())
 		}
+	}
+	if s.Ended.IsZero() {
+		b = append(b, 0)
+	} else {
+		b = append(b, 1)
+		b = binary.AppendVarint(b, s.Ended.Unix())
+		b = binary.AppendUvarint(b, uint64(s.Ended.Nanosecond()))
+	}
+	putStr(s.Worker)
+	putStr(s.VRAMSource)
+	putStrs := func(xs []string) {
+		b = binary.AppendUvarint(b, uint64(len(xs)))
+		for _, x := range xs {
+			putStr(x)
+		}
+	}
+	putStrs(s.ServeArgs)
+	for _, n := range []int{s.Completed, s.FailedRequests, s.TokenMismatches} {
+		b = binary.AppendUvarint(b, uint64(max(n, 0)))
+	}
+	var flags byte
+	if s.Overloaded {
+		flags |= 1
+	}
+	if s.PrefixCache != nil {
+		flags |= 2
+	}
+	if s.Fairness != nil {
+		flags |= 4
+	}
+	b = append(b, flags)
+	putStrs(s.Missing)
+	if p := s.PrefixCache; p != nil {
+		putF(p.QueriedTokens)
+		putF(p.HitTokens)
+		putF(p.HitRate)
+	}
+	if f := s.Fairness; f != nil {
+		putF(f.TTFTP95Ratio)
+		putF(f.E2ELP95Ratio)
+		putStr(f.Worst)
+		putStr(f.Best)
 	}
 	return b
 }
@@ -242,11 +340,15 @@ func (r *summaryReader) byte1(what string) byte {
 // decodeSummary decodes a summary stored in studyID's bucket.
 func DecodeSummary(studyID string, b []byte) (Summary, error) {
 	r := &summaryReader{b: b}
-	if v := r.byte1("version"); r.err == nil && v != summaryVersion {
+	if v := r.byte1("version"); r.err == nil && (v < 1 || v > summaryVersion) {
 		if v > summaryVersion {
 			return Summary{}, fmt.Errorf("summary version %d: %w", v, ErrTooNew)
 		}
 		return Summary{}, fmt.Errorf("summary version %d", v)
+	}
+	version := summaryVersion
+	if len(b) > 0 {
+		version = int(b[0])
 	}
 	s := Summary{V: RecordVersion, StudyID: studyID}
 	s.Seq = r.uvarint("seq")
@@ -294,6 +396,9 @@ func DecodeSummary(studyID string, b []byte) (Summary, error) {
 			r.fail("param kind")
 		}
 	}
+	if version >= 2 && r.err == nil {
+		r.trailer(&s)
+	}
 	switch {
 	case r.err != nil:
 		return Summary{}, r.err
@@ -306,6 +411,50 @@ func DecodeSummary(studyID string, b []byte) (Summary, error) {
 	s.Started = time.Unix(sec, int64(nsec)).UTC()
 	s.Config = spaces.NewConfig(params)
 	return s, nil
+}
+
+// trailer reads the fields of version 2 (see EncodeSummary).
+func (r *summaryReader) trailer(s *Summary) {
+	if r.byte1("ended") != 0 {
+		sec := r.varint("end time")
+		nsec := r.uvarint("end time")
+		if nsec >= 1e9 {
+			r.fail("end time")
+		}
+		s.Ended = time.Unix(sec, int64(nsec)).UTC()
+	}
+	s.Worker = r.str("worker")
+	s.VRAMSource = r.str("vram source")
+	strs := func(what string) []string {
+		n := r.uvarint(what)
+		if n > uint64(len(r.b)) { // a string takes at least a byte
+			r.fail(what)
+			return nil
+		}
+		var out []string
+		for i := uint64(0); i < n && r.err == nil; i++ {
+			out = append(out, r.str(what))
+		}
+		return out
+	}
+	s.ServeArgs = strs("serve args")
+	count := func(what string) int {
+		n := r.uvarint(what)
+		if n > math.MaxInt32 {
+			r.fail(what)
+		}
+		return int(n)
+	}
+	s.Completed, s.FailedRequests, s.TokenMismatches = count("completed"), count("failed requests"), count("token mismatches")
+	flags := r.byte1("flags")
+	s.Overloaded = flags&1 != 0
+	s.Missing = strs("missing")
+	if flags&2 != 0 {
+		s.PrefixCache = &trial.PrefixCache{QueriedTokens: r.f64("prefix cache"), HitTokens: r.f64("prefix cache"), HitRate: r.f64("prefix cache")}
+	}
+	if flags&4 != 0 {
+		s.Fairness = &trial.Fairness{TTFTP95Ratio: r.f64("fairness"), E2ELP95Ratio: r.f64("fairness"), Worst: r.str("fairness"), Best: r.str("fairness")}
+	}
 }
 
 // decodeSealedSummary verifies a stored summary and decodes it.

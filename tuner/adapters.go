@@ -74,6 +74,29 @@ func FromStore(t store.Trial) Trial {
 	}
 }
 
+// FromSummary is the loop's view of a trial read from its summary, what
+// the list views (trials table, front, recommendation, studies) read: its
+// Result is the summary's (outcome, VRAM, serve arguments and the primary
+// level's aggregates; see store.Summary.Result), never the full record.
+func FromSummary(s *store.Summary) Trial {
+	return FromStore(store.Trial{ID: s.ID(), StudyID: s.StudyID, Seq: s.Seq, State: s.State, ConfigID: s.ConfigID,
+		Config: s.Config, Repeat: s.Repeat, Result: s.Result(), Started: s.Started, Ended: s.Ended, Worker: s.Worker})
+}
+
+// SummaryTrials reads a study's trials as FromSummary sees them, in
+// sequence order.
+func SummaryTrials(ctx context.Context, db store.DB, studyID string, f store.TrialFilter) ([]Trial, error) {
+	sums, err := db.Summaries(ctx, studyID, f)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Trial, len(sums))
+	for i := range sums {
+		out[i] = FromSummary(&sums[i])
+	}
+	return out, nil
+}
+
 // SearchProposer adapts search.Proposer to the loop: its ErrExhausted ends
 // the loop normally (ErrSpaceExhausted).
 type SearchProposer struct{ *search.Proposer }

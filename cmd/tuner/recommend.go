@@ -113,17 +113,16 @@ func otherServedNames(ctx context.Context, s store.DB, arg string) []string {
 // defaultIDOf is the config ID of vLLM's default in a study.
 var defaultIDOf = tuner.DefaultConfigIDOf
 
-// trialsOf reads the trials of the selected studies as the loop sees them.
+// trialsOf reads the trials of the selected studies from their summaries
+// (what judging them needs, not the full records).
 func trialsOf(ctx context.Context, s store.DB, studies []store.Study) ([]tuner.Trial, error) {
 	var out []tuner.Trial
 	for _, st := range studies {
-		ts, err := s.Trials(ctx, st.ID, store.TrialFilter{})
+		ts, err := tuner.SummaryTrials(ctx, s, st.ID, store.TrialFilter{})
 		if err != nil {
 			return nil, err
 		}
-		for _, t := range ts {
-			out = append(out, tuner.FromStore(t))
-		}
+		out = append(out, ts...)
 	}
 	return out, nil
 }

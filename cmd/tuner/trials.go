@@ -111,44 +111,49 @@ func trialsCommand() *cli.Command {
 			} else if studies, err = s.Studies(c.Context); err != nil {
 				return err
 			}
-			var all []store.Trial
+			if c.Bool("json") { // the stored records, in full
+				all := []store.Trial{}
+				for _, st := range studies {
+					ts, err := s.Trials(c.Context, st.ID, f)
+					if err != nil {
+						return err
+					}
+					all = append(all, ts...)
+				}
+				return writeJSON(c.App.Writer, all)
+			}
+			var all []tuner.Trial
+			var of []store.Study // the study of each trial
 			for _, st := range studies {
-				ts, err := s.Trials(c.Context, st.ID, f)
+				ts, err := tuner.SummaryTrials(c.Context, s, st.ID, f)
 				if err != nil {
 					return err
 				}
 				all = append(all, ts...)
-			}
-			if c.Bool("json") {
-				if all == nil {
-					all = []store.Trial{}
+				for range ts {
+					of = append(of, st)
 				}
-				return writeJSON(c.App.Writer, all)
 			}
-			byID := map[string]store.Study{}
-			for _, st := range studies {
-				byID[st.ID] = st
-			}
-			return printTrials(c.App.Writer, all, byID)
+			return printTrials(c.App.Writer, all, of)
 		},
 	}
 }
 
-func printTrials(w io.Writer, trials []store.Trial, studies map[string]store.Study) error {
+// printTrials prints the trials table; studies[i] is trials[i]'s study.
+func printTrials(w io.Writer, trials []tuner.Trial, studies []store.Study) error {
 	if len(trials) == 0 {
 		fmt.Fprintln(w, "no trials")
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TRIAL\tSTATE\tCONFIG\tREPEAT\tTHROUGHPUT\tLATENCY\tVRAM GiB (~ estimated)\tSLO\tDURATION")
-	for _, t := range trials {
-		m := studyMetrics(studies[t.StudyID])
-		lt := tuner.FromStore(t)
+	for i, t := range trials {
+		m := studyMetrics(studies[i])
 		tp, lat, vram, slo := "-", "-", "-", "-"
 		if v, ok := m.Vector(t.Result); ok {
 			tp, lat, vram = fmt.Sprintf("%.1f", v[0]), fmt.Sprintf("%s=%.1fms", m.Latency, v[1]), fmtVRAM(v[2], t.Result.VRAMSource == tuner.VRAMEstimate)
 			if pm := t.Result.Metrics(); pm != nil {
-				if met, _ := studies[t.StudyID].SLO().Check(pm); met {
+				if met, _ := studies[i].SLO().Check(pm); met {
 					slo = "met"
 				} else {
 					slo = "missed"
@@ -159,7 +164,7 @@ func printTrials(w io.Writer, trials []store.Trial, studies map[string]store.Stu
 		if !t.Ended.IsZero() {
 			dur = t.Ended.Sub(t.Started).Round(time.Second).String()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, lt.Verdict(), t.ConfigID, t.Repeat, tp, lat, vram, slo, dur)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Verdict(), t.ConfigID, t.Repeat, tp, lat, vram, slo, dur)
 	}
 	return tw.Flush()
 }
@@ -274,7 +279,7 @@ func showConfig(c *cli.Context, s store.DB, id string) error {
 	}
 	v := configView{ConfigID: id, Studies: []configInStudy{}}
 	for _, st := range studies {
-		ts, err := s.Trials(c.Context, st.ID, store.TrialFilter{})
+		ts, err := tuner.SummaryTrials(c.Context, s, st.ID, store.TrialFilter{})
 		if err != nil {
 			return err
 		}
@@ -282,7 +287,7 @@ func showConfig(c *cli.Context, s store.DB, id string) error {
 		var ids []string
 		for _, t := range ts {
 			if t.ConfigID == id {
-				lts, ids = append(lts, tuner.FromStore(t)), append(ids, t.ID)
+				lts, ids = append(lts, t), append(ids, t.ID)
 				v.Config = t.Config
 			}
 		}
@@ -459,15 +464,13 @@ func studiesCommand() *cli.Command {
 			}
 			rows := []row{}
 			for _, st := range studies {
-				ts, err := s.Trials(c.Context, st.ID, store.TrialFilter{})
+				lts, err := tuner.SummaryTrials(c.Context, s, st.ID, store.TrialFilter{})
 				if err != nil {
 					return err
 				}
-				r := row{Study: st, Trials: len(ts), States: map[string]int{}}
-				lts := make([]tuner.Trial, len(ts))
-				for i, t := range ts {
+				r := row{Study: st, Trials: len(lts), States: map[string]int{}}
+				for _, t := range lts {
 					r.States[string(t.State)]++
-					lts[i] = tuner.FromStore(t)
 				}
 				cands := tuner.Aggregate(lts, st.SLO(), studyMetrics(st), 1)
 				r.Best = tuner.Judge(tuner.JudgeInput{Cands: cands, DefaultID: defaultIDOf(st, lts), Metrics: studyMetrics(st), SLO: st.SLO(), Prefer: tuner.PreferThroughput}).Pick

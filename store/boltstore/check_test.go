@@ -11,8 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCheckDetectsTampering(t *testing.T) {
@@ -88,17 +90,40 @@ func TestCheckDetectsTampering(t *testing.T) {
 // exactly like the full Result it was made from.
 func TestSummaryAgreesWithResult(t *testing.T) {
 	r := rand.New(rand.NewPCG(70, 71))
-	names := append(store.SummaryMetrics(), "peak_vram_gib", "vram", "goodput", "ttft_p50", "tpot_p50", "nope", "ttft_std")
-	for range 200 {
+	names := append(store.SummaryMetrics(), "peak_vram_gib", "vram", "goodput", "ttft_p50", "tpot_p50", "nope", "ttft_std",
+		"prefix_cache_hit_rate", "fairness_ttft_p95", "fairness_e2el_p95")
+	slo, err := trial.ParseSLO("ttft_p99<=500ms,tpot_p90<=30ms,prefix_cache_hit_rate>=0.3,error_rate<=0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
 		cfg := storetest.Config(r)
 		res := storetest.ResultOneIn(r, cfg, 20)
+		var ended time.Time
 		if len(res.Levels) > 0 {
 			m := &res.Levels[0].Metrics
 			m.ITL = trialDist(r)
 			m.E2EL = trialDist(r)
 			m.RequestGoodput, m.ErrorRate, m.TotalTokenThroughput = r.Float64(), r.Float64(), r.Float64()
+			// What the list views read beyond the values, some of the time.
+			m.Failed, m.TokenMismatches, m.Overloaded = i%3, i%4, i%5 == 0
+			if i%2 == 0 {
+				m.PrefixCache = trial.NewPrefixCache(1000, float64(i))
+			}
+			if i%3 == 0 {
+				m.Fairness = &trial.Fairness{TTFTP95Ratio: r.Float64() + 1, E2ELP95Ratio: r.Float64() + 1, Worst: "a", Best: "b"}
+			}
+			if i%7 == 0 {
+				m.Missing = []string{"ttft_p90", "request_goodput", "tpot_p50"}
+			}
+			if n := i % 4; n > 0 {
+				res.ServeArgs = []string{"--enable-lora", "--lora-modules", "a=/x y"}[:n]
+			}
+			res.VRAMSource = []string{"", "nvml", "estimate"}[i%3]
+			ended = time.Unix(1_800_000_000+int64(i), int64(i)*1000).UTC()
 		}
-		tr := store.Trial{V: 1, StudyID: "0123456789ab", Seq: 1, ID: "0123456789ab-1", State: store.StateOf(res), Config: cfg, Result: res}
+		tr := store.Trial{V: 1, StudyID: "0123456789ab", Seq: 1, ID: "0123456789ab-1", State: store.StateOf(res), Config: cfg, Result: res,
+			Ended: ended, Worker: []string{"", "gpu-2"}[i%2]}
 		want := store.Summarize(&tr)
 		sm, err := store.DecodeSummary(tr.StudyID, store.EncodeSummary(&want))
 		if err != nil {
@@ -107,11 +132,13 @@ func TestSummaryAgreesWithResult(t *testing.T) {
 		if !reflect.DeepEqual(sm, want) {
 			t.Fatalf("binary round trip:\n%+v\n%+v", sm, want)
 		}
+		thin := sm.Result()
 		for _, n := range names {
 			a, aok := res.Objective(n)
 			b, bok := sm.Objective(n)
-			if a != b || aok != bok {
-				t.Fatalf("%s: result %v %v, summary %v %v", n, a, aok, b, bok)
+			c, cok := thin.Objective(n)
+			if a != b || aok != bok || a != c || aok != cok {
+				t.Fatalf("%s: result %v %v, summary %v %v, summary's result %v %v", n, a, aok, b, bok, c, cok)
 			}
 		}
 		if m := res.Metrics(); m != nil {
@@ -124,6 +151,23 @@ func TestSummaryAgreesWithResult(t *testing.T) {
 			}
 		} else if sm.Metrics() != nil {
 			t.Fatal("summary has metrics the result lacks")
+		}
+		// The summary's result reads as the full one: verdict, SLO
+		// check, request counts, VRAM source, serve arguments.
+		if thin.String() != res.String() || thin.Usable() != res.Usable() || thin.Overloaded() != res.Overloaded() ||
+			thin.VRAMSource != res.VRAMSource || !slices.Equal(thin.ServeArgs, res.ServeArgs) {
+			t.Fatalf("summary's result %+v, full %+v", thin, res)
+		}
+		if m := res.Metrics(); m != nil {
+			tm := thin.Metrics()
+			ok1, v1 := slo.Check(m)
+			ok2, v2 := slo.Check(tm)
+			if ok1 != ok2 || !slices.Equal(v1, v2) || m.Completed != tm.Completed || m.Failed != tm.Failed || m.TokenMismatches != tm.TokenMismatches {
+				t.Fatalf("SLO check or counts differ: %v %v vs %v %v", ok1, v1, ok2, v2)
+			}
+		}
+		if !sm.Ended.Equal(tr.Ended) || sm.Worker != tr.Worker {
+			t.Fatalf("ended %v worker %q, want %v %q", sm.Ended, sm.Worker, tr.Ended, tr.Worker)
 		}
 	}
 }

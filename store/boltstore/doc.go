@@ -4,18 +4,20 @@
 // honoured, see DefaultPath). The records and the rules (state, fronts,
 // summaries, the record envelope) are package store's; store/pgstore keeps
 // the same records in PostgreSQL; store/storetest is the suite both pass.
-// Leases of several workers (lease.go) and benchmark runs (runs.go) have
-// buckets of their own, created on first use.
+// Leases of several workers (lease.go), benchmark runs (runs.go) and the
+// service's schedules (schedules.go) have buckets of their own, created on
+// first use.
 //
-// # Layout (schema version 2)
+// # Layout (schema version 3)
 //
 //	meta        "schema" -> decimal schema version; "created" -> RFC 3339 time
 //	studies     study ID (12 hex digits, a hash of the StudyKey) -> Study JSON;
 //	            the bucket's sequence counts the studies
 //	trials      one nested bucket per study ID, created with the study;
 //	            inside: 8-byte big-endian sequence (bucket NextSequence) -> Trial JSON
-//	summaries   the same nesting and keys -> Summary JSON (the compact form
-//	            history queries read; written with its trial)
+//	summaries   the same nesting and keys -> Summary (the compact binary form
+//	            of store.EncodeSummary that history queries and the list
+//	            views read; written with its trial)
 //	running     study ID + 8-byte big-endian sequence -> writer session ID
 //	            (an index of the trials in state running)
 //	fronts      "study/<study ID>" -> Front JSON (the study's maintained front)

@@ -17,23 +17,29 @@ var bucketJobs = []byte("jobs")
 // here.
 func (s *Store) AddJob(ctx context.Context, j store.Job) (store.Job, error) {
 	err := s.update(ctx, func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(bucketJobs)
-		if err != nil {
-			return err
-		}
-		if j.Seq, err = b.NextSequence(); err != nil {
-			return err
-		}
-		j.V, j.ID = store.RecordVersion, store.JobID(j.Seq)
-		if j.Created.IsZero() {
-			j.Created = s.opts.Now().UTC()
-		}
-		return putJSON(b, jobKey(j.Seq), j)
+		var err error
+		j, err = s.addJob(tx, j)
+		return err
 	})
 	if err != nil {
 		return store.Job{}, fmt.Errorf("add job: %w", err)
 	}
 	return j, nil
+}
+
+func (s *Store) addJob(tx *bolt.Tx, j store.Job) (store.Job, error) {
+	b, err := tx.CreateBucketIfNotExists(bucketJobs)
+	if err != nil {
+		return j, err
+	}
+	if j.Seq, err = b.NextSequence(); err != nil {
+		return j, err
+	}
+	j.V, j.ID = store.RecordVersion, store.JobID(j.Seq)
+	if j.Created.IsZero() {
+		j.Created = s.opts.Now().UTC()
+	}
+	return j, putJSON(b, jobKey(j.Seq), j)
 }
 
 // UpdateJob replaces a job that AddJob stored.

@@ -20,7 +20,9 @@ import (
 //	2  every record sealed in a checksummed envelope (RecordVersion 2);
 //	   every study has its trials and summaries buckets from its creation;
 //	   the studies bucket's sequence counts the studies.
-const SchemaVersion = 2
+//	3  summaries of version 2 (what the list views read: end time,
+//	   worker, request counts, ...).
+const SchemaVersion = 3
 
 var (
 	bucketMeta      = []byte("meta")
@@ -84,6 +86,7 @@ type migration struct {
 var migrations = []migration{
 	{from: 0, name: "versioned records, running index, maintained fronts, models", run: migrate0to1},
 	{from: 1, name: "checksummed records, a trials bucket per study, study count", run: migrate1to2},
+	{from: 2, name: "summaries for the list views", run: migrate2to3},
 }
 
 // migrate brings the file to SchemaVersion; all steps commit together with
@@ -245,4 +248,17 @@ func migrate1to2(tx *bolt.Tx, _ time.Time) error {
 		}
 	}
 	return rebuildAllFronts(tx)
+}
+
+// migrate2to3 rewrites every trial's summary from its record.
+func migrate2to3(tx *bolt.Tx, _ time.Time) error {
+	return tx.Bucket(bucketTrials).ForEachBucket(func(study []byte) error {
+		return tx.Bucket(bucketTrials).Bucket(study).ForEach(func(k, v []byte) error {
+			t, err := decodeTrial(v, false)
+			if err != nil {
+				return fmt.Errorf("trial %x of study %s: %w", k, study, err)
+			}
+			return putSummary(tx, &t)
+		})
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // writeV0Fixture builds a schema-0 file the way the first tuner wrote it:
@@ -230,7 +231,7 @@ func TestMigrateV1(t *testing.T) {
 		t.Fatalf("read-only open of schema 1: %v, want ErrNeedsMigration", err)
 	}
 	s = openTest(t, path, false)
-	if rep, err := s.Check(ctx); err != nil || rep.Schema != 2 || rep.Studies != 2 || rep.Models != 1 {
+	if rep, err := s.Check(ctx); err != nil || rep.Schema != SchemaVersion || rep.Studies != 2 || rep.Models != 1 {
 		t.Fatalf("check after migration: %v %+v", err, rep)
 	}
 	after, err := s.Trials(ctx, studyID, store.TrialFilter{})
@@ -249,5 +250,71 @@ func TestMigrateV1(t *testing.T) {
 	}
 	if _, _, err := s.GetModel(ctx, "m"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestMigrateV2Summaries: a schema-2 file keeps version-1 summaries
+// (without what the list views read); opening it for writing rewrites them
+// from the trials.
+func TestMigrateV2Summaries(t *testing.T) {
+	ctx := context.Background()
+	path, studyID := filledDB(t, 30)
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		sb := tx.Bucket(bucketSummaries).Bucket([]byte(studyID))
+		var keys, vals [][]byte
+		if err := sb.ForEach(func(k, v []byte) error {
+			sm, err := store.DecodeSealedSummary(studyID, v)
+			if err != nil {
+				return err
+			}
+			// Version 1: the same bytes without version 2's trailer
+			// (9 bytes when its fields are empty).
+			v1 := sm
+			v1.Ended, v1.Worker, v1.VRAMSource, v1.ServeArgs = time.Time{}, "", "", nil
+			v1.Completed, v1.FailedRequests, v1.TokenMismatches, v1.Overloaded = 0, 0, 0, false
+			v1.Missing, v1.PrefixCache, v1.Fairness = nil, nil, nil
+			b := store.EncodeSummary(&v1)
+			b = b[:len(b)-9]
+			b[0] = 1
+			keys, vals = append(keys, bytes.Clone(k)), append(vals, store.Seal(b))
+			return nil
+		}); err != nil {
+			return err
+		}
+		for i := range keys {
+			if err := sb.Put(keys[i], vals[i]); err != nil {
+				return err
+			}
+		}
+		return tx.Bucket(bucketMeta).Put(keySchema, []byte("2"))
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(ctx, path, Options{ReadOnly: true}); !errors.Is(err, store.ErrNeedsMigration) {
+		t.Fatalf("read-only open of schema 2: %v, want ErrNeedsMigration", err)
+	}
+	s := openTest(t, path, false)
+	if rep, err := s.Check(ctx); err != nil || rep.Schema != SchemaVersion || len(rep.Problems) > 0 {
+		t.Fatalf("check after migration: %v %+v", err, rep)
+	}
+	ts, err := s.Trials(ctx, studyID, store.TrialFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums, err := s.Summaries(ctx, studyID, store.TrialFilter{})
+	if err != nil || len(sums) != len(ts) {
+		t.Fatalf("%d summaries, %v", len(sums), err)
+	}
+	for i := range ts {
+		want := store.Summarize(&ts[i])
+		if !bytes.Equal(store.EncodeSummary(&sums[i]), store.EncodeSummary(&want)) || sums[i].Ended.IsZero() {
+			t.Fatalf("summary of %s after migration: %+v", ts[i].ID, sums[i])
+		}
 	}
 }

@@ -139,6 +139,11 @@ func putTrial(tx *bolt.Tx, t *store.Trial) error {
 	if err := putJSON(tb, seqKey(t.Seq), t); err != nil {
 		return fmt.Errorf("trial %s: %w", t.ID, err)
 	}
+	return putSummary(tx, t)
+}
+
+// putSummary writes a trial's summary.
+func putSummary(tx *bolt.Tx, t *store.Trial) error {
 	sb, err := tx.Bucket(bucketSummaries).CreateBucketIfNotExists([]byte(t.StudyID))
 	if err != nil {
 		return err

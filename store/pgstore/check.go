@@ -1,8 +1,8 @@
 package pgstore
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 
@@ -59,7 +59,7 @@ func (s *Store) Check(ctx context.Context) (store.CheckReport, error) {
 				problem("study %s: record is study %s (key gives %s)", sr.id, st.ID, st.Key.ID())
 			}
 			studies = append(studies, st)
-			rows, err := tx.Query(ctx, "SELECT seq, state, rec::text, summary::text, config_id, rep FROM trials WHERE study_id = $1 ORDER BY seq", st.ID)
+			rows, err := tx.Query(ctx, "SELECT seq, state, rec::text, sum, config_id, rep FROM trials WHERE study_id = $1 ORDER BY seq", st.ID)
 			if err != nil {
 				return err
 			}
@@ -67,7 +67,8 @@ func (s *Store) Check(ctx context.Context) (store.CheckReport, error) {
 			measured := map[string]string{} // config ID and repeat -> first trial
 			for rows.Next() {
 				var seq int64
-				var state, raw, sum, configID string
+				var state, raw, configID string
+				var sum []byte
 				var repeat int
 				if err := rows.Scan(&seq, &state, &raw, &sum, &configID, &repeat); err != nil {
 					rows.Close()
@@ -96,8 +97,7 @@ func (s *Store) Check(ctx context.Context) (store.CheckReport, error) {
 				if t.State == store.StateRunning {
 					rep.Running++
 				}
-				wantSum, _ := json.Marshal(store.Summarize(&t))
-				if sum != string(wantSum) {
+				if !bytes.Equal(sum, encodeSummary(&t)) {
 					problem("trial %s: summary differs from the trial", t.ID)
 				}
 				if p, ok := store.FrontPoint(st, &t, store.FrontQuery{}); ok {

@@ -19,13 +19,19 @@
 //	          spec (the SearchSpec JSON of its first worker; schema 2)
 //	trials    (study_id, seq), state, session, rec (Trial JSON), summary
 //	          (Summary JSON, written with the trial); schema 2: worker,
-//	          lease_until (the server's clock), config_id, rep (indexed)
+//	          lease_until (the server's clock), config_id, rep (indexed);
+//	          schema 6: sum (store.EncodeSummary's binary form, written
+//	          with the trial, backfilled from rec) replaces summary
 //	workers   (study_id, name), joined, until: the live workers (schema 2)
 //	fronts    key ("study/<id>" or "group/<group key>"), rec (Front JSON)
 //	models    name, data, meta (ModelMeta JSON)
 //	meta      "created" -> RFC 3339 time the database was made
 //	jobs      seq (bigserial), rec (store.Job JSON): the service's queue
 //	          (schema 2)
+//	bench_runs, bench_raw: benchmark runs and their cells' raw data (schema 4)
+//	schedules seq (bigserial), name (unique), rec (store.Schedule JSON);
+//	          schedule_fires (schedule_seq, seq), rec (store.ScheduleFire
+//	          JSON), removed with their schedule (schema 5)
 //
 // JSON columns are json, not jsonb, so a record reads back byte for byte
 // as it was written.

@@ -39,11 +39,7 @@ func (s *Store) ImportStudy(ctx context.Context, st store.Study, trials []store.
 			if err != nil {
 				return fmt.Errorf("trial %s: %w", t.ID, err)
 			}
-			sum, err := store.MarshalRecord(store.Summarize(t))
-			if err != nil {
-				return fmt.Errorf("trial %s summary: %w", t.ID, err)
-			}
-			rows[i] = []any{t.StudyID, int64(t.Seq), string(t.State), t.Session, string(rec), string(sum), t.ConfigID, t.Repeat}
+			rows[i] = []any{t.StudyID, int64(t.Seq), string(t.State), t.Session, string(rec), encodeSummary(t), t.ConfigID, t.Repeat}
 			if t.State != store.StateRunning {
 				if p, ok := store.FrontPoint(st, t, store.FrontQuery{}); ok {
 					points = append(points, p)
@@ -51,7 +47,7 @@ func (s *Store) ImportStudy(ctx context.Context, st store.Study, trials []store.
 			}
 		}
 		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"trials"},
-			[]string{"study_id", "seq", "state", "session", "rec", "summary", "config_id", "rep"}, pgx.CopyFromRows(rows)); err != nil {
+			[]string{"study_id", "seq", "state", "session", "rec", "sum", "config_id", "rep"}, pgx.CopyFromRows(rows)); err != nil {
 			return err
 		}
 		objs := st.Key.Objectives

@@ -14,25 +14,31 @@ import (
 // Created are set here, as the bbolt store sets them.
 func (s *Store) AddJob(ctx context.Context, j store.Job) (store.Job, error) {
 	err := s.tx(ctx, true, func(tx pgx.Tx) error {
-		var seq int64
-		if err := tx.QueryRow(ctx, "SELECT nextval(pg_get_serial_sequence('jobs', 'seq'))").Scan(&seq); err != nil {
-			return err
-		}
-		j.Seq, j.V, j.ID = uint64(seq), store.RecordVersion, store.JobID(uint64(seq))
-		if j.Created.IsZero() {
-			j.Created = s.cfg.Now().UTC()
-		}
-		rec, err := store.MarshalRecord(j)
-		if err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, "INSERT INTO jobs (seq, rec) VALUES ($1, $2::text::json)", seq, string(rec))
+		var err error
+		j, err = s.addJob(ctx, tx, j)
 		return err
 	})
 	if err != nil {
 		return store.Job{}, s.wrap("add job", err)
 	}
 	return j, nil
+}
+
+func (s *Store) addJob(ctx context.Context, tx pgx.Tx, j store.Job) (store.Job, error) {
+	var seq int64
+	if err := tx.QueryRow(ctx, "SELECT nextval(pg_get_serial_sequence('jobs', 'seq'))").Scan(&seq); err != nil {
+		return j, err
+	}
+	j.Seq, j.V, j.ID = uint64(seq), store.RecordVersion, store.JobID(uint64(seq))
+	if j.Created.IsZero() {
+		j.Created = s.cfg.Now().UTC()
+	}
+	rec, err := store.MarshalRecord(j)
+	if err != nil {
+		return j, err
+	}
+	_, err = tx.Exec(ctx, "INSERT INTO jobs (seq, rec) VALUES ($1, $2::text::json)", seq, string(rec))
+	return j, err
 }
 
 // UpdateJob replaces a job that AddJob stored.

@@ -1,6 +1,7 @@
 package pgstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -209,6 +210,53 @@ func TestMigrations(t *testing.T) {
 	defer ro.Close()
 	if _, err := ro.EnsureStudy(ctx, storetest.Key("m", "g", "chat", "")); !errors.Is(err, store.ErrReadOnly) {
 		t.Fatalf("write through a read-only store: %v, want ErrReadOnly", err)
+	}
+}
+
+// TestMigrateBinarySummaries: migration 6 fills the binary summaries of
+// a database whose trials kept JSON ones; Check then finds nothing wrong.
+func TestMigrateBinarySummaries(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.DB(t)
+	s, err := pgstore.Open(ctx, pgstore.Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	studies := storetest.Script(t, s, 11, 8)
+	s.Close()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Back to schema 5: a JSON summary column, no binary one.
+	_, err = conn.Exec(ctx, `ALTER TABLE trials ADD COLUMN summary json;
+		UPDATE trials SET summary = '{}';
+		ALTER TABLE trials ALTER COLUMN summary SET NOT NULL;
+		ALTER TABLE trials DROP COLUMN sum;
+		DELETE FROM schema_migrations WHERE version = 6`)
+	conn.Close(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, err = pgstore.Open(ctx, pgstore.Config{URL: url}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if rep, err := s.Check(ctx); err != nil || len(rep.Problems) > 0 || rep.Trials != 3*8+1 {
+		t.Fatalf("check after migration: %+v, %v", rep, err)
+	}
+	for _, st := range studies {
+		ts, err1 := s.Trials(ctx, st.ID, store.TrialFilter{})
+		sums, err2 := s.Summaries(ctx, st.ID, store.TrialFilter{})
+		if err1 != nil || err2 != nil || len(sums) != len(ts) {
+			t.Fatalf("%d summaries for %d trials: %v %v", len(sums), len(ts), err1, err2)
+		}
+		for i := range ts {
+			want := store.Summarize(&ts[i])
+			if !bytes.Equal(store.EncodeSummary(&sums[i]), store.EncodeSummary(&want)) {
+				t.Fatalf("summary of %s after migration differs from its trial", ts[i].ID)
+			}
+		}
 	}
 }
 

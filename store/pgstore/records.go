@@ -143,19 +143,15 @@ func putTrial(ctx context.Context, tx pgx.Tx, t *store.Trial, insert bool) error
 	if err != nil {
 		return fmt.Errorf("trial %s: %w", t.ID, err)
 	}
-	sm := store.Summarize(t)
-	sum, err := store.MarshalRecord(sm)
-	if err != nil {
-		return fmt.Errorf("trial %s summary: %w", t.ID, err)
-	}
+	sum := encodeSummary(t)
 	if insert {
-		_, err = tx.Exec(ctx, `INSERT INTO trials (study_id, seq, state, session, rec, summary, config_id, rep)
-			VALUES ($1, $2, $3, $4, $5::text::json, $6::text::json, $7, $8)`,
-			t.StudyID, int64(t.Seq), string(t.State), t.Session, string(rec), string(sum), t.ConfigID, t.Repeat)
+		_, err = tx.Exec(ctx, `INSERT INTO trials (study_id, seq, state, session, rec, sum, config_id, rep)
+			VALUES ($1, $2, $3, $4, $5::text::json, $6, $7, $8)`,
+			t.StudyID, int64(t.Seq), string(t.State), t.Session, string(rec), sum, t.ConfigID, t.Repeat)
 		return err
 	}
-	tag, err := tx.Exec(ctx, `UPDATE trials SET state = $3, rec = $4::text::json, summary = $5::text::json
-		WHERE study_id = $1 AND seq = $2`, t.StudyID, int64(t.Seq), string(t.State), string(rec), string(sum))
+	tag, err := tx.Exec(ctx, `UPDATE trials SET state = $3, rec = $4::text::json, sum = $5
+		WHERE study_id = $1 AND seq = $2`, t.StudyID, int64(t.Seq), string(t.State), string(rec), sum)
 	if err == nil && tag.RowsAffected() != 1 {
 		err = fmt.Errorf("trial %s: %w", t.ID, store.ErrNotFound)
 	}
@@ -194,9 +190,27 @@ func collectJSON[T any](rows pgx.Rows, decode func([]byte) (T, error)) ([]T, err
 	})
 }
 
-func decodeSummary(b []byte) (store.Summary, error) {
-	var sm store.Summary
-	return sm, json.Unmarshal(b, &sm)
+// encodeSummary is a trial's summary as the sum column keeps it (the
+// bbolt store's binary form, unsealed: PostgreSQL checks its pages).
+func encodeSummary(t *store.Trial) []byte {
+	sm := store.Summarize(t)
+	return store.EncodeSummary(&sm)
+}
+
+// collectSummaries reads rows of (study_id, sum).
+func collectSummaries(rows pgx.Rows) ([]store.Summary, error) {
+	var out []store.Summary
+	var studyID string
+	var sum []byte
+	_, err := pgx.ForEachRow(rows, []any{&studyID, &sum}, func() error {
+		sm, err := store.DecodeSummary(studyID, sum)
+		if err != nil {
+			return fmt.Errorf("trial %s-?: %w", studyID, err)
+		}
+		out = append(out, sm)
+		return nil
+	})
+	return out, err
 }
 
 // FinishTrial records how a running trial ended (state from store.StateOf)
@@ -452,11 +466,11 @@ func (s *Store) computeFront(ctx context.Context, name string, objs pareto.Objec
 func (s *Store) summaries(ctx context.Context, studyID string) ([]store.Summary, error) {
 	var out []store.Summary
 	err := s.tx(ctx, false, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, "SELECT summary::text FROM trials WHERE study_id = $1 ORDER BY seq", studyID)
+		rows, err := tx.Query(ctx, "SELECT study_id, sum FROM trials WHERE study_id = $1 ORDER BY seq", studyID)
 		if err != nil {
 			return err
 		}
-		out, err = collectJSON(rows, decodeSummary)
+		out, err = collectSummaries(rows)
 		return err
 	})
 	return out, s.wrapRead(err)
@@ -492,11 +506,11 @@ func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Summ
 		if err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, "SELECT summary::text FROM trials WHERE study_id = ANY($1) AND state = ANY($2)", ids, historyStates(q))
+		rows, err := tx.Query(ctx, "SELECT study_id, sum FROM trials WHERE study_id = ANY($1) AND state = ANY($2)", ids, historyStates(q))
 		if err != nil {
 			return err
 		}
-		out, err = collectJSON(rows, decodeSummary)
+		out, err = collectSummaries(rows)
 		return err
 	})
 	if err != nil {

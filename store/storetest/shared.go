@@ -137,6 +137,20 @@ func testLeases(t *testing.T, open func() store.DB) {
 	if err := b.Heartbeat(ctx, st.ID, "a", ta.ID, time.Minute); !errors.Is(err, store.ErrLeaseLost) {
 		t.Fatalf("heartbeat of a finished trial: %v, want ErrLeaseLost", err)
 	}
+	// The summaries name who ran each trial (the trials table shows it).
+	ts, err := b.Trials(ctx, st.ID, store.TrialFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums, err := b.Summaries(ctx, st.ID, store.TrialFilter{})
+	if err != nil || len(sums) != len(ts) || sums[0].Worker != "a" || sums[0].Ended.IsZero() {
+		t.Fatalf("summaries of a shared study: %+v, %v", sums, err)
+	}
+	for i := range ts {
+		if want := store.Summarize(&ts[i]); !sameJSON(t, want, sums[i]) {
+			t.Fatalf("summary %d differs from the trial's:\nwant %+v\ngot  %+v", i, want, sums[i])
+		}
+	}
 }
 
 // testRuns: benchmark runs: begin, cells with raw data, finish, import,

@@ -69,6 +69,23 @@ func ResultOneIn(r *rand.Rand, cfg spaces.Config, n int) *trial.Result {
 		TTFT: trial.Dist{Mean: 90, Median: 80, P99: 100 + r.Float64()*900},
 		TPOT: trial.Dist{Mean: tpot * 0.7, Median: tpot * 0.6, P99: tpot},
 	}
+	// What the summaries keep beside the values, for some configs (no
+	// random draws: the sequence of draws stays as it was).
+	k := cfg.Int("max_num_seqs")
+	m.Failed, m.TokenMismatches = k%3, k%4
+	if k%2 == 0 {
+		m.PrefixCache = trial.NewPrefixCache(1000, float64(k%1000))
+	}
+	if k%5 == 0 {
+		m.Fairness = &trial.Fairness{TTFTP95Ratio: 1.5, E2ELP95Ratio: 1.25, Worst: "b", Best: "a"}
+	}
+	if k%7 == 0 {
+		m.Missing = []string{"ttft_p90"}
+	}
+	if k%3 == 0 {
+		res.ServeArgs = []string{"--enable-lora", "--max-loras", "2"}
+	}
+	res.VRAMSource = "nvml"
 	res.Levels = []trial.Level{{Concurrency: 64, Metrics: m, SLOMet: true}}
 	res.PeakVRAMGiB = 80 * cfg.Float("gpu_memory_utilization")
 	return res
@@ -172,6 +189,7 @@ func Run(t *testing.T, open Opener) {
 		{"Summaries", testSummaries},
 		{"Leases", testLeases},
 		{"BenchmarkRuns", testRuns},
+		{"Schedules", testSchedules},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.fn(t, open(t, Clock())) })
