@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -184,6 +185,14 @@ func TestImportGenerations(t *testing.T) {
 		}
 		if l.ClientQueue == nil || l.ClientQueue.P99 != 98 || l.ClientQueue.Max != 100 {
 			t.Errorf("client queue %+v", l.ClientQueue)
+		}
+		// The peaks are printed, not only stored.
+		var b strings.Builder
+		if err := WriteRun(&b, run, "text"); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), "peak out tok/s") || !regexp.MustCompile(`\b12\.0 +4 +`).MatchString(b.String()) {
+			t.Errorf("report lacks the peaks (12.0 tok/s, 4 in flight):\n%s", b.String())
 		}
 		if !slices.Equal(m.Missing, []string{"request_goodput"}) || m.Lacks("ttft_p90") {
 			t.Errorf("missing %v", m.Missing)

@@ -107,6 +107,9 @@ func WriteRun(w io.Writer, r *Run, format string) error {
 			fmt.Fprintln(w, title)
 		}
 		render(throughputTable(c))
+		if t := peakTable(c); len(t.rows) > 0 {
+			render(t)
+		}
 		render(latencyTable(c))
 		if fb := c.Feedback; fb != nil {
 			fmt.Fprintf(w, "%s\n\n", fb.Summary())
@@ -169,6 +172,33 @@ func throughputTable(c *CellResult) *table {
 		t.add(l.LoadString(), f2(m.RequestThroughput), f1(in), f1(m.OutputThroughput), f1(m.TotalTokenThroughput), orNA(m, "request_goodput", m.RequestGoodput),
 			fmt.Sprintf("%.1f%%", 100*l.SuccessRate), orDash(strings.Join(errs, " ")), stable,
 			fmt.Sprintf("%.0f%%", 100*l.Telemetry.MaxKVCacheUsage), fmt.Sprintf("%.0f", l.Telemetry.Preemptions), per, j)
+	}
+	return t
+}
+
+// peakTable holds the peaks vLLM bench reports (imported results): output
+// tokens in its busiest second, the most requests in flight at once, and
+// the time requests waited in the client for a --max-concurrency slot; no
+// rows when no level has them.
+func peakTable(c *CellResult) *table {
+	t := &table{head: []string{"load", "peak out tok/s", "peak concurrency", "client queue ms mean", "p50", "p99", "max"}}
+	for i := range c.Levels {
+		l := &c.Levels[i]
+		if l.PeakOutputThroughput <= 0 && l.PeakConcurrency <= 0 && l.ClientQueue == nil {
+			continue
+		}
+		peak, conc := "n/a", "n/a"
+		if l.PeakOutputThroughput > 0 {
+			peak = f1(l.PeakOutputThroughput)
+		}
+		if l.PeakConcurrency > 0 {
+			conc = strconv.Itoa(l.PeakConcurrency)
+		}
+		q := []string{"n/a", "n/a", "n/a", "n/a"}
+		if d := l.ClientQueue; d != nil {
+			q = []string{f2(d.Mean), f2(d.Median), f2(d.P99), f2(d.Max)}
+		}
+		t.add(append([]string{l.LoadString(), peak, conc}, q...)...)
 	}
 	return t
 }

@@ -42,7 +42,7 @@ func ParseBenchJob(ctx context.Context, body io.Reader, st store.DB) (tuner.Benc
 		Kind string `json:"kind"`
 		tuner.BenchSpec
 	}{BenchSpec: tuner.DefaultBenchSpec()}
-	if err := decodeBody(body, &req); err != nil {
+	if err := decodeBody("job body", body, &req); err != nil {
 		return req.BenchSpec, err
 	}
 	spec := req.BenchSpec

@@ -31,6 +31,9 @@ type Event struct {
 	Running  string         `json:"running,omitempty"`
 	Line     string         `json:"line,omitempty"` // the CLI's progress line
 	Error    string         `json:"error,omitempty"`
+	// Schedule is the schedule whose firing the event reports (Line says
+	// what it did; Job is the job it queued, if any).
+	Schedule string `json:"schedule,omitempty"`
 
 	data []byte // the event as JSON, encoded once for every client
 }
@@ -71,15 +74,19 @@ func (h *hub) publish(e Event) {
 	e.data, _ = json.Marshal(e)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if _, ok := h.progress[e.Job]; !ok {
-		if _, ok := h.state[e.Job]; !ok {
-			h.order = append(h.order, e.Job)
+	key := e.Job
+	if key == "" { // a firing that queued nothing
+		key = "schedule/" + e.Schedule
+	}
+	if _, ok := h.progress[key]; !ok {
+		if _, ok := h.state[key]; !ok {
+			h.order = append(h.order, key)
 		}
 	}
 	if e.Phase != "" {
-		h.progress[e.Job] = e
+		h.progress[key] = e
 	} else {
-		h.state[e.Job] = e
+		h.state[key] = e
 	}
 	for c := range h.subs {
 		select {

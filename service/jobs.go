@@ -29,7 +29,10 @@ func (s *Server) Run(ctx context.Context) error {
 	for i := range s.cfg.GPUSets {
 		g.Go(func() error { return s.worker(ctx, i) })
 	}
-	return g.Wait()
+	g.Go(func() error { return s.scheduler(ctx) })
+	err := g.Wait()
+	s.alerts.Wait()
+	return err
 }
 
 func (s *Server) poke() {
@@ -136,6 +139,9 @@ func (s *Server) runJob(ctx, jctx context.Context, set int, j store.Job) {
 		j.State = store.JobDone
 	}
 	j.Ended = time.Now().UTC()
+	if j.Schedule != "" {
+		s.scheduledEnd(context.WithoutCancel(ctx), &j, err)
+	}
 	// The job's own context may be cancelled: record its end regardless.
 	if uerr := s.db.UpdateJob(context.WithoutCancel(ctx), j); uerr != nil {
 		log.Error("record job end", "err", uerr)

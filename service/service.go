@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/vllm-tuner/tuner/alert"
 	"github.com/vllm-tuner/tuner/bounded"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/tuner"
@@ -53,6 +54,13 @@ type Config struct {
 	// DefaultCacheStudies.
 	CacheStudies int
 	Logger       *slog.Logger
+	// Alerts receives a scheduled run's regression or failure (the
+	// --alert-webhook of `tuner serve`); nil: alerts are only logged.
+	Alerts *alert.Sender
+	// Clock drives the schedules (nil: the system clock); Location is the
+	// time zone of their cron expressions (nil: the server's local zone).
+	Clock    Clock
+	Location *time.Location
 }
 
 // Server serves the API and runs the job queue.
@@ -68,6 +76,11 @@ type Server struct {
 	cancels map[string]context.CancelFunc // running jobs
 	wake    chan struct{}
 	ready   chan struct{}
+
+	clock     Clock
+	started   time.Time // when the scheduler started: earlier slots were missed
+	schedWake chan struct{}
+	alerts    sync.WaitGroup // deliveries in flight
 }
 
 // New returns a server; Run starts its job workers.
@@ -84,9 +97,17 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Location == nil {
+		cfg.Location = time.Local
+	}
+	clock := cfg.Clock
+	if clock == nil {
+		clock = systemClock{}
+	}
 	return &Server{
 		cfg: cfg, db: cfg.DB, cache: newStudyCache(cfg.CacheStudies), log: cfg.Logger, metrics: newMetrics(), hub: newHub(),
 		cancels: map[string]context.CancelFunc{}, wake: make(chan struct{}, 1), ready: make(chan struct{}),
+		clock: clock, schedWake: make(chan struct{}, 1),
 	}, nil
 }
 
@@ -114,6 +135,7 @@ func (s *Server) Handler() http.Handler {
 	s.benchRoutes(read)
 	write("POST /api/v1/jobs", s.postJob)
 	write("POST /api/v1/jobs/{id}/cancel", s.cancelJob)
+	s.scheduleRoutes(read, write)
 	read("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}).ServeHTTP)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -166,6 +188,8 @@ func (s *Server) writeErr(w http.ResponseWriter, err error) {
 		writeError(w, http.StatusBadRequest, "too_large", err.Error())
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case errors.Is(err, store.ErrExists):
+		writeError(w, http.StatusConflict, "exists", err.Error())
 	default:
 		s.internalError(w, err)
 	}
@@ -199,7 +223,7 @@ func ParseJob(body io.Reader) (tuner.SearchSpec, error) {
 		Kind string `json:"kind,omitempty"` // "search" or absent
 		tuner.SearchSpec
 	}{SearchSpec: tuner.DefaultSearchSpec()}
-	err := decodeBody(body, &req)
+	err := decodeBody("job body", body, &req)
 	spec := req.SearchSpec
 	if err != nil {
 		return spec, err
@@ -233,53 +257,58 @@ func ParseJob(body io.Reader) (tuner.SearchSpec, error) {
 	return spec, spec.Validate()
 }
 
-// decodeBody decodes a job body into v under bounded's limits (unknown
-// fields refused, one JSON value).
-func decodeBody(body io.Reader, v any) error {
-	b, err := bounded.ReadAll("job body", body, bounded.Default().Bytes)
+// decodeBody decodes a request body (what names it in errors: "job
+// body") into v under bounded's limits (unknown fields refused, one JSON
+// value).
+func decodeBody(what string, body io.Reader, v any) error {
+	b, err := bounded.ReadAll(what, body, bounded.Default().Bytes)
 	if err == nil {
-		err = bounded.DecodeJSON("job body", b, v, true)
+		err = bounded.DecodeJSON(what, b, v, true)
 	}
 	if err != nil {
-		return tuner.Usagef("job body: %w", err)
+		return tuner.Usagef("%s: %w", what, err)
 	}
 	return nil
 }
 
 func (s *Server) postJob(w http.ResponseWriter, r *http.Request) {
-	// No job body is larger than bounded's limit on a document, whatever
-	// MaxBody allows for other requests.
+	body, ok := s.readBody(w, r, "job body")
+	if !ok {
+		return
+	}
+	nj, err := s.newJob(r.Context(), body, "")
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	j, err := s.db.AddJob(r.Context(), nj)
+	if err != nil {
+		s.writeErr(w, err)
+		return
+	}
+	s.log.Info("job queued", "job", j.ID, "kind", j.Kind)
+	s.refreshQueue(r.Context())
+	s.poke()
+	s.hub.publish(Event{Job: j.ID, State: j.State})
+	writeJSON(w, http.StatusCreated, j)
+}
+
+// readBody reads a request body of at most bounded's limit on a document
+// (whatever MaxBody allows for other requests); false: the error is
+// answered.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request, what string) ([]byte, bool) {
 	r.Body = http.MaxBytesReader(w, r.Body, min(s.cfg.MaxBody, bounded.Default().Bytes))
 	body, err := io.ReadAll(r.Body)
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body over %d bytes", mbe.Limit))
-		return
+		return nil, false
 	}
 	if err != nil {
-		s.writeErr(w, tuner.Usagef("job body: %w", err))
-		return
+		s.writeErr(w, tuner.Usagef("%s: %w", what, err))
+		return nil, false
 	}
-	kind, spec, err := s.parseJob(r.Context(), body)
-	if err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	raw, err := json.Marshal(spec)
-	if err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	j, err := s.db.AddJob(r.Context(), store.Job{Kind: kind, Spec: raw, State: store.JobQueued, GPUSet: -1})
-	if err != nil {
-		s.writeErr(w, err)
-		return
-	}
-	s.log.Info("job queued", "job", j.ID, "kind", kind)
-	s.refreshQueue(r.Context())
-	s.poke()
-	s.hub.publish(Event{Job: j.ID, State: j.State})
-	writeJSON(w, http.StatusCreated, j)
+	return body, true
 }
 
 // parseJob reads a job body of either kind.

@@ -171,7 +171,8 @@ func postJob(t *testing.T, e *env, body string) store.Job {
 
 // wantSearchAndRounds checks a study's trials: search trials (repeat 0),
 // then whole re-measurement rounds, each measuring the same configs
-// (vLLM's default and the finalists) once; and every ok trial has a
+// (vLLM's default and the finalists) once, and the closing run of the
+// default (round rounds+1, the default alone); and every ok trial has a
 // throughput.
 func wantSearchAndRounds(t *testing.T, rows []trialRow, search, rounds int) {
 	t.Helper()
@@ -194,12 +195,15 @@ func wantSearchAndRounds(t *testing.T, rows []trialRow, search, rounds int) {
 		t.Fatalf("%d trials, %d search; want %d search trials", len(rows), n, search)
 	}
 	per := len(byRound[1])
-	ok := len(byRound) == rounds && per >= 2 && len(rows) == search+rounds*per
-	for _, cs := range byRound {
-		ok = ok && len(cs) == per
+	ok := len(byRound) == rounds+1 && per >= 2 && len(rows) == search+rounds*per+1 && len(byRound[rounds+1]) == 1
+	for r, cs := range byRound {
+		ok = ok && (len(cs) == per || r == rounds+1)
+		for id := range byRound[rounds+1] {
+			ok = ok && cs[id] // the closing run is of a config of every round: the default
+		}
 	}
 	if !ok {
-		t.Fatalf("%d trials in re-measurement rounds %v; want %d whole rounds of the default and the finalists", len(rows), byRound, rounds)
+		t.Fatalf("%d trials in re-measurement rounds %v; want %d whole rounds of the default and the finalists and the default's closing run", len(rows), byRound, rounds)
 	}
 }
 

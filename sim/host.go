@@ -52,11 +52,13 @@ func (h Host) Validate() error {
 }
 
 // Speed is the host's speed at time t (seconds; every engine of the host
-// reads the same clock), 1 on a steady host: a smooth seeded random walk
-// of log speed with standard deviation Drift that moves on the scale of
-// DriftPeriod. It is value noise: seeded normal knots every DriftPeriod,
-// joined by a smoothstep, so the speed is continuous, stationary (it does
-// not wander off over a long run) and the same for any t in any process.
+// reads the same clock), 1 on a steady host: a slow seeded drift of log
+// speed with standard deviation Drift that moves on the scale of
+// DriftPeriod. It is value noise, not a free random walk: seeded normal
+// knots every DriftPeriod, joined by a smoothstep, so the speed is
+// continuous, trends one way for a good part of a period (the hard case
+// for the order of a re-measurement's runs), is stationary (it does not
+// wander off over a long run) and is the same for any t in any process.
 func (h Host) Speed(t float64) float64 {
 	if h.Drift <= 0 {
 		return 1

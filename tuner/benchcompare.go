@@ -137,16 +137,26 @@ func ResolveRun(ctx context.Context, st store.DB, ref, exclude string) (bench.Ru
 // BaselineOfTier is the newest finished (ok) run of tier and next's model
 // stored before next.
 func BaselineOfTier(ctx context.Context, st store.DB, tier string, next bench.Run) (bench.Run, error) {
-	runs, err := st.Runs(ctx, store.RunFilter{Tier: tier, Model: next.Model})
+	r, ok, err := PreviousRun(ctx, st, store.RunFilter{Tier: tier, Model: next.Model}, next)
+	if err == nil && !ok {
+		err = Usagef("--baseline-tier %s: no finished %s run of model %s before %s", tier, tier, next.Model, next.ID)
+	}
+	return r, err
+}
+
+// PreviousRun is the newest finished (ok) run matching f stored before
+// next (false when there is none).
+func PreviousRun(ctx context.Context, st store.DB, f store.RunFilter, next bench.Run) (bench.Run, bool, error) {
+	runs, err := st.Runs(ctx, f)
 	if err != nil {
-		return bench.Run{}, err
+		return bench.Run{}, false, err
 	}
 	for i := len(runs) - 1; i >= 0; i-- {
 		if r := runs[i]; r.State == bench.StateOK && RunSeq(r.ID) < RunSeq(next.ID) {
-			return r, nil
+			return r, true, nil
 		}
 	}
-	return bench.Run{}, Usagef("--baseline-tier %s: no finished %s run of model %s before %s", tier, tier, next.Model, next.ID)
+	return bench.Run{}, false, nil
 }
 
 // comparable refuses runs the gate cannot judge: in progress, or nothing

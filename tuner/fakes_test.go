@@ -148,7 +148,7 @@ func (s *memStore) Finish(ctx context.Context, t Trial) error {
 		return fmt.Errorf("connection refused")
 	}
 	if t.Number < 0 || t.Number >= len(s.trials) || s.trials[t.Number].State != store.StateRunning {
-		return fmt.Errorf("finish trial %d: not running", t.Number)
+		return fmt.Errorf("finish trial %d: not running: %w", t.Number, store.ErrState)
 	}
 	s.trials[t.Number] = t
 	return nil

@@ -66,14 +66,15 @@ func TestLoopBudgetRepeatsAndRecommendation(t *testing.T) {
 		t.Fatalf("stop %q after %d search trials, want %q after 6", rep.StopReason, rep.SearchTrials, StopTrials)
 	}
 	// Finalists: the two best feasible (200, 192) and vLLM's default
-	// (128), in 3 interleaved rounds, each a permutation of the three.
-	if rep.RepeatTrials != 9 || len(r.calls) != 15 {
-		t.Fatalf("repeats %d, runner calls %v; want 9 repeats, 15 calls", rep.RepeatTrials, r.calls)
+	// (128), in 3 interleaved rounds, each the default first and then the
+	// two others, and a last run of the default closing the last round.
+	if rep.RepeatTrials != 10 || len(r.calls) != 16 || r.calls[15] != 128 {
+		t.Fatalf("repeats %d, runner calls %v; want 10 repeats, 16 calls, the last of the default", rep.RepeatTrials, r.calls)
 	}
 	for k := 6; k < 15; k += 3 {
 		round := slices.Sorted(slices.Values(r.calls[k : k+3]))
-		if fmt.Sprint(round) != "[128 192 200]" {
-			t.Fatalf("round %d ran %v, want each of 128, 192, 200 once", (k-6)/3+1, r.calls[k:k+3])
+		if fmt.Sprint(round) != "[128 192 200]" || r.calls[k] != 128 {
+			t.Fatalf("round %d ran %v, want 128 first, then 192 and 200", (k-6)/3+1, r.calls[k:k+3])
 		}
 	}
 	if rep.Recommended == nil || rep.Recommended.Config.Int("max_num_seqs") != 200 {
@@ -82,15 +83,15 @@ func TestLoopBudgetRepeatsAndRecommendation(t *testing.T) {
 	if rep.Recommended.Throughput.N != 4 {
 		t.Fatalf("recommended has %d measurements, want 4", rep.Recommended.Throughput.N)
 	}
-	if rep.Default == nil || rep.GainPct == nil || rep.Default.Throughput.N != 4 || !rep.Gain.Significant || rep.RecommendedIsDefault {
+	if rep.Default == nil || rep.GainPct == nil || rep.Default.Throughput.N != 5 || !rep.Gain.Significant || rep.RecommendedIsDefault {
 		t.Fatalf("default %v gain %v: want both", rep.Default, rep.GainPct)
 	}
 	if want := (2000.0/1280 - 1) * 100; abs(*rep.GainPct-want) > 1e-9 {
 		t.Fatalf("gain %.3f%%, want %.3f%%", *rep.GainPct, want)
 	}
 	trials, _ := st.Trials(context.Background())
-	if c := countStates(trials); c[store.StateOK] != 15 || len(trials) != 15 {
-		t.Fatalf("stored states %v of %d, want 15 ok", c, len(trials))
+	if c := countStates(trials); c[store.StateOK] != 16 || len(trials) != 16 {
+		t.Fatalf("stored states %v of %d, want 16 ok", c, len(trials))
 	}
 	for i, tr := range trials {
 		if tr.Number != i || tr.Result == nil || tr.Ended.IsZero() {
@@ -110,10 +111,10 @@ func TestLoopBudgetRepeatsAndRecommendation(t *testing.T) {
 		t.Fatalf("front size %d, want 5 (32, 64, 128, 192, 200): %+v", len(rep.Front), rep.Front)
 	}
 	lines := strings.Count(out.String(), "\n")
-	if lines != 30 { // two lines per trial
-		t.Fatalf("progress wrote %d lines, want 30:\n%s", lines, out.String())
+	if lines != 32 { // two lines per trial
+		t.Fatalf("progress wrote %d lines, want 32:\n%s", lines, out.String())
 	}
-	if !strings.Contains(out.String(), "trial 6/6 ") || !strings.Contains(out.String(), "re-measurement 9/9 ") || !strings.Contains(out.String(), "best 2000.0 output_throughput") {
+	if !strings.Contains(out.String(), "trial 6/6 ") || !strings.Contains(out.String(), "re-measurement 10/10 ") || !strings.Contains(out.String(), "best 2000.0 output_throughput") {
 		t.Fatalf("progress lacks the final status:\n%s", out.String())
 	}
 }
@@ -249,10 +250,10 @@ func TestLoopResumeDuringRepeats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := fmt.Sprint(slices.Sorted(slices.Values(r2.calls))); got != "[128 128 128 192 192 192]" {
-		t.Fatalf("resumed repeat calls %v, want 3 rounds of 128 and 192", r2.calls)
+	if got := fmt.Sprint(slices.Sorted(slices.Values(r2.calls))); got != "[128 128 128 128 192 192 192]" {
+		t.Fatalf("resumed repeat calls %v, want 3 rounds of 128 and 192 and the closing run of 128", r2.calls)
 	}
-	if rep.Recommended == nil || rep.Recommended.Throughput.N != 4 || rep.RepeatTrials != 6 {
+	if rep.Recommended == nil || rep.Recommended.Throughput.N != 4 || rep.RepeatTrials != 7 {
 		t.Fatalf("report after resumed repeats: %+v", rep)
 	}
 }
@@ -352,9 +353,10 @@ func (c *fakeClock) Advance(d time.Duration) {
 // re-measurements (33 s), because the reserve assumed all three finalist
 // slots and the default filled. Now the reserve covers the finalists that
 // exist (and one more): the search goes on while that fits, every planned
-// re-measurement runs, and the run stays within the budget.
+// re-measurement runs, and the run stays within the budget. (101 s: the
+// re-measurement's closing run of the default takes one trial more.)
 func TestLoopBudgetReservesForExistingFinalists(t *testing.T) {
-	const trialDur, budget = 11 * time.Second, 90 * time.Second
+	const trialDur, budget = 11 * time.Second, 101 * time.Second
 	clock := &fakeClock{t: time.Unix(1e9, 0)}
 	r := &fakeRunner{eval: func(n, call int) (trial.Result, error) {
 		clock.Advance(trialDur)
@@ -375,8 +377,12 @@ func TestLoopBudgetReservesForExistingFinalists(t *testing.T) {
 		t.Fatalf("ran %s, past the %s budget", rep.Elapsed, budget)
 	}
 	for _, c := range rep.Finalists {
-		if c.Throughput.N != cfg.Repeats+1 {
-			t.Fatalf("finalist %s measured %d times, want %d", c.ConfigID, c.Throughput.N, cfg.Repeats+1)
+		want := cfg.Repeats + 1
+		if c.ConfigID == cfg.Default.ID() {
+			want++ // the closing run
+		}
+		if c.Throughput.N != want {
+			t.Fatalf("finalist %s measured %d times, want %d", c.ConfigID, c.Throughput.N, want)
 		}
 	}
 	if rep.Remeasure != "" {
@@ -570,7 +576,7 @@ func TestLoopEnqueue(t *testing.T) {
 		t.Fatalf("search runs %v, want the default, the enqueued 150, then the proposals", got)
 	}
 	// Re-measured: the finalist (200), the default (128) and 150.
-	if got := fmt.Sprint(slices.Sorted(slices.Values(r.calls[4:]))); got != "[128 128 128 150 150 150 200 200 200]" {
+	if got := fmt.Sprint(slices.Sorted(slices.Values(r.calls[4:]))); got != "[128 128 128 128 150 150 150 200 200 200]" {
 		t.Fatalf("repeat runs %v", r.calls[4:])
 	}
 	if len(rep.Enqueued) != 2 || rep.Enqueued[0].ConfigID != cfgN(150).ID() || rep.Enqueued[0].Throughput.N != 4 || rep.Enqueued[0].Gain == nil {

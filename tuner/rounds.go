@@ -12,12 +12,15 @@ import (
 )
 
 // The final re-measurement runs vLLM's default and the finalists in
-// interleaved rounds: each round measures every one of them once, in a
-// seeded random order (roundOrder), and stores the runs with the round as
-// Trial.Repeat. A drift of the host's speed then touches every config of a
-// round alike, and the gain pairs each config's run with the default's of
-// the same round (EstimateGains), instead of comparing a block of runs of
-// one config with a block of another taken an hour apart.
+// interleaved rounds: each round measures the default first and then every
+// finalist once, in an order rotated round by round (roundOrder), and one
+// more run of the default closes the last round; the runs are stored with
+// the round as Trial.Repeat (the closing run as round rounds+1, the first
+// run of a round that is not run). Every finalist's run then lies between
+// two runs of the default, and the gain compares it with the default's
+// throughput at that moment, fitted through them (EstimateGains), instead
+// of comparing a block of runs of one config with a block of another taken
+// an hour apart, or a run with one taken earlier in a drifting host.
 
 // roundPlan is what the final re-measurement runs: the configs, how many
 // rounds, and why fewer than asked (note).
@@ -26,6 +29,17 @@ type roundPlan struct {
 	cfgs   map[string]spaces.Config
 	rounds int
 	note   string
+	// def is vLLM's default's ID when it is among ids: it opens every
+	// round and closes the last one (round rounds+1).
+	def string
+}
+
+// closing is the round of the plan's closing run of the default (0: none).
+func (p roundPlan) closing() int {
+	if p.def == "" || p.rounds == 0 {
+		return 0
+	}
+	return p.rounds + 1
 }
 
 // done reports whether round r of config id has a run that was not
@@ -50,6 +64,9 @@ func (l *Loop) planRounds(trials []Trial) roundPlan {
 	for _, c := range l.remeasurePlan(trials) {
 		p.ids = append(p.ids, c.ConfigID)
 		p.cfgs[c.ConfigID] = c.Config
+		if c.ConfigID == l.cfg.Default.ID() {
+			p.def = c.ConfigID
+		}
 	}
 	if len(p.ids) < 2 {
 		what := "no config"
@@ -77,7 +94,11 @@ func (l *Loop) planRounds(trials []Trial) roundPlan {
 				need += mean
 			}
 		}
-		if need > left {
+		closing := time.Duration(0) // the default's run after round r
+		if p.def != "" && !roundDone(trials, p.def, r+1) {
+			closing = mean
+		}
+		if need+closing > left {
 			break
 		}
 		fit = r
@@ -117,14 +138,33 @@ func (l *Loop) trialMean(trials []Trial) (time.Duration, bool) {
 	return sum / time.Duration(n), true
 }
 
-// next is the first run of the plan not done: rounds earliest first, each
-// in its seeded order; ok is false when every run is done.
-func (p roundPlan) next(study string, trials []Trial) (spaces.Config, int, bool) {
+// runs are the plan's runs in order: each round in roundOrder, then the
+// closing run of the default.
+func (p roundPlan) runs(study string) []roundRun {
+	var out []roundRun
 	for r := 1; r <= p.rounds; r++ {
-		for _, id := range roundOrder(study, r, p.ids) {
-			if !roundDone(trials, id, r) {
-				return p.cfgs[id], r, true
-			}
+		for _, id := range roundOrder(study, r, p.ids, p.def) {
+			out = append(out, roundRun{id, r})
+		}
+	}
+	if c := p.closing(); c > 0 {
+		out = append(out, roundRun{p.def, c})
+	}
+	return out
+}
+
+// roundRun is one run of a plan: a config in a round.
+type roundRun struct {
+	id    string
+	round int
+}
+
+// next is the first run of the plan not done: rounds earliest first, each
+// in its order, then the closing run; ok is false when every run is done.
+func (p roundPlan) next(study string, trials []Trial) (spaces.Config, int, bool) {
+	for _, x := range p.runs(study) {
+		if !roundDone(trials, x.id, x.round) {
+			return p.cfgs[x.id], x.round, true
 		}
 	}
 	return spaces.Config{}, 0, false
@@ -133,11 +173,9 @@ func (p roundPlan) next(study string, trials []Trial) (spaces.Config, int, bool)
 // left counts the runs of the plan not done.
 func (p roundPlan) left(trials []Trial) int {
 	n := 0
-	for r := 1; r <= p.rounds; r++ {
-		for _, id := range p.ids {
-			if !roundDone(trials, id, r) {
-				n++
-			}
+	for _, x := range p.runs("") {
+		if !roundDone(trials, x.id, x.round) {
+			n++
 		}
 	}
 	return n
@@ -145,7 +183,8 @@ func (p roundPlan) left(trials []Trial) int {
 
 // remeasure runs the planned rounds (resumable: runs stored already
 // count). The plan is made once, when the search ends; a round that would
-// begin after the budget is spent is not begun.
+// begin after the budget is spent is not begun (the closing run of the
+// default belongs to the last round: the plan kept room for it).
 func (l *Loop) remeasure(ctx context.Context, prog progress) error {
 	p := l.beginRounds()
 	round := 0
@@ -154,7 +193,7 @@ func (l *Loop) remeasure(ctx context.Context, prog progress) error {
 		if !ok {
 			return nil
 		}
-		if r != round && round > 0 && l.budgetSpent() {
+		if r != round && round > 0 && r != p.closing() && l.budgetSpent() {
 			l.mu.Lock()
 			l.st.remeasureNote = fmt.Sprintf("final re-measurement stopped after %d of %d rounds: --budget spent", round, p.rounds)
 			l.st.repeatsLeft = 0
@@ -241,13 +280,17 @@ func (l *Loop) remeasureShared(ctx context.Context, prog progress) error {
 
 // repeatReserve is the number of re-measurement runs the budget keeps
 // room for while searching: the rounds of the finalists so far and vLLM's
-// default, plus a finalist's rounds when a slot is free for the next
-// search trial; none when that makes fewer than two configs.
+// default and the default's closing run, plus a finalist's rounds when a
+// slot is free for the next search trial; none when that makes fewer than
+// two configs.
 func (l *Loop) repeatReserve(trials []Trial) int {
 	if l.cfg.Repeats <= 1 || l.cfg.Finalists == 0 {
 		return 0
 	}
-	n := len(l.remeasurePlan(trials))
+	plan := l.remeasurePlan(trials)
+	n := len(plan)
+	def := l.cfg.Default.ID()
+	hasDef := slices.ContainsFunc(plan, func(c Candidate) bool { return c.ConfigID == def })
 	if len(finalistsOf(trials, l.cfg)) < l.cfg.Finalists {
 		n++
 	}
@@ -255,8 +298,12 @@ func (l *Loop) repeatReserve(trials []Trial) int {
 		return 0
 	}
 	runs := n * l.cfg.Repeats
+	if hasDef {
+		runs++
+	}
 	for _, t := range trials {
-		if t.Phase == PhaseRepeat && t.State != store.StateInterrupted && t.Repeat <= l.cfg.Repeats {
+		closing := t.Repeat == l.cfg.Repeats+1 && t.ConfigKey() == def
+		if t.Phase == PhaseRepeat && t.State != store.StateInterrupted && (t.Repeat <= l.cfg.Repeats || closing) {
 			runs--
 		}
 	}

@@ -1,9 +1,11 @@
 package tuner
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/vllm-tuner/tuner/chart"
@@ -140,6 +142,7 @@ func Aggregate(trials []Trial, slo trial.SLO, m Metrics, k float64) []Candidate 
 	}
 	byID := map[string]*acc{}
 	var order []string
+	at := roundTimes(trials)
 	for i := range trials {
 		t := &trials[i]
 		if !t.State.Measured() || t.Result == nil {
@@ -163,7 +166,7 @@ func Aggregate(trials []Trial, slo trial.SLO, m Metrics, k float64) []Candidate 
 		}
 		if t.Phase == PhaseRepeat {
 			a.c.Remeasured++
-			a.c.Rounds = append(a.c.Rounds, RoundRun{Study: studyOfTrial(t.ID), Round: t.Repeat, Throughput: v[0]})
+			a.c.Rounds = append(a.c.Rounds, RoundRun{Study: studyOfTrial(t.ID), Round: t.Repeat, At: at[i], Throughput: v[0]})
 		}
 		if t.Result.VRAMSource == VRAMEstimate {
 			a.c.VRAMEstimated = true
@@ -411,6 +414,39 @@ func RecommendMeasured(cands []Candidate, m Metrics, slo trial.SLO, prefer Prefe
 		return Recommend(multi, m, slo, prefer)
 	}
 	return Recommend(cands, m, slo, prefer)
+}
+
+// roundTimes is, for each re-measurement trial of trials (by index), when
+// it measured in seconds into its study's re-measurement: the durations of
+// the study's re-measurement runs before it (in trial order) plus its own
+// startup and half its measurement. A run's duration is the one it
+// reports (Result.Phases, simulated time on the virtual clock), else its
+// wall time.
+func roundTimes(trials []Trial) map[int]float64 {
+	var idx []int
+	for i, t := range trials {
+		if t.Phase == PhaseRepeat {
+			idx = append(idx, i)
+		}
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(trials[a].Number, trials[b].Number) })
+	clock := map[string]float64{}
+	out := make(map[int]float64, len(idx))
+	for _, i := range idx {
+		t := &trials[i]
+		study := studyOfTrial(t.ID)
+		total, startup := 0.0, 0.0
+		if t.Result != nil {
+			total, startup = t.Result.Phases.TotalS, t.Result.Phases.StartupS
+		}
+		if total <= 0 && t.Ended.After(t.Started) {
+			total = t.Ended.Sub(t.Started).Seconds()
+		}
+		startup = min(max(startup, 0), total)
+		out[i] = clock[study] + (startup+total)/2
+		clock[study] += total
+	}
+	return out
 }
 
 // studyOfTrial is the study of a stored trial ID ("" for an ID that is not

@@ -139,7 +139,7 @@ func (l *Loop) retry(ctx context.Context, what string, fn func(context.Context) 
 	back := 100 * time.Millisecond
 	for {
 		err := fn(ctx)
-		if err == nil || ctx.Err() != nil || slices.ContainsFunc(is, func(e error) bool { return errors.Is(err, e) }) || !l.now().Before(deadline) {
+		if err == nil || ctx.Err() != nil || isAny(err, is...) || !l.now().Before(deadline) {
 			return err
 		}
 		l.log.Warn(what+" failed; retrying", "err", err, "in", back)
@@ -355,23 +355,32 @@ func (l *Loop) heartbeat(ctx context.Context, t Trial, cancel context.CancelCaus
 // backoff while the database is unreachable. Until it is written the trial
 // is also kept in a file under SpoolDir, so a result is never dropped
 // silently: when retrying gives up the file stays and the error names it.
+// A trial taken back meanwhile (store.ErrState, store.ErrNotFound) is not
+// stored; its file goes too, and the caller drops the stale result.
 func (l *Loop) finishShared(ctx context.Context, rec Trial) error {
+	final := []error{store.ErrState, store.ErrInvalidResult, store.ErrNotFound}
 	spool := ""
 	err := l.retry(ctx, "store trial end", func(ctx context.Context) error {
 		err := l.store.Finish(ctx, rec)
-		if err != nil && spool == "" && l.cfg.SpoolDir != "" && !errors.Is(err, store.ErrState) {
+		if err != nil && spool == "" && l.cfg.SpoolDir != "" && !isAny(err, final...) {
 			var werr error
 			if spool, werr = keepPending(l.cfg.SpoolDir, rec); werr != nil {
 				l.log.Warn("cannot keep the trial's result locally", "dir", l.cfg.SpoolDir, "err", werr)
 			}
 		}
 		return err
-	}, store.ErrState, store.ErrInvalidResult, store.ErrNotFound)
+	}, final...)
 	switch {
-	case err == nil && spool != "":
+	case spool == "":
+	case err == nil, errors.Is(err, store.ErrState), errors.Is(err, store.ErrNotFound):
 		os.Remove(spool)
-	case err != nil && spool != "":
+	default:
 		err = fmt.Errorf("%w (the result is kept in %s: the next start of a worker of this study stores it)", err, spool)
 	}
 	return err
+}
+
+// isAny reports whether err matches one of targets.
+func isAny(err error, targets ...error) bool {
+	return slices.ContainsFunc(targets, func(t error) bool { return errors.Is(err, t) })
 }

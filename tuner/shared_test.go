@@ -122,6 +122,53 @@ func TestSharedFinishKept(t *testing.T) {
 	}
 }
 
+// takenBackStore fails the first trial end (the database is away) and
+// meanwhile has the trial taken back, as another worker's reaper does when
+// the database returns after the lease ran out.
+type takenBackStore struct {
+	*memStore
+	failed bool
+}
+
+func (s *takenBackStore) Finish(ctx context.Context, t Trial) error {
+	if !s.failed {
+		s.failed = true
+		s.markInterrupted()
+		return errors.New("connection refused")
+	}
+	return s.memStore.Finish(ctx, t)
+}
+
+// TestSharedTakenBackDropped: a trial whose end could not be written while
+// the database was away, and that was taken back meanwhile, is dropped with
+// a warning, its kept result removed, and the worker goes on: the config
+// runs again and the study completes.
+func TestSharedTakenBackDropped(t *testing.T) {
+	st := &memStore{}
+	co := &memShared{st: st, worker: "w1"}
+	cfg := sharedConfig(t, co)
+	cfg.MaxTrials = 3
+	logb := syncBuf{b: new(bytes.Buffer)}
+	cfg.Logger = slog.New(slog.NewTextHandler(&logb, nil))
+	l, err := New(cfg, &fakeRunner{eval: linearEval}, newListProposer(128, 64, 256, 192), &takenBackStore{memStore: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := l.Run(context.Background())
+	if err != nil || rep.SearchTrials != 3 {
+		t.Fatalf("report %d search trials, %v", rep.SearchTrials, err)
+	}
+	if st.trials[0].State != store.StateInterrupted || st.trials[1].ConfigID != st.trials[0].ConfigID || st.trials[1].State != store.StateOK {
+		t.Fatalf("trials %v: want the taken-back config interrupted, then run again", st.trials)
+	}
+	if !strings.Contains(logb.String(), "dropping its result") {
+		t.Errorf("no warning about the dropped result:\n%s", logb.String())
+	}
+	if ents, _ := os.ReadDir(cfg.SpoolDir); len(ents) != 0 {
+		t.Errorf("kept results left after the trial was dropped: %v", ents)
+	}
+}
+
 // TestSharedLeaseLost: a trial whose heartbeats fail for a whole lease is
 // stopped (its engine must not go on measuring a config another worker
 // may take), marked interrupted, and its config runs again from the queue.

@@ -90,23 +90,12 @@ func sendAlert(s alertSetup, err error, stderr io.Writer) {
 	if !ok {
 		return
 	}
-	format, _ := alert.ParseFormat(s.format)
-	cfg := alert.DefaultConfig()
-	cfg.URL, cfg.Format = s.webhook, format
-	if s.log != "" {
-		f, lerr := alert.OpenLog(s.log)
-		if lerr != nil {
-			fmt.Fprintf(stderr, "tuner: %v\n", lerr)
-		} else {
-			defer f.Close()
-			cfg.Log = f
-		}
-	}
-	snd, serr := alert.NewSender(cfg)
+	snd, closeLog, serr := newAlertSender(s, stderr)
 	if serr != nil {
 		fmt.Fprintf(stderr, "tuner: alert: %v\n", serr)
 		return
 	}
+	defer closeLog()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	d, serr := snd.Send(ctx, ev)
@@ -115,6 +104,30 @@ func sendAlert(s alertSetup, err error, stderr io.Writer) {
 		return
 	}
 	fmt.Fprintf(stderr, "tuner: alert %s sent to %s (%d attempt(s))\n", ev.Kind, s.webhook, d.Attempts)
+}
+
+// newAlertSender builds the sender the alert flags describe (its log
+// file opened; a log that cannot be opened is said on stderr and skipped);
+// closeLog closes the log.
+func newAlertSender(s alertSetup, stderr io.Writer) (snd *alert.Sender, closeLog func(), err error) {
+	format, _ := alert.ParseFormat(s.format)
+	cfg := alert.DefaultConfig()
+	cfg.URL, cfg.Format = s.webhook, format
+	closeLog = func() {}
+	if s.log != "" {
+		f, lerr := alert.OpenLog(s.log)
+		if lerr != nil {
+			fmt.Fprintf(stderr, "tuner: %v\n", lerr)
+		} else {
+			closeLog = func() { f.Close() }
+			cfg.Log = f
+		}
+	}
+	snd, err = alert.NewSender(cfg)
+	if err != nil {
+		closeLog()
+	}
+	return snd, closeLog, err
 }
 
 // writeGateMetrics writes the gate's verdict series as a Prometheus text

@@ -268,7 +268,7 @@ func TestPrintReportGolden(t *testing.T) {
 			ConservativeLatency: lat + 0.5, Latency: tuner.Stat{Median: lat, MAD: 0.5, N: len(runs)}, VRAM: tuner.Stat{Median: 72.5, N: len(runs)},
 			Feasible: true, Remeasured: len(runs) - 1, VRAMEstimated: estimated}
 		for i, x := range runs[1:] { // the search run, then the rounds
-			c.Rounds = append(c.Rounds, tuner.RoundRun{Round: i + 1, Throughput: x})
+			c.Rounds = append(c.Rounds, tuner.RoundRun{Round: i + 1, At: float64(i + 1), Throughput: x})
 		}
 		return c
 	}

@@ -26,6 +26,8 @@ func serveCommand() *cli.Command {
 		Description: "Serves the JSON API under /api/v1, Server-Sent Events of job progress, a dashboard at / and\n" +
 			"Prometheus metrics at /metrics. Search jobs (the options of `tuner search` as JSON) run one at a time\n" +
 			"per GPU set. Ctrl-C stops running jobs like it stops a search; the next start resumes them.\n" +
+			"Schedules (/api/v1/schedules, the Schedules tab) queue benchmark tiers and searches on cron expressions;\n" +
+			"a scheduled run's regression or failure goes to the global --alert-webhook.\n" +
 			"Binds loopback by default; any other address needs --token (or TUNER_TOKEN).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8080", Usage: "`ADDR` to listen on"},
@@ -103,6 +105,20 @@ func runServe(c *cli.Context) error {
 	}
 	defer st.Close()
 	cfg := service.Config{DB: st, DataDir: dataDir(db), Shared: dbopen.IsURL(db), GPUSets: sets, Token: token, PublicRead: c.Bool("public-read"), Logger: log}
+	// The global alert flags: a scheduled run's regression or failure is
+	// sent while the service runs.
+	var alerts alertSetup
+	if err := readAlertSetup(c, &alerts); err != nil {
+		return err
+	}
+	if alerts.webhook != "" {
+		snd, closeLog, err := newAlertSender(alerts, c.App.ErrWriter)
+		if err != nil {
+			return usagef("--alert-webhook: %v", err)
+		}
+		defer closeLog()
+		cfg.Alerts = snd
+	}
 	srv, err := service.New(cfg)
 	if err != nil {
 		return err

@@ -128,7 +128,7 @@ function listen() {
     const upd = e.phase ? e : { state: e.state, study: e.study, error: e.error };
     progress[e.job] = Object.assign(progress[e.job] || {}, upd);
     clearTimeout(refreshTimer);
-    refreshTimer = setTimeout(() => { loadJobs(); if (e.state !== "running") loadStudies(); benchEvent(e); }, 100);
+    refreshTimer = setTimeout(() => { loadJobs(); if (e.state !== "running") loadStudies(); benchEvent(e); scheduleEvent(e); }, 100);
   });
 }
 
@@ -184,9 +184,10 @@ function copyButton(label, text) {
 // showSection shows one page of the dashboard and marks its tab.
 function showSection(id) {
   document.querySelectorAll("main > section").forEach((s) => (s.hidden = s.id !== id));
-  const bench = ["bench", "run", "compare"].includes(id);
+  const bench = ["bench", "run", "compare"].includes(id), sched = ["schedules", "schedule"].includes(id);
   $("#nav-bench").classList.toggle("active", bench);
-  $("#nav-search").classList.toggle("active", !bench);
+  $("#nav-sched").classList.toggle("active", sched);
+  $("#nav-search").classList.toggle("active", !bench && !sched);
 }
 
 async function showStudy(id) {
@@ -324,7 +325,7 @@ function route() {
   if (m) return showStudy(decodeURIComponent(m[1])).catch(() => {});
   const tm = location.hash.match(/^#\/trial\/(.+)$/);
   if (tm) return showTrial(decodeURIComponent(tm[1])).catch(() => {});
-  if (benchRoute()) return;
+  if (benchRoute() || scheduleRoute()) return;
   showSection("home");
   // A 401 shows the token notice (api); nothing else to do here.
   loadJobs().catch(() => {});
@@ -332,5 +333,5 @@ function route() {
 }
 window.addEventListener("hashchange", route);
 listen();
-// bench.js (loaded after this file) adds its pages first.
+// bench.js and schedules.js (loaded after this file) add their pages first.
 document.addEventListener("DOMContentLoaded", route);

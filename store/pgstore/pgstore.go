@@ -299,8 +299,12 @@ func (s *Store) startSession(ctx context.Context, cc *pgx.ConnConfig) error {
 }
 
 // recoverInterrupted marks the running trials of dead sessions interrupted.
+// Leased trials (a shared study's) are left to their lease: a session also
+// ends when the server restarts while its worker lives on, and such a
+// worker goes on renewing its lease and finishes its trial; a dead one's
+// lease runs out and ReapExpired takes the trial back.
 func (s *Store) recoverInterrupted(ctx context.Context) error {
-	rows, err := s.pool.Query(ctx, "SELECT DISTINCT coalesce(session, '') FROM trials WHERE state = 'running' AND coalesce(session, '') <> $1", s.session)
+	rows, err := s.pool.Query(ctx, "SELECT DISTINCT coalesce(session, '') FROM trials WHERE state = 'running' AND lease_until IS NULL AND coalesce(session, '') <> $1", s.session)
 	if err != nil {
 		return s.wrap("recover interrupted trials", err)
 	}
@@ -328,7 +332,7 @@ func (s *Store) recoverSession(ctx context.Context, sess string) error {
 			return nil
 		}
 		ts, err := s.interrupt(ctx, tx, func(*store.Trial) string { return "the writing process died" },
-			"SELECT rec::text FROM trials WHERE state = 'running' AND coalesce(session, '') = $1 ORDER BY study_id, seq FOR UPDATE", sess)
+			"SELECT rec::text FROM trials WHERE state = 'running' AND lease_until IS NULL AND coalesce(session, '') = $1 ORDER BY study_id, seq FOR UPDATE", sess)
 		for _, t := range ts {
 			s.log.Warn("trial interrupted by a dead process", "trial", t.ID, "session", sess)
 		}

@@ -267,16 +267,8 @@ func TestMigrateBinarySummaries(t *testing.T) {
 func TestLockStudy(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.DB(t)
-	a, err := pgstore.Open(ctx, pgstore.Config{URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := pgstore.Open(ctx, pgstore.Config{URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a := openPG(t, url)
+	b := openPG(t, url)
 	st, err := a.EnsureStudy(ctx, storetest.Key("m", "g", "chat", ""))
 	if err != nil {
 		t.Fatal(err)
@@ -401,11 +393,7 @@ func TestCheck(t *testing.T) {
 func TestInterruptedWhenConnectionDies(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.DB(t)
-	a, err := pgstore.Open(ctx, pgstore.Config{URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := openPG(t, url)
 	st, err := a.EnsureStudy(ctx, storetest.Key("m", "g", "chat", ""))
 	if err != nil {
 		t.Fatal(err)
@@ -414,19 +402,8 @@ func TestInterruptedWhenConnectionDies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"); err != nil {
-		t.Fatal(err)
-	}
-	b, err := pgstore.Open(ctx, pgstore.Config{URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	endConnections(t, url)
+	b := openPG(t, url)
 	got, err := b.Trial(ctx, tr.ID)
 	if err != nil || got.State != store.StateInterrupted {
 		t.Fatalf("trial of a killed writer: %s, %v; want interrupted", got.State, err)
@@ -436,11 +413,7 @@ func TestInterruptedWhenConnectionDies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := pgstore.Open(ctx, pgstore.Config{URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := openPG(t, url)
 	if got, err := c.Trial(ctx, tr2.ID); err != nil || got.State != store.StateRunning {
 		t.Fatalf("a live writer's trial: %s, %v; want running", got.State, err)
 	}
@@ -483,4 +456,58 @@ func TestNoAnswer(t *testing.T) {
 	if msg := err.Error(); !strings.Contains(msg, addr+"/studies") || strings.Contains(msg, "Sil3nt") {
 		t.Fatalf("error %q: want host and database named, no password", msg)
 	}
+}
+
+// TestLeasedTrialOutlivesSession: a server restart ends every connection,
+// so a live worker's session lock is gone; the leased trial it runs must
+// not be taken for a dead process's by the next writer's open (the lease
+// rules it: reaped only once expired, with the lease named).
+func TestLeasedTrialOutlivesSession(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.DB(t)
+	a := openPG(t, url)
+	st, err := a.EnsureStudy(ctx, storetest.Key("m", "g", "chat", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := a.ClaimTrial(ctx, st.ID, storetest.Config(rand.New(rand.NewPCG(3, 3))), store.ClaimOptions{Worker: "a", Lease: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	endConnections(t, url)
+	b := openPG(t, url)
+	if got, err := b.Trial(ctx, tr.ID); err != nil || got.State != store.StateRunning {
+		t.Fatalf("leased trial after its writer's session ended: %s %q, %v; want running", got.State, got.Notes, err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	reaped, err := b.ReapExpired(ctx, st.ID)
+	if err != nil || len(reaped) != 1 || !strings.Contains(reaped[0].Notes, "lease of worker a expired") {
+		t.Fatalf("reaped %+v, %v; want the trial, its lease named", reaped, err)
+	}
+}
+
+// endConnections ends every connection to url's database, as a killed
+// process's or a server restart's end.
+func endConnections(t *testing.T, url string) {
+	t.Helper()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// openPG opens url for writing, closed when t ends.
+func openPG(t *testing.T, url string) *pgstore.Store {
+	t.Helper()
+	s, err := pgstore.Open(context.Background(), pgstore.Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

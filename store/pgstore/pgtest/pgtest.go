@@ -29,7 +29,10 @@ const User = "tuner"
 type Cluster struct {
 	Dir  string
 	Port int
+	bin  string
+	cred *syscall.Credential
 	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has been waited for
 	n    atomic.Int64
 }
 
@@ -108,27 +111,60 @@ func Start(ctx context.Context) (c *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(filepath.Join(bin, "postgres"), "-D", data, "-p", strconv.Itoa(port),
-		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="+dir,
+	c = &Cluster{Dir: dir, Port: port, bin: bin, cred: cred}
+	if err := c.Restart(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// Restart starts the server of a cluster that Halt stopped, on the same
+// port and data directory, and waits until it takes connections (Start
+// uses it for the first start).
+func (c *Cluster) Restart(ctx context.Context) error {
+	if c.cmd != nil {
+		return errors.New("pgtest: the server is running")
+	}
+	cmd := exec.Command(filepath.Join(c.bin, "postgres"), "-D", filepath.Join(c.Dir, "data"), "-p", strconv.Itoa(c.Port),
+		"-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories="+c.Dir,
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
 		"-c", "max_connections=200")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	logf, err := os.Create(filepath.Join(dir, "server.log"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	logf, err := os.OpenFile(filepath.Join(c.Dir, "server.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer logf.Close()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start postgres: %w", err)
+		return fmt.Errorf("start postgres: %w", err)
 	}
-	c = &Cluster{Dir: dir, Port: port, cmd: cmd}
+	c.cmd, c.done = cmd, make(chan struct{})
+	go func() { _ = cmd.Wait(); close(c.done) }()
 	if err := c.waitReady(ctx); err != nil {
-		c.Stop()
-		log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
-		return nil, fmt.Errorf("postgres did not come up: %w\n%s", err, log)
+		c.Halt()
+		log, _ := os.ReadFile(filepath.Join(c.Dir, "server.log"))
+		return fmt.Errorf("postgres did not come up: %w\n%s", err, log)
 	}
-	return c, nil
+	return nil
+}
+
+// Halt stops the server as `pg_ctl stop -m fast` does (SIGINT: clients are
+// disconnected, open transactions rolled back), then SIGKILLs what is left
+// of its process group; the data directory and port stay for Restart.
+func (c *Cluster) Halt() {
+	if c.cmd == nil {
+		return
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-c.done:
+	case <-time.After(10 * time.Second):
+	}
+	_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+	<-c.done
+	c.cmd = nil
 }
 
 // credential is the user to run the server as: nobody when running as
@@ -190,21 +226,39 @@ func (c *Cluster) CreateDB(ctx context.Context) (string, error) {
 	return c.URL(name), nil
 }
 
-// Stop ends the server (fast shutdown, then SIGKILL of its process group)
-// and removes the directory.
+// Stop ends the server (Halt) and removes the directory.
 func (c *Cluster) Stop() {
-	if c.cmd != nil && c.cmd.Process != nil {
-		_ = c.cmd.Process.Signal(syscall.SIGINT)
-		done := make(chan struct{})
-		go func() { _ = c.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-		}
-		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-	}
+	c.Halt()
 	_ = os.RemoveAll(c.Dir)
+}
+
+// Own starts a cluster for t alone (one it may Halt and Restart), stopped
+// when t ends. It skips or fails t as DB does when the server binaries are
+// missing.
+func Own(t testing.TB) *Cluster {
+	t.Helper()
+	var c *Cluster
+	var err error
+	for range 3 { // the free port can be taken before the server binds it
+		if c, err = Start(context.Background()); err == nil || errors.Is(err, ErrNoServer) {
+			break
+		}
+	}
+	if err != nil {
+		noServer(t, err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
+
+// noServer skips t when no server binaries are installed (outside CI) and
+// fails it otherwise.
+func noServer(t testing.TB, err error) {
+	t.Helper()
+	if errors.Is(err, ErrNoServer) && os.Getenv("CI") != "true" {
+		t.Skipf("skipping the PostgreSQL test: %v (install Debian's postgresql, or set PG_BIN)", err)
+	}
+	t.Fatalf("pgtest: %v", err)
 }
 
 var (
@@ -247,12 +301,8 @@ func DB(t testing.TB) string {
 			}
 		}
 	})
-	switch {
-	case failure == nil:
-	case errors.Is(failure, ErrNoServer) && os.Getenv("CI") != "true":
-		t.Skipf("skipping the PostgreSQL test: %v (install Debian's postgresql, or set PG_BIN)", failure)
-	default:
-		t.Fatalf("pgtest: %v", failure)
+	if failure != nil {
+		noServer(t, failure)
 	}
 	url, err := shared.CreateDB(context.Background())
 	if err != nil {
