@@ -44,7 +44,7 @@ race:
 NORACE_FILES := $(shell git ls-files '*_norace_test.go' 2>/dev/null)
 norace:
 	@files="$(NORACE_FILES)"; [ -n "$$files" ] || exit 0; \
-	pkgs=$$(for f in $$files; do echo ./$$(dirname $$f); done | sort -u); \
+	pkgs=$$(for f in $$files; do echo ./$$(dirname $$f); done | sort -u | tr "\n" " "); \
 	tests=$$(grep -ho '^func Test[A-Za-z0-9_]*' $$files | sed 's/^func //' | paste -sd'|' -); \
 	echo "$(GO) test -count=1 -run '^($$tests)$$' $$pkgs"; \
 	$(GO) test -count=1 -timeout 15m -run "^($$tests)\$$" $$pkgs
