@@ -145,7 +145,7 @@ func tenantTable(c *CellResult) *table {
 }
 
 func throughputTable(c *CellResult) *table {
-	t := &table{head: []string{"load", "req/s", "in tok/s", "out tok/s", "total tok/s", "goodput req/s", "success", "errors", "stable", "kv max", "preempt", "out tok/s/gpu", "J/tok"}}
+	t := &table{head: []string{"load", "req/s", "in tok/s", "out tok/s", "total tok/s", "goodput req/s", "success", "errors", "stable", "kv max", "preempt", "prefix hit", "out tok/s/gpu", "J/tok"}}
 	for i := range c.Levels {
 		l := &c.Levels[i]
 		m := &l.Metrics
@@ -165,13 +165,17 @@ func throughputTable(c *CellResult) *table {
 		if l.JoulesPerToken > 0 {
 			j = f2(l.JoulesPerToken)
 		}
+		hit := "-" // no prefix-cache lookups in the window (or no counters)
+		if p := m.PrefixCache; p != nil {
+			hit = fmt.Sprintf("%.1f%%", 100*p.HitRate)
+		}
 		per := "-"
 		if l.OutputTokSPerGPU > 0 {
 			per = f1(l.OutputTokSPerGPU)
 		}
 		t.add(l.LoadString(), f2(m.RequestThroughput), f1(in), f1(m.OutputThroughput), f1(m.TotalTokenThroughput), orNA(m, "request_goodput", m.RequestGoodput),
 			fmt.Sprintf("%.1f%%", 100*l.SuccessRate), orDash(strings.Join(errs, " ")), stable,
-			fmt.Sprintf("%.0f%%", 100*l.Telemetry.MaxKVCacheUsage), fmt.Sprintf("%.0f", l.Telemetry.Preemptions), per, j)
+			fmt.Sprintf("%.0f%%", 100*l.Telemetry.MaxKVCacheUsage), fmt.Sprintf("%.0f", l.Telemetry.Preemptions), hit, per, j)
 	}
 	return t
 }

@@ -51,3 +51,25 @@ func TestReportInputOverOneWindow(t *testing.T) {
 		t.Errorf("in %s total %s tok/s, want 5120.0 of 6400.0", in, total)
 	}
 }
+
+// The prefix-cache hit rate read from vLLM's counters is a column; a level
+// without lookups shows "-", not 0%.
+func TestReportPrefixHitColumn(t *testing.T) {
+	c := CellResult{Levels: []LevelResult{
+		{Concurrency: 8, Metrics: trial.Metrics{Completed: 10, PrefixCache: trial.NewPrefixCache(286720, 222720)}},
+		{Concurrency: 16, Metrics: trial.Metrics{Completed: 10}},
+	}}
+	tb := throughputTable(&c)
+	i := -1
+	for k, h := range tb.head {
+		if h == "prefix hit" {
+			i = k
+		}
+	}
+	if i < 0 {
+		t.Fatalf("no prefix hit column in %v", tb.head)
+	}
+	if got := []string{tb.rows[0][i], tb.rows[1][i]}; got[0] != "77.7%" || got[1] != "-" {
+		t.Errorf("prefix hit %v, want [77.7%% -]", got)
+	}
+}

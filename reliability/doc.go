@@ -13,8 +13,10 @@
 //     resumes it each time; at the end every finished trial is stored exactly
 //     once, interrupted ones are marked, the stored fronts equal the fronts
 //     rebuilt from the trials, `tuner db check` is clean and no vllm-sim is
-//     left (Pdeathsig and the process group are what make that hold when the
-//     tuner dies by SIGKILL). RELIABILITY_KILLS sets the number of kills
+//     left (the engine's guard, trial/guard_linux.go, is what makes that hold
+//     when the tuner dies by SIGKILL). TestNoEngineOutlivesTuner checks the
+//     2 s bound with a multi-process engine (a worker in the leader's group
+//     and a setsid'd grandchild). RELIABILITY_KILLS sets the number of kills
 //     (default 5; `make soak` uses 20) and RELIABILITY_SEED the schedule.
 //   - Input hardening runs the CLI with bad files and flags and expects exit 2,
 //     a message naming what and where, and no database written; fuzz targets

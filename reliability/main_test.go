@@ -27,7 +27,7 @@ func buildBinaries() (string, error) {
 		if binErr != nil {
 			return
 		}
-		for _, b := range []struct{ name, pkg string }{{"tuner", "../cmd/tuner"}, {"vllm-sim", "../cmd/vllm-sim"}} {
+		for _, b := range []struct{ name, pkg string }{{"tuner", "../cmd/tuner"}, {"vllm-sim", "../cmd/vllm-sim"}, {"fakeengine", "../trial/testdata/fakeengine"}} {
 			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, b.name), b.pkg).CombinedOutput()
 			if err != nil {
 				binErr = fmt.Errorf("build %s: %v\n%s", b.pkg, err, out)
@@ -38,7 +38,8 @@ func buildBinaries() (string, error) {
 	return binDir, binErr
 }
 
-// bin returns the path of a built binary ("tuner" or "vllm-sim").
+// bin returns the path of a built binary ("tuner", "vllm-sim" or
+// "fakeengine", trial's multi-process stand-in for vllm serve).
 func bin(t testing.TB, name string) string {
 	t.Helper()
 	dir, err := buildBinaries()
@@ -58,9 +59,11 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	if binDir != "" {
-		if left := procsOf(filepath.Join(binDir, "vllm-sim")); len(left) > 0 {
-			fmt.Fprintf(os.Stderr, "reliability: vllm-sim processes left after the tests: %v\n", left)
-			code = 1
+		for _, name := range []string{"vllm-sim", "fakeengine"} {
+			if left := procsOf(filepath.Join(binDir, name)); len(left) > 0 {
+				fmt.Fprintf(os.Stderr, "reliability: %s processes left after the tests: %v\n", name, left)
+				code = 1
+			}
 		}
 		os.RemoveAll(binDir)
 	}

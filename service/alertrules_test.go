@@ -43,6 +43,7 @@ func TestExampleAlertRules(t *testing.T) {
 	m := newMetrics()
 	m.gate.Observe(&gate.Report{Model: "m", Regressions: 1}, time.Now()) // vectors export once set
 	m.trials.WithLabelValues("failed", "oom").Inc()
+	m.firings.WithLabelValues("nightly", "skipped").Inc()
 	mfs, err := m.reg.Gather()
 	if err != nil {
 		t.Fatal(err)

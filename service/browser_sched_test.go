@@ -14,7 +14,8 @@ import (
 // TestSchedulesInBrowser drives the Schedules page in headless Chromium:
 // add a nightly benchmark schedule through the form, see it listed with its
 // next run, edit its cron expression, see a bad expression refused with the
-// parser's message, pause it, and open its history page; each step is
+// parser's message, pause it, edit it again (it stays paused), and open its
+// history page; each step is
 // checked in the store too. A screenshot is saved (also to
 // $TUNER_SCHEDULE_SCREENSHOT when set).
 func TestSchedulesInBrowser(t *testing.T) {
@@ -83,6 +84,19 @@ func TestSchedulesInBrowser(t *testing.T) {
 	poll(`document.querySelector('#schedlist tbody tr td.next').textContent === 'paused' && document.querySelector('#schedlist tbody tr button.pause').textContent === 'resume'`)
 	if sc := stored(); !sc.Paused || !sc.NextFire.IsZero() {
 		t.Fatalf("stored after pause %+v", sc.Schedule)
+	}
+	// An edit of a paused schedule keeps it paused.
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#schedlist tbody tr button.edit`))); err != nil {
+		t.Fatal(err)
+	}
+	poll(`document.querySelector('#savesched').textContent === 'Save schedule'`)
+	fill(map[string]string{"cron": "15 4 * * *"})
+	poll(`document.querySelector('#schedlist tbody tr code').textContent === '15 4 * * *'`)
+	if next := text(`document.querySelector('#schedlist tbody tr td.next').textContent`); next != "paused" {
+		t.Fatalf("next run after editing a paused schedule %q", next)
+	}
+	if sc := stored(); !sc.Paused || sc.Cron != "15 4 * * *" {
+		t.Fatalf("stored after editing a paused schedule %+v", sc.Schedule)
 	}
 	b, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {

@@ -23,4 +23,13 @@
 // interrupted) and leaves them running in the store: the next start resumes
 // search jobs with --resume semantics, then the queue. A benchmark is not
 // resumed: its run is kept partial and the next start fails the job.
+//
+// Schedules (store.Schedule, schedules.go) queue ordinary jobs on cron
+// expressions (robfig/cron parses; the firing loop is ours, on Config.Clock):
+// the store records a firing and queues its job in one write, checked
+// against the schedule's next slot so that a slot fires once; a firing
+// while the previous job is queued or running is recorded as skipped;
+// slots that passed while the service was down run once (catch-up). A
+// scheduled benchmark's runs are gated against the schedule's previous run
+// and a regression or a failure goes to Config.Alerts (package alert).
 package service

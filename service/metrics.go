@@ -23,6 +23,7 @@ type metrics struct {
 	fit      prometheus.Histogram
 	write    *prometheus.HistogramVec
 	gate     *alert.GateMetrics // the verdicts of the gates this service ran
+	firings  *prometheus.CounterVec
 }
 
 var _ tuner.Observer = (*metrics)(nil)
@@ -55,8 +56,11 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 9),
 		}, []string{"op"}),
 	}
+	m.firings = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tuner_schedule_firings_total", Help: "Firings of the schedules by schedule name and outcome (queued, skipped, missed, failed).",
+	}, []string{"schedule", "outcome"})
 	m.gate = alert.NewGateMetrics(m.reg)
-	m.reg.MustRegister(m.trials, m.duration, m.queue, m.running, m.best, m.start, m.fit, m.write,
+	m.reg.MustRegister(m.trials, m.duration, m.queue, m.running, m.best, m.start, m.fit, m.write, m.firings,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

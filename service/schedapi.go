@@ -43,11 +43,20 @@ const (
 // runs, as GET /api/v1/compare takes them) and the job it queues, either
 // as "job": {...} or as the rest of the top-level fields (what POST
 // /api/v1/jobs takes). Errors are usage errors naming the field.
-func (s *Server) parseSchedule(ctx context.Context, body []byte) (store.Schedule, error) {
+// The second result says whether the body set "paused" (an edit without
+// it keeps the schedule's state).
+func (s *Server) parseSchedule(ctx context.Context, body []byte) (store.Schedule, bool, error) {
 	var fields map[string]json.RawMessage
 	if err := decodeBody("schedule body", bytes.NewReader(body), &fields); err != nil {
-		return store.Schedule{}, err
+		return store.Schedule{}, false, err
 	}
+	_, hasPaused := fields["paused"]
+	sc, err := s.scheduleFields(ctx, fields)
+	return sc, hasPaused, err
+}
+
+// scheduleFields checks the fields of a schedule body.
+func (s *Server) scheduleFields(ctx context.Context, fields map[string]json.RawMessage) (store.Schedule, error) {
 	sc := store.Schedule{CatchUp: true}
 	take := func(k string, v any) error {
 		raw, ok := fields[k]
@@ -195,21 +204,21 @@ func (s *Server) getSchedule(w http.ResponseWriter, r *http.Request) {
 
 // readSchedule reads and checks a schedule body; false: the error is
 // answered.
-func (s *Server) readSchedule(w http.ResponseWriter, r *http.Request) (store.Schedule, bool) {
+func (s *Server) readSchedule(w http.ResponseWriter, r *http.Request) (sc store.Schedule, hasPaused, ok bool) {
 	body, ok := s.readBody(w, r, "schedule body")
 	if !ok {
-		return store.Schedule{}, false
+		return sc, false, false
 	}
-	sc, err := s.parseSchedule(r.Context(), body)
+	sc, hasPaused, err := s.parseSchedule(r.Context(), body)
 	if err != nil {
 		s.writeErr(w, err)
-		return sc, false
+		return sc, hasPaused, false
 	}
-	return sc, true
+	return sc, hasPaused, true
 }
 
 func (s *Server) postSchedule(w http.ResponseWriter, r *http.Request) {
-	sc, ok := s.readSchedule(w, r)
+	sc, _, ok := s.readSchedule(w, r)
 	if !ok {
 		return
 	}
@@ -224,14 +233,20 @@ func (s *Server) postSchedule(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, s.viewOf(r.Context(), sc))
 }
 
-// putSchedule replaces a schedule's definition (the body of POST); its
-// next fire time follows the new expression from now.
+// putSchedule replaces a schedule's definition (the body of POST; without
+// "paused" it stays paused or active as it was); its next fire time
+// follows the new expression from now.
 func (s *Server) putSchedule(w http.ResponseWriter, r *http.Request) {
-	sc, ok := s.readSchedule(w, r)
+	sc, hasPaused, ok := s.readSchedule(w, r)
 	if !ok {
 		return
 	}
-	s.updateSchedule(w, r, func(store.Schedule) store.Schedule { return sc })
+	s.updateSchedule(w, r, func(stored store.Schedule) store.Schedule {
+		if !hasPaused {
+			sc.Paused = stored.Paused
+		}
+		return sc
+	})
 }
 
 // patchSchedule pauses or resumes a schedule: {"paused": true|false}. A

@@ -168,6 +168,7 @@ func (s *Server) fire(ctx context.Context, sc store.Schedule, now time.Time) (ti
 	if err != nil {
 		return time.Time{}, err
 	}
+	s.metrics.firings.WithLabelValues(sc.Name, string(f.Outcome)).Inc()
 	log.Info("schedule fired", "slot", f.Slot, "outcome", f.Outcome, "job", f.Job, "catch_up", f.CatchUp, "reason", f.Reason)
 	ev := Event{Job: f.Job, Schedule: sc.ID, Line: fmt.Sprintf("schedule %s fired for %s: %s", sc.Name, f.Slot.Format(time.RFC3339), f.Outcome)}
 	if f.Reason != "" {

@@ -169,11 +169,18 @@ func decodeAs[T any](t *testing.T, code int, body string, want int) T {
 // schedule fires at 02:00 and queues a benchmark job tagged with it (its
 // runs labelled); the next day the job is still queued, so the firing is
 // skipped and says why; paused, it does not fire; resumed, it fires at its
-// next slot from then (the paused slot is not caught up).
+// next slot from then (the paused slot is not caught up). On a bbolt file
+// and on PostgreSQL.
 func TestScheduleFiresSkipsAndPauses(t *testing.T) {
+	forBackends(t, func(t *testing.T, open func() store.DB) {
+		db := open()
+		defer db.Close()
+		firesSkipsAndPauses(t, db)
+	})
+}
+
+func firesSkipsAndPauses(t *testing.T, db store.DB) {
 	clk := newFakeClock(at(1, 1))
-	db := openBolt(t, filepath.Join(t.TempDir(), "tuner.db"))
-	defer db.Close()
 	e, _ := serveDB(t, db, clk, Config{}, false, true)
 	ch := subscribe(t, e.srv)
 	code, out := e.do(t, "POST", "/api/v1/schedules", "", benchSchedule("nightly", "0 2 * * *", ""))
@@ -182,6 +189,14 @@ func TestScheduleFiresSkipsAndPauses(t *testing.T) {
 		t.Fatalf("created schedule: %+v", sc)
 	}
 
+	// A second before its time, a pass fires nothing and waits for 02:00.
+	clk.Set(at(1, 2).Add(-time.Second))
+	if next, err := e.srv.schedulePass(context.Background()); err != nil || !next.Equal(at(1, 2)) {
+		t.Fatalf("pass at 01:59:59: next %v, %v; want 02:00", next, err)
+	}
+	if fires, err := db.ScheduleFires(context.Background(), sc.ID, 0); err != nil || len(fires) != 0 {
+		t.Fatalf("fired before its time: %+v, %v", fires, err)
+	}
 	clk.Set(at(1, 2))
 	ev := waitFire(t, ch, sc.ID, "queued")
 	j, err := db.Job(context.Background(), ev.Job)
@@ -222,6 +237,10 @@ func TestScheduleFiresSkipsAndPauses(t *testing.T) {
 	if h.Schedule.Last == nil || h.Schedule.Last.Job != ev.Job || !h.Schedule.NextFire.Equal(at(5, 2)) || h.TrendNote == "" {
 		t.Fatalf("schedule in the history: %+v, trend note %q", h.Schedule, h.TrendNote)
 	}
+	if code, out := e.do(t, "GET", "/metrics", "", ""); code != http.StatusOK || !strings.Contains(out, `tuner_schedule_firings_total{outcome="queued",schedule="nightly"} 2`) ||
+		!strings.Contains(out, `tuner_schedule_firings_total{outcome="skipped",schedule="nightly"} 1`) {
+		t.Fatalf("metrics: the firings missing")
+	}
 }
 
 // TestScheduleCatchUpAfterRestart: slots that passed while the service was
@@ -229,62 +248,65 @@ func TestScheduleFiresSkipsAndPauses(t *testing.T) {
 // a catch-up saying how many were missed; with catch_up false they are
 // recorded as missed and nothing runs. On a bbolt file and on PostgreSQL.
 func TestScheduleCatchUpAfterRestart(t *testing.T) {
-	for _, backend := range []string{"bolt", "postgres"} {
-		t.Run(backend, func(t *testing.T) {
-			var open func() store.DB
-			if backend == "bolt" {
-				path := filepath.Join(t.TempDir(), "tuner.db")
-				open = func() store.DB { return openBolt(t, path) }
-			} else {
-				url := pgtest.DB(t)
-				open = func() store.DB {
-					pg, err := pgstore.Open(context.Background(), pgstore.Config{URL: url})
-					if err != nil {
-						t.Fatal(err)
-					}
-					return pg
-				}
-			}
-			clk := newFakeClock(at(1, 1))
-			db := open()
-			e, stop := serveDB(t, db, clk, Config{}, false, true)
-			for _, body := range []string{benchSchedule("catch", "0 2 * * *", ""), benchSchedule("nocatch", "@nightly", `,"catch_up":false`)} {
-				code, out := e.do(t, "POST", "/api/v1/schedules", "", body)
-				decodeAs[scheduleView](t, code, out, http.StatusCreated)
-			}
-			stop()
-			db.Close()
+	forBackends(t, func(t *testing.T, open func() store.DB) {
+		clk := newFakeClock(at(1, 1))
+		db := open()
+		e, stop := serveDB(t, db, clk, Config{}, false, true)
+		for _, body := range []string{benchSchedule("catch", "0 2 * * *", ""), benchSchedule("nocatch", "@nightly", `,"catch_up":false`)} {
+			code, out := e.do(t, "POST", "/api/v1/schedules", "", body)
+			decodeAs[scheduleView](t, code, out, http.StatusCreated)
+		}
+		stop()
+		db.Close()
 
-			clk.Set(at(4, 5)) // four 02:00 slots passed while down
-			db = open()
-			defer db.Close()
-			e, _ = serveDB(t, db, clk, Config{}, false, false)
-			ch := subscribe(t, e.srv)
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); e.srv.scheduler(ctx) }()
-			defer func() { cancel(); <-done }()
-			waitFire(t, ch, "sched-1", "queued")
-			waitFire(t, ch, "sched-2", "missed")
+		clk.Set(at(4, 5)) // four 02:00 slots passed while down
+		db = open()
+		defer db.Close()
+		e, _ = serveDB(t, db, clk, Config{}, false, false)
+		ch := subscribe(t, e.srv)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); e.srv.scheduler(ctx) }()
+		defer func() { cancel(); <-done }()
+		waitFire(t, ch, "sched-1", "queued")
+		waitFire(t, ch, "sched-2", "missed")
 
-			for id, want := range map[string]string{
-				"sched-1": "queued 4 run(s) due while the service was down, the first at 2026-03-01T02:00:00Z; run once now (catch-up)",
-				"sched-2": "missed 4 run(s) due while the service was down, the first at 2026-03-01T02:00:00Z; catch_up is off",
-			} {
-				fires, err := db.ScheduleFires(context.Background(), id, 0)
-				if err != nil || len(fires) != 1 || !fires[0].CatchUp || string(fires[0].Outcome)+" "+fires[0].Reason != want {
-					t.Fatalf("%s history %+v, %v; want one firing: %s", id, fires, err, want)
-				}
-				sc, err := db.Schedule(context.Background(), id)
-				if err != nil || !sc.NextFire.Equal(at(5, 2)) {
-					t.Fatalf("%s next fire %v, %v; want %v", id, sc.NextFire, err, at(5, 2))
-				}
+		for id, want := range map[string]string{
+			"sched-1": "queued 4 run(s) due while the service was down, the first at 2026-03-01T02:00:00Z; run once now (catch-up)",
+			"sched-2": "missed 4 run(s) due while the service was down, the first at 2026-03-01T02:00:00Z; catch_up is off",
+		} {
+			fires, err := db.ScheduleFires(context.Background(), id, 0)
+			if err != nil || len(fires) != 1 || !fires[0].CatchUp || string(fires[0].Outcome)+" "+fires[0].Reason != want {
+				t.Fatalf("%s history %+v, %v; want one firing: %s", id, fires, err, want)
 			}
-			if js, err := db.Jobs(context.Background()); err != nil || len(js) != 1 || js[0].Schedule != "sched-1" {
-				t.Fatalf("jobs %+v, %v; want one, of the catch-up", js, err)
+			sc, err := db.Schedule(context.Background(), id)
+			if err != nil || !sc.NextFire.Equal(at(5, 2)) {
+				t.Fatalf("%s next fire %v, %v; want %v", id, sc.NextFire, err, at(5, 2))
 			}
+		}
+		if js, err := db.Jobs(context.Background()); err != nil || len(js) != 1 || js[0].Schedule != "sched-1" {
+			t.Fatalf("jobs %+v, %v; want one, of the catch-up", js, err)
+		}
+	})
+}
+
+// forBackends runs fn on a bbolt file and on a PostgreSQL database; open
+// opens the same database on every call.
+func forBackends(t *testing.T, fn func(t *testing.T, open func() store.DB)) {
+	t.Run("bolt", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "tuner.db")
+		fn(t, func() store.DB { return openBolt(t, path) })
+	})
+	t.Run("postgres", func(t *testing.T) {
+		url := pgtest.DB(t)
+		fn(t, func() store.DB {
+			pg, err := pgstore.Open(context.Background(), pgstore.Config{URL: url})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return pg
 		})
-	}
+	})
 }
 
 // TestScheduleAPIErrors: bad bodies are 400 naming the field (the cron

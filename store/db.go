@@ -92,7 +92,8 @@ type DB interface {
 	// that trial's lease; ErrLeaseLost when it was taken back.
 	Heartbeat(ctx context.Context, studyID, worker, trialID string, lease time.Duration) error
 	// ReapExpired marks interrupted the running trials of the study whose
-	// lease expired, and returns them.
+	// lease expired, and returns them. Time a database server was down
+	// does not count: after its restart a lease holds for its length again.
 	ReapExpired(ctx context.Context, studyID string) ([]Trial, error)
 
 	// Front returns a study's front under q (the maintained one for the

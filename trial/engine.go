@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,7 +48,7 @@ type EngineConfig struct {
 // handle: never persisted. Stop it exactly once (Stop is idempotent).
 type Engine struct {
 	cfg     EngineConfig
-	cmd     *exec.Cmd
+	proc    *engineProc
 	pgid    int
 	base    string
 	log     *engineLog
@@ -58,7 +57,6 @@ type Engine struct {
 	rec     EngineRecord
 	cancel  context.CancelFunc
 	done    chan struct{}
-	waitErr error
 	healthy bool
 	started time.Time
 	stop    sync.Once
@@ -201,10 +199,24 @@ func WaitPortFree(ctx context.Context, host string, port int) error {
 	return nil
 }
 
+// engineProc is the engine's leader as StartEngine started it: on Linux
+// under a guard that ends every process of the engine when the tuner dies
+// (guard_linux.go), elsewhere directly.
+type engineProc struct {
+	pid  int           // the engine's leader, its process group id too
+	done chan struct{} // closed once the leader exited (ws holds its status)
+	ws   syscall.WaitStatus
+	wsOK bool // false: the status is unknown
+	// release ends what is left below the engine once Stop saw its group
+	// gone (the guard and the processes that escaped the group).
+	release func() error
+}
+
 // StartEngine starts the engine process; it returns once the process runs
-// (use WaitHealthy for readiness). The process gets its own process group,
-// is killed if the tuner dies (Pdeathsig on Linux), and is sent SIGTERM to
-// the whole group when ctx is cancelled, SIGKILL after StopGrace.
+// (use WaitHealthy for readiness). The process gets its own process group;
+// every process of the engine is killed within moments when the tuner dies,
+// even by SIGKILL (on Linux, see guard_linux.go); the whole group is sent
+// SIGTERM when ctx is cancelled, SIGKILL after StopGrace.
 func StartEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -257,23 +269,11 @@ func StartEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 	}
 
 	ectx, cancel := context.WithCancel(ctx)
-	cmd := exec.CommandContext(ectx, cfg.Command[0], args...)
-	cmd.Env = env
-	cmd.Stdout = pw // an *os.File: the child writes the pipe itself, Wait never waits on it
-	cmd.Stderr = pw
-	cmd.SysProcAttr = sysProcAttr()
-	cmd.Cancel = func() error {
-		// SIGTERM to the whole group: API server, engine core, workers.
-		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-			return err
-		}
-		return nil
+	path, err := exec.LookPath(cfg.Command[0])
+	var proc *engineProc
+	if err == nil {
+		proc, err = startEngineProc(ectx, path, args, env, pw)
 	}
-	cmd.WaitDelay = cfg.StopGrace
-	// Pdeathsig fires when the forking OS thread exits: pin it for Start.
-	runtime.LockOSThread()
-	err = cmd.Start()
-	runtime.UnlockOSThread()
 	pw.Close() // the engine holds the write end now
 	if err != nil {
 		cancel()
@@ -281,9 +281,9 @@ func StartEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 		logf.close()
 		return nil, fmt.Errorf("start engine %s: %w", cfg.Command[0], err)
 	}
-	pid := cmd.Process.Pid
+	pid := proc.pid
 	e := &Engine{
-		cfg: cfg, cmd: cmd, pgid: pid, log: logf, pipe: pr, copied: make(chan struct{}), cancel: cancel, logFrom: logFrom,
+		cfg: cfg, proc: proc, pgid: pid, log: logf, pipe: pr, copied: make(chan struct{}), cancel: cancel, logFrom: logFrom,
 		done: make(chan struct{}), started: time.Now(),
 		base: "http://" + net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)),
 		hc:   &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil, DisableKeepAlives: true}},
@@ -298,7 +298,7 @@ func StartEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
 		close(e.copied)
 	}()
 	go func() {
-		e.waitErr = cmd.Wait()
+		<-proc.done
 		// What the engine wrote before it exited is in the file before
 		// anyone hears of the exit (Failure reads the log).
 		logf.sync(e.copied, func() int { return pipePending(pr) }, time.Second)
@@ -330,8 +330,8 @@ func (e *Engine) Exited() <-chan struct{} { return e.done }
 func (e *Engine) ExitCode() int {
 	select {
 	case <-e.done:
-		if e.cmd.ProcessState != nil {
-			return e.cmd.ProcessState.ExitCode()
+		if e.proc.wsOK && e.proc.ws.Exited() {
+			return e.proc.ws.ExitStatus()
 		}
 	default:
 	}
@@ -456,10 +456,8 @@ func (e *Engine) signal() string {
 	default:
 		return ""
 	}
-	if ps := e.cmd.ProcessState; ps != nil {
-		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return fmt.Sprintf("signal %d (%v)", int(ws.Signal()), ws.Signal())
-		}
+	if ws := e.proc.ws; e.proc.wsOK && ws.Signaled() {
+		return fmt.Sprintf("signal %d (%v)", int(ws.Signal()), ws.Signal())
 	}
 	return ""
 }
@@ -617,7 +615,7 @@ func (e *Engine) Stop() error {
 	e.stop.Do(func() {
 		e.Members()
 		t0 := time.Now()
-		e.cancel() // cmd.Cancel: SIGTERM to the group
+		e.cancel() // SIGTERM to the group (through the guard on Linux)
 		grace := time.NewTimer(e.cfg.StopGrace)
 		select {
 		case <-e.done:
@@ -643,6 +641,10 @@ func (e *Engine) Stop() error {
 			}
 			syscall.Kill(-e.pgid, syscall.SIGKILL)
 			time.Sleep(20 * time.Millisecond)
+		}
+		// The processes that left the group go with the guard.
+		if err := e.proc.release(); err != nil {
+			e.stopErr = errors.Join(e.stopErr, err)
 		}
 		if err := WaitPortFree(ctx, e.cfg.Host, e.cfg.Port); err != nil {
 			e.stopErr = errors.Join(e.stopErr, err)

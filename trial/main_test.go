@@ -1,6 +1,7 @@
 package trial
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -87,4 +88,30 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(binDir)
 	}
 	os.Exit(code)
+}
+
+// helperRunTrial is the "tuner" process of TestTunerKilled: it runs a long
+// trial on the fake engine (which forks a worker into its group, as vLLM
+// does) and says when the load started.
+func helperRunTrial() int {
+	cfg := DefaultConfig()
+	cfg.Command = []string{os.Getenv("TRIAL_FAKE_ENGINE"), "serve", "m"}
+	cfg.ExtraArgs = []string{"--fake-worker", "--fake-gap", "50ms"}
+	cfg.LogDir = os.Getenv("TRIAL_LOG_DIR")
+	cfg.RunDir = os.Getenv("TRIAL_RUN_DIR")
+	cfg.Telemetry = "none"
+	cfg.Progress = func(e Event) {
+		if e.Phase == "level" {
+			fmt.Println("LEVEL")
+		}
+	}
+	r, err := NewRunner(cfg)
+	if err != nil {
+		fmt.Println("ERR", err)
+		return 1
+	}
+	w := Workload{Name: "long", Prompt: LengthDist{Kind: "fixed", Value: 8}, Output: LengthDist{Kind: "fixed", Value: 1000},
+		Arrival: Arrival{Kind: "closed", Concurrency: 2}, NumRequests: 1000}
+	r.Run(context.Background(), testConfig(), w)
+	return 0
 }

@@ -8,20 +8,35 @@ import (
 	"unsafe"
 )
 
-func sysProcAttr() *syscall.SysProcAttr {
-	// Own process group (so the whole engine tree is signalled at once) and
-	// SIGKILL when the tuner dies, even by SIGKILL.
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-}
-
 // GroupMembers lists the live (non-zombie) processes whose process group is
 // pgid, read from /proc.
 func GroupMembers(pgid int) []int {
+	var out []int
+	eachProc(func(p procInfo) {
+		if p.live() && p.pgid == pgid {
+			out = append(out, p.pid)
+		}
+	})
+	return out
+}
+
+// procInfo is what /proc/PID/stat says about a process.
+type procInfo struct {
+	pid, ppid, pgid int
+	state           string
+}
+
+// live reports whether the process still runs (a zombie or a dead entry
+// holds nothing but its exit status).
+func (p procInfo) live() bool { return p.state != "Z" && p.state != "X" }
+
+// eachProc calls fn for every process in /proc (processes that vanish while
+// being read are skipped).
+func eachProc(fn func(procInfo)) {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return nil
+		return
 	}
-	var out []int
 	for _, ent := range ents {
 		pid, err := strconv.Atoi(ent.Name())
 		if err != nil {
@@ -37,14 +52,14 @@ func GroupMembers(pgid int) []int {
 			continue
 		}
 		f := bytes.Fields(b[i+1:])
-		if len(f) < 3 || string(f[0]) == "Z" || string(f[0]) == "X" {
+		if len(f) < 3 {
 			continue
 		}
-		if g, err := strconv.Atoi(string(f[2])); err == nil && g == pgid {
-			out = append(out, pid)
-		}
+		p := procInfo{pid: pid, state: string(f[0])}
+		p.ppid, _ = strconv.Atoi(string(f[1]))
+		p.pgid, _ = strconv.Atoi(string(f[2]))
+		fn(p)
 	}
-	return out
 }
 
 // procStartTime is the start time of pid in clock ticks since boot (field

@@ -16,8 +16,11 @@ import (
 // A runner records each engine it starts in a small JSON file, in the log
 // dir and in the per-user run dir, so that a later runner can reap what a
 // tuner killed without a chance to clean up (SIGKILL, OOM killer) left
-// behind: Pdeathsig takes the engine's leader, never the workers it forked
-// into its group (vLLM's engine core and TP workers).
+// behind. On Linux the engine's guard (guard_linux.go) kills every process
+// of the engine when the tuner dies; the records cover a guard that was
+// itself SIGKILLed (Pdeathsig then takes only the engine's leader, never the
+// workers it forked into its group: vLLM's engine core and TP workers) and
+// systems without a guard.
 //
 // The file is not trusted: a record is reaped only when
 //   - it was written on this host and this boot,

@@ -148,8 +148,19 @@ func (l *Loop) retry(ctx context.Context, what string, fn func(context.Context) 
 			return ctx.Err()
 		case <-time.After(back):
 		}
-		back = min(2*back, 10*time.Second)
+		back = min(2*back, l.maxBackoff())
 	}
+}
+
+// maxBackoff caps retry's waits at 10 s, and at a third of a shared
+// study's lease: after an outage of the database the worker is back within
+// the lease that the server's restart gives its trial again, so the first
+// other worker back does not take its kept result's trial away.
+func (l *Loop) maxBackoff() time.Duration {
+	if l.cfg.Lease <= 0 {
+		return 10 * time.Second
+	}
+	return min(max(l.cfg.Lease/3, 100*time.Millisecond), 10*time.Second)
 }
 
 // sync takes back expired leases, reads the study and folds in the trials

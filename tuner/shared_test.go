@@ -208,3 +208,20 @@ func TestSharedLeaseLost(t *testing.T) {
 		t.Fatalf("runs %v: want the lost config first again", r.calls)
 	}
 }
+
+// TestMaxBackoff: retries wait at most 10 s, and at most a third of a
+// shared study's lease (at least 100 ms).
+func TestMaxBackoff(t *testing.T) {
+	for _, c := range []struct{ lease, want time.Duration }{
+		{0, 10 * time.Second},
+		{3 * time.Second, time.Second},
+		{DefaultLease, 10 * time.Second},
+		{time.Hour, 10 * time.Second},
+		{30 * time.Millisecond, 100 * time.Millisecond},
+	} {
+		l := &Loop{cfg: Config{Lease: c.lease}}
+		if got := l.maxBackoff(); got != c.want {
+			t.Errorf("lease %s: max backoff %s, want %s", c.lease, got, c.want)
+		}
+	}
+}

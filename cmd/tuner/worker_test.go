@@ -223,7 +223,8 @@ func TestWorkersShareStudy(t *testing.T) {
 	}
 }
 
-// engineOf waits for a vllm-sim process whose parent is pid.
+// engineOf waits for a vllm-sim process started by the tuner pid (through
+// its engine guard).
 func engineOf(t *testing.T, simBin string, pid int, limit time.Duration) int {
 	t.Helper()
 	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
@@ -237,14 +238,25 @@ func engineOf(t *testing.T, simBin string, pid int, limit time.Duration) int {
 			if err != nil || !strings.HasPrefix(string(b), simBin+"\x00") {
 				continue
 			}
-			st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "status"))
-			if err == nil && strings.Contains(string(st), fmt.Sprintf("\nPPid:\t%d\n", pid)) {
+			// The engine's parent is its guard, whose parent is the tuner.
+			if guard := ppidOf(child); guard == pid || ppidOf(guard) == pid {
 				return child
 			}
 		}
 	}
 	t.Fatalf("process %d started no engine within %s", pid, limit)
 	return 0
+}
+
+// ppidOf is the parent of pid (0 when unknown).
+func ppidOf(pid int) int {
+	st, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return 0
+	}
+	_, rest, _ := strings.Cut(string(st), "\nPPid:\t")
+	n, _ := strconv.Atoi(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]))
+	return n
 }
 
 // TestWorkersSimEngineKill: two workers with real engine processes
@@ -265,8 +277,8 @@ func TestWorkersSimEngineKill(t *testing.T) {
 	if code := a.wait(t, 3*time.Minute); code != 0 {
 		t.Fatalf("worker s1: exit %d\n%s\n%s", code, a.out.String(), a.err.String())
 	}
-	// The kernel signals the killed worker's engine (Pdeathsig); give it
-	// a moment to go.
+	// The killed worker's engine guard kills the engine; give it a moment
+	// to go.
 	for end := time.Now().Add(10 * time.Second); time.Now().Before(end) && simRunning(simBin); time.Sleep(50 * time.Millisecond) {
 	}
 	noSimProcesses(t, simBin)

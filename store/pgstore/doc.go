@@ -21,7 +21,8 @@
 //	          (Summary JSON, written with the trial); schema 2: worker,
 //	          lease_until (the server's clock), config_id, rep (indexed);
 //	          schema 6: sum (store.EncodeSummary's binary form, written
-//	          with the trial, backfilled from rec) replaces summary
+//	          with the trial, backfilled from rec) replaces summary;
+//	          schema 7: lease_len (the length of the lease last granted)
 //	workers   (study_id, name), joined, until: the live workers (schema 2)
 //	fronts    key ("study/<id>" or "group/<group key>"), rec (Front JSON)
 //	models    name, data, meta (ModelMeta JSON)

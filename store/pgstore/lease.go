@@ -139,7 +139,8 @@ func (s *Store) ClaimTrial(ctx context.Context, studyID string, cfg spaces.Confi
 		if err := putTrial(ctx, tx, &t, true); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, "UPDATE trials SET worker = $3, lease_until = now() + $4 * interval '1 microsecond' WHERE study_id = $1 AND seq = $2", studyID, seq, o.Worker, o.Lease.Microseconds())
+		_, err = tx.Exec(ctx, `UPDATE trials SET worker = $3, lease_len = $4 * interval '1 microsecond',
+			lease_until = now() + $4 * interval '1 microsecond' WHERE study_id = $1 AND seq = $2`, studyID, seq, o.Worker, o.Lease.Microseconds())
 		return err
 	})
 	if errors.Is(err, store.ErrClaimed) || errors.Is(err, store.ErrTrialBudget) {
@@ -173,7 +174,7 @@ func (s *Store) Heartbeat(ctx context.Context, studyID, worker, trialID string, 
 		if err != nil {
 			return err
 		}
-		tag, err = tx.Exec(ctx, `UPDATE trials SET lease_until = now() + $4 * interval '1 microsecond'
+		tag, err = tx.Exec(ctx, `UPDATE trials SET lease_len = $4 * interval '1 microsecond', lease_until = now() + $4 * interval '1 microsecond'
 			WHERE study_id = $1 AND seq = $2 AND state = 'running' AND worker = $3`, sid, int64(seq), worker, lease.Microseconds())
 		if err != nil {
 			return err
@@ -191,14 +192,19 @@ func (s *Store) Heartbeat(ctx context.Context, studyID, worker, trialID string, 
 
 // ReapExpired marks interrupted the running trials of the study whose lease
 // expired, and returns them. Rows another transaction holds are skipped
-// (SKIP LOCKED): a worker finishing its trial right now wins.
+// (SKIP LOCKED): a worker finishing its trial right now wins. The time the
+// server was down does not count against a lease: after a restart each
+// lease holds for its length again (every worker was cut off alike; the
+// one back first must not take the others' trials, measured results kept
+// on their disks, before they could reconnect).
 func (s *Store) ReapExpired(ctx context.Context, studyID string) ([]store.Trial, error) {
 	var out []store.Trial
 	err := s.tx(ctx, true, func(tx pgx.Tx) error {
 		var err error
 		out, err = s.interrupt(ctx, tx, func(t *store.Trial) string { return "the lease of worker " + t.Worker + " expired" },
 			`SELECT rec::text FROM trials WHERE study_id = $1 AND state = 'running'
-			AND lease_until < now() ORDER BY seq FOR UPDATE SKIP LOCKED`, studyID)
+			AND lease_until < now() AND pg_postmaster_start_time() + coalesce(lease_len, interval '0') < now()
+			ORDER BY seq FOR UPDATE SKIP LOCKED`, studyID)
 		for _, t := range out {
 			s.log.Warn("trial lease expired", "trial", t.ID, "worker", t.Worker)
 		}

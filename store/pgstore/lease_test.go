@@ -127,3 +127,56 @@ func TestLeases(t *testing.T) {
 		t.Fatalf("join after leave: %+v %v (want 2 others: b live, w holding a lease)", m, err)
 	}
 }
+
+// TestLeaseAfterRestart: a lease that ran out while the server was down
+// holds for its length again after the restart, so its worker, back with
+// the measured result it kept, finishes the trial instead of having it
+// taken back by the first worker that reconnects; a lease shorter than the
+// time since the restart is reaped as usual.
+func TestLeaseAfterRestart(t *testing.T) {
+	ctx := context.Background()
+	c := pgtest.Own(t)
+	url, err := c.CreateDB(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openPG(t, url)
+	st, err := s.EnsureStudy(ctx, storetest.Key("m", "g", "chat", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(4, 4))
+	long, err := s.ClaimTrial(ctx, st.ID, storetest.Config(r), store.ClaimOptions{Worker: "a", Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Halt()
+	if err := c.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The outage outlasted the lease (as if a minute had passed).
+	admin := openPG(t, url)
+	short, err := admin.ClaimTrial(ctx, st.ID, storetest.Config(r), store.ClaimOptions{Worker: "b", Lease: time.Microsecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	endLease(t, url, long.ID)
+	time.Sleep(2 * time.Millisecond) // the short lease is 1 us of the server's clock
+	reaped, err := admin.ReapExpired(ctx, st.ID)
+	if err != nil || len(reaped) != 1 || reaped[0].ID != short.ID {
+		var ids []string
+		for _, tr := range reaped {
+			ids = append(ids, tr.ID)
+		}
+		t.Fatalf("reaped %v (%v) right after the restart, want only %s (a 1 us lease)", ids, err, short.ID)
+	}
+	var fin store.Trial
+	for range 3 { // the pool's connections from before the restart fail once
+		if fin, err = s.FinishTrial(ctx, long.ID, storetest.Result(r, long.Config)); err == nil {
+			break
+		}
+	}
+	if err != nil || !fin.State.Finished() {
+		t.Fatalf("finish after the restart: %s, %v", fin.State, err)
+	}
+}

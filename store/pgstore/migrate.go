@@ -109,6 +109,9 @@ var migrations = []string{
 	// from the records by backfillSummaries.
 	`ALTER TABLE trials ADD COLUMN sum bytea;
 	ALTER TABLE trials DROP COLUMN summary;`,
+	// 7: each lease's length, so that a server restart gives every lease
+	// a fresh period (see ReapExpired).
+	`ALTER TABLE trials ADD COLUMN lease_len interval;`,
 }
 
 // afterMigration runs Go code after a migration's SQL, in its transaction,

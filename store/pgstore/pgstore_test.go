@@ -233,7 +233,8 @@ func TestMigrateBinarySummaries(t *testing.T) {
 		UPDATE trials SET summary = '{}';
 		ALTER TABLE trials ALTER COLUMN summary SET NOT NULL;
 		ALTER TABLE trials DROP COLUMN sum;
-		DELETE FROM schema_migrations WHERE version = 6`)
+		ALTER TABLE trials DROP COLUMN lease_len;
+		DELETE FROM schema_migrations WHERE version >= 6`)
 	conn.Close(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -510,4 +511,22 @@ func openPG(t *testing.T, url string) *pgstore.Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// endLease makes the lease of trial id run out now (the server's clock).
+func endLease(t *testing.T, url, id string) {
+	t.Helper()
+	sid, seq, err := store.ParseTrialID(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "UPDATE trials SET lease_until = now() - interval '1 second' WHERE study_id = $1 AND seq = $2", sid, int64(seq)); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -2,11 +2,13 @@
 // package's tests: it prints vLLM-like log lines, serves /health, /version,
 // /v1/models, /metrics and streaming /v1/completions, and misbehaves on
 // request (fail at startup, hang, ignore SIGTERM, crash, spawn a child,
-// fork a worker that outlives it, flood its log, print secrets, die by a
-// signal).
+// fork a worker that outlives it, and a grandchild that leaves the group,
+// flood its log, print secrets, die by a signal).
 //
 //	fakeengine serve MODEL --host H --port P [--fake-* ...] [any vLLM flag ...]
-//	fakeengine worker   (the worker --fake-worker starts: sleeps, silent)
+//	fakeengine worker [PIDFILE]   (the worker --fake-worker starts: sleeps, silent;
+//	                               with --fake-escapee it starts a setsid'd grandchild)
+//	fakeengine escapee            (that grandchild: sleeps, ignores SIGTERM)
 package main
 
 import (
@@ -50,6 +52,8 @@ type opts struct {
 	http500Log      string // printed to stderr for each failed completion
 	maxModelLen     int    // --max-model-len: longer requests get vLLM's HTTP 400
 	portRace        string // marker file: the first start (no marker yet) loses its port
+	pidFile         string // "leader P", "worker P", "escapee P" and "load" (first completion) appended here
+	escapee         bool   // the worker starts a grandchild in its own session (out of the group)
 }
 
 func parse(args []string) (opts, error) {
@@ -91,6 +95,10 @@ func parse(args []string) (opts, error) {
 			o.child = true
 		case "--fake-worker":
 			o.worker = true
+		case "--fake-escapee":
+			o.worker, o.escapee = true, true
+		case "--fake-pid-file":
+			o.pidFile = val()
 		case "--fake-spam-mib":
 			o.spamMiB, err = strconv.Atoi(val())
 		case "--fake-echo-secrets":
@@ -131,11 +139,37 @@ func parse(args []string) (opts, error) {
 	return o, nil
 }
 
+// note appends one line to the pid file (one write: lines of several
+// processes do not interleave).
+func note(path, format string, a ...any) {
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pid file:", err)
+		return
+	}
+	fmt.Fprintf(f, format+"\n", a...)
+	f.Close()
+}
+
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "worker" {
+	if len(os.Args) > 1 && (os.Args[1] == "worker" || os.Args[1] == "escapee") {
 		// A worker in the engine's process group: no Pdeathsig, so it
-		// outlives a SIGKILLed tuner like vLLM's engine core does.
+		// outlives a SIGKILLed engine leader like vLLM's engine core does.
+		// The escapee leaves the group too (setsid), as a daemonising
+		// helper would: only a subreaper above it can still find it.
 		signal.Ignore(syscall.SIGTERM)
+		if os.Args[1] == "worker" && len(os.Args) > 2 {
+			c := exec.Command(os.Args[0], "escapee")
+			c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			if err := c.Start(); err != nil {
+				fmt.Fprintln(os.Stderr, "escapee:", err)
+			} else {
+				note(os.Args[2], "escapee %d", c.Process.Pid)
+			}
+		}
 		for {
 			time.Sleep(time.Hour)
 		}
@@ -163,13 +197,18 @@ func main() {
 			fmt.Printf("INFO (EngineCore_DP0 pid=%d) started\n", c.Process.Pid)
 		}
 	}
+	note(o.pidFile, "leader %d", os.Getpid())
 	if o.worker {
 		c := exec.Command(os.Args[0], "worker")
+		if o.escapee {
+			c.Args = append(c.Args, o.pidFile)
+		}
 		c.Stdout, c.Stderr = os.Stdout, os.Stderr
 		if err := c.Start(); err != nil {
 			fmt.Fprintln(os.Stderr, "worker:", err)
 		} else {
 			fmt.Printf("INFO (EngineCore_DP0 pid=%d) worker started\n", c.Process.Pid)
+			note(o.pidFile, "worker %d", c.Process.Pid)
 		}
 	}
 	if o.echoSecrets {
@@ -262,7 +301,11 @@ func main() {
 				o.maxModelLen, n, len(req.Prompt), req.MaxTokens), 400)
 			return
 		}
-		if n := served.Add(1); o.crashAfter > 0 && n > int64(o.crashAfter) {
+		n := served.Add(1)
+		if n == 1 {
+			note(o.pidFile, "load")
+		}
+		if o.crashAfter > 0 && n > int64(o.crashAfter) {
 			for _, l := range strings.Split(o.crashLog, `\n`) {
 				fmt.Fprintln(os.Stderr, l)
 			}
