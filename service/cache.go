@@ -74,6 +74,7 @@ type judgement struct {
 	cands []tuner.Candidate
 	first []int // per candidate, the index of its config's first finished trial (cands are in that order)
 	front []tuner.Candidate
+	recs  sync.Map // tuner.Prefer -> its recommendation (see studyView.recommendation)
 }
 
 // get returns the study's current snapshot.

@@ -150,7 +150,7 @@ func (s *Server) fire(ctx context.Context, sc store.Schedule, now time.Time) (ti
 		}
 		j, err := s.newJob(ctx, sc.Job, sc.ID)
 		if err != nil {
-			f.Outcome, f.Reason = store.FireFailed, "job body: "+err.Error()
+			f.Outcome, f.Reason = store.FireFailed, err.Error() // "job body: ..."
 			break
 		}
 		job, f.Outcome = &j, store.FireQueued

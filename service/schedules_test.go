@@ -371,24 +371,7 @@ func TestScheduleAPIErrors(t *testing.T) {
 // scheduled run is sent too; the history shows each run's verdict and the
 // trend marks the regression.
 func TestScheduledRunsGateAndAlert(t *testing.T) {
-	alerts := make(chan []model.Alert, 16)
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var as []model.Alert
-		if err := json.NewDecoder(r.Body).Decode(&as); err != nil {
-			t.Errorf("webhook body: %v", err)
-		}
-		alerts <- as
-	}))
-	defer hook.Close()
-	snd, err := alert.NewSender(alert.Config{URL: hook.URL, Format: alert.FormatAlertmanager, MaxAttempts: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk := newFakeClock(at(1, 1))
-	db := openBolt(t, filepath.Join(t.TempDir(), "tuner.db"))
-	defer db.Close()
-	e, _ := serveDB(t, db, clk, Config{Alerts: snd}, true, false)
-	ch := subscribe(t, e.srv)
+	e, db, clk, ch, alerts := alertEnv(t, true)
 	code, out := e.do(t, "POST", "/api/v1/schedules", "", benchSchedule("hourly", "0 * * * *", ""))
 	sc := decodeAs[scheduleView](t, code, out, http.StatusCreated)
 	runOnce := func(hour int, state store.JobState) store.Job {
@@ -412,23 +395,7 @@ func TestScheduledRunsGateAndAlert(t *testing.T) {
 	if len(second.Gates) != 1 || second.Gates[0].Verdict != "regression" || second.Gates[0].Base != first.BenchRuns[0] || second.Gates[0].Regressions == 0 {
 		t.Fatalf("second run's gate: %+v", second.Gates)
 	}
-	wantAlert := func(name string, labels map[string]string) {
-		t.Helper()
-		select {
-		case as := <-alerts:
-			if len(as) != 1 || string(as[0].Labels["alertname"]) != name {
-				t.Fatalf("alert %+v, want %s", as, name)
-			}
-			for k, v := range labels {
-				if got := string(as[0].Labels[model.LabelName(k)]); got != v {
-					t.Fatalf("alert %s label %s=%q, want %q (%+v)", name, k, got, v, as[0].Labels)
-				}
-			}
-		case <-time.After(2 * time.Minute): // a hang guard
-			t.Fatalf("no %s alert", name)
-		}
-	}
-	wantAlert("TunerRegression", map[string]string{"schedule": sc.ID, "schedule_name": "hourly", "run": second.BenchRuns[0], "base_run": first.BenchRuns[0], "job": second.ID})
+	wantAlert(t, alerts, "TunerRegression", map[string]string{"schedule": sc.ID, "schedule_name": "hourly", "run": second.BenchRuns[0], "base_run": first.BenchRuns[0], "job": second.ID})
 
 	// A run that fails (nothing listens at the URL) is sent too.
 	m, _ := json.Marshal(fmt.Sprintf(testMatrix, 20))
@@ -436,7 +403,7 @@ func TestScheduledRunsGateAndAlert(t *testing.T) {
 		deadURL(t), testModel, m))
 	decodeAs[scheduleView](t, code, out, http.StatusOK)
 	third := runOnce(4, store.JobFailed)
-	wantAlert("TunerRunFailed", map[string]string{"schedule": sc.ID, "job": third.ID})
+	wantAlert(t, alerts, "TunerRunFailed", map[string]string{"schedule": sc.ID, "job": third.ID})
 
 	code, out = e.do(t, "GET", "/api/v1/schedules/"+sc.ID+"/runs", "", "")
 	h := decodeAs[struct {
@@ -458,6 +425,76 @@ func TestScheduledRunsGateAndAlert(t *testing.T) {
 	}
 	if code, out := e.do(t, "GET", "/metrics", "", ""); code != http.StatusOK || !strings.Contains(out, `tuner_gate_verdict{model="`+testModel+`",verdict="regression"} 1`) {
 		t.Fatalf("metrics: the gate's verdict missing")
+	}
+}
+
+// alertHook is a webhook receiver in the test and a sender to it.
+func alertHook(t *testing.T) (*alert.Sender, <-chan []model.Alert) {
+	alerts := make(chan []model.Alert, 16)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var as []model.Alert
+		if err := json.NewDecoder(r.Body).Decode(&as); err != nil {
+			t.Errorf("webhook body: %v", err)
+		}
+		alerts <- as
+	}))
+	t.Cleanup(hook.Close)
+	snd, err := alert.NewSender(alert.Config{URL: hook.URL, Format: alert.FormatAlertmanager, MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snd, alerts
+}
+
+// alertEnv serves a bbolt file on a fake clock with alerts to a webhook
+// receiver in the test; jobs run too when run is set, else only the
+// scheduler.
+func alertEnv(t *testing.T, run bool) (*env, store.DB, *fakeClock, <-chan Event, <-chan []model.Alert) {
+	snd, alerts := alertHook(t)
+	clk := newFakeClock(at(1, 1))
+	db := openBolt(t, filepath.Join(t.TempDir(), "tuner.db"))
+	t.Cleanup(func() { db.Close() })
+	e, _ := serveDB(t, db, clk, Config{Alerts: snd}, run, !run)
+	return e, db, clk, subscribe(t, e.srv), alerts
+}
+
+// wantAlert waits for one Alertmanager alert named name with labels.
+func wantAlert(t *testing.T, alerts <-chan []model.Alert, name string, labels map[string]string) {
+	t.Helper()
+	select {
+	case as := <-alerts:
+		if len(as) != 1 || string(as[0].Labels["alertname"]) != name {
+			t.Fatalf("alert %+v, want %s", as, name)
+		}
+		for k, v := range labels {
+			if got := string(as[0].Labels[model.LabelName(k)]); got != v {
+				t.Fatalf("alert %s label %s=%q, want %q (%+v)", name, k, got, v, as[0].Labels)
+			}
+		}
+	case <-time.After(2 * time.Minute): // a hang guard
+		t.Fatalf("no %s alert", name)
+	}
+}
+
+// TestScheduleJobBodyFails: a stored job body that no longer resolves
+// (here one the API would refuse) makes the firing "failed", says why in
+// the history, and alerts; nothing is queued.
+func TestScheduleJobBodyFails(t *testing.T) {
+	e, db, clk, ch, alerts := alertEnv(t, false)
+	sc, err := db.AddSchedule(context.Background(), store.Schedule{Name: "broken", Cron: "0 2 * * *", Job: json.RawMessage(`{"kind":"bench"}`), CatchUp: true, NextFire: at(1, 2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.srv.wakeScheduler()
+	clk.Set(at(1, 2))
+	waitFire(t, ch, sc.ID, "failed")
+	wantAlert(t, alerts, "TunerRunFailed", map[string]string{"schedule": sc.ID, "schedule_name": "broken"})
+	fires, err := db.ScheduleFires(context.Background(), sc.ID, 0)
+	if err != nil || len(fires) != 1 || fires[0].Outcome != store.FireFailed || !strings.Contains(fires[0].Reason, "needs --matrix FILE or --tier") || fires[0].Job != "" {
+		t.Fatalf("history %+v, %v", fires, err)
+	}
+	if js, err := db.Jobs(context.Background()); err != nil || len(js) != 0 {
+		t.Fatalf("jobs %+v, %v; want none", js, err)
 	}
 }
 

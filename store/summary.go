@@ -75,6 +75,10 @@ type Summary struct {
 	Missing         []string           `json:"missing,omitempty"`
 	PrefixCache     *trial.PrefixCache `json:"prefix_cache,omitempty"`
 	Fairness        *trial.Fairness    `json:"fairness,omitempty"`
+	// StartupS and TotalS are the result's Phases of those names (the
+	// re-measurement's clock: tuner.Aggregate).
+	StartupS float64 `json:"startup_s,omitempty"`
+	TotalS   float64 `json:"total_s,omitempty"`
 }
 
 // ID is the trial's ID.
@@ -124,7 +128,8 @@ func (s *Summary) Result() *trial.Result {
 		return nil
 	}
 	r := &trial.Result{Config: s.Config, ConfigID: s.ConfigID, Status: s.Status, Failure: s.Failure,
-		PeakVRAMGiB: s.PeakVRAMGiB, VRAMSource: s.VRAMSource, ServeArgs: s.ServeArgs}
+		PeakVRAMGiB: s.PeakVRAMGiB, VRAMSource: s.VRAMSource, ServeArgs: s.ServeArgs,
+		Phases: trial.Phases{StartupS: s.StartupS, TotalS: s.TotalS}}
 	if m := s.Metrics(); m != nil {
 		r.Levels = []trial.Level{{Metrics: *m}}
 	}
@@ -137,6 +142,7 @@ func Summarize(t *Trial) Summary {
 		Config: t.Config, Repeat: t.Repeat, Started: t.Started, Ended: t.Ended, Worker: t.Worker}
 	if r := t.Result; r != nil {
 		s.Status, s.Failure, s.PeakVRAMGiB, s.VRAMSource, s.ServeArgs = r.Status, r.Failure, r.PeakVRAMGiB, r.VRAMSource, r.ServeArgs
+		s.StartupS, s.TotalS = r.Phases.StartupS, r.Phases.TotalS
 		if m := r.Metrics(); m != nil {
 			// The fields as they are (Missing says which were not
 			// measured), in the order Metrics rebuilds them.
@@ -177,6 +183,7 @@ func Summarize(t *Trial) Summary {
 //	uvarint  number of missing names, then a string each
 //	         prefix cache: 3 x 8 bytes (queried, hits, hit rate)
 //	         fairness: 2 x 8 bytes (TTFT, E2EL p95 ratios), string worst, best
+//	8 bytes  startup seconds, 8 bytes total seconds (Result.Phases)
 //
 // The study ID is the bucket's name and is not repeated. Version 1 (before
 // the list views read summaries) decodes without the version 2 fields;
@@ -270,6 +277,8 @@ func EncodeSummary(s *Summary) []byte {
 		putStr(f.Worst)
 		putStr(f.Best)
 	}
+	putF(s.StartupS)
+	putF(s.TotalS)
 	return b
 }
 
@@ -455,6 +464,7 @@ func (r *summaryReader) trailer(s *Summary) {
 	if flags&4 != 0 {
 		s.Fairness = &trial.Fairness{TTFTP95Ratio: r.f64("fairness"), E2ELP95Ratio: r.f64("fairness"), Worst: r.str("fairness"), Best: r.str("fairness")}
 	}
+	s.StartupS, s.TotalS = r.f64("startup"), r.f64("total")
 }
 
 // decodeSealedSummary verifies a stored summary and decodes it.

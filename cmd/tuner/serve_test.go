@@ -32,7 +32,7 @@ func TestServeRefusesUnsafeOptions(t *testing.T) {
 
 // startServe starts `tuner serve` on a free loopback port and returns its
 // base URL and process.
-func startServe(t *testing.T, bin, db string) (string, *exec.Cmd) {
+func startServe(t testing.TB, bin, db string) (string, *exec.Cmd) {
 	t.Helper()
 	cmd := exec.Command(bin, "--db", db, "serve", "--listen", "127.0.0.1:0")
 	out, err := cmd.StdoutPipe()

@@ -120,6 +120,7 @@ func TestSummaryAgreesWithResult(t *testing.T) {
 				res.ServeArgs = []string{"--enable-lora", "--lora-modules", "a=/x y"}[:n]
 			}
 			res.VRAMSource = []string{"", "nvml", "estimate"}[i%3]
+			res.Phases = trial.Phases{StartupS: float64(i), TotalS: float64(3 * i), MeasureS: 9}
 			ended = time.Unix(1_800_000_000+int64(i), int64(i)*1000).UTC()
 		}
 		tr := store.Trial{V: 1, StudyID: "0123456789ab", Seq: 1, ID: "0123456789ab-1", State: store.StateOf(res), Config: cfg, Result: res,
@@ -153,9 +154,11 @@ func TestSummaryAgreesWithResult(t *testing.T) {
 			t.Fatal("summary has metrics the result lacks")
 		}
 		// The summary's result reads as the full one: verdict, SLO
-		// check, request counts, VRAM source, serve arguments.
+		// check, request counts, VRAM source, serve arguments, the
+		// phases the re-measurement's clock reads.
 		if thin.String() != res.String() || thin.Usable() != res.Usable() || thin.Overloaded() != res.Overloaded() ||
-			thin.VRAMSource != res.VRAMSource || !slices.Equal(thin.ServeArgs, res.ServeArgs) {
+			thin.VRAMSource != res.VRAMSource || !slices.Equal(thin.ServeArgs, res.ServeArgs) ||
+			thin.Phases.StartupS != res.Phases.StartupS || thin.Phases.TotalS != res.Phases.TotalS {
 			t.Fatalf("summary's result %+v, full %+v", thin, res)
 		}
 		if m := res.Metrics(); m != nil {

@@ -16,7 +16,13 @@ func (s *Store) ImportStudy(ctx context.Context, st store.Study, trials []store.
 	if err := store.CheckImport(st, trials); err != nil {
 		return err
 	}
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	var size int64 // what the records will take, about: their JSON
+	for i := range trials {
+		if r := trials[i].Result; r != nil {
+			size += 4 << 10 * int64(len(r.Levels)+1)
+		}
+	}
+	err := s.updateGrowing(ctx, size, func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketStudies)
 		if b.Get([]byte(st.ID)) == nil {
 			if err := putJSON(b, []byte(st.ID), st); err != nil {

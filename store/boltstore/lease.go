@@ -356,7 +356,7 @@ func (s *Store) Migrate(ctx context.Context) (int, error) {
 // Summaries: see store.DB.
 func (s *Store) Summaries(ctx context.Context, studyID string, f store.TrialFilter) ([]store.Summary, error) {
 	var out []store.Summary
-	err := s.scanSummaries(ctx, studyID, func(sm *store.Summary) error {
+	err := s.scanSummariesFrom(ctx, studyID, f.FromSeq, func(sm *store.Summary) error {
 		if f.MatchSummary(sm) {
 			out = append(out, *sm)
 		}

@@ -272,13 +272,13 @@ func TestMigrateV2Summaries(t *testing.T) {
 				return err
 			}
 			// Version 1: the same bytes without version 2's trailer
-			// (9 bytes when its fields are empty).
+			// (25 bytes when its fields are empty).
 			v1 := sm
 			v1.Ended, v1.Worker, v1.VRAMSource, v1.ServeArgs = time.Time{}, "", "", nil
 			v1.Completed, v1.FailedRequests, v1.TokenMismatches, v1.Overloaded = 0, 0, 0, false
-			v1.Missing, v1.PrefixCache, v1.Fairness = nil, nil, nil
+			v1.Missing, v1.PrefixCache, v1.Fairness, v1.StartupS, v1.TotalS = nil, nil, nil, 0, 0
 			b := store.EncodeSummary(&v1)
-			b = b[:len(b)-9]
+			b = b[:len(b)-9-16]
 			b[0] = 1
 			keys, vals = append(keys, bytes.Clone(k)), append(vals, store.Seal(b))
 			return nil

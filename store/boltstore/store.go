@@ -338,11 +338,19 @@ func (s *Store) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 			// No gate (e.g. a read-only directory): read without it.
 		}
 	}
-	return s.withDB(deadline, true, func(db *bolt.DB) error { return db.View(s.guard(db, fn)) })
+	return s.withDB(deadline, true, 0, func(db *bolt.DB) error { return db.View(s.guard(db, fn)) })
 }
 
 // update runs fn in one read-write transaction.
 func (s *Store) update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
+	return s.updateGrowing(ctx, 0, fn)
+}
+
+// updateGrowing is update for a transaction that writes about grow bytes:
+// the file is mapped that much larger from the start, since bbolt remaps
+// a growing file within a transaction by copying every page it touched
+// (seconds for an import of a few hundred MB).
+func (s *Store) updateGrowing(ctx context.Context, grow int64, fn func(tx *bolt.Tx) error) error {
 	if s.opts.ReadOnly {
 		return store.ErrReadOnly
 	}
@@ -358,7 +366,7 @@ func (s *Store) update(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	err = s.withDB(deadline, false, func(db *bolt.DB) error { return db.Update(s.guard(db, fn)) })
+	err = s.withDB(deadline, false, grow, func(db *bolt.DB) error { return db.Update(s.guard(db, fn)) })
 	if errors.Is(err, errNoChange) {
 		return nil
 	}
@@ -398,7 +406,7 @@ func (s *Store) guard(db *bolt.DB, fn func(tx *bolt.Tx) error) func(tx *bolt.Tx)
 
 // withDB opens the file, runs fn and closes it. Page faults and panics
 // inside bbolt (a damaged file) become a *CorruptError.
-func (s *Store) withDB(deadline time.Time, readOnly bool, fn func(db *bolt.DB) error) (err error) {
+func (s *Store) withDB(deadline time.Time, readOnly bool, grow int64, fn func(db *bolt.DB) error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
@@ -419,10 +427,15 @@ func (s *Store) withDB(deadline time.Time, readOnly bool, fn func(db *bolt.DB) e
 	if wait < time.Millisecond {
 		wait = time.Millisecond // bbolt's zero means forever
 	}
+	var mmap int
+	if grow > 0 {
+		mmap = int(st.Size() + 2*grow) // pages freed and rewritten as well as new ones
+	}
 	db, err := bolt.Open(s.path, 0o600, &bolt.Options{
-		ReadOnly: readOnly,
-		Timeout:  wait,
-		NoSync:   s.opts.NoSync,
+		ReadOnly:        readOnly,
+		Timeout:         wait,
+		NoSync:          s.opts.NoSync,
+		InitialMmapSize: mmap,
 		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
 			return os.OpenFile(name, flag&^os.O_CREATE, perm) // never create or initialise here
 		},

@@ -292,7 +292,12 @@ func (s *Store) scanStudyFrom(ctx context.Context, studyID string, from uint64, 
 
 // scanSummaries calls fn for each trial summary of a study in sequence order.
 func (s *Store) scanSummaries(ctx context.Context, studyID string, fn func(*store.Summary) error) error {
-	return s.scanRaw(ctx, studyID, bucketSummaries, 1, func(k, v []byte) error {
+	return s.scanSummariesFrom(ctx, studyID, 1, fn)
+}
+
+// scanSummariesFrom is scanSummaries from trial number from on.
+func (s *Store) scanSummariesFrom(ctx context.Context, studyID string, from uint64, fn func(*store.Summary) error) error {
+	return s.scanRaw(ctx, studyID, bucketSummaries, from, func(k, v []byte) error {
 		sm, err := store.DecodeSealedSummary(studyID, v)
 		if err == nil && !bytes.Equal(k, seqKey(sm.Seq)) {
 			err = fmt.Errorf("summary %s stored under key %x", sm.ID(), k)

@@ -450,7 +450,7 @@ func (s *Store) readFront(ctx context.Context, name string, objs pareto.Objectiv
 func (s *Store) computeFront(ctx context.Context, name string, objs pareto.Objectives, studies []store.Study, q store.FrontQuery) (store.Front, error) {
 	var cands []store.Point
 	for _, st := range studies {
-		sums, err := s.summaries(ctx, st.ID)
+		sums, err := s.summaries(ctx, st.ID, 0)
 		if err != nil {
 			return store.Front{}, err
 		}
@@ -463,10 +463,11 @@ func (s *Store) computeFront(ctx context.Context, name string, objs pareto.Objec
 	return store.FrontOf(name, objs, cands), nil
 }
 
-func (s *Store) summaries(ctx context.Context, studyID string) ([]store.Summary, error) {
+// summaries reads a study's summaries from trial number from on.
+func (s *Store) summaries(ctx context.Context, studyID string, from uint64) ([]store.Summary, error) {
 	var out []store.Summary
 	err := s.tx(ctx, false, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, "SELECT study_id, sum FROM trials WHERE study_id = $1 ORDER BY seq", studyID)
+		rows, err := tx.Query(ctx, "SELECT study_id, sum FROM trials WHERE study_id = $1 AND seq >= $2 ORDER BY seq", studyID, int64(from))
 		if err != nil {
 			return err
 		}

@@ -259,7 +259,7 @@ func (s *Store) Summaries(ctx context.Context, studyID string, f store.TrialFilt
 	if _, err := s.Study(ctx, studyID); err != nil {
 		return nil, err
 	}
-	all, err := s.summaries(ctx, studyID)
+	all, err := s.summaries(ctx, studyID, f.FromSeq)
 	if err != nil {
 		return nil, err
 	}

@@ -86,6 +86,7 @@ func ResultOneIn(r *rand.Rand, cfg spaces.Config, n int) *trial.Result {
 		res.ServeArgs = []string{"--enable-lora", "--max-loras", "2"}
 	}
 	res.VRAMSource = "nvml"
+	res.Phases = trial.Phases{StartupS: float64(k%50) / 2, MeasureS: 60, TotalS: 62 + float64(k%50)/2}
 	res.Levels = []trial.Level{{Concurrency: 64, Metrics: m, SLOMet: true}}
 	res.PeakVRAMGiB = 80 * cfg.Float("gpu_memory_utilization")
 	return res
