@@ -7,7 +7,7 @@ LDFLAGS   := -X main.version=$(VERSION)
 FUZZTIME  ?= 10s
 export CGO_CFLAGS := -Wno-deprecated-declarations
 
-.PHONY: all build test test-stress unit race lint vet fmt-check bench eval-search eval-search-table eval-workloads bench-search fuzz soak demo docs-img clean
+.PHONY: all build test test-stress unit race norace lint vet fmt-check bench eval-search eval-search-table eval-workloads bench-search fuzz soak demo docs-img clean
 
 all: build
 
@@ -16,8 +16,8 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/vllm-sim ./cmd/vllm-sim
 
 # The README's test command: lint, then every unit and integration test with
-# the race detector.
-test: lint race
+# the race detector, then the pure-computation tests without it (norace).
+test: lint race norace
 
 # The suite beside a documented, bounded CPU load (scripts/cpuload.sh:
 # STRESS_LOOPS busy loops, default 6, for at most STRESS_SECONDS, default
@@ -34,6 +34,20 @@ unit:
 
 race:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+# Pure-computation tests live in files named *_norace_test.go (build tag
+# !race): single-goroutine number crunching (the simulator over the whole
+# catalog, surrogate training sets) in which the race detector can find
+# nothing and which it slows 5-10x. `make race` leaves them out; they run
+# here once, without it (their concurrency, where any, is raced by smaller
+# tests of the same code).
+NORACE_FILES := $(shell git ls-files '*_norace_test.go' 2>/dev/null)
+norace:
+	@files="$(NORACE_FILES)"; [ -n "$$files" ] || exit 0; \
+	pkgs=$$(for f in $$files; do echo ./$$(dirname $$f); done | sort -u | tr "\n" " "); \
+	tests=$$(grep -ho '^func Test[A-Za-z0-9_]*' $$files | sed 's/^func //' | paste -sd'|' -); \
+	echo "$(GO) test -count=1 -run '^($$tests)$$' $$pkgs"; \
+	$(GO) test -count=1 -timeout 15m -run "^($$tests)\$$" $$pkgs
 
 lint: vet fmt-check
 

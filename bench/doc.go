@@ -9,7 +9,9 @@
 // the steady state with trial.Analyze, summarises with trial.Summarize and
 // hands each finished cell, with its raw per-request data (raw.go: about 20
 // bytes a request, varints under gzip), to a Sink: the store keeps it, so a
-// run that dies keeps the cells it finished.
+// run that dies keeps the cells it finished. The run records are the
+// store's (store.Run, CellResult, LevelResult, RunState): this package
+// measures runs, the store keeps them.
 //
 // Each level is decomposed into queue, prefill, decode and the client's
 // share (trial.LatencyProbe around the level, when /metrics is scraped);

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/vllm-tuner/tuner/gate"
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -13,7 +14,7 @@ type RawReader func(cell int) ([]byte, error)
 
 // GateCellName is the gate's name of a cell's load level: the cell's name
 // when it has one level, "cell@c=16" (LevelResult.LoadString) otherwise.
-func GateCellName(cell *CellResult, level int) string {
+func GateCellName(cell *store.CellResult, level int) string {
 	if len(cell.Levels) == 1 {
 		return cell.Name
 	}
@@ -25,7 +26,7 @@ func GateCellName(cell *CellResult, level int) string {
 // latency series (Samples), the per-window output throughputs, and the
 // level's summary values of metrics for cells without raw data (an
 // imported summary). The matrix is identified by its hash.
-func GateRun(r *Run, raw RawReader, metrics []gate.Metric) (gate.Run, error) {
+func GateRun(r *store.Run, raw RawReader, metrics []gate.Metric) (gate.Run, error) {
 	out := gate.Run{ID: r.ID, Model: r.Model, Matrix: r.MatrixHash}
 	for i := range r.Cells {
 		c := &r.Cells[i]

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vllm-tuner/tuner/gate"
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -52,7 +53,7 @@ func TestGateITLPoolsEveryGap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := &Run{ID: "r1", Model: "m", Cells: []CellResult{{Name: "c", RawKey: "k", Requests: len(reqs), Levels: []LevelResult{{Concurrency: 16}}}}}
+	run := &store.Run{ID: "r1", Model: "m", Cells: []store.CellResult{{Name: "c", RawKey: "k", Requests: len(reqs), Levels: []store.LevelResult{{Concurrency: 16}}}}}
 	itl50, _ := gate.ParseMetric("itl_p50")
 	itl99, _ := gate.ParseMetric("itl_p99")
 	g, err := GateRun(run, func(int) ([]byte, error) { return raw, nil }, []gate.Metric{itl50, itl99})

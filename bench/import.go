@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -91,8 +92,8 @@ func importError(file, format string, args ...any) error {
 // NaN or infinite numbers, a duration over 31 days, a date before 2020,
 // more requests done than sent, a latency longer than the run,
 // percentiles that decrease, rates that disagree with the counts.
-func ParseVLLMResult(b []byte, o ImportOptions) (*Run, []Request, error) {
-	fail := func(format string, args ...any) (*Run, []Request, error) {
+func ParseVLLMResult(b []byte, o ImportOptions) (*store.Run, []Request, error) {
+	fail := func(format string, args ...any) (*store.Run, []Request, error) {
 		return nil, nil, importError(o.File, format, args...)
 	}
 	var top map[string]json.RawMessage
@@ -228,7 +229,7 @@ func ParseVLLMResult(b []byte, o ImportOptions) (*Run, []Request, error) {
 		}
 		*x.d, m.Missing = fillDist(x.name, stats, samples, m.Missing)
 	}
-	l := LevelResult{Metrics: m, SLOMet: true, Stability: trial.Stability{Reason: "imported: no steady-state check"},
+	l := store.LevelResult{Metrics: m, SLOMet: true, Stability: trial.Stability{Reason: "imported: no steady-state check"},
 		PeakOutputThroughput: vals["max_output_tokens_per_s"], PeakConcurrency: int(vals["max_concurrent_requests"])}
 	if _, ok := stats["mean_client_queue_time_ms"]; ok || (arr != nil && arr.series["client_queue"] != nil) {
 		var q []float64
@@ -277,11 +278,11 @@ func ParseVLLMResult(b []byte, o ImportOptions) (*Run, []Request, error) {
 	if len(labels) == 0 {
 		labels = nil
 	}
-	run := &Run{V: RunVersion, State: StateOK, Source: "import", Model: model, GPU: o.GPU, Engine: backend,
+	run := &store.Run{V: store.RunVersion, State: store.RunOK, Source: "import", Model: model, GPU: o.GPU, Engine: backend,
 		Matrix: name, MatrixHash: hex.EncodeToString(sum[:8]), Tier: o.Tier, Labels: labels, Start: start.UTC(),
 		End: start.UTC().Add(time.Duration(m.DurationS * float64(time.Second))),
-		Cells: []CellResult{{Name: cellName, Workload: trial.Workload{Name: cellName, NumRequests: int(vals["num_prompts"])},
-			Levels: []LevelResult{l}, Requests: len(reqs)}}}
+		Cells: []store.CellResult{{Name: cellName, Workload: trial.Workload{Name: cellName, NumRequests: int(vals["num_prompts"])},
+			Levels: []store.LevelResult{l}, Requests: len(reqs)}}}
 	return run, reqs, nil
 }
 

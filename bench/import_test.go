@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vllm-tuner/tuner/store"
 )
 
 func detailedFixture(t testing.TB) map[string]any {
@@ -155,7 +157,7 @@ func FuzzParseVLLMResult(f *testing.F) {
 	})
 }
 
-func importFixture(t *testing.T, name string) (*Run, []Request, error) {
+func importFixture(t *testing.T, name string) (*store.Run, []Request, error) {
 	t.Helper()
 	return ParseVLLMResult(mustRead(t, filepath.Join("testdata/vllm-results", name)), ImportOptions{File: name})
 }

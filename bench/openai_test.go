@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/trial/openaitest"
 )
@@ -45,7 +46,7 @@ func TestExecuteOpenAIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run.State != StateOK || len(run.Cells) != 2 {
+	if run.State != store.RunOK || len(run.Cells) != 2 {
 		t.Fatalf("run %s with %d cells, want ok with 2", run.State, len(run.Cells))
 	}
 	for _, c := range run.Cells {
@@ -79,7 +80,7 @@ func TestExecuteEveryRequestFails(t *testing.T) {
 	if !errors.Is(err, trial.ErrAllFailed) {
 		t.Fatalf("err = %v, want ErrAllFailed", err)
 	}
-	if run == nil || run.State != StateFailed || sink.run.State != StateFailed || len(sink.run.Cells) != 1 {
+	if run == nil || run.State != store.RunFailed || sink.run.State != store.RunFailed || len(sink.run.Cells) != 1 {
 		t.Fatalf("run %v; stored %s with %d cells, want failed with 1", run, sink.run.State, len(sink.run.Cells))
 	}
 	c := sink.run.Cells[0]

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -164,7 +165,7 @@ func BenchmarkReport1M(b *testing.B) {
 			b.Fatal(err)
 		}
 		cell := ReportCell("c", got, slo)
-		run := Run{ID: "r1", Cells: []CellResult{cell}}
+		run := store.Run{ID: "r1", Cells: []store.CellResult{cell}}
 		var buf bytes.Buffer
 		if err := WriteRun(&buf, &run, "text"); err != nil || !strings.Contains(buf.String(), "c=") {
 			b.Fatalf("report: %v", err)

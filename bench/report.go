@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -44,7 +45,7 @@ func f2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 // WriteRun renders the run as text ("text") or Markdown ("md"): the labels,
 // then per cell its throughput table, its latency percentiles, the
 // prompt-length buckets and the capacity at the SLO.
-func WriteRun(w io.Writer, r *Run, format string) error {
+func WriteRun(w io.Writer, r *store.Run, format string) error {
 	md := format == "md"
 	render := func(t *table) {
 		if md {
@@ -128,7 +129,7 @@ func WriteRun(w io.Writer, r *Run, format string) error {
 
 // tenantTable holds a LoRA workload's per-tenant figures and, per load,
 // the fairness between tenants (worst over best P95).
-func tenantTable(c *CellResult) *table {
+func tenantTable(c *store.CellResult) *table {
 	t := &table{head: []string{"load", "tenant", "requests", "out tok/s", "ttft p50", "ttft p95", "tpot p95", "e2el p95", "fairness e2el p95"}}
 	for i := range c.Levels {
 		l := &c.Levels[i]
@@ -144,7 +145,7 @@ func tenantTable(c *CellResult) *table {
 	return t
 }
 
-func throughputTable(c *CellResult) *table {
+func throughputTable(c *store.CellResult) *table {
 	t := &table{head: []string{"load", "req/s", "in tok/s", "out tok/s", "total tok/s", "goodput req/s", "success", "errors", "stable", "kv max", "preempt", "prefix hit", "out tok/s/gpu", "J/tok"}}
 	for i := range c.Levels {
 		l := &c.Levels[i]
@@ -184,7 +185,7 @@ func throughputTable(c *CellResult) *table {
 // tokens in its busiest second, the most requests in flight at once, and
 // the time requests waited in the client for a --max-concurrency slot; no
 // rows when no level has them.
-func peakTable(c *CellResult) *table {
+func peakTable(c *store.CellResult) *table {
 	t := &table{head: []string{"load", "peak out tok/s", "peak concurrency", "client queue ms mean", "p50", "p99", "max"}}
 	for i := range c.Levels {
 		l := &c.Levels[i]
@@ -216,7 +217,7 @@ func orNA(m *trial.Metrics, name string, v float64) string {
 	return f2(v)
 }
 
-func latencyTable(c *CellResult) *table {
+func latencyTable(c *store.CellResult) *table {
 	t := &table{head: []string{"load", "metric (ms)", "mean", "p50", "p90", "p95", "p99", "max"}}
 	for i := range c.Levels {
 		l := &c.Levels[i]
@@ -236,7 +237,7 @@ func latencyTable(c *CellResult) *table {
 // queue, prefill and decode means (from its histograms) and the client's
 // share, with their shares of the parts' sum and the phases' approximate
 // p95, beside the client's TTFT and TPOT means.
-func breakdownTable(c *CellResult) *table {
+func breakdownTable(c *store.CellResult) *table {
 	t := &table{head: []string{"load", "queue ms", "prefill ms", "decode ms", "client ms", "e2el mean", "shares q/p/d/c", "p95 q/p/d ~", "ttft mean", "tpot mean", "requests (engine)"}}
 	pct := func(v float64) string { return strconv.FormatFloat(100*v, 'f', 0, 64) }
 	for i := range c.Levels {
@@ -257,7 +258,7 @@ func breakdownTable(c *CellResult) *table {
 // Buckets are the prompt-length classes in display order.
 var bucketOrder = []string{"short", "medium", "long"}
 
-func bucketTable(c *CellResult) *table {
+func bucketTable(c *store.CellResult) *table {
 	b := trial.DefaultPromptBuckets()
 	t := &table{head: []string{"load", fmt.Sprintf("prompt bucket (<%d / %d-%d / >%d)", b.Short, b.Short, b.Medium, b.Medium), "requests", "out tok/s", "ttft p50", "ttft p99", "tpot p50", "tpot p99", "e2el p50"}}
 	for i := range c.Levels {
@@ -294,7 +295,7 @@ type CSVWriter struct {
 func NewCSVWriter(w io.Writer) *CSVWriter { return &CSVWriter{w: csv.NewWriter(w)} }
 
 // Write writes the requests of one cell of run.
-func (cw *CSVWriter) Write(run string, c *CellResult, reqs []Request) error {
+func (cw *CSVWriter) Write(run string, c *store.CellResult, reqs []Request) error {
 	if !cw.header {
 		cw.header = true
 		if err := cw.w.Write(CSVHeader); err != nil {
@@ -337,7 +338,7 @@ func (cw *CSVWriter) Flush() error {
 
 // ListTable writes one line per run: ID, state, model, GPU, engine,
 // matrix, tier, labels, start, cells.
-func ListTable(w io.Writer, runs []Run) {
+func ListTable(w io.Writer, runs []store.Run) {
 	t := &table{head: []string{"RUN", "STATE", "SOURCE", "MODEL", "GPU", "ENGINE", "MATRIX", "TIER", "LABELS", "START", "CELLS"}}
 	for i := range runs {
 		r := &runs[i]

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -14,9 +15,9 @@ func TestReportTenants(t *testing.T) {
 		return &trial.Metrics{Completed: n, OutputThroughput: float64(n), E2EL: trial.Dist{P95: e2el}}
 	}
 	by := map[string]*trial.Metrics{"sql": tenant(30, 900), "chat": tenant(10, 450)}
-	r := Run{ID: "r1", Cells: []CellResult{
-		{Name: "lora", Levels: []LevelResult{{Concurrency: 8, Metrics: trial.Metrics{Completed: 40, ByTenant: by, Fairness: trial.TenantFairness(by)}}}},
-		{Name: "plain", Levels: []LevelResult{{Concurrency: 8, Metrics: trial.Metrics{Completed: 40}}}},
+	r := store.Run{ID: "r1", Cells: []store.CellResult{
+		{Name: "lora", Levels: []store.LevelResult{{Concurrency: 8, Metrics: trial.Metrics{Completed: 40, ByTenant: by, Fairness: trial.TenantFairness(by)}}}},
+		{Name: "plain", Levels: []store.LevelResult{{Concurrency: 8, Metrics: trial.Metrics{Completed: 40}}}},
 	}}
 	for _, format := range []string{"text", "md"} {
 		var b strings.Builder
@@ -36,7 +37,7 @@ func TestReportTenants(t *testing.T) {
 func TestReportInputOverOneWindow(t *testing.T) {
 	m := trial.Metrics{Completed: 100, TotalInputTokens: 51200, TotalOutputTokens: 12800, DurationS: 2, BenchDurationS: 10,
 		ThroughputWindow: trial.WindowSteady, OutputThroughput: 1280, TotalTokenThroughput: 6400, RequestThroughput: 10}
-	c := CellResult{Levels: []LevelResult{{Concurrency: 8, Metrics: m}}}
+	c := store.CellResult{Levels: []store.LevelResult{{Concurrency: 8, Metrics: m}}}
 	tb := throughputTable(&c)
 	col := func(name string) string {
 		for i, h := range tb.head {
@@ -55,7 +56,7 @@ func TestReportInputOverOneWindow(t *testing.T) {
 // The prefix-cache hit rate read from vLLM's counters is a column; a level
 // without lookups shows "-", not 0%.
 func TestReportPrefixHitColumn(t *testing.T) {
-	c := CellResult{Levels: []LevelResult{
+	c := store.CellResult{Levels: []store.LevelResult{
 		{Concurrency: 8, Metrics: trial.Metrics{Completed: 10, PrefixCache: trial.NewPrefixCache(286720, 222720)}},
 		{Concurrency: 16, Metrics: trial.Metrics{Completed: 10}},
 	}}

@@ -10,25 +10,6 @@ import (
 	"github.com/vllm-tuner/tuner/trial"
 )
 
-// The run records are the store's (store.Run and its parts): this package
-// measures runs, the store keeps them.
-type (
-	Run         = store.Run
-	CellResult  = store.CellResult
-	LevelResult = store.LevelResult
-	State       = store.RunState
-	CurvePoint  = store.CurvePoint
-)
-
-// RunVersion and the run states: see store.
-const (
-	RunVersion   = store.RunVersion
-	StateRunning = store.RunRunning
-	StateOK      = store.RunOK
-	StatePartial = store.RunPartial
-	StateFailed  = store.RunFailed
-)
-
 // Summarize computes a level's metrics from raw requests with
 // trial.Summarize: TTFT, TPOT, E2EL and the token and request counts are
 // exact (to the microsecond); ITL pools every gap as rebuilt from each
@@ -79,7 +60,7 @@ func errorCounts(reqs []Request) (map[string]int, float64) {
 }
 
 // capacityAtSLO is the highest load whose level met the SLO (0: none).
-func capacityAtSLO(levels []LevelResult, slo trial.SLO) float64 {
+func capacityAtSLO(levels []store.LevelResult, slo trial.SLO) float64 {
 	if len(slo) == 0 {
 		return 0
 	}
@@ -96,8 +77,8 @@ func capacityAtSLO(levels []LevelResult, slo trial.SLO) float64 {
 // or re-analysed run): level i holds the requests of Level i, each
 // summarised by Summarize. Loads are unknown here and left 0 except the
 // concurrency, numbered by level.
-func ReportCell(name string, reqs []Request, slo trial.SLO) CellResult {
-	c := CellResult{Name: name, Requests: len(reqs)}
+func ReportCell(name string, reqs []Request, slo trial.SLO) store.CellResult {
+	c := store.CellResult{Name: name, Requests: len(reqs)}
 	// Runs store levels one after another: split without copying.
 	sorted := slices.IsSortedFunc(reqs, func(a, b Request) int { return a.Level - b.Level })
 	if !sorted {
@@ -115,14 +96,14 @@ func ReportCell(name string, reqs []Request, slo trial.SLO) CellResult {
 	}
 	// Levels are independent: summarise them in parallel (sorting for the
 	// percentiles is most of the work).
-	c.Levels = make([]LevelResult, len(bounds))
+	c.Levels = make([]store.LevelResult, len(bounds))
 	var wg sync.WaitGroup
 	for i, b := range bounds {
 		wg.Go(func() {
 			lr := reqs[b[0]:b[1]]
 			m := Summarize(lr, slo)
 			met, viol := slo.Check(&m)
-			l := LevelResult{Concurrency: lr[0].Level + 1, Metrics: m, SLOMet: met, Violations: viol}
+			l := store.LevelResult{Concurrency: lr[0].Level + 1, Metrics: m, SLOMet: met, Violations: viol}
 			l.Errors, l.SuccessRate = errorCounts(lr)
 			c.Levels[i] = l
 		})

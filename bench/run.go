@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -40,11 +41,11 @@ type Launcher func(ctx context.Context) (Server, ServerInfo, error)
 // Sink stores a run as it goes, so a run that dies keeps its finished cells.
 type Sink interface {
 	// BeginRun stores r (state running) and returns its ID.
-	BeginRun(ctx context.Context, r *Run) (string, error)
+	BeginRun(ctx context.Context, r *store.Run) (string, error)
 	// AddCell appends a finished cell and its encoded raw data.
-	AddCell(ctx context.Context, id string, c CellResult, raw []byte) error
+	AddCell(ctx context.Context, id string, c store.CellResult, raw []byte) error
 	// FinishRun records the final state, reason and end time.
-	FinishRun(ctx context.Context, id string, st State, reason string, end time.Time) error
+	FinishRun(ctx context.Context, id string, st store.RunState, reason string, end time.Time) error
 }
 
 // Config configures a benchmark run.
@@ -53,7 +54,7 @@ type Config struct {
 	RestartPerCell bool
 	// Run holds the labels (model, GPU, engine, flags, tier, labels) the
 	// stored record starts from; Run fills in the rest.
-	Run            Run
+	Run            store.Run
 	RequestTimeout time.Duration
 	Stability      trial.StabilityConfig
 	// MaxRequests caps a duration-bound closed-loop level.
@@ -99,7 +100,7 @@ var ErrServerGone = errors.New("server stopped answering")
 // with its finished cells; a launch failure before anything was stored is
 // returned as an error with no run stored. The returned run is what was
 // stored (also on error when one was).
-func Execute(ctx context.Context, cfg Config, m Matrix, sink Sink) (*Run, error) {
+func Execute(ctx context.Context, cfg Config, m Matrix, sink Sink) (*store.Run, error) {
 	d := DefaultConfig()
 	if cfg.Launch == nil {
 		return nil, errors.New("bench: no launcher")
@@ -168,7 +169,7 @@ type executor struct {
 	done  int
 }
 
-func (e *executor) run(ctx context.Context) (*Run, error) {
+func (e *executor) run(ctx context.Context) (*store.Run, error) {
 	cfg := e.cfg
 	srv, info, err := cfg.Launch(ctx)
 	if err != nil {
@@ -184,7 +185,7 @@ func (e *executor) run(ctx context.Context) (*Run, error) {
 	}
 	defer stop()
 	r := cfg.Run
-	r.V, r.State, r.Start = RunVersion, StateRunning, cfg.Now().UTC()
+	r.V, r.State, r.Start = store.RunVersion, store.RunRunning, cfg.Now().UTC()
 	if r.Source == "" {
 		r.Source = "run"
 	}
@@ -202,7 +203,7 @@ func (e *executor) run(ctx context.Context) (*Run, error) {
 	if r.ID, err = e.sink.BeginRun(ctx, &r); err != nil {
 		return nil, fmt.Errorf("store run: %w", err)
 	}
-	finish := func(st State, reason string) (*Run, error) {
+	finish := func(st store.RunState, reason string) (*store.Run, error) {
 		r.State, r.Reason, r.End = st, reason, cfg.Now().UTC()
 		// The final state is written even when ctx was cancelled.
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -238,16 +239,16 @@ func (e *executor) run(ctx context.Context) (*Run, error) {
 			return e.end(finish, &r, ctx, fmt.Errorf("cell %s: %w", cell.Name, cerr))
 		}
 	}
-	return finish(StateOK, "")
+	return finish(store.RunOK, "")
 }
 
 // end finishes a run stopped by err: partial when a stored cell served
 // requests, failed when none did (a cell whose every request failed is
 // stored with its error, and measured nothing).
-func (e *executor) end(finish func(State, string) (*Run, error), r *Run, ctx context.Context, err error) (*Run, error) {
-	st := StateFailed
+func (e *executor) end(finish func(store.RunState, string) (*store.Run, error), r *store.Run, ctx context.Context, err error) (*store.Run, error) {
+	st := store.RunFailed
 	if slices.ContainsFunc(r.Cells, served) {
-		st = StatePartial
+		st = store.RunPartial
 	}
 	reason := err.Error()
 	if ctx.Err() != nil {
@@ -258,8 +259,8 @@ func (e *executor) end(finish func(State, string) (*Run, error), r *Run, ctx con
 }
 
 // served: some request of the cell succeeded.
-func served(c CellResult) bool {
-	return slices.ContainsFunc(c.Levels, func(l LevelResult) bool { return l.Metrics.Completed > 0 })
+func served(c store.CellResult) bool {
+	return slices.ContainsFunc(c.Levels, func(l store.LevelResult) bool { return l.Metrics.Completed > 0 })
 }
 
 // Progress is where a run stands as a load level starts: level Done+1 of
@@ -312,10 +313,10 @@ func (e *executor) progress(run, cell string, load float64, closed bool) {
 
 // cell measures one cell's levels with trial's level engine; it returns
 // what it measured even when it stopped early.
-func (e *executor) cell(ctx context.Context, srv Server, run, model string, c Cell) (CellResult, []Request, error) {
+func (e *executor) cell(ctx context.Context, srv Server, run, model string, c Cell) (store.CellResult, []Request, error) {
 	cfg := e.cfg
 	w := c.Workload
-	res := CellResult{Name: c.Name, Workload: w}
+	res := store.CellResult{Name: c.Name, Workload: w}
 	client := trial.NewClient(srv.BaseURL(), model, cfg.RequestTimeout, trial.WithEndpoint(w.Endpoint))
 	defer client.Close()
 	lm := &trial.LevelMeasurer{
@@ -357,7 +358,7 @@ func (e *executor) cell(ctx context.Context, srv Server, run, model string, c Ce
 
 // levelResult is a measured level as a run stores it: the level with its
 // telemetry, error counts and samples, per-GPU figures, and its requests.
-func (e *executor) levelResult(idx int, l *trial.MeasuredLevel) (LevelResult, []Request) {
+func (e *executor) levelResult(idx int, l *trial.MeasuredLevel) (store.LevelResult, []Request) {
 	recs := l.Records
 	reqs := make([]Request, len(recs))
 	samples := map[string]string{}
@@ -368,7 +369,7 @@ func (e *executor) levelResult(idx int, l *trial.MeasuredLevel) (LevelResult, []
 		}
 	}
 	m := l.Metrics
-	lr := LevelResult{Concurrency: l.Concurrency, Rate: l.Rate, Metrics: m, SLOMet: l.SLOMet, Violations: l.Violations,
+	lr := store.LevelResult{Concurrency: l.Concurrency, Rate: l.Rate, Metrics: m, SLOMet: l.SLOMet, Violations: l.Violations,
 		Stability: l.Stability, Telemetry: l.Telemetry, WindowThroughput: l.WindowThroughput, ElapsedS: l.ElapsedS}
 	if len(samples) > 0 {
 		lr.ErrorSample = samples

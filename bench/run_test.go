@@ -11,20 +11,21 @@ import (
 	"time"
 
 	"github.com/vllm-tuner/tuner/sim"
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
 // memSink is an in-memory Sink (the store's conformance is tested in store).
 type memSink struct {
 	mu      sync.Mutex
-	run     Run
+	run     store.Run
 	raw     map[int][]byte
 	onCell  func(i int)
 	begun   bool
 	finishN int
 }
 
-func (s *memSink) BeginRun(_ context.Context, r *Run) (string, error) {
+func (s *memSink) BeginRun(_ context.Context, r *store.Run) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.begun, s.run, s.raw = true, *r, map[int][]byte{}
@@ -32,7 +33,7 @@ func (s *memSink) BeginRun(_ context.Context, r *Run) (string, error) {
 	return "r1", nil
 }
 
-func (s *memSink) AddCell(_ context.Context, id string, c CellResult, raw []byte) error {
+func (s *memSink) AddCell(_ context.Context, id string, c store.CellResult, raw []byte) error {
 	s.mu.Lock()
 	i := len(s.run.Cells)
 	s.run.Cells = append(s.run.Cells, c)
@@ -45,7 +46,7 @@ func (s *memSink) AddCell(_ context.Context, id string, c CellResult, raw []byte
 	return nil
 }
 
-func (s *memSink) FinishRun(_ context.Context, id string, st State, reason string, end time.Time) error {
+func (s *memSink) FinishRun(_ context.Context, id string, st store.RunState, reason string, end time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.run.State, s.run.Reason, s.run.End = st, reason, end
@@ -105,7 +106,7 @@ func testConfig(t *testing.T, base string) Config {
 	cfg := DefaultConfig()
 	cfg.Launch = l
 	cfg.RequestTimeout = 20 * time.Second
-	cfg.Run = Run{Engine: "url", URL: base, GPU: trial.GPUIdentity{Name: "H100-80GB", Count: 2}}
+	cfg.Run = store.Run{Engine: "url", URL: base, GPU: trial.GPUIdentity{Name: "H100-80GB", Count: 2}}
 	return cfg
 }
 
@@ -124,7 +125,7 @@ func TestExecuteURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run.State != StateOK || sink.run.State != StateOK || sink.finishN != 1 || len(sink.run.Cells) != 2 {
+	if run.State != store.RunOK || sink.run.State != store.RunOK || sink.finishN != 1 || len(sink.run.Cells) != 2 {
 		t.Fatalf("run %s (stored %s, %d finishes), %d cells", run.State, sink.run.State, sink.finishN, len(sink.run.Cells))
 	}
 	if run.Model != "tiny-llama" || run.MatrixHash != m.Hash || run.Matrix != "t" {
@@ -228,7 +229,7 @@ func TestExecuteServerDies(t *testing.T) {
 	if !errors.Is(err, ErrServerGone) {
 		t.Fatalf("err = %v, want ErrServerGone", err)
 	}
-	if run == nil || run.State != StatePartial || sink.run.State != StatePartial || len(sink.run.Cells) != 2 || sink.run.Cells[0].Name != "a" {
+	if run == nil || run.State != store.RunPartial || sink.run.State != store.RunPartial || len(sink.run.Cells) != 2 || sink.run.Cells[0].Name != "a" {
 		t.Fatalf("run %+v; stored state %s with %d cells", run, sink.run.State, len(sink.run.Cells))
 	}
 	if a, b := sink.run.Cells[0], sink.run.Cells[1]; a.Error != "" || !strings.Contains(b.Error, ErrServerGone.Error()) {
@@ -253,7 +254,7 @@ func TestExecuteCancelled(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("err = %v", err)
 	}
-	if run.State != StatePartial || sink.run.Reason != "interrupted" || len(sink.run.Cells) != 1 {
+	if run.State != store.RunPartial || sink.run.Reason != "interrupted" || len(sink.run.Cells) != 1 {
 		t.Errorf("state %s reason %q cells %d", run.State, sink.run.Reason, len(sink.run.Cells))
 	}
 }

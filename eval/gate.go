@@ -17,6 +17,7 @@ import (
 
 	"github.com/vllm-tuner/tuner/bench"
 	"github.com/vllm-tuner/tuner/gate"
+	"github.com/vllm-tuner/tuner/store"
 )
 
 // GateStart starts a fresh server for one benchmark run: a simulator slowed
@@ -77,24 +78,24 @@ type GateEval struct {
 
 // memSink keeps one run in memory.
 type memSink struct {
-	run  bench.Run
+	run  store.Run
 	raws [][]byte
 }
 
-func (m *memSink) BeginRun(_ context.Context, r *bench.Run) (string, error) {
+func (m *memSink) BeginRun(_ context.Context, r *store.Run) (string, error) {
 	m.run = *r
 	m.run.ID = "mem"
 	return m.run.ID, nil
 }
 
-func (m *memSink) AddCell(_ context.Context, _ string, c bench.CellResult, raw []byte) error {
+func (m *memSink) AddCell(_ context.Context, _ string, c store.CellResult, raw []byte) error {
 	c.RawKey = fmt.Sprint(len(m.raws))
 	m.run.Cells = append(m.run.Cells, c)
 	m.raws = append(m.raws, raw)
 	return nil
 }
 
-func (m *memSink) FinishRun(_ context.Context, _ string, st bench.State, reason string, end time.Time) error {
+func (m *memSink) FinishRun(_ context.Context, _ string, st store.RunState, reason string, end time.Time) error {
 	m.run.State, m.run.Reason, m.run.End = st, reason, end
 	return nil
 }
@@ -121,7 +122,7 @@ func benchOnce(ctx context.Context, cfg GateEvalConfig, id string, slowdown floa
 	if err != nil {
 		return gate.Run{}, wall, 0, err
 	}
-	if r.State != bench.StateOK {
+	if r.State != store.RunOK {
 		return gate.Run{}, wall, 0, fmt.Errorf("run %s: %s %s", id, r.State, r.Reason)
 	}
 	sink.run.ID = id

@@ -364,7 +364,7 @@ func (s TunerStrategy) Run(ctx context.Context, env Env) ([]Trial, Belief, error
 			continue
 		}
 		phase, num := PhaseRepeat, 0
-		if t.Phase == tuner.PhaseSearch {
+		if t.Repeat == 0 { // a search trial
 			n++
 			phase, num = PhaseSearch, n
 		}

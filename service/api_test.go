@@ -2,6 +2,7 @@ package service
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -153,16 +154,14 @@ func TestCacheFollowsTheStore(t *testing.T) {
 				t.Fatalf("%s: row %d is %s %s, stored %s %s", when, i, r.ID, r.State, all[i].ID, all[i].State)
 			}
 		}
-		lts := make([]tuner.Trial, len(all))
-		for i, x := range all {
-			lts[i] = tuner.FromStore(x)
-		}
 		m := tuner.StudyMetrics(st)
-		cands := tuner.Aggregate(lts, st.SLO(), m, tuner.DefaultConfig().MADK)
+		cands := tuner.Aggregate(all, st.SLO(), m, tuner.DefaultConfig().MADK)
 		want := []tuner.Candidate{}
 		for _, i := range tuner.Front(cands, m) {
 			want = append(want, cands[i])
 		}
+		// Best conservative throughput first, as `tuner pareto` lists it.
+		slices.SortStableFunc(want, func(a, b tuner.Candidate) int { return cmp.Compare(b.Score, a.Score) })
 		var f frontDoc
 		getJSON(t, e, "/api/v1/studies/"+st.ID+"/front", &f)
 		wb, _ := json.Marshal(want)

@@ -115,7 +115,7 @@ func (s *Server) benchmark(ctx context.Context, set int, j *store.Job, log inter
 			last = benchEvent(j.ID, p)
 			s.hub.publish(last)
 		},
-		OnRun: func(r *bench.Run, _ error) {
+		OnRun: func(r *store.Run, _ error) {
 			if r == nil || last.Job == "" {
 				return
 			}

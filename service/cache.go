@@ -49,7 +49,7 @@ func newStudyCache(max int) *studyCache {
 // a newer read builds a new one sharing nothing mutable with it.
 type studySnap struct {
 	study  store.Study
-	trials []tuner.Trial // in sequence order: trials[i].Number == i+1
+	trials []store.Trial // in sequence order: trials[i].Seq == i+1
 	rows   []trialRow    // the same order
 	// open is the index of the first trial still running (len(trials)
 	// when none): it and the trials after it are reread.
@@ -73,7 +73,7 @@ type judgement struct {
 	k     float64
 	cands []tuner.Candidate
 	first []int // per candidate, the index of its config's first finished trial (cands are in that order)
-	front []tuner.Candidate
+	front tuner.FrontView
 	recs  sync.Map // tuner.Prefer -> its recommendation (see studyView.recommendation)
 }
 
@@ -131,13 +131,13 @@ func refresh(ctx context.Context, db store.DB, id string, old *studySnap) (*stud
 		if err != nil {
 			return nil, err
 		}
-		ts, err := tuner.SummaryTrials(ctx, db, id, store.TrialFilter{})
+		ts, err := store.SummaryTrials(ctx, db, id, store.TrialFilter{})
 		if err != nil {
 			return nil, err
 		}
 		return buildSnap(st, nil, ts), nil
 	}
-	tail, err := tuner.SummaryTrials(ctx, db, id, store.TrialFilter{FromSeq: uint64(old.open) + 1})
+	tail, err := store.SummaryTrials(ctx, db, id, store.TrialFilter{FromSeq: uint64(old.open) + 1})
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +155,7 @@ func refresh(ctx context.Context, db store.DB, id string, old *studySnap) (*stud
 
 // buildSnap is old's settled trials followed by tail (all of them when old
 // is nil).
-func buildSnap(st store.Study, old *studySnap, tail []tuner.Trial) *studySnap {
+func buildSnap(st store.Study, old *studySnap, tail []store.Trial) *studySnap {
 	keep := 0
 	if old != nil {
 		keep = old.open
@@ -164,7 +164,7 @@ func buildSnap(st store.Study, old *studySnap, tail []tuner.Trial) *studySnap {
 	if old != nil {
 		s.prevBase = old.base.Load()
 	}
-	s.trials = make([]tuner.Trial, keep, keep+len(tail))
+	s.trials = make([]store.Trial, keep, keep+len(tail))
 	s.rows = make([]trialRow, keep, keep+len(tail))
 	if old != nil {
 		copy(s.trials, old.trials[:keep])
@@ -218,7 +218,7 @@ func (s *studySnap) judge(slo trial.SLO, k float64) *judgement {
 // config's trials only, and candidates stay in the order of their first
 // finished trial, as tuner.Aggregate orders them.
 func newJudgement(s *studySnap, slo trial.SLO, k float64, prev *judgement, keep int) *judgement {
-	j := &judgement{slo: slo, k: k, front: []tuner.Candidate{}}
+	j := &judgement{slo: slo, k: k}
 	touched := map[string]bool{}
 	if prev != nil {
 		for i := keep; i < len(s.trials); i++ {
@@ -266,15 +266,13 @@ func newJudgement(s *studySnap, slo trial.SLO, k float64, prev *judgement, keep 
 		}
 		j.cands, j.first = cands, firsts
 	}
-	for _, i := range tuner.Front(j.cands, s.metrics) {
-		j.front = append(j.front, j.cands[i])
-	}
+	j.front = tuner.NewFrontView(tuner.FrontInput{Cands: j.cands, Judged: j.cands, DefaultID: s.defaultID, Metrics: s.metrics, SLO: slo})
 	return j
 }
 
 // newTrialRow is a trial as the trials table shows it.
-func newTrialRow(t tuner.Trial, m tuner.Metrics) trialRow {
-	r := trialRow{ID: t.ID, Seq: uint64(t.Number), State: t.State, ConfigID: t.ConfigID, Repeat: t.Repeat, Started: t.Started, Ended: t.Ended,
+func newTrialRow(t store.Trial, m tuner.Metrics) trialRow {
+	r := trialRow{ID: t.ID, Seq: t.Seq, State: t.State, ConfigID: t.ConfigID, Repeat: t.Repeat, Started: t.Started, Ended: t.Ended,
 		Verdict: t.Verdict(), Flags: t.Config.Flags()}
 	if v, ok := m.Vector(t.Result); ok {
 		r.Throughput, r.Latency, r.VRAM = &v[0], &v[1], &v[2]

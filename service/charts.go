@@ -38,7 +38,7 @@ func (s *Server) studyChart(w http.ResponseWriter, r *http.Request) {
 	var f chart.Figure
 	switch kind := r.PathValue("kind"); kind {
 	case "front":
-		f = chart.Front(tuner.FrontChartData(v.study, v.front, v.cands, v.slo, v.metrics, v.defaultID))
+		f = v.frontChart()
 	case "progress":
 		f = tuner.ProgressChart(v.study, v.trials, v.slo, v.metrics)
 	case "parallel":

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/vllm-tuner/tuner/alert"
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/tuner"
 )
 
@@ -66,7 +67,7 @@ func newMetrics() *metrics {
 }
 
 // trial counts a finished trial: "failed:oom" is verdict failed, class oom.
-func (m *metrics) trial(t tuner.Trial) {
+func (m *metrics) trial(t store.Trial) {
 	verdict, class, _ := strings.Cut(t.Verdict(), ":")
 	m.trials.WithLabelValues(verdict, class).Inc()
 	if !t.Ended.IsZero() && !t.Started.IsZero() {

@@ -44,7 +44,7 @@ func (s *Server) writeBenchErr(w http.ResponseWriter, err error) {
 // cells' names, the requests measured and whether per-request data was
 // kept (compare can test).
 type runRow struct {
-	*bench.Run
+	*store.Run
 	Cells    []string `json:"cells"`
 	Requests int      `json:"requests"`
 	Raw      bool     `json:"raw"`

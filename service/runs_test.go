@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vllm-tuner/tuner/bench"
 	"github.com/vllm-tuner/tuner/gate"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/tuner"
@@ -88,7 +87,7 @@ func TestBenchJobsRunsAndCompare(t *testing.T) {
 		var ids []string
 		for _, r := range rows {
 			ids = append(ids, r.ID)
-			if r.Engine != tuner.EngineSimVirtual || r.Model != testModel || r.State != bench.StateOK || len(r.Cells) != 1 || r.Requests < 60 || !r.Raw {
+			if r.Engine != tuner.EngineSimVirtual || r.Model != testModel || r.State != store.RunOK || len(r.Cells) != 1 || r.Requests < 60 || !r.Raw {
 				t.Fatalf("run row %+v", r)
 			}
 		}
@@ -99,7 +98,7 @@ func TestBenchJobsRunsAndCompare(t *testing.T) {
 
 	// The report: the stored record, and Markdown as bench show --md.
 	code, out := e.do(t, "GET", "/api/v1/runs/"+rb, "", "")
-	var run bench.Run
+	var run store.Run
 	if code != 200 || json.Unmarshal([]byte(out), &run) != nil || run.Tier != "smoke" || run.Labels["git"] != "b" || len(run.Cells) != 1 || run.Cells[0].Levels[0].Metrics.TPOT.Median <= 0 {
 		t.Fatalf("run: %d %s", code, out)
 	}
@@ -248,7 +247,7 @@ func TestStoppedBenchJobFails(t *testing.T) {
 		t.Fatalf("failed job error %q; want %q", last.Error, want)
 	}
 	run, err := e.st.Run(context.Background(), mid.BenchRuns[0])
-	if err != nil || run.State != bench.StatePartial || len(run.Cells) != 1 || run.Cells[0].Name != "chat-c4" {
+	if err != nil || run.State != store.RunPartial || len(run.Cells) != 1 || run.Cells[0].Name != "chat-c4" {
 		t.Fatalf("run after the stop: %+v %v", run, err)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/vllm-tuner/tuner/alert"
-	"github.com/vllm-tuner/tuner/bench"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/tuner"
 )
@@ -275,7 +274,7 @@ func (s *Server) gateRun(ctx context.Context, schedule, id string, gs tuner.Gate
 		return g
 	}
 	g.Model = next.Model
-	if next.State != bench.StateOK {
+	if next.State != store.RunOK {
 		g.Summary = fmt.Sprintf("run %s is %s: not gated", id, next.State)
 		return g
 	}

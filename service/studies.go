@@ -131,7 +131,12 @@ type frontDoc struct {
 }
 
 func (v studyView) doc() frontDoc {
-	return frontDoc{Study: v.study.ID, SLO: v.slo.String(), Metrics: v.metrics, Front: v.front, DefaultConfigID: v.defaultID}
+	return frontDoc{Study: v.study.ID, SLO: v.slo.String(), Metrics: v.metrics, Front: v.front.Front, DefaultConfigID: v.defaultID}
+}
+
+// frontChart is the study's front chart, as `tuner pareto` draws it.
+func (v studyView) frontChart() chart.Figure {
+	return chart.Front(v.front.Chart(tuner.ChartTitle(v.study.Key), v.slo, v.metrics))
 }
 
 func (s *Server) studyFront(w http.ResponseWriter, r *http.Request) {
@@ -151,7 +156,7 @@ func (s *Server) studyFrontHTML(w http.ResponseWriter, r *http.Request) {
 		s.writeErr(w, err)
 		return
 	}
-	f := chart.Front(tuner.FrontChartData(v.study, v.front, v.cands, v.slo, v.metrics, v.defaultID))
+	f := v.frontChart()
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if err := chart.WriteHTML(w, f); err != nil {
 		s.log.Error("front chart", "study", v.study.ID, "err", err)

@@ -168,6 +168,24 @@ type Trial struct {
 	Worker   string        `json:"worker,omitempty"`  // the worker that leased it (several on one study)
 }
 
+// ConfigKey is the ID of the config the trial measured: ConfigID, or
+// derived from Config for records written without it.
+func (t *Trial) ConfigKey() string {
+	if t.ConfigID != "" {
+		return t.ConfigID
+	}
+	return t.Config.ID()
+}
+
+// Verdict is the short form shown in progress lines and tables: ok,
+// unstable, failed:<class> or interrupted.
+func (t Trial) Verdict() string {
+	if t.State == StateFailed && t.Result != nil {
+		return t.Result.String()
+	}
+	return string(t.State)
+}
+
 // TrialID builds a trial ID from its parts.
 func TrialID(studyID string, seq uint64) string { return studyID + "-" + strconv.FormatUint(seq, 10) }
 

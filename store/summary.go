@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"github.com/vllm-tuner/tuner/spaces"
@@ -134,6 +135,28 @@ func (s *Summary) Result() *trial.Result {
 		r.Levels = []trial.Level{{Metrics: *m}}
 	}
 	return r
+}
+
+// Trial is the trial as its summary tells it, what the list views (trials
+// table, front, recommendation, studies) read: its Result is the
+// summary's (Result), never the full record.
+func (s *Summary) Trial() Trial {
+	return Trial{ID: s.ID(), StudyID: s.StudyID, Seq: s.Seq, State: s.State, ConfigID: s.ConfigID,
+		Config: s.Config, Repeat: s.Repeat, Result: s.Result(), Started: s.Started, Ended: s.Ended, Worker: s.Worker}
+}
+
+// SummaryTrials reads a study's trials from their summaries
+// (Summary.Trial), in sequence order.
+func SummaryTrials(ctx context.Context, db DB, studyID string, f TrialFilter) ([]Trial, error) {
+	sums, err := db.Summaries(ctx, studyID, f)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Trial, len(sums))
+	for i := range sums {
+		out[i] = sums[i].Trial()
+	}
+	return out, nil
 }
 
 // summarize derives a trial's summary.

@@ -73,6 +73,27 @@ type MeasuredLevel struct {
 	Throttled        bool      // a GPU clock or thermal throttle was seen
 }
 
+// StopEarly is a level's early-stop rule, asked before request next (the
+// next index to issue, warm-up included) of a level of numRequests
+// measured requests after warmup ones, with done the requests finished so
+// far: every tenth of the level (at least every 10 requests), once
+// EarlyStopMin of the level has completed, the level may stop when the
+// requests done are a steady state whose throughput CI is within the
+// target. Issuing goes on while it is asked, so every request done so far
+// was served at full load. It returns the analysis the stop was decided on.
+// A virtual-clock replay of a level asks it the same way
+// (sim's TestShippedWorkloadStopsEarly).
+func (sc StabilityConfig) StopEarly(next, warmup, numRequests int, done []Record) (Analysis, bool) {
+	every := max(10, numRequests/10)
+	if next <= warmup || next%every != 0 || measuredOK(done) < int(sc.EarlyStopMin*float64(numRequests)) {
+		return Analysis{}, false
+	}
+	if a := analyze(done, sc, true); a.Stable && a.CIHalfWidth <= sc.CITarget {
+		return a, true
+	}
+	return Analysis{}, false
+}
+
 // failFastAfter: a level whose first this many finished requests all
 // failed stops issuing (a server answering every request with an error at
 // once would otherwise take a duration-bound level's MaxRequests).
@@ -122,11 +143,14 @@ func (m *LevelMeasurer) Measure(ctx context.Context, idx int, v float64, lw Work
 	var extended int
 	var early bool
 	var earlyA Analysis
-	every := max(10, lw.NumRequests/10)
 	seen, ok := 0, false // fail fast: records looked at, any succeeded
 	start := time.Now()
 	gate := func(next int, done []Record) bool {
-		if durationBound && time.Since(start) >= lw.Duration {
+		// A closed loop issues until the duration has passed on the wall
+		// clock; an open loop issues what its schedule sends within the
+		// duration, however late the pacer runs (a client starved on a
+		// busy machine would otherwise offer less than the level asks).
+		if durationBound && (closed && time.Since(start) >= lw.Duration || !closed && specs[next].At >= lw.Duration) {
 			return false
 		}
 		for ; !ok && seen < len(done); seen++ {
@@ -136,13 +160,9 @@ func (m *LevelMeasurer) Measure(ctx context.Context, idx int, v float64, lw Work
 			return false
 		}
 		if next < limit {
-			if next > lw.Warmup && next%every == 0 && measuredOK(done) >= int(sc.EarlyStopMin*float64(lw.NumRequests)) {
-				// Issuing goes on, so every request done so far was served at
-				// full load.
-				if a := analyze(done, sc, true); a.Stable && a.CIHalfWidth <= sc.CITarget {
-					early, earlyA = true, a
-					return false
-				}
+			if a, stop := sc.StopEarly(next, lw.Warmup, lw.NumRequests, done); stop {
+				early, earlyA = true, a
+				return false
 			}
 			return true
 		}

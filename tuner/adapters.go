@@ -21,23 +21,12 @@ type StudyStore struct {
 
 var _ Store = StudyStore{}
 
-func (s StudyStore) Begin(ctx context.Context, t Trial) (Trial, error) {
+func (s StudyStore) Begin(ctx context.Context, t store.Trial) (store.Trial, error) {
 	defer s.observe("begin", time.Now())
-	rec, err := s.Store.BeginTrial(ctx, s.Study, t.Config, store.BeginOptions{Repeat: t.Repeat})
-	return begun(rec, t.Phase, err)
+	return s.Store.BeginTrial(ctx, s.Study, t.Config, store.BeginOptions{Repeat: t.Repeat})
 }
 
-// begun is the loop's view of a trial the store began in phase.
-func begun(rec store.Trial, phase Phase, err error) (Trial, error) {
-	if err != nil {
-		return Trial{}, err
-	}
-	out := FromStore(rec)
-	out.Phase = phase
-	return out, nil
-}
-
-func (s StudyStore) Finish(ctx context.Context, t Trial) error {
+func (s StudyStore) Finish(ctx context.Context, t store.Trial) error {
 	defer s.observe("finish", time.Now())
 	_, err := s.Store.FinishTrial(ctx, t.ID, t.Result)
 	return err
@@ -49,52 +38,8 @@ func (s StudyStore) observe(op string, t0 time.Time) {
 	}
 }
 
-func (s StudyStore) Trials(ctx context.Context) ([]Trial, error) {
-	ts, err := s.Store.Trials(ctx, s.Study, store.TrialFilter{})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Trial, len(ts))
-	for i, t := range ts {
-		out[i] = FromStore(t)
-	}
-	return out, nil
-}
-
-// FromStore is the loop's view of a stored trial.
-func FromStore(t store.Trial) Trial {
-	ph := PhaseSearch
-	if t.Repeat > 0 {
-		ph = PhaseRepeat
-	}
-	return Trial{
-		ID: t.ID, Number: int(t.Seq), Phase: ph, Repeat: t.Repeat, State: t.State,
-		Config: t.Config, ConfigID: t.ConfigID, Result: t.Result, Started: t.Started, Ended: t.Ended,
-		Worker: t.Worker,
-	}
-}
-
-// FromSummary is the loop's view of a trial read from its summary, what
-// the list views (trials table, front, recommendation, studies) read: its
-// Result is the summary's (outcome, VRAM, serve arguments and the primary
-// level's aggregates; see store.Summary.Result), never the full record.
-func FromSummary(s *store.Summary) Trial {
-	return FromStore(store.Trial{ID: s.ID(), StudyID: s.StudyID, Seq: s.Seq, State: s.State, ConfigID: s.ConfigID,
-		Config: s.Config, Repeat: s.Repeat, Result: s.Result(), Started: s.Started, Ended: s.Ended, Worker: s.Worker})
-}
-
-// SummaryTrials reads a study's trials as FromSummary sees them, in
-// sequence order.
-func SummaryTrials(ctx context.Context, db store.DB, studyID string, f store.TrialFilter) ([]Trial, error) {
-	sums, err := db.Summaries(ctx, studyID, f)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Trial, len(sums))
-	for i := range sums {
-		out[i] = FromSummary(&sums[i])
-	}
-	return out, nil
+func (s StudyStore) Trials(ctx context.Context) ([]store.Trial, error) {
+	return s.Store.Trials(ctx, s.Study, store.TrialFilter{})
 }
 
 // SearchProposer adapts search.Proposer to the loop: its ErrExhausted ends

@@ -347,7 +347,7 @@ type BenchStartConfig struct {
 	OnProgress func(bench.Progress) // nil = none
 	// OnRun receives each run as it ends (stored: run != nil), before the
 	// next model of a release tier starts.
-	OnRun func(run *bench.Run, err error)
+	OnRun func(run *store.Run, err error)
 	// Env is added to the engine's environment (the service sets
 	// CUDA_VISIBLE_DEVICES of a GPU set here).
 	Env []string
@@ -359,12 +359,12 @@ type BenchStartConfig struct {
 // Run benchmarks the setup over the matrix, one stored run per model (one
 // unless the release tier), and returns the runs stored. It stops at the
 // first error; a stopped run is stored partial with its finished cells.
-func (b *Bench) Run(ctx context.Context, db store.DB, sc BenchStartConfig) ([]*bench.Run, error) {
+func (b *Bench) Run(ctx context.Context, db store.DB, sc BenchStartConfig) ([]*store.Run, error) {
 	log := sc.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	var runs []*bench.Run
+	var runs []*store.Run
 	for i, model := range b.Models {
 		if len(b.Models) > 1 && sc.Progress != nil {
 			fmt.Fprintf(sc.Progress, "release: model %d of %d: %s\n", i+1, len(b.Models), model)
@@ -386,12 +386,12 @@ func (b *Bench) Run(ctx context.Context, db store.DB, sc BenchStartConfig) ([]*b
 	return runs, nil
 }
 
-func (b *Bench) runOne(ctx context.Context, db store.DB, sc BenchStartConfig, log *slog.Logger, model string) (*bench.Run, error) {
+func (b *Bench) runOne(ctx context.Context, db store.DB, sc BenchStartConfig, log *slog.Logger, model string) (*store.Run, error) {
 	s := b.Spec
 	cfg := bench.DefaultConfig()
 	cfg.Logger, cfg.Progress, cfg.OnProgress, cfg.RestartPerCell = log, sc.Progress, sc.OnProgress, s.RestartPerCell
 	cfg.RequestTimeout = s.RequestTimeout.Std()
-	cfg.Run = bench.Run{Tier: s.Tier, Labels: b.Labels, Model: model, GPU: trial.GPUIdentity{Name: s.GPU, Count: s.GPUs}, Config: b.Config}
+	cfg.Run = store.Run{Tier: s.Tier, Labels: b.Labels, Model: model, GPU: trial.GPUIdentity{Name: s.GPU, Count: s.GPUs}, Config: b.Config}
 	switch s.Telemetry {
 	case "none":
 		cfg.ScrapeEvery = 0

@@ -109,7 +109,7 @@ func RunSeq(id string) uint64 {
 // ResolveRun reads a run reference: r<N>, latest, or latest:K=V[,K=V] (the
 // newest run with those labels other than exclude). A missing run is a
 // usage error.
-func ResolveRun(ctx context.Context, st store.DB, ref, exclude string) (bench.Run, error) {
+func ResolveRun(ctx context.Context, st store.DB, ref, exclude string) (store.Run, error) {
 	sel, ok := strings.CutPrefix(ref, "latest:")
 	if !ok {
 		r, err := st.Run(ctx, ref)
@@ -120,23 +120,23 @@ func ResolveRun(ctx context.Context, st store.DB, ref, exclude string) (bench.Ru
 	}
 	labels, err := ParseLabels(strings.Split(sel, ","), false)
 	if err != nil || len(labels) == 0 {
-		return bench.Run{}, Usagef("run %q: want latest:KEY=VALUE[,KEY=VALUE]", ref)
+		return store.Run{}, Usagef("run %q: want latest:KEY=VALUE[,KEY=VALUE]", ref)
 	}
 	runs, err := st.Runs(ctx, store.RunFilter{Labels: labels})
 	if err != nil {
-		return bench.Run{}, err
+		return store.Run{}, err
 	}
 	for i := len(runs) - 1; i >= 0; i-- {
 		if runs[i].ID != exclude {
 			return runs[i], nil
 		}
 	}
-	return bench.Run{}, Usagef("run %s: no run with label %s (other than %s)", ref, sel, exclude)
+	return store.Run{}, Usagef("run %s: no run with label %s (other than %s)", ref, sel, exclude)
 }
 
 // BaselineOfTier is the newest finished (ok) run of tier and next's model
 // stored before next.
-func BaselineOfTier(ctx context.Context, st store.DB, tier string, next bench.Run) (bench.Run, error) {
+func BaselineOfTier(ctx context.Context, st store.DB, tier string, next store.Run) (store.Run, error) {
 	r, ok, err := PreviousRun(ctx, st, store.RunFilter{Tier: tier, Model: next.Model}, next)
 	if err == nil && !ok {
 		err = Usagef("--baseline-tier %s: no finished %s run of model %s before %s", tier, tier, next.Model, next.ID)
@@ -146,24 +146,24 @@ func BaselineOfTier(ctx context.Context, st store.DB, tier string, next bench.Ru
 
 // PreviousRun is the newest finished (ok) run matching f stored before
 // next (false when there is none).
-func PreviousRun(ctx context.Context, st store.DB, f store.RunFilter, next bench.Run) (bench.Run, bool, error) {
+func PreviousRun(ctx context.Context, st store.DB, f store.RunFilter, next store.Run) (store.Run, bool, error) {
 	runs, err := st.Runs(ctx, f)
 	if err != nil {
-		return bench.Run{}, false, err
+		return store.Run{}, false, err
 	}
 	for i := len(runs) - 1; i >= 0; i-- {
-		if r := runs[i]; r.State == bench.StateOK && RunSeq(r.ID) < RunSeq(next.ID) {
+		if r := runs[i]; r.State == store.RunOK && RunSeq(r.ID) < RunSeq(next.ID) {
 			return r, true, nil
 		}
 	}
-	return bench.Run{}, false, nil
+	return store.Run{}, false, nil
 }
 
 // comparable refuses runs the gate cannot judge: in progress, or nothing
 // measured.
-func comparable(r bench.Run, side string) error {
+func comparable(r store.Run, side string) error {
 	switch {
-	case r.State == bench.StateRunning:
+	case r.State == store.RunRunning:
 		return Usagef("%s run %s is still running (started %s): compare it once it has finished", side, r.ID, r.Start.Format("2006-01-02 15:04:05"))
 	case len(r.Cells) == 0:
 		return Usagef("%s run %s has no measured cell (%s: %s)", side, r.ID, r.State, r.Reason)
@@ -172,7 +172,7 @@ func comparable(r bench.Run, side string) error {
 }
 
 // LoadGateRun reads a stored run with its raw data as the gate's input.
-func LoadGateRun(ctx context.Context, st store.DB, r *bench.Run, metrics []gate.Metric) (gate.Run, error) {
+func LoadGateRun(ctx context.Context, st store.DB, r *store.Run, metrics []gate.Metric) (gate.Run, error) {
 	return bench.GateRun(r, func(i int) ([]byte, error) { return st.RunRaw(ctx, r.ID, i) }, metrics)
 }
 
@@ -186,7 +186,7 @@ type CompareSpec struct {
 
 // Comparison is the gate's report on two stored runs.
 type Comparison struct {
-	Base, New bench.Run
+	Base, New store.Run
 	Report    *gate.Report
 }
 
@@ -209,7 +209,7 @@ func CompareRuns(ctx context.Context, st store.DB, cs CompareSpec) (*Comparison,
 	if err != nil {
 		return nil, err
 	}
-	var base bench.Run
+	var base store.Run
 	if cs.BaselineTier != "" {
 		base, err = BaselineOfTier(ctx, st, cs.BaselineTier, next)
 	} else {
@@ -245,7 +245,7 @@ func CompareRuns(ctx context.Context, st store.DB, cs CompareSpec) (*Comparison,
 	out := &Comparison{Base: base, New: next, Report: rep}
 	if rep.Tests == 0 && !rep.Regressed() {
 		var why []string
-		for _, r := range []*bench.Run{&base, &next} {
+		for _, r := range []*store.Run{&base, &next} {
 			if !r.HasRaw() {
 				why = append(why, fmt.Sprintf("run %s has no per-request data (%s)", r.ID, r.Source))
 			}
@@ -260,7 +260,7 @@ func CompareRuns(ctx context.Context, st store.DB, cs CompareSpec) (*Comparison,
 
 // WriteRunCSV writes the raw per-request data of every cell of r that kept
 // it as CSV (`tuner bench export`).
-func WriteRunCSV(ctx context.Context, st store.DB, r *bench.Run, w io.Writer) error {
+func WriteRunCSV(ctx context.Context, st store.DB, r *store.Run, w io.Writer) error {
 	cw := bench.NewCSVWriter(w)
 	for i := range r.Cells {
 		cell := &r.Cells[i]
@@ -293,7 +293,7 @@ func CheckCurveMetric(metric string) error {
 
 // RunCurves is each cell's QPS-vs-latency curve of metric as a chart
 // (with the first SLO bound on metric): what `tuner bench plot` draws.
-func RunCurves(r *bench.Run, metric string) chart.Figure {
+func RunCurves(r *store.Run, metric string) chart.Figure {
 	var out []chart.CurveSeries
 	limit := 0.0
 	for i := range r.Cells {

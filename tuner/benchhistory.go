@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/vllm-tuner/tuner/bench"
 	"github.com/vllm-tuner/tuner/chart"
 	"github.com/vllm-tuner/tuner/gate"
 	"github.com/vllm-tuner/tuner/store"
@@ -64,7 +63,7 @@ func BenchHistory(ctx context.Context, st store.DB, f store.RunFilter, cell stri
 	seen := false
 	for i := range runs {
 		r := &runs[i]
-		if r.State == bench.StateRunning || len(r.Cells) == 0 {
+		if r.State == store.RunRunning || len(r.Cells) == 0 {
 			continue
 		}
 		g, err := LoadGateRun(ctx, st, r, cfg.Metrics)

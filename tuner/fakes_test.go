@@ -117,7 +117,7 @@ func (p *listProposer) Tell(cfg spaces.Config, res *trial.Result) {
 // a running record, Finish replaces it.
 type memStore struct {
 	mu     sync.Mutex
-	trials []Trial
+	trials []store.Trial
 	failOn string // "begin" or "finish": return an error
 	// finishErrs makes the next Finish calls fail (a lost connection).
 	finishErrs int
@@ -125,19 +125,19 @@ type memStore struct {
 
 var _ Store = (*memStore)(nil)
 
-func (s *memStore) Begin(ctx context.Context, t Trial) (Trial, error) {
+func (s *memStore) Begin(ctx context.Context, t store.Trial) (store.Trial, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failOn == "begin" {
-		return Trial{}, fmt.Errorf("disk full")
+		return store.Trial{}, fmt.Errorf("disk full")
 	}
-	t.Number = len(s.trials)
-	t.ID = fmt.Sprint(t.Number)
+	t.Seq = uint64(len(s.trials)) + 1 // 1-based, as the store numbers
+	t.ID = fmt.Sprint(t.Seq)
 	s.trials = append(s.trials, t)
 	return t, nil
 }
 
-func (s *memStore) Finish(ctx context.Context, t Trial) error {
+func (s *memStore) Finish(ctx context.Context, t store.Trial) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failOn == "finish" {
@@ -147,17 +147,17 @@ func (s *memStore) Finish(ctx context.Context, t Trial) error {
 		s.finishErrs--
 		return fmt.Errorf("connection refused")
 	}
-	if t.Number < 0 || t.Number >= len(s.trials) || s.trials[t.Number].State != store.StateRunning {
-		return fmt.Errorf("finish trial %d: not running: %w", t.Number, store.ErrState)
+	if t.Seq == 0 || t.Seq > uint64(len(s.trials)) || s.trials[t.Seq-1].State != store.StateRunning {
+		return fmt.Errorf("finish trial %d: not running: %w", t.Seq, store.ErrState)
 	}
-	s.trials[t.Number] = t
+	s.trials[t.Seq-1] = t
 	return nil
 }
 
-func (s *memStore) Trials(ctx context.Context) ([]Trial, error) {
+func (s *memStore) Trials(ctx context.Context) ([]store.Trial, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]Trial, len(s.trials))
+	out := make([]store.Trial, len(s.trials))
 	copy(out, s.trials)
 	return out, nil
 }

@@ -60,7 +60,7 @@ type Config struct {
 	OnStatus func(Status)
 	// OnTrial receives each finished or interrupted trial (metrics). nil =
 	// none.
-	OnTrial func(Trial)
+	OnTrial func(store.Trial)
 
 	// Shared makes this loop one worker of a study that others serve too
 	// (shared.go); nil = the loop owns the study.
@@ -185,7 +185,7 @@ type Loop struct {
 
 type loopState struct {
 	start        time.Time
-	trials       []Trial
+	trials       []store.Trial
 	searchDone   int
 	repeatDone   int
 	ranThisRun   int
@@ -322,7 +322,7 @@ func (l *Loop) Run(ctx context.Context) (Report, error) {
 // replay loads the history: finished search trials are told to the proposer
 // and counted; interrupted search trials whose config never finished are
 // returned for a re-run (once each).
-func (l *Loop) replay(hist []Trial) []Trial {
+func (l *Loop) replay(hist []store.Trial) []store.Trial {
 	finished := map[string]bool{}
 	for i := range hist {
 		t := &hist[i]
@@ -331,7 +331,7 @@ func (l *Loop) replay(hist []Trial) []Trial {
 			finished[t.ConfigID] = true
 		}
 	}
-	var rerun []Trial
+	var rerun []store.Trial
 	queued := map[string]bool{}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -339,14 +339,14 @@ func (l *Loop) replay(hist []Trial) []Trial {
 		t := hist[i]
 		l.st.trials = append(l.st.trials, t)
 		switch {
-		case t.State.Measured() && t.Phase == PhaseRepeat:
+		case t.State.Measured() && t.Repeat > 0:
 			l.st.repeatDone++
 		case t.State.Measured():
 			l.st.searchDone++
 			l.prop.Tell(t.Config, told(t.Result))
 			l.updateFront(&t)
-			l.st.last = fmt.Sprintf("#%d %s", t.Number, t.Verdict())
-		case t.Phase != PhaseRepeat && !finished[t.ConfigID] && !queued[t.ConfigID]:
+			l.st.last = fmt.Sprintf("#%d %s", t.Seq, t.Verdict())
+		case t.Repeat == 0 && !finished[t.ConfigID] && !queued[t.ConfigID]:
 			queued[t.ConfigID] = true
 			rerun = append(rerun, t)
 		}
@@ -360,7 +360,7 @@ func (l *Loop) replay(hist []Trial) []Trial {
 
 // updateFront adds a finished search trial to the running front and
 // tracks patience. Caller holds mu.
-func (l *Loop) updateFront(t *Trial) {
+func (l *Loop) updateFront(t *store.Trial) {
 	l.st.sinceImprove++
 	v, ok := l.cfg.Metrics.Vector(t.Result)
 	if !ok {
@@ -387,17 +387,17 @@ func (l *Loop) updateFront(t *Trial) {
 }
 
 // search runs search trials until a stop condition.
-func (l *Loop) search(ctx context.Context, prog progress, rerun []Trial) (string, error) {
-	seen := map[string]*Trial{}
+func (l *Loop) search(ctx context.Context, prog progress, rerun []store.Trial) (string, error) {
+	seen := map[string]*store.Trial{}
 	for i := range l.st.trials {
 		t := &l.st.trials[i]
-		if t.State.Measured() && t.Phase != PhaseRepeat {
+		if t.State.Measured() && t.Repeat == 0 {
 			seen[t.ConfigID] = t
 		}
 	}
 	var queue []spaces.Config // Config.Enqueue still to run
 	for _, c := range l.cfg.Enqueue {
-		if _, ok := seen[c.ID()]; !ok && !slices.ContainsFunc(rerun, func(t Trial) bool { return t.ConfigID == c.ID() }) {
+		if _, ok := seen[c.ID()]; !ok && !slices.ContainsFunc(rerun, func(t store.Trial) bool { return t.ConfigID == c.ID() }) {
 			queue = append(queue, c)
 		}
 	}
@@ -436,7 +436,7 @@ func (l *Loop) search(ctx context.Context, prog progress, rerun []Trial) (string
 		if prev, ok := seen[cfg.ID()]; ok && fromAsk {
 			// Never run a config twice in the search: teach the proposer
 			// the known result instead.
-			l.log.Debug("proposer repeated a config; told it the known result", "config", cfg.ID(), "trial", prev.Number)
+			l.log.Debug("proposer repeated a config; told it the known result", "config", cfg.ID(), "trial", prev.Seq)
 			l.prop.Tell(cfg, told(prev.Result))
 			if dups++; dups >= 100 {
 				return StopExhausted, nil
@@ -444,7 +444,7 @@ func (l *Loop) search(ctx context.Context, prog progress, rerun []Trial) (string
 			continue
 		}
 		dups = 0
-		t, err := l.runOne(ctx, prog, cfg, PhaseSearch, 0)
+		t, err := l.runOne(ctx, prog, cfg, 0)
 		if err != nil {
 			return "", err
 		}
@@ -482,12 +482,13 @@ func (l *Loop) shouldStop(inflight int) (string, bool) {
 
 // runOne stores a running record, runs the trial and stores its end. The
 // error is non-nil only for infrastructure failures and cancellation.
-func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, phase Phase, repeat int) (Trial, error) {
+func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, repeat int) (store.Trial, error) {
 	if err := ctx.Err(); err != nil { // never start an engine after cancellation
-		return Trial{}, err
+		return store.Trial{}, err
 	}
-	begin := Trial{Phase: phase, Repeat: repeat, State: store.StateRunning, Config: cfg, ConfigID: cfg.ID(), Started: l.now()}
-	var rec Trial
+	begin := store.Trial{Repeat: repeat, State: store.StateRunning, Config: cfg, ConfigID: cfg.ID(), Started: l.now()}
+	phase := phaseOf(begin)
+	var rec store.Trial
 	var err error
 	if l.cfg.Shared != nil {
 		err = l.retry(ctx, "claim trial", func(ctx context.Context) error {
@@ -495,19 +496,19 @@ func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, pha
 			return err
 		}, ErrClaimed, ErrTrialBudget)
 		if errors.Is(err, ErrClaimed) || errors.Is(err, ErrTrialBudget) {
-			return Trial{}, err
+			return store.Trial{}, err
 		}
 	} else {
 		rec, err = l.store.Begin(ctx, begin)
 	}
 	if err != nil {
-		return Trial{}, fmt.Errorf("store trial start: %w", err)
+		return store.Trial{}, fmt.Errorf("store trial start: %w", err)
 	}
 	l.mu.Lock()
 	l.st.phase, l.st.running = phase, rec.ConfigID
 	l.mu.Unlock()
 	prog.started(l.status())
-	l.log.Info("trial start", "trial", rec.Number, "phase", phase, "config", rec.ConfigID, "flags", cfg.Flags(), "worker", rec.Worker)
+	l.log.Info("trial start", "trial", rec.Seq, "phase", phase, "config", rec.ConfigID, "flags", cfg.Flags(), "worker", rec.Worker)
 
 	tctx, cancel := ctx, context.CancelFunc(func() {})
 	if l.cfg.TrialTimeout > 0 {
@@ -556,7 +557,7 @@ func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, pha
 	case runErr != nil:
 		res.Status, res.Failure = trial.StatusFailed, trial.FailInterrupted
 		res.Error = runErr.Error()
-		fatal = fmt.Errorf("run trial %d: %w", rec.Number, runErr)
+		fatal = fmt.Errorf("run trial %d: %w", rec.Seq, runErr)
 	}
 	if res.ConfigID == "" {
 		res.ConfigID = rec.ConfigID
@@ -578,9 +579,9 @@ func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, pha
 			// config is free for whoever claims it next. The result is
 			// stale; this worker goes on with the next trial.
 			if leaseErr == nil {
-				l.log.Warn("trial taken back by another worker; dropping its result", "trial", rec.Number, "config", rec.ConfigID)
+				l.log.Warn("trial taken back by another worker; dropping its result", "trial", rec.Seq, "config", rec.ConfigID)
 			}
-			return rec, fmt.Errorf("trial %d: %w", rec.Number, ErrLeaseLost)
+			return rec, fmt.Errorf("trial %d: %w", rec.Seq, ErrLeaseLost)
 		}
 	} else {
 		err = l.store.Finish(context.WithoutCancel(ctx), rec)
@@ -589,7 +590,7 @@ func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, pha
 		return rec, errors.Join(fatal, fmt.Errorf("store trial end: %w", err))
 	}
 	if rec.State == store.StateInterrupted {
-		l.log.Warn("trial interrupted", "trial", rec.Number, "config", rec.ConfigID)
+		l.log.Warn("trial interrupted", "trial", rec.Seq, "config", rec.ConfigID)
 		l.record(prog, rec)
 		if fatal == nil {
 			fatal = errors.New("trial interrupted")
@@ -600,12 +601,12 @@ func (l *Loop) runOne(ctx context.Context, prog progress, cfg spaces.Config, pha
 		l.tell(cfg, &res)
 	}
 	l.record(prog, rec)
-	l.log.Info("trial end", "trial", rec.Number, "verdict", rec.Verdict(), "seconds", rec.Ended.Sub(rec.Started).Seconds())
+	l.log.Info("trial end", "trial", rec.Seq, "verdict", rec.Verdict(), "seconds", rec.Ended.Sub(rec.Started).Seconds())
 	return rec, fatal
 }
 
 // record folds a finished (or interrupted) trial into the state and shows it.
-func (l *Loop) record(prog progress, t Trial) {
+func (l *Loop) record(prog progress, t store.Trial) {
 	l.mu.Lock()
 	if t.ID != "" && l.st.known[t.ID] { // taken back and folded in by sync already
 		l.mu.Unlock()
@@ -620,7 +621,7 @@ func (l *Loop) record(prog progress, t Trial) {
 		l.st.ranThisRun++
 		l.st.durs = append(l.st.durs, t.Ended.Sub(t.Started))
 		l.st.lastEnd = l.now()
-		if t.Phase == PhaseRepeat {
+		if t.Repeat > 0 {
 			l.st.repeatDone++
 			l.st.repeatsLeft = max(0, l.st.repeatsLeft-1)
 		} else {
@@ -628,7 +629,7 @@ func (l *Loop) record(prog progress, t Trial) {
 			l.updateFront(&t)
 		}
 	}
-	l.st.last = fmt.Sprintf("#%d %s", t.Number, t.Verdict())
+	l.st.last = fmt.Sprintf("#%d %s", t.Seq, t.Verdict())
 	l.mu.Unlock()
 	prog.finished(l.status(), l.trialLine(&t))
 	if l.cfg.OnTrial != nil {
@@ -637,8 +638,8 @@ func (l *Loop) record(prog progress, t Trial) {
 }
 
 // trialLine is the one-line summary of a trial.
-func (l *Loop) trialLine(t *Trial) string {
-	s := fmt.Sprintf("trial #%d [%s] %s %-14s", t.Number, t.Phase, t.ConfigID, t.Verdict())
+func (l *Loop) trialLine(t *store.Trial) string {
+	s := fmt.Sprintf("trial #%d [%s] %s %-14s", t.Seq, phaseOf(*t), t.ConfigID, t.Verdict())
 	if v, ok := l.cfg.Metrics.Vector(t.Result); ok {
 		est := ""
 		if t.Result.VRAMSource == VRAMEstimate {
@@ -681,7 +682,7 @@ func firstLine(s string, n int) string {
 // remeasurePlan is what the final re-measurement runs: the finalists, and
 // vLLM's default when it has a usable measurement (so the gain compares
 // medians).
-func (l *Loop) remeasurePlan(trials []Trial) []Candidate {
+func (l *Loop) remeasurePlan(trials []store.Trial) []Candidate {
 	cands := Aggregate(trials, l.cfg.SLO, l.cfg.Metrics, l.cfg.MADK)
 	fin := finalistsOf(trials, l.cfg)
 	base := []string{l.cfg.Default.ID()}
@@ -701,10 +702,10 @@ func (l *Loop) remeasurePlan(trials []Trial) []Candidate {
 // so far. Re-measurements do not move a config in or out of the set: they
 // would change it after every final re-measurement, and each --resume of a
 // finished study would re-measure a new finalist.
-func finalistsOf(trials []Trial, cfg Config) []Candidate {
-	var search []Trial
+func finalistsOf(trials []store.Trial, cfg Config) []Candidate {
+	var search []store.Trial
 	for _, t := range trials {
-		if t.Phase != PhaseRepeat {
+		if t.Repeat == 0 {
 			search = append(search, t)
 		}
 	}
@@ -759,7 +760,7 @@ func (l *Loop) report(reason string) Report {
 	slices.SortStableFunc(rep.Front, func(a, b Candidate) int { return cmp.Compare(b.Score, a.Score) })
 	repeated := map[string]bool{}
 	for _, t := range trials {
-		if t.Phase == PhaseRepeat {
+		if t.Repeat > 0 {
 			repeated[t.ConfigID] = true
 		}
 	}

@@ -38,7 +38,7 @@ func testConfig(t *testing.T) Config {
 	return c
 }
 
-func countStates(trials []Trial) map[store.State]int {
+func countStates(trials []store.Trial) map[store.State]int {
 	m := map[store.State]int{}
 	for _, t := range trials {
 		m[t.State]++
@@ -94,15 +94,15 @@ func TestLoopBudgetRepeatsAndRecommendation(t *testing.T) {
 		t.Fatalf("stored states %v of %d, want 16 ok", c, len(trials))
 	}
 	for i, tr := range trials {
-		if tr.Number != i || tr.Result == nil || tr.Ended.IsZero() {
+		if tr.Seq != uint64(i+1) || tr.Result == nil || tr.Ended.IsZero() {
 			t.Fatalf("trial %d stored incompletely: %+v", i, tr)
 		}
 		if want := PhaseSearch; i >= 6 {
-			if tr.Phase != PhaseRepeat {
-				t.Fatalf("trial %d phase %s, want repeat", i, tr.Phase)
+			if tr.Repeat == 0 {
+				t.Fatalf("trial %d phase %s, want repeat", i, phaseOf(tr))
 			}
-		} else if tr.Phase != want {
-			t.Fatalf("trial %d phase %s, want search", i, tr.Phase)
+		} else if phaseOf(tr) != want {
+			t.Fatalf("trial %d phase %s, want search", i, phaseOf(tr))
 		}
 	}
 	// Front over feasible configs (n <= 200): throughput up, tpot up, VRAM
@@ -205,7 +205,7 @@ func TestLoopResumeAfterCrashMidTrial(t *testing.T) {
 	// A dead process leaves a running record; the store marks it
 	// interrupted on open; resume re-runs it once.
 	st := &memStore{}
-	if _, err := st.Begin(context.Background(), Trial{Phase: PhaseSearch, State: store.StateRunning, Config: cfgN(64), ConfigID: cfgN(64).ID()}); err != nil {
+	if _, err := st.Begin(context.Background(), store.Trial{State: store.StateRunning, Config: cfgN(64), ConfigID: cfgN(64).ID()}); err != nil {
 		t.Fatal(err)
 	}
 	st.markInterrupted()
@@ -605,7 +605,7 @@ func TestTrialLineMarksEstimatedVRAM(t *testing.T) {
 	}{{"estimate", "vram=~70.0GiB"}, {"nvml", "vram=70.0GiB"}} {
 		r := result(trial.StatusOK, 1000, 20, 70)
 		r.VRAMSource = tt.source
-		if got := l.trialLine(&Trial{State: store.StateOK, Result: &r}); !strings.Contains(got, tt.want) {
+		if got := l.trialLine(&store.Trial{State: store.StateOK, Result: &r}); !strings.Contains(got, tt.want) {
 			t.Errorf("%s: %q lacks %q", tt.source, got, tt.want)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/vllm-tuner/tuner/search"
+	"github.com/vllm-tuner/tuner/store"
 )
 
 // Observer receives timings of a search's parts as they happen (the
@@ -37,7 +38,7 @@ func (s observedScorer) Fit(ctx context.Context, history []search.Observation) e
 }
 
 // observeTrial reports a finished trial's engine start.
-func observeTrial(obs Observer, t Trial) {
+func observeTrial(obs Observer, t store.Trial) {
 	if t.Result != nil && t.Result.Phases.StartupS > 0 {
 		obs.EngineStarted(time.Duration(t.Result.Phases.StartupS * float64(time.Second)))
 	}

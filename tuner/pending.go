@@ -15,13 +15,13 @@ import (
 )
 
 // A shared study's worker keeps a trial's result on disk while the database
-// cannot take it (Config.SpoolDir, one file per trial: the loop's Trial as
+// cannot take it (Config.SpoolDir, one file per trial: the store.Trial as
 // JSON). The file is written whole (a temporary file renamed into place),
 // readable by its owner only, and stored by the next start of a worker of
 // the study (tuner worker, or search --resume), then removed.
 
 // keepPending writes rec into dir and returns the file's path.
-func keepPending(dir string, rec Trial) (string, error) {
+func keepPending(dir string, rec store.Trial) (string, error) {
 	b, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
 		return "", err
@@ -81,7 +81,7 @@ func StorePending(ctx context.Context, db store.DB, study, dir, worker string, l
 		if err != nil {
 			return stored, err
 		}
-		var rec Trial
+		var rec store.Trial
 		if err := json.Unmarshal(b, &rec); err != nil || rec.ID == "" || rec.Result == nil {
 			log.Warn("dropping an unreadable kept result", "file", path, "err", err)
 			os.Remove(path)

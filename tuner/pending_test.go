@@ -42,7 +42,7 @@ func TestStorePending(t *testing.T) {
 	held, lost, taken := claim(time.Minute), claim(100*time.Millisecond), claim(100*time.Millisecond)
 	spool := filepath.Join(dir, "pending", st.ID)
 	for _, tr := range []store.Trial{held, lost, taken} {
-		rec := Trial{ID: tr.ID, Config: tr.Config, Result: storetest.Result(r, tr.Config)}
+		rec := store.Trial{ID: tr.ID, Config: tr.Config, Result: storetest.Result(r, tr.Config)}
 		path, err := keepPending(spool, rec)
 		if err != nil {
 			t.Fatal(err)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/vllm-tuner/tuner/alert"
-	"github.com/vllm-tuner/tuner/bench"
 	"github.com/vllm-tuner/tuner/store"
 )
 
@@ -78,9 +77,9 @@ func Release(ctx context.Context, st store.DB, spec ReleaseSpec) (*ReleaseReport
 		return nil, err
 	}
 	// The newest finished run per model (runs come oldest first).
-	newest := map[string]bench.Run{}
+	newest := map[string]store.Run{}
 	for _, r := range runs {
-		if r.State == bench.StateOK {
+		if r.State == store.RunOK {
 			newest[r.Model] = r
 		}
 	}
@@ -109,7 +108,7 @@ func Release(ctx context.Context, st store.DB, spec ReleaseSpec) (*ReleaseReport
 		for i := range r.Cells {
 			c := ReleaseCell{Name: r.Cells[i].Name, Now: figuresOf(&r.Cells[i])}
 			if perr == nil {
-				if j := slices.IndexFunc(prev.Cells, func(p bench.CellResult) bool { return p.Name == c.Name }); j >= 0 {
+				if j := slices.IndexFunc(prev.Cells, func(p store.CellResult) bool { return p.Name == c.Name }); j >= 0 {
 					f := figuresOf(&prev.Cells[j])
 					c.Prev = &f
 				}
@@ -122,7 +121,7 @@ func Release(ctx context.Context, st store.DB, spec ReleaseSpec) (*ReleaseReport
 }
 
 // figuresOf reads a cell at its capacity level.
-func figuresOf(c *bench.CellResult) ReleaseFigures {
+func figuresOf(c *store.CellResult) ReleaseFigures {
 	at := -1
 	for i := range c.Levels {
 		if c.Levels[i].SLOMet {

@@ -44,9 +44,9 @@ func (p roundPlan) closing() int {
 
 // done reports whether round r of config id has a run that was not
 // interrupted (running, or ended with a verdict).
-func roundDone(trials []Trial, id string, r int) bool {
-	return slices.ContainsFunc(trials, func(t Trial) bool {
-		return t.Phase == PhaseRepeat && t.Repeat == r && t.ConfigID == id && t.State != store.StateInterrupted
+func roundDone(trials []store.Trial, id string, r int) bool {
+	return slices.ContainsFunc(trials, func(t store.Trial) bool {
+		return t.Repeat > 0 && t.Repeat == r && t.ConfigID == id && t.State != store.StateInterrupted
 	})
 }
 
@@ -56,7 +56,7 @@ func roundDone(trials []Trial, id string, r int) bool {
 // and under --budget the whole rounds that fit in the time left at the
 // mean trial time, none when fewer than two fit (one round cannot tell a
 // gain from noise).
-func (l *Loop) planRounds(trials []Trial) roundPlan {
+func (l *Loop) planRounds(trials []store.Trial) roundPlan {
 	p := roundPlan{cfgs: map[string]spaces.Config{}}
 	if l.cfg.Repeats <= 1 || l.cfg.Finalists == 0 {
 		return p
@@ -117,7 +117,7 @@ func (l *Loop) planRounds(trials []Trial) roundPlan {
 
 // trialMean is the wall time per trial for planning: this run's (loop time
 // included, meanDur), else the stored trials' own durations.
-func (l *Loop) trialMean(trials []Trial) (time.Duration, bool) {
+func (l *Loop) trialMean(trials []store.Trial) (time.Duration, bool) {
 	l.mu.Lock()
 	mean, ok := l.st.meanDur()
 	l.mu.Unlock()
@@ -161,7 +161,7 @@ type roundRun struct {
 
 // next is the first run of the plan not done: rounds earliest first, each
 // in its order, then the closing run; ok is false when every run is done.
-func (p roundPlan) next(study string, trials []Trial) (spaces.Config, int, bool) {
+func (p roundPlan) next(study string, trials []store.Trial) (spaces.Config, int, bool) {
 	for _, x := range p.runs(study) {
 		if !roundDone(trials, x.id, x.round) {
 			return p.cfgs[x.id], x.round, true
@@ -171,7 +171,7 @@ func (p roundPlan) next(study string, trials []Trial) (spaces.Config, int, bool)
 }
 
 // left counts the runs of the plan not done.
-func (p roundPlan) left(trials []Trial) int {
+func (p roundPlan) left(trials []store.Trial) int {
 	n := 0
 	for _, x := range p.runs("") {
 		if !roundDone(trials, x.id, x.round) {
@@ -201,7 +201,7 @@ func (l *Loop) remeasure(ctx context.Context, prog progress) error {
 			return nil
 		}
 		round = r
-		if _, err := l.runOne(ctx, prog, cfg, PhaseRepeat, r); err != nil {
+		if _, err := l.runOne(ctx, prog, cfg, r); err != nil {
 			return err
 		}
 	}
@@ -215,7 +215,7 @@ func (l *Loop) budgetSpent() bool {
 }
 
 // trialsSoFar is a copy of the trials folded in.
-func (l *Loop) trialsSoFar() []Trial {
+func (l *Loop) trialsSoFar() []store.Trial {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.st.trials)
@@ -251,7 +251,7 @@ func (l *Loop) remeasureShared(ctx context.Context, prog progress) error {
 		l.mu.Unlock()
 		repeatsRunning := 0
 		for _, t := range running {
-			if t.Phase == PhaseRepeat {
+			if t.Repeat > 0 {
 				repeatsRunning++
 			}
 		}
@@ -268,7 +268,7 @@ func (l *Loop) remeasureShared(ctx context.Context, prog progress) error {
 			}
 			continue
 		}
-		_, err = l.runOne(ctx, prog, cfg, PhaseRepeat, r)
+		_, err = l.runOne(ctx, prog, cfg, r)
 		switch {
 		case errors.Is(err, ErrClaimed), errors.Is(err, ErrLeaseLost) && ctx.Err() == nil:
 			continue
@@ -283,7 +283,7 @@ func (l *Loop) remeasureShared(ctx context.Context, prog progress) error {
 // default and the default's closing run, plus a finalist's rounds when a
 // slot is free for the next search trial; none when that makes fewer than
 // two configs.
-func (l *Loop) repeatReserve(trials []Trial) int {
+func (l *Loop) repeatReserve(trials []store.Trial) int {
 	if l.cfg.Repeats <= 1 || l.cfg.Finalists == 0 {
 		return 0
 	}
@@ -303,7 +303,7 @@ func (l *Loop) repeatReserve(trials []Trial) int {
 	}
 	for _, t := range trials {
 		closing := t.Repeat == l.cfg.Repeats+1 && t.ConfigKey() == def
-		if t.Phase == PhaseRepeat && t.State != store.StateInterrupted && (t.Repeat <= l.cfg.Repeats || closing) {
+		if t.Repeat > 0 && t.State != store.StateInterrupted && (t.Repeat <= l.cfg.Repeats || closing) {
 			runs--
 		}
 	}

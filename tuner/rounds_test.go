@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -59,9 +60,9 @@ func TestRemeasureBudget(t *testing.T) {
 			l := mustLoop(t, cfg, &fakeRunner{eval: linearEval}, newListProposer(), &memStore{})
 			l.now = clock.Now
 			l.st = loopState{start: clock.Now(), known: map[string]bool{}}
-			var trials []Trial
+			var trials []store.Trial
 			for i, n := range []int{128, 192, 200} {
-				tr := mkTrial(i, n, PhaseSearch, result(trial.StatusOK, float64(n)*10, float64(n)/4, 70))
+				tr := mkTrial(i, n, 0, result(trial.StatusOK, float64(n)*10, float64(n)/4, 70))
 				tr.Started = clock.Now()
 				clock.Advance(trialDur)
 				tr.Ended = clock.Now()

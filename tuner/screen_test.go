@@ -116,7 +116,7 @@ func TestLoopScreening(t *testing.T) {
 				t.Fatalf("best measured %+v, want 200 (default kept: %v)", rep.BestMeasured, rep.RecommendedIsDefault)
 			}
 			trials, _ := st.Trials(context.Background())
-			byN := map[int]Trial{}
+			byN := map[int]store.Trial{}
 			for _, tr := range trials {
 				byN[tr.Config.Int("max_num_seqs")] = tr
 			}
@@ -165,7 +165,7 @@ func TestLoopScreeningResumes(t *testing.T) {
 	}
 	// A crash during the next promotion's full run: the record stays
 	// running, the store marks it interrupted on open.
-	if _, err := st.Begin(context.Background(), Trial{Phase: PhaseSearch, State: store.StateRunning, Config: cfgN(64), ConfigID: cfgN(64).ID()}); err != nil {
+	if _, err := st.Begin(context.Background(), store.Trial{State: store.StateRunning, Config: cfgN(64), ConfigID: cfgN(64).ID()}); err != nil {
 		t.Fatal(err)
 	}
 	st.markInterrupted()

@@ -133,7 +133,7 @@ func (c *Candidate) Vector() []float64 {
 // estimates. A config that failed in any of its trials is infeasible, as is
 // one whose conservative SLO values break a bound. Candidates come in order
 // of their first trial.
-func Aggregate(trials []Trial, slo trial.SLO, m Metrics, k float64) []Candidate {
+func Aggregate(trials []store.Trial, slo trial.SLO, m Metrics, k float64) []Candidate {
 	type acc struct {
 		c       Candidate
 		tp, lat []float64
@@ -160,11 +160,11 @@ func Aggregate(trials []Trial, slo trial.SLO, m Metrics, k float64) []Candidate 
 			a.c.Failed++
 			continue
 		}
-		a.c.Trials = append(a.c.Trials, t.Number)
+		a.c.Trials = append(a.c.Trials, int(t.Seq))
 		if t.State == store.StateUnstable {
 			a.c.Unstable++
 		}
-		if t.Phase == PhaseRepeat {
+		if t.Repeat > 0 {
 			a.c.Remeasured++
 			a.c.Rounds = append(a.c.Rounds, RoundRun{Study: studyOfTrial(t.ID), Round: t.Repeat, At: at[i], Throughput: v[0]})
 		}
@@ -422,14 +422,14 @@ func RecommendMeasured(cands []Candidate, m Metrics, slo trial.SLO, prefer Prefe
 // startup and half its measurement. A run's duration is the one it
 // reports (Result.Phases, simulated time on the virtual clock), else its
 // wall time.
-func roundTimes(trials []Trial) map[int]float64 {
+func roundTimes(trials []store.Trial) map[int]float64 {
 	var idx []int
 	for i, t := range trials {
-		if t.Phase == PhaseRepeat {
+		if t.Repeat > 0 {
 			idx = append(idx, i)
 		}
 	}
-	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(trials[a].Number, trials[b].Number) })
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(trials[a].Seq, trials[b].Seq) })
 	clock := map[string]float64{}
 	out := make(map[int]float64, len(idx))
 	for _, i := range idx {

@@ -39,20 +39,22 @@ func TestRobust(t *testing.T) {
 	}
 }
 
-func mkTrial(num, n int, phase Phase, r trial.Result) Trial {
+// mkTrial is stored trial seq (0: search, >0: that re-measurement round) of
+// config n.
+func mkTrial(seq, n, repeat int, r trial.Result) store.Trial {
 	c := cfgN(n)
-	return Trial{Number: num, Phase: phase, State: store.StateOf(&r), Config: c, ConfigID: c.ID(), Result: &r}
+	return store.Trial{Seq: uint64(seq), Repeat: repeat, State: store.StateOf(&r), Config: c, ConfigID: c.ID(), Result: &r}
 }
 
 func TestAggregateConservative(t *testing.T) {
 	slo, _ := trial.ParseSLO("tpot_p99<=50ms")
-	trials := []Trial{
-		mkTrial(0, 1, PhaseSearch, result(trial.StatusOK, 1000, 40, 70)),
-		mkTrial(1, 2, PhaseSearch, result(trial.StatusOK, 1500, 45, 70)), // lucky
-		mkTrial(2, 2, PhaseRepeat, result(trial.StatusOK, 1100, 49, 70)),
-		mkTrial(3, 2, PhaseRepeat, result(trial.StatusOK, 1050, 52, 70)),
-		mkTrial(4, 3, PhaseSearch, trial.Result{Status: trial.StatusFailed, Failure: trial.FailOOM}),
-		{Number: 5, Phase: PhaseSearch, State: store.StateInterrupted, Config: cfgN(4), ConfigID: cfgN(4).ID(), Result: &trial.Result{Status: trial.StatusFailed, Failure: trial.FailInterrupted}},
+	trials := []store.Trial{
+		mkTrial(0, 1, 0, result(trial.StatusOK, 1000, 40, 70)),
+		mkTrial(1, 2, 0, result(trial.StatusOK, 1500, 45, 70)), // lucky
+		mkTrial(2, 2, 1, result(trial.StatusOK, 1100, 49, 70)),
+		mkTrial(3, 2, 2, result(trial.StatusOK, 1050, 52, 70)),
+		mkTrial(4, 3, 0, trial.Result{Status: trial.StatusFailed, Failure: trial.FailOOM}),
+		{Seq: 5, State: store.StateInterrupted, Config: cfgN(4), ConfigID: cfgN(4).ID(), Result: &trial.Result{Status: trial.StatusFailed, Failure: trial.FailInterrupted}},
 	}
 	c := Aggregate(trials, slo, DefaultMetrics(), 1)
 	if len(c) != 3 {
@@ -96,10 +98,10 @@ func TestRecommendPreferences(t *testing.T) {
 		4: {1900, 22, 50}, // knee-ish
 		5: {500, 40, 75},  // dominated
 	}
-	var trials []Trial
+	var trials []store.Trial
 	for i := 1; i <= 5; i++ {
 		p := pts[i]
-		trials = append(trials, mkTrial(i, i, PhaseSearch, result(trial.StatusOK, p[0], p[1], p[2])))
+		trials = append(trials, mkTrial(i, i, 0, result(trial.StatusOK, p[0], p[1], p[2])))
 	}
 	c := Aggregate(trials, nil, DefaultMetrics(), 1)
 	want := map[Prefer]int{PreferThroughput: 2, PreferLatency: 3, PreferVRAM: 1, PreferKnee: 4}
@@ -126,9 +128,9 @@ func TestFrontProperty(t *testing.T) {
 	dirs := m.Objectives().Directions()
 	slo, _ := trial.ParseSLO("tpot_p99<=50ms")
 	for iter := 0; iter < 200; iter++ {
-		var trials []Trial
+		var trials []store.Trial
 		for i := range 1 + r.IntN(30) {
-			trials = append(trials, mkTrial(i, r.IntN(20), PhaseSearch,
+			trials = append(trials, mkTrial(i, r.IntN(20), 0,
 				result(trial.StatusOK, float64(r.IntN(50)), float64(r.IntN(80)), float64(r.IntN(5)))))
 		}
 		c := Aggregate(trials, slo, m, 1)
@@ -180,9 +182,9 @@ func TestStateOf(t *testing.T) {
 
 func BenchmarkAggregate1k(b *testing.B) {
 	r := rand.New(rand.NewPCG(1, 2))
-	var trials []Trial
+	var trials []store.Trial
 	for i := range 1000 {
-		trials = append(trials, mkTrial(i, r.IntN(400), PhaseSearch,
+		trials = append(trials, mkTrial(i, r.IntN(400), 0,
 			result(trial.StatusOK, r.Float64()*5000, r.Float64()*80, 40+r.Float64()*30)))
 	}
 	slo, _ := trial.ParseSLO("tpot_p99<=50ms")
@@ -196,10 +198,10 @@ func BenchmarkAggregate1k(b *testing.B) {
 }
 
 func TestRecommendMeasuredPrefersRepeats(t *testing.T) {
-	trials := []Trial{
-		mkTrial(0, 1, PhaseSearch, result(trial.StatusOK, 1000, 20, 70)),
-		mkTrial(1, 1, PhaseRepeat, result(trial.StatusOK, 990, 20, 70)),
-		mkTrial(2, 2, PhaseSearch, result(trial.StatusOK, 1200, 20, 70)), // one lucky run
+	trials := []store.Trial{
+		mkTrial(0, 1, 0, result(trial.StatusOK, 1000, 20, 70)),
+		mkTrial(1, 1, 1, result(trial.StatusOK, 990, 20, 70)),
+		mkTrial(2, 2, 0, result(trial.StatusOK, 1200, 20, 70)), // one lucky run
 	}
 	c := Aggregate(trials, nil, DefaultMetrics(), 1)
 	got, err := RecommendMeasured(c, DefaultMetrics(), nil, PreferThroughput)
@@ -217,10 +219,10 @@ func TestRecommendMeasuredPrefersRepeats(t *testing.T) {
 // 6.2% faster ran once; the default's two runs are not a re-measurement, so
 // the faster config wins.
 func TestRecommendMeasuredAcrossStudies(t *testing.T) {
-	trials := []Trial{
-		mkTrial(0, 128, PhaseSearch, result(trial.StatusOK, 2480, 20, 70)), // study A, trial 0
-		mkTrial(1, 200, PhaseSearch, result(trial.StatusOK, 2636, 21, 70)), // study A
-		mkTrial(0, 128, PhaseSearch, result(trial.StatusOK, 2484, 20, 70)), // study B, trial 0
+	trials := []store.Trial{
+		mkTrial(0, 128, 0, result(trial.StatusOK, 2480, 20, 70)), // study A, trial 0
+		mkTrial(1, 200, 0, result(trial.StatusOK, 2636, 21, 70)), // study A
+		mkTrial(0, 128, 0, result(trial.StatusOK, 2484, 20, 70)), // study B, trial 0
 	}
 	slo, _ := trial.ParseSLO("tpot_p99<=50ms")
 	c := Aggregate(trials, slo, DefaultMetrics(), 1)

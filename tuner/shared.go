@@ -40,10 +40,10 @@ var (
 type Coordinator interface {
 	// Claim begins t leased to this worker, or fails with ErrClaimed, or
 	// with ErrTrialBudget for a search trial beyond maxSearch (0: none).
-	Claim(ctx context.Context, t Trial, maxSearch int) (Trial, error)
+	Claim(ctx context.Context, t store.Trial, maxSearch int) (store.Trial, error)
 	// Heartbeat renews this worker and, when t.ID is set, t's lease;
 	// ErrLeaseLost when it was taken back.
-	Heartbeat(ctx context.Context, t Trial) error
+	Heartbeat(ctx context.Context, t store.Trial) error
 	// Reap takes back the trials whose lease expired (marked interrupted).
 	Reap(ctx context.Context) error
 }
@@ -58,12 +58,11 @@ type SharedStudy struct {
 
 var _ Coordinator = SharedStudy{}
 
-func (s SharedStudy) Claim(ctx context.Context, t Trial, maxSearch int) (Trial, error) {
-	rec, err := s.DB.ClaimTrial(ctx, s.Study, t.Config, store.ClaimOptions{Repeat: t.Repeat, Worker: s.Worker, Lease: s.Lease, MaxSearch: maxSearch})
-	return begun(rec, t.Phase, err)
+func (s SharedStudy) Claim(ctx context.Context, t store.Trial, maxSearch int) (store.Trial, error) {
+	return s.DB.ClaimTrial(ctx, s.Study, t.Config, store.ClaimOptions{Repeat: t.Repeat, Worker: s.Worker, Lease: s.Lease, MaxSearch: maxSearch})
 }
 
-func (s SharedStudy) Heartbeat(ctx context.Context, t Trial) error {
+func (s SharedStudy) Heartbeat(ctx context.Context, t store.Trial) error {
 	return s.DB.Heartbeat(ctx, s.Study, s.Worker, t.ID, s.Lease)
 }
 
@@ -120,7 +119,7 @@ func (l *Loop) pollEvery() time.Duration {
 
 // wait sleeps one poll interval (renewing this worker's membership).
 func (l *Loop) wait(ctx context.Context) error {
-	if err := l.cfg.Shared.Heartbeat(ctx, Trial{}); err != nil && ctx.Err() == nil {
+	if err := l.cfg.Shared.Heartbeat(ctx, store.Trial{}); err != nil && ctx.Err() == nil {
 		l.log.Warn("heartbeat failed", "err", err)
 	}
 	select {
@@ -166,8 +165,8 @@ func (l *Loop) maxBackoff() time.Duration {
 // sync takes back expired leases, reads the study and folds in the trials
 // that ended since the last sync (other workers' among them: counted,
 // told to the proposer, shown). It returns the trials running now.
-func (l *Loop) sync(ctx context.Context, prog progress, show bool) ([]Trial, error) {
-	var hist []Trial
+func (l *Loop) sync(ctx context.Context, prog progress, show bool) ([]store.Trial, error) {
+	var hist []store.Trial
 	err := l.retry(ctx, "read the study", func(ctx context.Context) error {
 		if err := l.cfg.Shared.Reap(ctx); err != nil {
 			return err
@@ -179,7 +178,7 @@ func (l *Loop) sync(ctx context.Context, prog progress, show bool) ([]Trial, err
 	if err != nil {
 		return nil, fmt.Errorf("read study history: %w", err)
 	}
-	var running []Trial
+	var running []store.Trial
 	for i := range hist {
 		t := hist[i]
 		t.ConfigID = t.ConfigKey()
@@ -193,7 +192,7 @@ func (l *Loop) sync(ctx context.Context, prog progress, show bool) ([]Trial, err
 			l.st.known[t.ID] = true
 			l.st.trials = append(l.st.trials, t)
 			switch {
-			case t.State.Measured() && t.Phase == PhaseRepeat:
+			case t.State.Measured() && t.Repeat > 0:
 				l.st.repeatDone++
 				l.st.repeatsLeft = max(0, l.st.repeatsLeft-1)
 			case t.State.Measured():
@@ -201,7 +200,7 @@ func (l *Loop) sync(ctx context.Context, prog progress, show bool) ([]Trial, err
 				l.prop.Tell(t.Config, told(t.Result))
 				l.updateFront(&t)
 			}
-			l.st.last = fmt.Sprintf("#%d %s", t.Number, t.Verdict())
+			l.st.last = fmt.Sprintf("#%d %s", t.Seq, t.Verdict())
 		}
 		l.mu.Unlock()
 		if !known && show {
@@ -213,7 +212,7 @@ func (l *Loop) sync(ctx context.Context, prog progress, show bool) ([]Trial, err
 
 // notInterrupted counts the trials of each config (all phases) that are not
 // interrupted, and the repeat indices they hold.
-func notInterrupted(trials ...[]Trial) (map[string]int, map[string]map[int]bool) {
+func notInterrupted(trials ...[]store.Trial) (map[string]int, map[string]map[int]bool) {
 	n, used := map[string]int{}, map[string]map[int]bool{}
 	for _, ts := range trials {
 		for _, t := range ts {
@@ -244,7 +243,7 @@ func (l *Loop) searchShared(ctx context.Context, prog progress) (string, error) 
 		}
 		var inflight []spaces.Config
 		for _, t := range running {
-			if t.Phase != PhaseRepeat {
+			if t.Repeat == 0 {
 				inflight = append(inflight, t.Config)
 			}
 		}
@@ -270,7 +269,7 @@ func (l *Loop) searchShared(ctx context.Context, prog progress) (string, error) 
 		// and that no worker has measured or claimed since; then the
 		// enqueued configs; then the proposer.
 		for _, t := range trials {
-			if t.State == store.StateInterrupted && t.Phase != PhaseRepeat && n[t.ConfigID] == 0 {
+			if t.State == store.StateInterrupted && t.Repeat == 0 && n[t.ConfigID] == 0 {
 				cfg = t.Config
 				break
 			}
@@ -298,7 +297,7 @@ func (l *Loop) searchShared(ctx context.Context, prog progress) (string, error) 
 			case err != nil:
 				return "", fmt.Errorf("propose: %w", err)
 			}
-			if i := slices.IndexFunc(trials, func(t Trial) bool { return t.ConfigID == c.ID() && t.State.Measured() && t.Phase != PhaseRepeat }); i >= 0 {
+			if i := slices.IndexFunc(trials, func(t store.Trial) bool { return t.ConfigID == c.ID() && t.State.Measured() && t.Repeat == 0 }); i >= 0 {
 				l.prop.Tell(c, told(trials[i].Result))
 				if dups++; dups >= 100 {
 					return StopExhausted, nil
@@ -307,7 +306,7 @@ func (l *Loop) searchShared(ctx context.Context, prog progress) (string, error) 
 			}
 			cfg = c
 		}
-		_, err = l.runOne(ctx, prog, cfg, PhaseSearch, 0)
+		_, err = l.runOne(ctx, prog, cfg, 0)
 		switch {
 		case errors.Is(err, ErrTrialBudget):
 			continue // the next sync sees the trials that took it
@@ -331,7 +330,7 @@ func (l *Loop) searchShared(ctx context.Context, prog progress) (string, error) 
 // when no renewal succeeded for a whole lease: without a connection the
 // lease is not extended, another worker may take the config, and this
 // worker must not go on measuring it.
-func (l *Loop) heartbeat(ctx context.Context, t Trial, cancel context.CancelCauseFunc) {
+func (l *Loop) heartbeat(ctx context.Context, t store.Trial, cancel context.CancelCauseFunc) {
 	every := max(l.cfg.Lease/3, 10*time.Millisecond)
 	lastOK := time.Now()
 	tick := time.NewTicker(every)
@@ -349,15 +348,15 @@ func (l *Loop) heartbeat(ctx context.Context, t Trial, cancel context.CancelCaus
 		case err == nil:
 			lastOK = time.Now()
 		case errors.Is(err, ErrLeaseLost):
-			cancel(fmt.Errorf("trial %d: %w", t.Number, err))
+			cancel(fmt.Errorf("trial %d: %w", t.Seq, err))
 			return
 		case ctx.Err() != nil:
 			return
 		case time.Since(lastOK) >= l.cfg.Lease:
-			cancel(fmt.Errorf("trial %d: no heartbeat for %s (%v): %w", t.Number, l.cfg.Lease, err, ErrLeaseLost))
+			cancel(fmt.Errorf("trial %d: no heartbeat for %s (%v): %w", t.Seq, l.cfg.Lease, err, ErrLeaseLost))
 			return
 		default:
-			l.log.Warn("heartbeat failed", "trial", t.Number, "err", err)
+			l.log.Warn("heartbeat failed", "trial", t.Seq, "err", err)
 		}
 	}
 }
@@ -368,7 +367,7 @@ func (l *Loop) heartbeat(ctx context.Context, t Trial, cancel context.CancelCaus
 // silently: when retrying gives up the file stays and the error names it.
 // A trial taken back meanwhile (store.ErrState, store.ErrNotFound) is not
 // stored; its file goes too, and the caller drops the stale result.
-func (l *Loop) finishShared(ctx context.Context, rec Trial) error {
+func (l *Loop) finishShared(ctx context.Context, rec store.Trial) error {
 	final := []error{store.ErrState, store.ErrInvalidResult, store.ErrNotFound}
 	spool := ""
 	err := l.retry(ctx, "store trial end", func(ctx context.Context) error {

@@ -23,13 +23,13 @@ type memShared struct {
 	worker string
 	mu     sync.Mutex
 	// heartbeat answers the heartbeat of a trial (nil: nil).
-	heartbeat func(t Trial) error
+	heartbeat func(t store.Trial) error
 	beats     int
 }
 
 var _ Coordinator = (*memShared)(nil)
 
-func (m *memShared) Claim(ctx context.Context, t Trial, maxSearch int) (Trial, error) {
+func (m *memShared) Claim(ctx context.Context, t store.Trial, maxSearch int) (store.Trial, error) {
 	m.st.mu.Lock()
 	search := 0
 	for _, x := range m.st.trials {
@@ -38,21 +38,21 @@ func (m *memShared) Claim(ctx context.Context, t Trial, maxSearch int) (Trial, e
 		}
 		if x.ConfigID == t.ConfigID && x.Repeat == t.Repeat {
 			m.st.mu.Unlock()
-			return Trial{}, ErrClaimed
+			return store.Trial{}, ErrClaimed
 		}
-		if x.Phase != PhaseRepeat {
+		if x.Repeat == 0 {
 			search++
 		}
 	}
 	m.st.mu.Unlock()
-	if maxSearch > 0 && t.Phase != PhaseRepeat && search >= maxSearch {
-		return Trial{}, ErrTrialBudget
+	if maxSearch > 0 && t.Repeat == 0 && search >= maxSearch {
+		return store.Trial{}, ErrTrialBudget
 	}
 	t.Worker = m.worker
 	return m.st.Begin(ctx, t)
 }
 
-func (m *memShared) Heartbeat(ctx context.Context, t Trial) error {
+func (m *memShared) Heartbeat(ctx context.Context, t store.Trial) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.beats++
@@ -112,7 +112,7 @@ func TestSharedFinishKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = l.Run(context.Background())
-	file := filepath.Join(cfg.SpoolDir, "0.json")
+	file := filepath.Join(cfg.SpoolDir, "1.json")
 	if err == nil || !strings.Contains(err.Error(), file) {
 		t.Fatalf("error %v, want one naming %s", err, file)
 	}
@@ -130,7 +130,7 @@ type takenBackStore struct {
 	failed bool
 }
 
-func (s *takenBackStore) Finish(ctx context.Context, t Trial) error {
+func (s *takenBackStore) Finish(ctx context.Context, t store.Trial) error {
 	if !s.failed {
 		s.failed = true
 		s.markInterrupted()
@@ -174,8 +174,8 @@ func TestSharedTakenBackDropped(t *testing.T) {
 // may take), marked interrupted, and its config runs again from the queue.
 func TestSharedLeaseLost(t *testing.T) {
 	st := &memStore{}
-	co := &memShared{st: st, worker: "w1", heartbeat: func(t Trial) error {
-		if t.ID == "0" {
+	co := &memShared{st: st, worker: "w1", heartbeat: func(t store.Trial) error {
+		if t.ID == "1" {
 			return errors.New("connection refused")
 		}
 		return nil

@@ -708,9 +708,7 @@ func CheckResumable(ctx context.Context, st store.DB, key store.StudyKey) error 
 
 // CheckJoin refuses to run a worker of study id with options that give
 // another study: the error names each option that differs.
-func CheckJoin(ctx context.Context, st interface {
-	Study(ctx context.Context, id string) (store.Study, error)
-}, id string, key store.StudyKey) error {
+func CheckJoin(ctx context.Context, st store.DB, id string, key store.StudyKey) error {
 	if key.ID() == id {
 		return nil
 	}

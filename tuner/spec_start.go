@@ -34,7 +34,7 @@ type StartConfig struct {
 	// finishes (the service streams it); nil = none.
 	OnStatus func(Status)
 	// OnTrial receives each finished or interrupted trial; nil = none.
-	OnTrial func(Trial)
+	OnTrial func(store.Trial)
 	// Env is added to the engine's environment after the spec's own (the
 	// service sets CUDA_VISIBLE_DEVICES of a GPU set here).
 	Env []string
@@ -162,7 +162,7 @@ func (ss *Search) Start(ctx context.Context, st store.DB, sc StartConfig) (*Run,
 	cfg.Progress, cfg.Terminal, cfg.Logger, cfg.Width = sc.Progress, sc.Terminal, log, sc.Width
 	cfg.OnStatus, cfg.OnTrial = sc.OnStatus, sc.OnTrial
 	if obs := sc.Observer; obs != nil {
-		cfg.OnTrial = func(t Trial) {
+		cfg.OnTrial = func(t store.Trial) {
 			observeTrial(obs, t)
 			if sc.OnTrial != nil {
 				sc.OnTrial(t)

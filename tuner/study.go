@@ -1,6 +1,7 @@
 package tuner
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -58,12 +59,12 @@ func DefaultConfigID(k store.StudyKey) string {
 // the resolved default space, else the config of the study's first trial
 // (the search always runs the default first). trials are the study's, in
 // order.
-func DefaultConfigIDOf(st store.Study, trials []Trial) string {
+func DefaultConfigIDOf(st store.Study, trials []store.Trial) string {
 	if id := DefaultConfigID(st.Key); id != "" {
 		return id
 	}
 	for _, t := range trials {
-		if t.Number == 1 {
+		if t.Seq == 1 {
 			return t.ConfigID
 		}
 	}
@@ -77,34 +78,99 @@ func ChartConfig(c Candidate, def spaces.Config) chart.Config {
 		VRAM: c.VRAM.Median, Runs: c.Throughput.N}
 }
 
-// FrontChart is the front chart's data: the front, vLLM's default and the
-// recommended config (nil when none), the other measured configs, the SLO
-// bounds on the two metrics and the verdict line (Judge's Text, so the
-// chart says what recommend and search say).
-func FrontChart(title string, front []Candidate, def, rec *Candidate, others []Candidate, slo trial.SLO, m Metrics, verdict string) chart.FrontData {
-	d := chart.FrontData{Title: title, Throughput: m.Throughput, Latency: m.Latency}
-	var defCfg spaces.Config
-	if def != nil {
-		defCfg = def.Config
+// FrontInput is what NewFrontView judges.
+type FrontInput struct {
+	// Cands are the measured configs (a group of studies: each study's).
+	Cands []Candidate
+	// Judged are the configs vLLM's default and the recommendation are
+	// picked among: Cands for one study or a selection, the newest study's
+	// in a group; nil: none.
+	Judged    []Candidate
+	DefaultID string // vLLM's default config (DefaultConfigIDOf)
+	Metrics   Metrics
+	SLO       trial.SLO
+	// Group is a front across studies of different workloads: no
+	// recommendation, and vLLM's default is drawn among the others too.
+	Group bool
+}
+
+// FrontView is a front as `tuner pareto` prints, writes and draws it and
+// the service serves and draws it: one computation of which configs are on
+// it, which is vLLM's default and which is recommended (Judge).
+type FrontView struct {
+	// Front holds the SLO-feasible configs no other dominates, best
+	// conservative throughput first.
+	Front []Candidate `json:"front"`
+	// RecommendedID is the config recommend picks ("" when none).
+	RecommendedID   string     `json:"recommended,omitempty"`
+	Default         *Candidate `json:"default,omitempty"` // vLLM's default when measured
+	DefaultConfigID string     `json:"default_config_id,omitempty"`
+	// Recommended is the recommended config, also when it is not on the
+	// front (a single run outranks it).
+	Recommended *Candidate `json:"-"`
+	// Verdict is Judge's line (what recommend and search say).
+	Verdict string `json:"-"`
+	// Others are the other measured configs, for the charts.
+	Others []Candidate `json:"-"`
+}
+
+// NewFrontView judges a front (see FrontView).
+func NewFrontView(in FrontInput) FrontView {
+	v := FrontView{Front: []Candidate{}, DefaultConfigID: in.DefaultID}
+	for i := range in.Judged {
+		if c := in.Judged[i]; c.ConfigID == in.DefaultID && c.Throughput.N > 0 {
+			v.Default = &c
+		}
 	}
-	for _, c := range front {
+	if in.Judged != nil && !in.Group {
+		jv := Judge(JudgeInput{Cands: in.Judged, DefaultID: in.DefaultID, Metrics: in.Metrics, SLO: in.SLO, Prefer: PreferThroughput})
+		v.Verdict = jv.Text
+		if jv.Pick != nil {
+			r := *jv.Pick
+			v.Recommended, v.RecommendedID = &r, r.ConfigID
+		}
+	}
+	onFront := map[int]bool{}
+	for _, i := range Front(in.Cands, in.Metrics) {
+		onFront[i] = true
+		v.Front = append(v.Front, in.Cands[i])
+	}
+	slices.SortStableFunc(v.Front, func(a, b Candidate) int { return cmp.Compare(b.Score, a.Score) })
+	for i, c := range in.Cands {
+		marked := !in.Group && (c.ConfigID == v.DefaultConfigID || c.ConfigID == v.RecommendedID) // drawn with their own markers
+		if !onFront[i] && !marked && c.Throughput.N > 0 {
+			v.Others = append(v.Others, c)
+		}
+	}
+	return v
+}
+
+// Chart is the front chart's data: the front, vLLM's default and the
+// recommended config, the other measured configs, the SLO bounds on the
+// two metrics and the verdict line.
+func (v FrontView) Chart(title string, slo trial.SLO, m Metrics) chart.FrontData {
+	d := chart.FrontData{Title: title, Throughput: m.Throughput, Latency: m.Latency, Gain: v.Verdict}
+	var defCfg spaces.Config
+	if v.Default != nil {
+		defCfg = v.Default.Config
+	}
+	for _, c := range v.Front {
 		d.Front = append(d.Front, ChartConfig(c, defCfg))
 		d.VRAMEstimated = d.VRAMEstimated || c.VRAMEstimated
 	}
-	for _, c := range others {
+	for _, c := range v.Others {
 		d.Others = append(d.Others, ChartConfig(c, defCfg))
 	}
 	for _, c := range []struct {
 		cand *Candidate
 		dst  **chart.Config
-	}{{def, &d.Default}, {rec, &d.Recommended}} {
+	}{{v.Default, &d.Default}, {v.Recommended, &d.Recommended}} {
 		if c.cand != nil {
 			p := ChartConfig(*c.cand, defCfg)
 			*c.dst = &p
 			d.VRAMEstimated = d.VRAMEstimated || c.cand.VRAMEstimated
 		}
 	}
-	d.Gain = verdict
 	for _, b := range slo {
 		switch {
 		case b.Metric == m.Latency && (b.Op == "<=" || b.Op == "<"):
@@ -119,31 +185,6 @@ func FrontChart(title string, front []Candidate, def, rec *Candidate, others []C
 // ChartTitle is the title of a study's charts.
 func ChartTitle(k store.StudyKey) string {
 	return fmt.Sprintf("%s on %dx %s, %s, workload %s", ServedName(k), k.GPUCount, k.GPU, k.Engine, k.Workload)
-}
-
-// FrontChartData is the front chart of one study as `tuner pareto` draws
-// it: the front, the others, vLLM's default and the recommendation marked,
-// the SLO bounds drawn.
-func FrontChartData(st store.Study, front, cands []Candidate, slo trial.SLO, m Metrics, defaultID string) chart.FrontData {
-	v := Judge(JudgeInput{Cands: cands, DefaultID: defaultID, Metrics: m, SLO: slo, Prefer: PreferThroughput})
-	rec := v.Pick
-	onFront := map[string]bool{}
-	for _, c := range front {
-		onFront[c.ConfigID] = true
-	}
-	var def *Candidate
-	var others []Candidate
-	for i, c := range cands {
-		switch {
-		case c.Throughput.N == 0:
-		case c.ConfigID == defaultID:
-			def = &cands[i]
-		case rec != nil && c.ConfigID == rec.ConfigID:
-		case !onFront[c.ConfigID]:
-			others = append(others, c)
-		}
-	}
-	return FrontChart(ChartTitle(st.Key), front, def, rec, others, slo, m, v.Text)
 }
 
 // Recommendation is what `recommend --format json` prints (and the
@@ -185,7 +226,7 @@ type Recommendation struct {
 type RecommendInput struct {
 	Studies []store.Study
 	Newest  store.Study
-	Trials  []Trial
+	Trials  []store.Trial
 	Cands   []Candidate
 	SLO     trial.SLO
 	Metrics Metrics
@@ -272,7 +313,7 @@ func (r Recommendation) Format(format string) (string, error) {
 
 // serveArgs are the engine arguments the trials of a config ran with beyond
 // its flags (a workload's LoRA adapters), from its newest measured trial.
-func serveArgs(trials []Trial, configID string) []string {
+func serveArgs(trials []store.Trial, configID string) []string {
 	for i := len(trials) - 1; i >= 0; i-- {
 		if t := trials[i]; t.ConfigID == configID && t.Result != nil && len(t.Result.ServeArgs) > 0 {
 			return t.Result.ServeArgs

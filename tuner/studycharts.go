@@ -19,7 +19,7 @@ import (
 
 // trialValue is a trial's throughput when it was measured and met slo
 // (NaN otherwise).
-func trialValue(t Trial, slo trial.SLO, m Metrics) float64 {
+func trialValue(t store.Trial, slo trial.SLO, m Metrics) float64 {
 	if t.Result == nil || !t.Result.Usable() {
 		return math.NaN()
 	}
@@ -38,7 +38,7 @@ func trialValue(t Trial, slo trial.SLO, m Metrics) float64 {
 // ProgressChart is the optimisation history of a study: the best feasible
 // throughput against the trial number and against the GPU-hours spent
 // (each trial's duration times the study's GPUs per engine).
-func ProgressChart(st store.Study, trials []Trial, slo trial.SLO, m Metrics) chart.Figure {
+func ProgressChart(st store.Study, trials []store.Trial, slo trial.SLO, m Metrics) chart.Figure {
 	gpus := float64(max(st.Key.GPUCount, 1))
 	hours := 0.0
 	var pts []chart.ProgressTrial
@@ -49,7 +49,7 @@ func ProgressChart(st store.Study, trials []Trial, slo trial.SLO, m Metrics) cha
 		if !t.Ended.IsZero() && t.Ended.After(t.Started) {
 			hours += t.Ended.Sub(t.Started).Hours() * gpus
 		}
-		pts = append(pts, chart.ProgressTrial{Number: t.Number, ID: t.ID, GPUHours: hours, Value: trialValue(t, slo, m)})
+		pts = append(pts, chart.ProgressTrial{Number: int(t.Seq), ID: t.ID, GPUHours: hours, Value: trialValue(t, slo, m)})
 	}
 	return chart.Progress(ChartTitle(st.Key), m.Throughput, pts)
 }
@@ -64,7 +64,7 @@ const ImportanceMethod = "permutation importance on the search's surrogate (grad
 
 // ImportanceChart is the importance of each searched flag for the study's
 // throughput, or why it cannot be computed (reason != "").
-func ImportanceChart(st store.Study, trials []Trial, m Metrics, seed uint64) (fig chart.Figure, reason string) {
+func ImportanceChart(st store.Study, trials []store.Trial, m Metrics, seed uint64) (fig chart.Figure, reason string) {
 	sp, err := spaces.Default()
 	if err != nil {
 		return fig, err.Error()
@@ -122,7 +122,7 @@ func ImportanceChart(st store.Study, trials []Trial, m Metrics, seed uint64) (fi
 }
 
 // searchedFlags are the parameters whose value differs between trials.
-func searchedFlags(trials []Trial) []string {
+func searchedFlags(trials []store.Trial) []string {
 	seen := map[string]spaces.Value{}
 	varied := map[string]bool{}
 	for _, t := range trials {
@@ -144,7 +144,7 @@ func searchedFlags(trials []Trial) []string {
 
 // ParallelChart draws every finished trial across the searched flags and
 // its throughput (0 when failed or infeasible, drawn grey).
-func ParallelChart(st store.Study, trials []Trial, slo trial.SLO, m Metrics) chart.Figure {
+func ParallelChart(st store.Study, trials []store.Trial, slo trial.SLO, m Metrics) chart.Figure {
 	flags := searchedFlags(trials)
 	pc := chart.Parallel{ColourName: m.Throughput}
 	cats := map[string][]string{}
@@ -189,7 +189,7 @@ func ParallelChart(st store.Study, trials []Trial, slo trial.SLO, m Metrics) cha
 			tp = 0
 		}
 		r.Values = append(r.Values, tp)
-		r.Tip = fmt.Sprintf("trial %d (%s): %s\n%s %.1f", t.Number, t.Verdict(), strings.Join(t.Config.Flags(), " "), m.Throughput, tp)
+		r.Tip = fmt.Sprintf("trial %d (%s): %s\n%s %.1f", t.Seq, t.Verdict(), strings.Join(t.Config.Flags(), " "), m.Throughput, tp)
 		pc.Rows = append(pc.Rows, r)
 	}
 	return chart.ParallelCoordinates(ChartTitle(st.Key), pc)

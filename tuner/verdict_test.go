@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -27,10 +28,10 @@ func TestAggregateHonestVerdicts(t *testing.T) {
 	short := with(result(trial.StatusOK, 1000, 40, 70), func(m *trial.Metrics) {
 		m.Completed, m.Failed, m.ErrorRate, m.TokenMismatches = 995, 5, 0.005, 12
 	})
-	trials := []Trial{
-		mkTrial(0, 1, PhaseSearch, failing),
-		mkTrial(1, 2, PhaseSearch, overloaded),
-		mkTrial(2, 3, PhaseSearch, short),
+	trials := []store.Trial{
+		mkTrial(0, 1, 0, failing),
+		mkTrial(1, 2, 0, overloaded),
+		mkTrial(2, 3, 0, short),
 	}
 	cands := Aggregate(trials, nil, DefaultMetrics(), 1)
 	if cands[0].Feasible || !strings.Contains(strings.Join(cands[0].Violations, ";"), "error_rate") {

@@ -175,7 +175,7 @@ func benchRun(c *cli.Context) error {
 	}
 	defer st.Close()
 	_, err = b.Run(c.Context, st, tuner.BenchStartConfig{Logger: log, DataDir: dataDir(dbPath), Progress: c.App.ErrWriter,
-		OnRun: func(run *bench.Run, _ error) {
+		OnRun: func(run *store.Run, _ error) {
 			if run == nil {
 				return
 			}
@@ -196,10 +196,10 @@ func oneRunArg(c *cli.Context, cmd string) (string, error) {
 
 // openRun opens the database read-only and reads run id (a missing run is
 // a usage error); the caller closes the store.
-func openRun(c *cli.Context, id string) (store.DB, bench.Run, error) {
+func openRun(c *cli.Context, id string) (store.DB, store.Run, error) {
 	st, err := openReader(c)
 	if err != nil {
-		return nil, bench.Run{}, err
+		return nil, store.Run{}, err
 	}
 	r, err := st.Run(c.Context, id)
 	if err != nil {

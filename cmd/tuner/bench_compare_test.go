@@ -13,6 +13,7 @@ import (
 
 	"github.com/vllm-tuner/tuner/bench"
 	"github.com/vllm-tuner/tuner/chart"
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/store/boltstore"
 )
 
@@ -59,14 +60,14 @@ func storeRuns(t *testing.T, runs []synthRun) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := bench.Run{Source: "run", Model: sr.model, Engine: "sim", EngineVersion: sr.version, Matrix: "smoke", MatrixHash: sr.matrix,
+		r := store.Run{Source: "run", Model: sr.model, Engine: "sim", EngineVersion: sr.version, Matrix: "smoke", MatrixHash: sr.matrix,
 			Tier: sr.tier, Labels: sr.labels, Start: start.Add(time.Duration(i) * 24 * time.Hour)}
-		var cells []bench.CellResult
+		var cells []store.CellResult
 		var raws [][]byte
 		for ci, name := range sr.cells {
 			reqs, win := synthReqs(sr.seed*100+uint64(ci), 300, sr.slowdown)
-			l := bench.LevelResult{Concurrency: 16, Metrics: bench.Summarize(reqs, nil), WindowThroughput: win, SuccessRate: 1}
-			cells = append(cells, bench.CellResult{Name: name, Levels: []bench.LevelResult{l}, Requests: len(reqs)})
+			l := store.LevelResult{Concurrency: 16, Metrics: bench.Summarize(reqs, nil), WindowThroughput: win, SuccessRate: 1}
+			cells = append(cells, store.CellResult{Name: name, Levels: []store.LevelResult{l}, Requests: len(reqs)})
 			raw, err := bench.EncodeRaw(reqs)
 			if err != nil {
 				t.Fatal(err)
@@ -75,7 +76,7 @@ func storeRuns(t *testing.T, runs []synthRun) string {
 		}
 		switch {
 		case sr.summaryOnly:
-			r.Source, r.State = "import", bench.StateOK
+			r.Source, r.State = "import", store.RunOK
 			for ci := range cells {
 				cells[ci].Levels[0].WindowThroughput = nil
 			}
@@ -97,7 +98,7 @@ func storeRuns(t *testing.T, runs []synthRun) string {
 				t.Cleanup(func() { st.Close() })
 				continue
 			}
-			if err := st.FinishRun(ctx, id, bench.StateOK, "", r.Start.Add(40*time.Second)); err != nil {
+			if err := st.FinishRun(ctx, id, store.RunOK, "", r.Start.Add(40*time.Second)); err != nil {
 				t.Fatal(err)
 			}
 		}

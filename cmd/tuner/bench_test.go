@@ -16,6 +16,7 @@ import (
 
 	"github.com/vllm-tuner/tuner/bench"
 	"github.com/vllm-tuner/tuner/chart"
+	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
 )
@@ -41,13 +42,13 @@ func startSimByHand(t *testing.T, simBin string, extra ...string) *trial.Engine 
 	return eng
 }
 
-func showRun(t *testing.T, tunerBin, db, id string) bench.Run {
+func showRun(t *testing.T, tunerBin, db, id string) store.Run {
 	t.Helper()
 	code, out, errb := runBin(t, tunerBin, "--db", db, "bench", "show", "--json", id)
 	if code != 0 {
 		t.Fatalf("bench show %s --json: exit %d %s", id, code, errb)
 	}
-	var r bench.Run
+	var r store.Run
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func showRun(t *testing.T, tunerBin, db, id string) bench.Run {
 // checkAgainstCSV recomputes every level's percentiles and token counts
 // from the exported raw rows (microseconds) and compares them with what
 // show reports (measured live, in nanoseconds: 1 us apart at most).
-func checkAgainstCSV(t *testing.T, tunerBin, db string, r bench.Run) {
+func checkAgainstCSV(t *testing.T, tunerBin, db string, r store.Run) {
 	t.Helper()
 	code, out, errb := runBin(t, tunerBin, "--db", db, "bench", "export", "--csv", r.ID)
 	if code != 0 {
@@ -152,7 +153,7 @@ func csvTolerance(name string, want float64) float64 {
 
 // checkPlot writes the QPS-vs-latency SVG and checks one marker per level,
 // placed at the level's QPS and latency.
-func checkPlot(t *testing.T, tunerBin, db string, r bench.Run) {
+func checkPlot(t *testing.T, tunerBin, db string, r store.Run) {
 	t.Helper()
 	dir := t.TempDir()
 	svg := filepath.Join(dir, "curve.svg")
@@ -241,7 +242,7 @@ func TestE2EBenchRun(t *testing.T) {
 		}
 	}
 	r1 := showRun(t, tunerBin, db, "r1")
-	if r1.State != bench.StateOK || r1.Engine != "sim" || r1.Model != e2eModel || r1.GPU.Count != 2 || r1.Tier != "smoke" || r1.Labels["git"] != "abc" || r1.EngineVersion == "" || r1.MatrixHash == "" {
+	if r1.State != store.RunOK || r1.Engine != "sim" || r1.Model != e2eModel || r1.GPU.Count != 2 || r1.Tier != "smoke" || r1.Labels["git"] != "abc" || r1.EngineVersion == "" || r1.MatrixHash == "" {
 		t.Errorf("run labels %+v", r1)
 	}
 	checkAgainstCSV(t, tunerBin, db, r1)
@@ -253,7 +254,7 @@ func TestE2EBenchRun(t *testing.T) {
 		t.Fatalf("bench run --url: exit %d\n%s\n%s", code, out, errb)
 	}
 	r2 := showRun(t, tunerBin, db, "r2")
-	if r2.State != bench.StateOK || r2.Engine != "url" || r2.URL != eng.BaseURL() || r2.Model != e2eModel || len(r2.Cells) != 2 {
+	if r2.State != store.RunOK || r2.Engine != "url" || r2.URL != eng.BaseURL() || r2.Model != e2eModel || len(r2.Cells) != 2 {
 		t.Errorf("url run %+v", r2)
 	}
 	if r2.Cells[0].Levels[0].Telemetry.Source != "engine-metrics" {
@@ -314,7 +315,7 @@ func TestE2EBenchFaults(t *testing.T) {
 		t.Errorf("stderr:\n%s", errb)
 	}
 	r := showRun(t, tunerBin, db, "r1")
-	if r.State != bench.StatePartial || len(r.Cells) != 1 || r.Cells[0].Name != "closed" || !strings.Contains(r.Reason, "cell open") {
+	if r.State != store.RunPartial || len(r.Cells) != 1 || r.Cells[0].Name != "closed" || !strings.Contains(r.Reason, "cell open") {
 		t.Errorf("partial run: state %s, %d cells, reason %q", r.State, len(r.Cells), r.Reason)
 	}
 	checkAgainstCSV(t, tunerBin, db, r)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/store/dbopen"
-	"github.com/vllm-tuner/tuner/store/pgstore"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -25,7 +24,7 @@ func dbCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:      "check",
-				Usage:     "verify the database file (bbolt's page check plus tuner's invariants)",
+				Usage:     "verify the database (a bbolt file: its page check; both backends: tuner's invariants) and list engines left running",
 				ArgsUsage: " ",
 				Flags:     []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"}},
 				Action:    dbCheck,
@@ -62,17 +61,20 @@ func openDB(c *cli.Context) (store.DB, error) {
 	return dbopen.Open(c.Context, path, dbopen.Options{ReadOnly: true})
 }
 
+// dbCheck is `tuner db check` on either backend: store.DB's Check, and the
+// engine groups still alive that log into this database's directories.
 func dbCheck(c *cli.Context) error {
-	if db, err := dbArg(c); err == nil && pgstore.IsURL(db) {
-		return dbCheckPG(c, db)
+	db, err := dbArg(c)
+	if err != nil {
+		return err
 	}
-	s, err := openDB(c)
+	s, err := dbopen.Open(c.Context, db, dbopen.Options{ReadOnly: true})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	rep, err := s.Check(c.Context)
-	engines := liveEngines(c, s)
+	engines := liveEngines(c, s, dataDir(db))
 	w := c.App.Writer
 	if c.Bool("json") {
 		enc := json.NewEncoder(w)
@@ -115,8 +117,9 @@ func dbCheck(c *cli.Context) error {
 
 // liveEngines lists the engine groups still alive that were recorded in
 // the per-user run dir or in the log dirs of this database's trials (the
-// default one of each study, and every dir a stored trial logged to).
-func liveEngines(c *cli.Context, s store.DB) []trial.StaleEngine {
+// default one of each study under dataDir, and every dir a stored trial
+// logged to).
+func liveEngines(c *cli.Context, s store.DB, dataDir string) []trial.StaleEngine {
 	var dirs []string // the database's log directories
 	seen := map[string]bool{}
 	add := func(d string) {
@@ -127,7 +130,7 @@ func liveEngines(c *cli.Context, s store.DB) []trial.StaleEngine {
 	}
 	if studies, err := s.Studies(c.Context); err == nil {
 		for _, st := range studies {
-			add(filepath.Join(filepath.Dir(s.Path()), "logs", st.ID))
+			add(filepath.Join(dataDir, "logs", st.ID))
 			trs, err := s.Trials(c.Context, st.ID, store.TrialFilter{})
 			if err != nil {
 				continue

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/store/dbcopy"
 	"github.com/vllm-tuner/tuner/store/dbopen"
-	"github.com/vllm-tuner/tuner/store/pgstore"
 )
 
 func dbMigrateCommand() *cli.Command {
@@ -80,42 +78,5 @@ func dbCopy(c *cli.Context) error {
 		return err
 	}
 	fmt.Fprintf(c.App.Writer, "copied %d studies (%d trials), %d models and %d benchmark runs from %s to %s\n", n.Studies, n.Trials, n.Models, n.Runs, src.Path(), dst.Path())
-	return nil
-}
-
-// dbCheckPG is `tuner db check` on a PostgreSQL database.
-func dbCheckPG(c *cli.Context, db string) error {
-	s, err := pgstore.Open(c.Context, pgstore.Config{URL: db, ReadOnly: true})
-	if err != nil {
-		return err
-	}
-	defer s.Close()
-	rep, err := s.Check(c.Context)
-	w := c.App.Writer
-	if c.Bool("json") {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if jerr := enc.Encode(rep); jerr != nil {
-			return jerr
-		}
-	} else {
-		for _, p := range rep.Problems {
-			fmt.Fprintf(w, "problem: %s\n", p)
-		}
-		for _, d := range rep.Duplicates {
-			fmt.Fprintf(w, "duplicate: %s\n", d)
-		}
-	}
-	if err != nil {
-		return err
-	}
-	if !c.Bool("json") {
-		fmt.Fprintf(w, "ok: %s: schema %d, %d studies, %d trials (%d running), %d fronts, %d models",
-			rep.Path, rep.Schema, rep.Studies, rep.Trials, rep.Running, rep.Fronts, rep.Models)
-		if n := len(rep.Duplicates); n > 0 {
-			fmt.Fprintf(w, "; %d duplicate measurements (listed above)", n)
-		}
-		fmt.Fprintln(w)
-	}
 	return nil
 }

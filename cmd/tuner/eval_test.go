@@ -38,7 +38,7 @@ func TestEvalSearchCommand(t *testing.T) {
 }
 
 // TestEvalWorkloadsCommand: bad input is a usage error before any engine
-// starts (the measurement itself is TestSimShippedWorkloadStopsEarly's).
+// starts (the measurement itself is sim's TestShippedWorkloadStopsEarly's).
 func TestEvalWorkloadsCommand(t *testing.T) {
 	sim := filepath.Join(t.TempDir(), "vllm-sim")
 	if err := os.WriteFile(sim, []byte("#!/bin/sh\nexit 1\n"), 0o755); err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -24,7 +23,8 @@ func init() { register(paretoCommand()) }
 // frontView is what `tuner pareto` shows and writes as JSON: the same front
 // as the search summary, per config over all its runs with conservative
 // values (throughput median - k*MAD, latency median + k*MAD), and the
-// config `tuner recommend` picks.
+// config `tuner recommend` picks (tuner.FrontView: none in --group, whose
+// studies ran different workloads).
 type frontView struct {
 	Study   string        `json:"study,omitempty"`
 	Group   string        `json:"group,omitempty"`
@@ -32,16 +32,7 @@ type frontView struct {
 	SLO     string        `json:"slo,omitempty"`
 	Metrics tuner.Metrics `json:"metrics"`
 	K       float64       `json:"k"`
-	// Front holds the SLO-feasible configs no other dominates.
-	Front []tuner.Candidate `json:"front"`
-	// Recommended is the config ID recommend picks ("" when none, and in
-	// --group, whose studies ran different workloads).
-	Recommended     string            `json:"recommended,omitempty"`
-	Default         *tuner.Candidate  `json:"default,omitempty"`
-	DefaultConfigID string            `json:"default_config_id,omitempty"`
-	recommended     *tuner.Candidate  // also when it is not on the front
-	verdict         string            // Judge's line, drawn on the chart
-	others          []tuner.Candidate // the other measured configs, for the plots
+	tuner.FrontView
 }
 
 func paretoCommand() *cli.Command {
@@ -110,7 +101,7 @@ func paretoCommand() *cli.Command {
 
 func buildFrontView(ctx context.Context, s store.DB, sel selection, extra trial.SLO, group bool, k float64) (frontView, error) {
 	st := sel.Newest
-	v := frontView{Metrics: sel.Metrics, K: k, Front: []tuner.Candidate{}}
+	v := frontView{Metrics: sel.Metrics, K: k}
 	slo := append(append(trial.SLO{}, st.SLO()...), extra...)
 	v.SLO = slo.String()
 	studies := sel.Studies
@@ -132,7 +123,7 @@ func buildFrontView(ctx context.Context, s store.DB, sel selection, extra trial.
 	v.Studies = studyIDs(studies)
 	// Per study in a group (each ran its own workload and SLO), the
 	// selection's studies together otherwise, as recommend judges them.
-	var cands []tuner.Candidate
+	in := tuner.FrontInput{Metrics: sel.Metrics, SLO: slo, Group: group}
 	parts := [][]store.Study{studies}
 	if group {
 		parts = nil
@@ -151,36 +142,11 @@ func buildFrontView(ctx context.Context, s store.DB, sel selection, extra trial.
 		}
 		pc := tuner.Aggregate(trials, pslo, sel.Metrics, k)
 		if part[0].ID == st.ID {
-			v.DefaultConfigID = defaultIDOf(st, trials)
-			for i := range pc {
-				if pc[i].ConfigID == v.DefaultConfigID && pc[i].Throughput.N > 0 {
-					d := pc[i]
-					v.Default = &d
-				}
-			}
-			if !group {
-				jv := tuner.Judge(tuner.JudgeInput{Cands: pc, DefaultID: v.DefaultConfigID, Metrics: sel.Metrics, SLO: slo, Prefer: tuner.PreferThroughput})
-				v.verdict = jv.Text
-				if rec := jv.Pick; rec != nil {
-					r := *rec
-					v.recommended, v.Recommended = &r, r.ConfigID
-				}
-			}
+			in.DefaultID, in.Judged = defaultIDOf(st, trials), pc
 		}
-		cands = append(cands, pc...)
+		in.Cands = append(in.Cands, pc...)
 	}
-	onFront := map[int]bool{}
-	for _, i := range tuner.Front(cands, sel.Metrics) {
-		onFront[i] = true
-		v.Front = append(v.Front, cands[i])
-	}
-	slices.SortStableFunc(v.Front, func(a, b tuner.Candidate) int { return cmp.Compare(b.Score, a.Score) })
-	for i, cnd := range cands {
-		marked := !group && (cnd.ConfigID == v.DefaultConfigID || cnd.ConfigID == v.Recommended) // drawn with their own markers
-		if !onFront[i] && !marked && cnd.Throughput.N > 0 {
-			v.others = append(v.others, cnd)
-		}
-	}
+	v.FrontView = tuner.NewFrontView(in)
 	return v, nil
 }
 
@@ -190,7 +156,7 @@ var defaultConfigID = tuner.DefaultConfigID
 // frontChart is the chart of a front view.
 func frontChart(v frontView, sel selection) chart.Figure {
 	slo, _ := trial.ParseSLO(v.SLO)
-	return chart.Front(tuner.FrontChart(tuner.ChartTitle(sel.Newest.Key), v.Front, v.Default, v.recommended, v.others, slo, v.Metrics, v.verdict))
+	return chart.Front(v.Chart(tuner.ChartTitle(sel.Newest.Key), slo, v.Metrics))
 }
 
 // writeChart writes the plot atomically (temp file, then rename).
@@ -230,12 +196,12 @@ func printFront(w io.Writer, v frontView, sel selection) error {
 	fmt.Fprintf(w, "Pareto front of %s (SLO %s; per config over all its runs, conservative values: throughput median - %g*MAD, latency median + %g*MAD): %d configs\n",
 		where, orDash(v.SLO), v.K, v.K, len(v.Front))
 	rows := v.Front
-	if v.recommended != nil && !slices.ContainsFunc(rows, func(c tuner.Candidate) bool { return c.ConfigID == v.Recommended }) {
-		rows = append(slices.Clone(rows), *v.recommended)
+	if v.Recommended != nil && !slices.ContainsFunc(rows, func(c tuner.Candidate) bool { return c.ConfigID == v.RecommendedID }) {
+		rows = append(slices.Clone(rows), *v.Recommended)
 	}
 	if len(rows) == 0 {
 		fmt.Fprintln(w, "no config is on the front yet (none has a usable measurement within the SLO)")
-	} else if err := printCandidates(w, rows, v.Metrics, defaultConfigOf(v, sel), v.Recommended, v.DefaultConfigID, len(v.Front)); err != nil {
+	} else if err := printCandidates(w, rows, v.Metrics, defaultConfigOf(v, sel), v.RecommendedID, v.DefaultConfigID, len(v.Front)); err != nil {
 		return err
 	}
 	if d := v.Default; d != nil {

@@ -52,8 +52,8 @@ func checkSVGFront(t *testing.T, db, svgPath string, jsonOut string) {
 	if len(v.Front) == 0 || fmt.Sprint(ids(v.Front)) != fmt.Sprint(ids(rep.Front)) {
 		t.Fatalf("pareto front %v, the search summary's %v", ids(v.Front), ids(rep.Front))
 	}
-	if rep.Recommended == nil || v.Recommended != rep.Recommended.ConfigID {
-		t.Fatalf("pareto marks %q recommended, the summary %+v", v.Recommended, rep.Recommended)
+	if rep.Recommended == nil || v.RecommendedID != rep.Recommended.ConfigID {
+		t.Fatalf("pareto marks %q recommended, the summary %+v", v.RecommendedID, rep.Recommended)
 	}
 	s := openTestStore(t, db)
 	st, err := s.Study(context.Background(), v.Study)

@@ -115,10 +115,10 @@ var defaultIDOf = tuner.DefaultConfigIDOf
 
 // trialsOf reads the trials of the selected studies from their summaries
 // (what judging them needs, not the full records).
-func trialsOf(ctx context.Context, s store.DB, studies []store.Study) ([]tuner.Trial, error) {
-	var out []tuner.Trial
+func trialsOf(ctx context.Context, s store.DB, studies []store.Study) ([]store.Trial, error) {
+	var out []store.Trial
 	for _, st := range studies {
-		ts, err := tuner.SummaryTrials(ctx, s, st.ID, store.TrialFilter{})
+		ts, err := store.SummaryTrials(ctx, s, st.ID, store.TrialFilter{})
 		if err != nil {
 			return nil, err
 		}

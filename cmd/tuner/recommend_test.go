@@ -40,12 +40,8 @@ func TestRecommendFormats(t *testing.T) {
 	s := openTestStore(t, db)
 	studies, _ := s.Studies(context.Background())
 	ts, _ := s.Trials(context.Background(), studies[0].ID, store.TrialFilter{})
-	var lts []tuner.Trial
-	for _, tr := range ts {
-		lts = append(lts, tuner.FromStore(tr))
-	}
 	slo := studies[0].SLO()
-	for _, c := range tuner.Aggregate(lts, slo, studyMetrics(studies[0]), 1) {
+	for _, c := range tuner.Aggregate(ts, slo, studyMetrics(studies[0]), 1) {
 		if c.Feasible && c.Throughput.N >= 2 && c.Score > rec.Candidate.Score {
 			t.Fatalf("config %s scores %.1f > recommended %.1f", c.ConfigID, c.Score, rec.Candidate.Score)
 		}

@@ -122,10 +122,10 @@ func trialsCommand() *cli.Command {
 				}
 				return writeJSON(c.App.Writer, all)
 			}
-			var all []tuner.Trial
+			var all []store.Trial
 			var of []store.Study // the study of each trial
 			for _, st := range studies {
-				ts, err := tuner.SummaryTrials(c.Context, s, st.ID, f)
+				ts, err := store.SummaryTrials(c.Context, s, st.ID, f)
 				if err != nil {
 					return err
 				}
@@ -140,7 +140,7 @@ func trialsCommand() *cli.Command {
 }
 
 // printTrials prints the trials table; studies[i] is trials[i]'s study.
-func printTrials(w io.Writer, trials []tuner.Trial, studies []store.Study) error {
+func printTrials(w io.Writer, trials []store.Trial, studies []store.Study) error {
 	if len(trials) == 0 {
 		fmt.Fprintln(w, "no trials")
 		return nil
@@ -279,22 +279,22 @@ func showConfig(c *cli.Context, s store.DB, id string) error {
 	}
 	v := configView{ConfigID: id, Studies: []configInStudy{}}
 	for _, st := range studies {
-		ts, err := tuner.SummaryTrials(c.Context, s, st.ID, store.TrialFilter{})
+		ts, err := store.SummaryTrials(c.Context, s, st.ID, store.TrialFilter{})
 		if err != nil {
 			return err
 		}
-		var lts []tuner.Trial
+		var ofConfig []store.Trial
 		var ids []string
 		for _, t := range ts {
 			if t.ConfigID == id {
-				lts, ids = append(lts, t), append(ids, t.ID)
+				ofConfig, ids = append(ofConfig, t), append(ids, t.ID)
 				v.Config = t.Config
 			}
 		}
-		if len(lts) == 0 {
+		if len(ofConfig) == 0 {
 			continue
 		}
-		for _, cnd := range tuner.Aggregate(lts, st.SLO(), studyMetrics(st), tuner.DefaultConfig().MADK) {
+		for _, cnd := range tuner.Aggregate(ofConfig, st.SLO(), studyMetrics(st), tuner.DefaultConfig().MADK) {
 			v.Studies = append(v.Studies, configInStudy{Study: st.ID, Key: st.Key, Trials: ids, Candidate: cnd})
 		}
 	}
@@ -325,8 +325,7 @@ func showConfig(c *cli.Context, s store.DB, id string) error {
 }
 
 func printTrial(w io.Writer, t store.Trial, st store.Study) error {
-	lt := tuner.FromStore(t)
-	fmt.Fprintf(w, "trial %s: %s (study %s: %s on %dx %s, %s, workload %s)\n", t.ID, lt.Verdict(), st.ID, st.Key.Model, st.Key.GPUCount, st.Key.GPU, st.Key.Engine, st.Key.Workload)
+	fmt.Fprintf(w, "trial %s: %s (study %s: %s on %dx %s, %s, workload %s)\n", t.ID, t.Verdict(), st.ID, st.Key.Model, st.Key.GPUCount, st.Key.GPU, st.Key.Engine, st.Key.Workload)
 	fmt.Fprintf(w, "config %s, repeat %d, started %s", t.ConfigID, t.Repeat, t.Started.Format(time.RFC3339))
 	if !t.Ended.IsZero() {
 		fmt.Fprintf(w, ", took %s", t.Ended.Sub(t.Started).Round(time.Millisecond))
@@ -464,16 +463,16 @@ func studiesCommand() *cli.Command {
 			}
 			rows := []row{}
 			for _, st := range studies {
-				lts, err := tuner.SummaryTrials(c.Context, s, st.ID, store.TrialFilter{})
+				ts, err := store.SummaryTrials(c.Context, s, st.ID, store.TrialFilter{})
 				if err != nil {
 					return err
 				}
-				r := row{Study: st, Trials: len(lts), States: map[string]int{}}
-				for _, t := range lts {
+				r := row{Study: st, Trials: len(ts), States: map[string]int{}}
+				for _, t := range ts {
 					r.States[string(t.State)]++
 				}
-				cands := tuner.Aggregate(lts, st.SLO(), studyMetrics(st), 1)
-				r.Best = tuner.Judge(tuner.JudgeInput{Cands: cands, DefaultID: defaultIDOf(st, lts), Metrics: studyMetrics(st), SLO: st.SLO(), Prefer: tuner.PreferThroughput}).Pick
+				cands := tuner.Aggregate(ts, st.SLO(), studyMetrics(st), 1)
+				r.Best = tuner.Judge(tuner.JudgeInput{Cands: cands, DefaultID: defaultIDOf(st, ts), Metrics: studyMetrics(st), SLO: st.SLO(), Prefer: tuner.PreferThroughput}).Pick
 				rows = append(rows, r)
 			}
 			if c.Bool("json") {
@@ -572,7 +571,7 @@ type metricComparison struct {
 var compareMetrics = []string{"output_throughput", "request_throughput", "request_goodput", "ttft_p50", "ttft_p99", "tpot_p50", "tpot_p99", "itl_p99", "e2el_p99", "error_rate", "peak_vram_gib"}
 
 func compareTrials(a, b store.Trial) comparison {
-	c := comparison{Trials: [2]string{a.ID, b.ID}, States: [2]string{tuner.FromStore(a).Verdict(), tuner.FromStore(b).Verdict()}}
+	c := comparison{Trials: [2]string{a.ID, b.ID}, States: [2]string{a.Verdict(), b.Verdict()}}
 	names := map[string]bool{}
 	for _, n := range append(a.Config.Names(), b.Config.Names()...) {
 		names[n] = true

@@ -231,12 +231,18 @@ func TestIgnoreSIGTERM(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	for i := 0; i < 200; i++ {
+	// Healthy first (however long that takes on a busy machine): a SIGTERM
+	// before the server installed its handler would end it by default.
+	for healthy := false; !healthy; {
 		if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/health", port)); err == nil {
 			resp.Body.Close()
-			break
+			healthy = resp.StatusCode == http.StatusOK
 		}
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case err := <-done:
+			t.Fatalf("exited before it was healthy: %v", err)
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	select {

@@ -14,21 +14,21 @@ func TestRunsLifecycle(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "t.db")
 	s := openTest(t, path, false)
-	mk := func(model, tier string, labels map[string]string) *bench.Run {
-		return &bench.Run{Source: "run", Model: model, Tier: tier, Labels: labels, Matrix: "m", MatrixHash: "h", Start: time.Unix(100, 0).UTC()}
+	mk := func(model, tier string, labels map[string]string) *store.Run {
+		return &store.Run{Source: "run", Model: model, Tier: tier, Labels: labels, Matrix: "m", MatrixHash: "h", Start: time.Unix(100, 0).UTC()}
 	}
 	id1, err := s.BeginRun(ctx, mk("llama", "smoke", map[string]string{"git": "a"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	raw, _ := bench.EncodeRaw([]bench.Request{{Index: 1, Output: 2, TTFT: time.Millisecond, E2EL: 3 * time.Millisecond}})
-	if err := s.AddCell(ctx, id1, bench.CellResult{Name: "c1", Requests: 1}, raw); err != nil {
+	if err := s.AddCell(ctx, id1, store.CellResult{Name: "c1", Requests: 1}, raw); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.FinishRun(ctx, id1, bench.StateOK, "", time.Unix(200, 0).UTC()); err != nil {
+	if err := s.FinishRun(ctx, id1, store.RunOK, "", time.Unix(200, 0).UTC()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.AddCell(ctx, id1, bench.CellResult{Name: "late"}, raw); !errors.Is(err, store.ErrRunState) {
+	if err := s.AddCell(ctx, id1, store.CellResult{Name: "late"}, raw); !errors.Is(err, store.ErrRunState) {
 		t.Errorf("cell after finish: %v", err)
 	}
 	id2, err := s.ImportRun(ctx, mk("qwen", "", nil), [][]byte{nil})
@@ -42,7 +42,7 @@ func TestRunsLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.State != bench.StateOK || len(r.Cells) != 1 || r.Cells[0].RawKey != "r1/0" || r.Cells[0].RawBytes != len(raw) || r.Session != "" || r.V != bench.RunVersion {
+	if r.State != store.RunOK || len(r.Cells) != 1 || r.Cells[0].RawKey != "r1/0" || r.Cells[0].RawBytes != len(raw) || r.Session != "" || r.V != store.RunVersion {
 		t.Errorf("run %+v", r)
 	}
 	got, err := s.RunRaw(ctx, id1, 0)
@@ -93,15 +93,15 @@ func TestRunWriterDied(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "t.db")
 	w := openTest(t, path, false)
-	id, err := w.BeginRun(ctx, &bench.Run{Source: "run", Start: time.Now()})
+	id, err := w.BeginRun(ctx, &store.Run{Source: "run", Start: time.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.AddCell(ctx, id, bench.CellResult{Name: "done"}, nil); err != nil {
+	if err := w.AddCell(ctx, id, store.CellResult{Name: "done"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	r := openTest(t, path, true)
-	if got, _ := r.Run(ctx, id); got.State != bench.StateRunning {
+	if got, _ := r.Run(ctx, id); got.State != store.RunRunning {
 		t.Errorf("live writer: state %s, want running", got.State)
 	}
 	w.Close()
@@ -109,7 +109,7 @@ func TestRunWriterDied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.State != bench.StatePartial || len(got.Cells) != 1 {
+	if got.State != store.RunPartial || len(got.Cells) != 1 {
 		t.Errorf("dead writer: state %s with %d cells, want partial with 1", got.State, len(got.Cells))
 	}
 }

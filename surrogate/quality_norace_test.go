@@ -1,3 +1,9 @@
+//go:build !race
+
+// Pure computation (simulated histories, one goroutine, and GBDT training
+// on them; Evaluate's and Predict's concurrency is raced by
+// surrogate_test.go): built without -race only, run by `make norace`.
+
 package surrogate
 
 import (

@@ -1,3 +1,8 @@
+//go:build !race
+
+// Pure computation (the simulator, one goroutine, over the whole catalog):
+// built without -race only, run by `make norace` (see the Makefile).
+
 package sim
 
 import (
