@@ -93,7 +93,7 @@ func benchStudy(b *testing.B, n int) (*Server, string) {
 // BenchmarkEndpoints10k measures the front, trials and recommend
 // endpoints over a real listener on a study of 10,000 trials and reports
 // their p99 latency once the study is cached (its first read decodes every
-// trial: cold-ms, measured on a fresh server), and that of the front and
+// trial's summary: cold-front, measured on a fresh server), and that of the front and
 // the trials right after a new trial was written (after-trial: the cache
 // rereads the study's tail and judges it again).
 func BenchmarkEndpoints10k(b *testing.B) {
