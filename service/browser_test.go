@@ -49,7 +49,10 @@ func newBrowser(t *testing.T, browser, dir string) (context.Context, func(string
 	}
 	poll := func(js string) {
 		t.Helper()
-		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](js)); err != nil {
+		// No per-poll timeout (chromedp's default is 30 s, a speed
+		// assumption that failed under make test-stress): the hang guard
+		// on ctx bounds it.
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](js, chromedp.WithPollingTimeout(0))); err != nil {
 			t.Fatalf("waiting for %s: %v", js, err)
 		}
 	}
