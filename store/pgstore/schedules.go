@@ -157,10 +157,9 @@ func (s *Store) FireSchedule(ctx context.Context, id string, f store.ScheduleFir
 		if err != nil {
 			return err
 		}
+		// A refused firing returns an error, which rolls the queued job
+		// back with the transaction (as in the bbolt backend).
 		jobID := ""
-		if _, _, err := store.FireSchedule(stored, f, next, ""); err != nil {
-			return err // checked before the job is queued
-		}
 		if job != nil {
 			j := *job
 			j.Schedule = id
