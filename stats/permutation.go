@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"math/bits"
 	"math/rand/v2"
 	"slices"
+	"sort"
 )
 
 // PermutationConfig bounds the Monte-Carlo permutation test.
@@ -85,7 +87,7 @@ func QuantilePermutationTest(x, y []float64, q float64, cfg PermutationConfig, r
 	if err != nil {
 		return PermResult{}, err
 	}
-	return permute(ux, uy, func(s []float64) float64 { return SortedQuantile(s, q) }, quantileSplit(q), cfg, rng), nil
+	return permute(ux, uy, func(s []float64) float64 { return SortedQuantile(s, q) }, quantileSplit(q, byAuto), cfg, rng), nil
 }
 
 // permutationUnits checks the inputs of a permutation test and cuts them
@@ -113,18 +115,31 @@ type tagged struct {
 	unit int
 }
 
-// split is one draw's |statistic(y) - statistic(x)| given the pooled values
-// in ascending order and the draw's groups: value i belongs to x when
-// inX[pooled[i].unit] == xMark. nx and ny are the groups' sizes.
-type split func(pooled []tagged, inX []bool, xMark bool, nx, ny int) float64
+// draw is one random split of the pooled values, in ascending order: value
+// i is in the marked group when mark[pooled[i].unit]; marked lists the
+// marked units; x is the marked group when markX. nx and ny are the
+// groups' sizes.
+type draw struct {
+	pooled []tagged
+	mark   []bool
+	marked []int
+	markX  bool
+	nx, ny int
+}
+
+// inX reports whether t is in x in this draw.
+func (d *draw) inX(t tagged) bool { return d.mark[t.unit] == d.markX }
+
+// split is one draw's |statistic(y) - statistic(x)|.
+type split func(d *draw) float64
 
 // materialize is the split of any statistic: it builds both sorted groups.
 func materialize(statistic func(sorted []float64) float64, n int) split {
 	gx, gy := make([]float64, 0, n), make([]float64, 0, n)
-	return func(pooled []tagged, inX []bool, xMark bool, _, _ int) float64 {
+	return func(d *draw) float64 {
 		gx, gy = gx[:0], gy[:0]
-		for _, t := range pooled {
-			if inX[t.unit] == xMark {
+		for _, t := range d.pooled {
+			if d.inX(t) {
 				gx = append(gx, t.v)
 			} else {
 				gy = append(gy, t.v)
@@ -134,51 +149,125 @@ func materialize(statistic func(sorted []float64) float64, n int) split {
 	}
 }
 
-// quantileSplit is the split of SortedQuantile(., q): it finds each group's
-// two order statistics around its rank by counting from the nearer end of
-// the pooled values, and stops when all four are found.
-func quantileSplit(q float64) split {
-	return func(pooled []tagged, inX []bool, xMark bool, nx, ny int) float64 {
-		loX, hiX, fX := quantileRanks(nx, q)
-		loY, hiY, fY := quantileRanks(ny, q)
-		var vx, vy [2]float64 // the values at lo and hi
-		fromTop := 2*hiX >= nx
-		if fromTop {
-			// Counting from the top, rank r of n is the (n-1-r)-th value.
-			loX, hiX = nx-1-loX, nx-1-hiX
-			loY, hiY = ny-1-loY, ny-1-hiY
+// How quantileSplit finds the order statistics: the cheaper way for the
+// draw (auto), or one way (for tests).
+type findBy int
+
+const (
+	byAuto findBy = iota
+	byScan
+	byCount
+)
+
+// quantileSplit is the split of SortedQuantile(., q): it finds the two
+// order statistics around each group's rank without building the groups,
+// either by scanning the pooled values from the nearer end until all four
+// are passed (a tail: a few values), or, with few units (blocks), by binary
+// search on the count of a group's values below a position, summed over
+// the marked units from per-unit prefix counts (the middle: 2k log2 n reads
+// instead of n).
+func quantileSplit(q float64, by findBy) split {
+	var pre []int32 // pre[u*(n+1)+j]: values of unit u among pooled[:j]
+	return func(d *draw) float64 {
+		n := len(d.pooled)
+		scanCost := 2 * (min(q, 1-q)*float64(n) + 2)
+		countCost := float64(2 * len(d.marked) * bits.Len(uint(n)))
+		if by == byCount || by == byAuto && countCost < scanCost {
+			if pre == nil {
+				pre = prefixCounts(d.pooled, len(d.mark))
+			}
+			return quantileByCount(d, q, pre)
 		}
-		last := func(lo, hi int) int { return max(lo, hi) }
-		needX, needY := last(loX, hiX), last(loY, hiY)
-		cx, cy := 0, 0
-		for i := range pooled {
-			t := pooled[i]
-			if fromTop {
-				t = pooled[len(pooled)-1-i]
-			}
-			if inX[t.unit] == xMark {
-				if cx == loX {
-					vx[0] = t.v
-				}
-				if cx == hiX {
-					vx[1] = t.v
-				}
-				cx++
-			} else {
-				if cy == loY {
-					vy[0] = t.v
-				}
-				if cy == hiY {
-					vy[1] = t.v
-				}
-				cy++
-			}
-			if cx > needX && cy > needY {
-				break
-			}
-		}
-		return math.Abs(lerp(vy[0], vy[1], fY) - lerp(vx[0], vx[1], fX))
+		return quantileByScan(d, q)
 	}
+}
+
+// prefixCounts is quantileSplit's per-unit count table.
+func prefixCounts(pooled []tagged, units int) []int32 {
+	n := len(pooled)
+	pre := make([]int32, units*(n+1))
+	for u := range units {
+		row := pre[u*(n+1) : (u+1)*(n+1)]
+		for j, t := range pooled {
+			row[j+1] = row[j]
+			if t.unit == u {
+				row[j+1]++
+			}
+		}
+	}
+	return pre
+}
+
+func quantileByCount(d *draw, q float64, pre []int32) float64 {
+	n := len(d.pooled)
+	// at is the position in pooled of the value of rank r (from 0) of the
+	// marked group or of the other one.
+	at := func(marked bool, r int) int {
+		return sort.Search(n, func(i int) bool {
+			c := 0
+			for _, u := range d.marked {
+				c += int(pre[u*(n+1)+i+1])
+			}
+			if !marked {
+				c = i + 1 - c
+			}
+			return c > r
+		})
+	}
+	value := func(marked bool, size int) float64 {
+		lo, hi, frac := quantileRanks(size, q)
+		i := at(marked, lo)
+		j := i
+		if hi > lo {
+			// The next value of the group, usually a step or two on.
+			for j = i + 1; d.mark[d.pooled[j].unit] != marked; j++ {
+			}
+		}
+		return lerp(d.pooled[i].v, d.pooled[j].v, frac)
+	}
+	return math.Abs(value(!d.markX, d.ny) - value(d.markX, d.nx))
+}
+
+func quantileByScan(d *draw, q float64) float64 {
+	nx, ny, pooled := d.nx, d.ny, d.pooled
+	loX, hiX, fX := quantileRanks(nx, q)
+	loY, hiY, fY := quantileRanks(ny, q)
+	var vx, vy [2]float64 // the values at lo and hi
+	fromTop := 2*hiX >= nx
+	if fromTop {
+		// Counting from the top, rank r of n is the (n-1-r)-th value.
+		loX, hiX = nx-1-loX, nx-1-hiX
+		loY, hiY = ny-1-loY, ny-1-hiY
+	}
+	needX, needY := max(loX, hiX), max(loY, hiY)
+	cx, cy := 0, 0
+	for i := range pooled {
+		t := pooled[i]
+		if fromTop {
+			t = pooled[len(pooled)-1-i]
+		}
+		if d.inX(t) {
+			if cx == loX {
+				vx[0] = t.v
+			}
+			if cx == hiX {
+				vx[1] = t.v
+			}
+			cx++
+		} else {
+			if cy == loY {
+				vy[0] = t.v
+			}
+			if cy == hiY {
+				vy[1] = t.v
+			}
+			cy++
+		}
+		if cx > needX && cy > needY {
+			break
+		}
+	}
+	return math.Abs(lerp(vy[0], vy[1], fY) - lerp(vx[0], vx[1], fX))
 }
 
 // permute is the permutation test over units, the blocks of x and of y (a
@@ -225,8 +314,9 @@ func permute(ux, uy [][]float64, statistic func(sorted []float64) float64, diff 
 		idx[i] = i
 	}
 	mark := make([]bool, len(units))
+	d := draw{pooled: pooled, mark: mark, marked: idx[:k], markX: markX}
 	hits := 0
-	for draw := 1; draw <= cfg.Max; draw++ {
+	for n := 1; n <= cfg.Max; n++ {
 		marked := 0
 		for i := range k {
 			j := i + rng.IntN(len(idx)-i)
@@ -234,18 +324,19 @@ func permute(ux, uy [][]float64, statistic func(sorted []float64) float64, diff 
 			mark[idx[i]] = true
 			marked += size[idx[i]]
 		}
-		nx := marked
+		d.nx = marked
 		if !markX {
-			nx = len(pooled) - marked
+			d.nx = len(pooled) - marked
 		}
-		d := diff(pooled, mark, markX, nx, len(pooled)-nx)
+		d.ny = len(pooled) - d.nx
+		t := diff(&d)
 		for _, i := range idx[:k] {
 			mark[i] = false
 		}
-		if d >= t0-tol {
+		if t >= t0-tol {
 			hits++
 			if hits == cfg.Stop {
-				return PermResult{Observed: obs, P: float64(hits) / float64(draw), Draws: draw}
+				return PermResult{Observed: obs, P: float64(hits) / float64(n), Draws: n}
 			}
 		}
 	}

@@ -226,23 +226,30 @@ func TestQuantileSplitMatchesGroups(t *testing.T) {
 			}
 			slices.SortFunc(pooled, func(a, b tagged) int { return cmp.Compare(a.v, b.v) })
 			quant := func(s []float64) float64 { return SortedQuantile(s, q) }
-			want, got := materialize(quant, len(pooled)), quantileSplit(q)
+			want := materialize(quant, len(pooled))
+			ways := map[string]split{"auto": quantileSplit(q, byAuto), "scan": quantileSplit(q, byScan), "count": quantileSplit(q, byCount)}
 			for range 200 {
-				inX := make([]bool, units)
-				inX[0], inX[1] = true, false // both groups non-empty
+				d := draw{pooled: pooled, mark: make([]bool, units), markX: r.IntN(2) == 0}
+				d.mark[0], d.mark[1] = true, false // both groups non-empty
 				for u := 2; u < units; u++ {
-					inX[u] = r.IntN(2) == 0
+					d.mark[u] = r.IntN(2) == 0
 				}
-				xMark := r.IntN(2) == 0
-				nx := 0
-				for _, p := range pooled {
-					if inX[p.unit] == xMark {
-						nx++
+				for u, m := range d.mark {
+					if m {
+						d.marked = append(d.marked, u)
 					}
 				}
-				w := want(pooled, inX, xMark, nx, len(pooled)-nx)
-				if g := got(pooled, inX, xMark, nx, len(pooled)-nx); g != w {
-					t.Fatalf("q %v, %d units, groups %v (x marked %v): split %v, groups give %v", q, units, inX, xMark, g, w)
+				for _, p := range pooled {
+					if d.inX(p) {
+						d.nx++
+					}
+				}
+				d.ny = len(pooled) - d.nx
+				w := want(&d)
+				for name, got := range ways {
+					if g := got(&d); g != w {
+						t.Fatalf("q %v, %d units, marked %v (x marked %v), by %s: split %v, groups give %v", q, units, d.marked, d.markX, name, g, w)
+					}
 				}
 			}
 		}
