@@ -179,7 +179,11 @@ func (ss *Search) Start(ctx context.Context, st store.DB, sc StartConfig) (*Run,
 			return fail(err)
 		}
 		// Joining live workers is not a resume: the study is theirs too.
-		cfg.Resume = cfg.Resume || member.Others > 0
+		// Nor is a study that had no trial when this worker joined: the
+		// trials the loop finds were begun by workers that joined after
+		// it (on a busy machine they may claim their first trials before
+		// this one's loop reads the study).
+		cfg.Resume = cfg.Resume || member.Others > 0 || !member.HadTrials
 	}
 	if run.Loop, err = New(cfg, runner, prop, StudyStore{Store: st, Study: study.ID, Observer: sc.Observer}); err != nil {
 		return fail(AsUsage(err))

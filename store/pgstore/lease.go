@@ -52,7 +52,8 @@ func (s *Store) JoinStudy(ctx context.Context, studyID, worker string, lease tim
 				SELECT name FROM workers WHERE study_id = $1 AND name <> $2
 				UNION SELECT worker FROM trials WHERE study_id = $1 AND state = 'running'
 					AND lease_until >= now() AND worker IS NOT NULL AND worker <> $2) o),
-			extract(epoch FROM now() - (SELECT min(joined) FROM workers WHERE study_id = $1))::float8`, studyID, worker).Scan(&m.Others, &secs)
+			extract(epoch FROM now() - (SELECT min(joined) FROM workers WHERE study_id = $1))::float8,
+			EXISTS (SELECT 1 FROM trials WHERE study_id = $1)`, studyID, worker).Scan(&m.Others, &secs, &m.HadTrials)
 		m.Elapsed = time.Duration(secs * float64(time.Second))
 		return err
 	})
