@@ -27,10 +27,7 @@ func monoNow() int64 {
 // its base URL.
 func startStampServer(b *testing.B, args ...string) string {
 	b.Helper()
-	bin := buildBinary(b, "stampserver", "./testdata/stampserver")
-	if bin == "" {
-		b.Fatal("stampserver does not build")
-	}
+	bin := bins.Path(b, "stampserver", "./testdata/stampserver")
 	cmd := exec.Command(bin, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
