@@ -234,6 +234,7 @@ func TestMigrateBinarySummaries(t *testing.T) {
 		ALTER TABLE trials ALTER COLUMN summary SET NOT NULL;
 		ALTER TABLE trials DROP COLUMN sum;
 		ALTER TABLE trials DROP COLUMN lease_len;
+		ALTER TABLE workers DROP COLUMN lease_len;
 		DELETE FROM schema_migrations WHERE version >= 6`)
 	conn.Close(ctx)
 	if err != nil {
