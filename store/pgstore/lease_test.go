@@ -137,16 +137,7 @@ func TestLeases(t *testing.T) {
 // time since the restart is reaped as usual.
 func TestLeaseAfterRestart(t *testing.T) {
 	ctx := context.Background()
-	c := pgtest.Own(t)
-	url, err := c.CreateDB(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := openPG(t, url)
-	st, err := s.EnsureStudy(ctx, storetest.Key("m", "g", "chat", ""))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, url, s, st := ownStudy(t)
 	r := rand.New(rand.NewPCG(4, 4))
 	long, err := s.ClaimTrial(ctx, st.ID, storetest.Config(r), store.ClaimOptions{Worker: "a", Lease: time.Minute})
 	if err != nil {
@@ -190,16 +181,7 @@ func TestLeaseAfterRestart(t *testing.T) {
 // lease granted after the restart lapses as usual.
 func TestJoinAfterRestart(t *testing.T) {
 	ctx := context.Background()
-	c := pgtest.Own(t)
-	url, err := c.CreateDB(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := openPG(t, url)
-	st, err := s.EnsureStudy(ctx, storetest.Key("m", "g", "chat", ""))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, url, s, st := ownStudy(t)
 	if _, err := s.JoinStudy(ctx, st.ID, "a", time.Minute, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -234,4 +216,21 @@ func TestJoinAfterRestart(t *testing.T) {
 	if _, err := after.JoinStudy(ctx, st.ID, "a", time.Minute, nil); !errors.Is(err, store.ErrWorkerName) {
 		t.Fatalf("another worker named a while a's membership holds: %v, want ErrWorkerName", err)
 	}
+}
+
+// ownStudy is a study in a database of a cluster of the test's own (which
+// it may halt and restart), and a store on it.
+func ownStudy(t *testing.T) (*pgtest.Cluster, string, *pgstore.Store, store.Study) {
+	t.Helper()
+	c := pgtest.Own(t)
+	url, err := c.CreateDB(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openPG(t, url)
+	st, err := s.EnsureStudy(context.Background(), storetest.Key("m", "g", "chat", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, url, s, st
 }
