@@ -87,8 +87,8 @@ type Candidate struct {
 	TrialIDs []string      `json:"trial_ids,omitempty"` // their store IDs
 	Failed   int           `json:"failed"`              // failed trials of this config
 	// Failure is why the first of them failed (its class: oom, ...).
-	Failure trial.FailureClass `json:"failure,omitempty"`
-	Unstable int           `json:"unstable,omitempty"`  // usable runs that did not reach steady state
+	Failure  trial.FailureClass `json:"failure,omitempty"`
+	Unstable int                `json:"unstable,omitempty"` // usable runs that did not reach steady state
 	// Remeasured counts the usable runs of the final re-measurement (phase
 	// repeat): what makes a config "re-measured", unlike search runs of the
 	// same config in several studies (vLLM's default runs first in each).
