@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vllm-tuner/tuner/internal/monoclock"
+	"github.com/vllm-tuner/tuner/internal/benchcpu"
 )
 
 // startStampServer runs testdata/stampserver in its own process and returns
@@ -67,9 +67,9 @@ func benchLag(b *testing.B, base string, streams int) {
 		c.Warm(context.Background(), streams) // as Drive does in closed loop
 		r0 := cpuTime()
 		warm += r0 - w0
-		m0 := monoclock.Now()
+		m0 := benchcpu.Mono()
 		start := time.Now()
-		m1 := monoclock.Now()
+		m1 := benchcpu.Mono()
 		origin := (m0 + m1) / 2 // start on the server's clock, within (m1-m0)/2
 		recs := c.drive(context.Background(), start, specsN(streams, 16, tokens), Load{Concurrency: streams}, nil)
 		c.Close()

@@ -19,7 +19,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vllm-tuner/tuner/internal/monoclock"
+	"github.com/vllm-tuner/tuner/internal/benchcpu"
 )
 
 func main() {
@@ -69,7 +69,7 @@ func main() {
 				return
 			}
 			fl.Flush()
-			at = append(at, monoclock.Now())
+			at = append(at, benchcpu.Mono())
 			next = next.Add(*gap)
 		}
 		fmt.Fprintf(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}}\n\ndata: [DONE]\n\n",
