@@ -221,30 +221,8 @@ func DecodeRaw(b []byte) ([]Request, error) {
 	}
 	data = data[len(rawMagic):]
 	var rerr error
-	uv := func() uint64 {
-		v, n := binary.Uvarint(data)
-		if n <= 0 {
-			if rerr == nil {
-				rerr = io.ErrUnexpectedEOF
-			}
-			data = nil
-			return 0
-		}
-		data = data[n:]
-		return v
-	}
-	sv := func() int64 {
-		v, n := binary.Varint(data)
-		if n <= 0 {
-			if rerr == nil {
-				rerr = io.ErrUnexpectedEOF
-			}
-			data = nil
-			return 0
-		}
-		data = data[n:]
-		return v
-	}
+	uv := func() uint64 { return readVarint(&data, &rerr, binary.Uvarint) }
+	sv := func() int64 { return readVarint(&data, &rerr, binary.Varint) }
 	d := func() time.Duration { return time.Duration(uv()) * time.Microsecond }
 	nc := uv()
 	if rerr != nil || nc > 1<<16 {
@@ -373,4 +351,20 @@ func (s ITLSummary) quantile(u float64) float64 {
 		return p50 + (p99-p50)*(u-0.5)/0.49
 	}
 	return p99 + (mx-p99)*(u-0.99)/0.01
+}
+
+// readVarint reads one varint off the front of *data; at the end of the
+// data (or a malformed varint) it notes io.ErrUnexpectedEOF in *rerr,
+// empties *data and returns 0.
+func readVarint[T uint64 | int64](data *[]byte, rerr *error, read func([]byte) (T, int)) T {
+	v, n := read(*data)
+	if n <= 0 {
+		if *rerr == nil {
+			*rerr = io.ErrUnexpectedEOF
+		}
+		*data = nil
+		return 0
+	}
+	*data = (*data)[n:]
+	return v
 }

@@ -408,7 +408,8 @@ func compareOne(bc, nc Cell, m Metric, cfg Config) Row {
 		if !blocked(pc, len(bs), len(ns)) {
 			pc.Blocks = 0
 		}
-		res, err := stats.PermutationTest(bs, ns, func(s []float64) float64 { return trial.Percentile(s, pct) }, pc, rng)
+		// pct/100, the quantile trial.Percentile(s, pct) reads, to the bit.
+		res, err := stats.QuantilePermutationTest(bs, ns, pct/100, pc, rng)
 		return res.P, err
 	}
 	if m.Quantile == 0.5 {

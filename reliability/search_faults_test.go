@@ -56,8 +56,12 @@ func TestSearchSurvivesFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := filepath.Join(dir, "tuner.db")
+	// The startup timeout is what the hanging engine costs the test; it is
+	// also the time a failing engine has to exit and be classified as
+	// crashed rather than timed out: 2 s was too little for a process
+	// start at a load average of 50 on 2 cores.
 	r := runTuner(t, 3*time.Minute, nil, "--db", db, "search", "--engine", "sim", "--vllm-sim", wrapper, "--model", "tiny", "--gpu", simGPU,
-		"--workload", wl, "--trials", itoa(len(searchFaults)), "--patience", "0", "--repeats", "1", "--startup-timeout", "2s",
+		"--workload", wl, "--trials", itoa(len(searchFaults)), "--patience", "0", "--repeats", "1", "--startup-timeout", "6s",
 		"--log-dir", filepath.Join(dir, "logs"), "--engine-arg=--startup-scale=0.01")
 	if r.code != 0 {
 		t.Fatalf("search: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)

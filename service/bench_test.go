@@ -92,10 +92,12 @@ func benchStudy(b *testing.B, n int) (*Server, string) {
 
 // BenchmarkEndpoints10k measures the front, trials and recommend
 // endpoints over a real listener on a study of 10,000 trials and reports
-// their p99 latency once the study is cached (its first read decodes every
-// trial's summary: cold-front, measured on a fresh server), and that of the front and
-// the trials right after a new trial was written (after-trial: the cache
-// rereads the study's tail and judges it again).
+// each one's p99 latency once the study is cached, and that of the front
+// and the trials right after a new trial was written (after-trial: the
+// cache rereads the study's tail and judges it again). A fresh server's
+// first read, which decodes every trial's summary, is cmd/tuner's
+// BenchmarkServeBigStudy (first-read-s, through a real `tuner serve` on
+// both backends).
 func BenchmarkEndpoints10k(b *testing.B) {
 	srv, study := benchStudy(b, 10000)
 	ts := httptest.NewServer(srv.Handler())
@@ -119,20 +121,7 @@ func BenchmarkEndpoints10k(b *testing.B) {
 		slices.Sort(lat)
 		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 	}
-	b.Run("cold-front", func(b *testing.B) { // a new server each time: nothing cached
-		var lat []time.Duration
-		for b.Loop() {
-			fresh, err := New(Config{DB: srv.db})
-			if err != nil {
-				b.Fatal(err)
-			}
-			cts := httptest.NewServer(fresh.Handler())
-			lat = append(lat, get(b, cts.URL+"/api/v1/studies/"+study+"/front"))
-			cts.Close()
-		}
-		p99(b, lat)
-	})
-	get(b, base+"front") // the shared server's first read
+	get(b, base+"front") // the first read (a fresh server's: cmd/tuner's BenchmarkServeBigStudy)
 	for _, ep := range []string{"front", "trials", "trials?sort=throughput&order=desc", "recommend"} {
 		b.Run(strings.ReplaceAll(ep, "?", "/"), func(b *testing.B) {
 			var lat []time.Duration

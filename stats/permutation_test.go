@@ -1,6 +1,8 @@
 package stats
 
 import (
+	"cmp"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -166,5 +168,132 @@ func TestBlockPermutationClusteredNoise(t *testing.T) {
 	}
 	if res.P > 0.01 || res.Observed <= 0 {
 		t.Errorf("50%% slower with blocks: %+v", res)
+	}
+}
+
+// QuantilePermutationTest is PermutationTest of SortedQuantile to the last
+// bit: same draws, same hits, same p, over quantiles at both ends and the
+// middle, unequal sizes, ties, single values and blocks.
+func TestQuantilePermutationTestMatchesGeneric(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	sample := func(n int, scale float64, ties bool) []float64 {
+		s := make([]float64, n)
+		for i := range s {
+			s[i] = scale * math.Exp(0.4*r.NormFloat64())
+			if ties {
+				s[i] = math.Round(s[i] * 4)
+			}
+		}
+		return s
+	}
+	for _, q := range []float64{0, 0.01, 0.25, 0.5, 0.5001, 0.9, 0.95, 0.99, 0.999, 1} {
+		for _, cfg := range []PermutationConfig{{Max: 300, Stop: 1 << 30}, {Max: 300, Stop: 30}, {Max: 300, Stop: 1 << 30, Blocks: 7}} {
+			for _, sizes := range [][2]int{{1, 1}, {2, 9}, {40, 33}, {120, 150}} {
+				for _, ties := range []bool{false, true} {
+					x, y := sample(sizes[0], 1, ties), sample(sizes[1], 1.1, ties)
+					seed := r.Uint64()
+					want, err := PermutationTest(x, y, func(s []float64) float64 { return SortedQuantile(s, q) }, cfg, rand.New(rand.NewPCG(seed, 1)))
+					if err != nil {
+						t.Fatal(err)
+					}
+					got, err := QuantilePermutationTest(x, y, q, cfg, rand.New(rand.NewPCG(seed, 1)))
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got != want {
+						t.Errorf("q %v, %+v, sizes %v, ties %v: got %+v, want %+v", q, cfg, sizes, ties, got, want)
+					}
+				}
+			}
+		}
+	}
+	if _, err := QuantilePermutationTest(nil, []float64{1}, 0.5, DefaultPermutationConfig(), r); err == nil {
+		t.Error("empty sample accepted")
+	}
+}
+
+// Draw by draw, the quantile split reads the same difference as building
+// both groups and taking their quantiles, for any grouping of the units.
+func TestQuantileSplitMatchesGroups(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, q := range []float64{0, 0.1, 0.5, 0.75, 0.99, 1} {
+		for _, units := range []int{2, 5, 40} {
+			var pooled []tagged
+			for u := range units {
+				for range 1 + r.IntN(6) {
+					pooled = append(pooled, tagged{math.Round(10 * r.ExpFloat64()), u})
+				}
+			}
+			slices.SortFunc(pooled, func(a, b tagged) int { return cmp.Compare(a.v, b.v) })
+			quant := func(s []float64) float64 { return SortedQuantile(s, q) }
+			want := materialize(quant, len(pooled))
+			ways := map[string]split{"auto": quantileSplit(q, byAuto), "scan": quantileSplit(q, byScan), "count": quantileSplit(q, byCount)}
+			for range 200 {
+				d := draw{pooled: pooled, mark: make([]bool, units), markX: r.IntN(2) == 0}
+				d.mark[0], d.mark[1] = true, false // both groups non-empty
+				for u := 2; u < units; u++ {
+					d.mark[u] = r.IntN(2) == 0
+				}
+				for u, m := range d.mark {
+					if m {
+						d.marked = append(d.marked, u)
+					}
+				}
+				for _, p := range pooled {
+					if d.inX(p) {
+						d.nx++
+					}
+				}
+				d.ny = len(pooled) - d.nx
+				w := want(&d)
+				for name, got := range ways {
+					if g := got(&d); g != w {
+						t.Fatalf("q %v, %d units, marked %v (x marked %v), by %s: split %v, groups give %v", q, units, d.marked, d.markX, name, g, w)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestSortedQuantile(t *testing.T) {
+	s := []float64{1, 2, 4, 8}
+	for _, tc := range []struct{ q, want float64 }{
+		{0, 1}, {1, 8}, {0.5, 3}, {1.0 / 3, 2}, {0.9, 6.8}, {-1, 1}, {2, 8}, {math.NaN(), 1},
+	} {
+		if got := SortedQuantile(s, tc.q); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("SortedQuantile(%v, %v) = %v, want %v", s, tc.q, got, tc.want)
+		}
+	}
+	if got := SortedQuantile(nil, 0.5); got != 0 {
+		t.Errorf("empty: %v", got)
+	}
+}
+
+// BenchmarkQuantilePermutation is the gate's tail test: p99 of 300
+// requests a side in 10 blocks, a real shift (every draw of Max is taken).
+func BenchmarkQuantilePermutation(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	x, y := make([]float64, 300), make([]float64, 300)
+	for i := range x {
+		x[i], y[i] = math.Exp(0.5*r.NormFloat64()), 1.3*math.Exp(0.5*r.NormFloat64())
+	}
+	cfg := DefaultPermutationConfig()
+	cfg.Blocks = 10
+	for _, q := range []float64{0.5, 0.99} {
+		b.Run(fmt.Sprintf("generic/q%v", q), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := PermutationTest(x, y, func(s []float64) float64 { return SortedQuantile(s, q) }, cfg, rand.New(rand.NewPCG(1, 1))); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("quantile/q%v", q), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := QuantilePermutationTest(x, y, q, cfg, rand.New(rand.NewPCG(1, 1))); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -76,3 +76,29 @@ func MinDetectable(se, alpha, power float64) float64 {
 	}
 	return (distuv.UnitNormal.Quantile(1-alpha/2) + distuv.UnitNormal.Quantile(power)) * se
 }
+
+// SortedQuantile is the q-quantile of an ascending sample, interpolated
+// linearly between the order statistics around rank q*(n-1) (numpy's
+// default; the "_p99" of every report). q is clamped to [0, 1], NaN read as
+// 0; an empty sample gives 0.
+func SortedQuantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	lo, hi, frac := quantileRanks(len(sorted), q)
+	return lerp(sorted[lo], sorted[hi], frac)
+}
+
+// quantileRanks gives the ranks SortedQuantile interpolates between in a
+// sample of n >= 1 and the weight of the upper one.
+func quantileRanks(n int, q float64) (lo, hi int, frac float64) {
+	if q != q { // NaN
+		q = 0
+	}
+	q = max(0, min(1, q))
+	rank := q * float64(n-1)
+	lo = int(math.Floor(rank))
+	return lo, min(lo+1, n-1), rank - float64(lo)
+}
+
+func lerp(a, b, frac float64) float64 { return a + (b-a)*frac }

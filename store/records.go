@@ -249,6 +249,31 @@ type ModelMeta struct {
 	SHA256  string             `json:"sha256"`
 }
 
+// NewModelMeta is the metadata a backend stores with model file data under
+// name: meta with V, Name, Size and SHA256 set and a zero Created set to
+// now. It refuses an empty name and a schema that is not JSON.
+func NewModelMeta(name string, data []byte, meta ModelMeta, now time.Time) (ModelMeta, error) {
+	if name == "" {
+		return meta, errors.New("put model: empty name")
+	}
+	if len(meta.Schema) > 0 && !json.Valid(meta.Schema) {
+		return meta, fmt.Errorf("put model %s: schema is not valid JSON", name)
+	}
+	meta.V, meta.Name, meta.Size, meta.SHA256 = RecordVersion, name, len(data), modelSum(data)
+	if meta.Created.IsZero() {
+		meta.Created = now.UTC()
+	}
+	return meta, nil
+}
+
+// Matches reports whether data is the model file m describes (its checksum).
+func (m ModelMeta) Matches(data []byte) bool { return modelSum(data) == m.SHA256 }
+
+func modelSum(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
 // encode is the stored form of a JSON record: sealed (see seal). Every
 // record type goes through encode (or putJSON) and decodeStrict, so each
 // one is checksummed and verified without code of its own.

@@ -213,3 +213,44 @@ func DecodeRun(b []byte) (Run, error) {
 	}
 	return r, nil
 }
+
+// Begin readies r to be stored as the new run numbered seq, written by
+// session (state running unless r says otherwise).
+func (r *Run) Begin(seq uint64, session string) {
+	r.ID, r.V, r.Session = RunID(seq), RunVersion, session
+	if r.State == "" {
+		r.State = RunRunning
+	}
+}
+
+// Imported readies a finished run to be stored as the run numbered seq:
+// each cell i with raw data (raws[i] not nil) gets its RawKey and RawBytes.
+func (r *Run) Imported(seq uint64, raws [][]byte) {
+	r.ID, r.V = RunID(seq), RunVersion
+	for i := range r.Cells {
+		if i < len(raws) && raws[i] != nil {
+			r.Cells[i].RawKey, r.Cells[i].RawBytes = RawKey(r.ID, i), len(raws[i])
+		}
+	}
+}
+
+// AddCell appends a finished cell to a running run; raw (its per-request
+// data) is to be stored under the cell's RawKey, set here. It fails with
+// ErrRunState unless the run is running.
+func (r *Run) AddCell(c CellResult, raw []byte) error {
+	if r.State != RunRunning {
+		return fmt.Errorf("run %s is %s: %w", r.ID, r.State, ErrRunState)
+	}
+	c.RawKey, c.RawBytes = RawKey(r.ID, len(r.Cells)), len(raw)
+	r.Cells = append(r.Cells, c)
+	return nil
+}
+
+// Finish records a running run's final state (ErrRunState unless running).
+func (r *Run) Finish(st RunState, reason string, end time.Time) error {
+	if r.State != RunRunning {
+		return fmt.Errorf("run %s is %s: %w", r.ID, r.State, ErrRunState)
+	}
+	r.State, r.Reason, r.End, r.Session = st, reason, end, ""
+	return nil
+}

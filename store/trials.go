@@ -1,9 +1,13 @@
 package store
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/trial"
 )
 
 // BeginOptions are the optional parts of a new trial.
@@ -62,5 +66,58 @@ func (o ClaimOptions) Check() error {
 	if o.Repeat < 0 || o.Lease <= 0 || o.Worker == "" {
 		return fmt.Errorf("claim trial: repeat %d, lease %s, worker %q: want repeat >= 0, a lease and a worker", o.Repeat, o.Lease, o.Worker)
 	}
+	return nil
+}
+
+// Trial is the running trial of cfg that BeginTrial records in studyID
+// (its Seq and ID are the backend's to set).
+func (o BeginOptions) Trial(studyID string, cfg spaces.Config, started time.Time, session string) (Trial, error) {
+	if o.Repeat < 0 {
+		return Trial{}, fmt.Errorf("begin trial: negative repeat %d", o.Repeat)
+	}
+	t := newTrial(studyID, cfg, o.Repeat, started, session)
+	t.Notes = o.Notes
+	return t, nil
+}
+
+// Trial is the running trial of cfg that ClaimTrial records in studyID,
+// leased to o.Worker; it refuses options Check refuses.
+func (o ClaimOptions) Trial(studyID string, cfg spaces.Config, started time.Time, session string) (Trial, error) {
+	if err := o.Check(); err != nil {
+		return Trial{}, err
+	}
+	t := newTrial(studyID, cfg, o.Repeat, started, session)
+	t.Worker = o.Worker
+	return t, nil
+}
+
+func newTrial(studyID string, cfg spaces.Config, repeat int, started time.Time, session string) Trial {
+	return Trial{
+		V: RecordVersion, StudyID: studyID, State: StateRunning,
+		ConfigID: cfg.ID(), Config: cfg, Repeat: repeat,
+		Started: started.UTC(), Session: session,
+	}
+}
+
+// ParseFinish checks what FinishTrial is given (a result that can be
+// stored, ErrInvalidResult otherwise) and returns the trial's study and
+// sequence number.
+func ParseFinish(id string, res *trial.Result) (studyID string, seq uint64, err error) {
+	if res == nil {
+		return "", 0, fmt.Errorf("finish trial %s: nil result: %w", id, ErrInvalidResult)
+	}
+	if _, err := json.Marshal(res); err != nil {
+		return "", 0, fmt.Errorf("finish trial %s: %w: %v", id, ErrInvalidResult, err)
+	}
+	return ParseTrialID(id)
+}
+
+// Finish records how running trial t ended at now (its state follows from
+// res, see StateOf); it fails with ErrState unless t is running.
+func (t *Trial) Finish(res *trial.Result, now time.Time) error {
+	if t.State != StateRunning {
+		return fmt.Errorf("trial is %s: %w", t.State, ErrState)
+	}
+	t.State, t.Result, t.Ended = StateOf(res), res, now.UTC()
 	return nil
 }

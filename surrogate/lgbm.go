@@ -345,6 +345,32 @@ func clip(s string) string {
 	return s
 }
 
+// lgbArray parses tree field key of f, n values separated by spaces, into
+// *dst; an absent optional field leaves it nil.
+func lgbArray[T any](f map[string]string, ti int, dst *[]T, key string, n int, required bool, what string, parse func(string) (T, bool)) error {
+	s, ok := f[key]
+	if !ok {
+		if required {
+			return modelErr(lgbFormat, ti, key, "missing")
+		}
+		return nil
+	}
+	toks := strings.Split(s, " ")
+	if len(toks) != n {
+		return modelErr(lgbFormat, ti, key, "%d values, want %d", len(toks), n)
+	}
+	out := make([]T, n)
+	for i, tok := range toks {
+		x, ok := parse(tok)
+		if !ok {
+			return modelErr(lgbFormat, ti, key, "value %d (%q) is not %s", i, clip(tok), what)
+		}
+		out[i] = x
+	}
+	*dst = out
+	return nil
+}
+
 func parseLGBTree(f map[string]string, ti, mfi int, lim Limits) (lgbTree, error) {
 	var t lgbTree
 	nl, err := strconv.Atoi(f["num_leaves"])
@@ -357,58 +383,22 @@ func parseLGBTree(f map[string]string, ti, mfi int, lim Limits) (lgbTree, error)
 	if l, ok := f["is_linear"]; ok && l != "0" {
 		return t, modelErr(lgbFormat, ti, "is_linear", "linear trees are not supported (leaves ignores them)")
 	}
-	floats := func(key string, n int, required bool) ([]float64, error) {
-		s, ok := f[key]
-		if !ok {
-			if required {
-				return nil, modelErr(lgbFormat, ti, key, "missing")
-			}
-			return nil, nil
-		}
-		toks := strings.Split(s, " ")
-		if len(toks) != n {
-			return nil, modelErr(lgbFormat, ti, key, "%d values, want %d", len(toks), n)
-		}
-		out := make([]float64, n)
-		for i, tok := range toks {
+	floats := func(dst *[]float64, key string, n int, required bool) error {
+		return lgbArray(f, ti, dst, key, n, required, "a finite number", func(tok string) (float64, bool) {
 			x, err := strconv.ParseFloat(tok, 64)
-			if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
-				return nil, modelErr(lgbFormat, ti, key, "value %d (%q) is not a finite number", i, clip(tok))
-			}
-			out[i] = x
-		}
-		return out, nil
+			return x, err == nil && !math.IsNaN(x) && !math.IsInf(x, 0)
+		})
 	}
-	ints := func(key string, n int, required bool) ([]int, error) {
-		s, ok := f[key]
-		if !ok {
-			if required {
-				return nil, modelErr(lgbFormat, ti, key, "missing")
-			}
-			return nil, nil
-		}
-		toks := strings.Split(s, " ")
-		if len(toks) != n {
-			return nil, modelErr(lgbFormat, ti, key, "%d values, want %d", len(toks), n)
-		}
-		out := make([]int, n)
-		for i, tok := range toks {
+	ints := func(dst *[]int, key string, n int, required bool) error {
+		return lgbArray(f, ti, dst, key, n, required, "a 32-bit integer", func(tok string) (int, bool) {
 			x, err := strconv.ParseInt(tok, 10, 32)
-			if err != nil {
-				return nil, modelErr(lgbFormat, ti, key, "value %d (%q) is not a 32-bit integer", i, clip(tok))
-			}
-			out[i] = int(x)
+			return int(x), err == nil
+		})
+	}
+	for _, err := range []error{floats(&t.LeafValue, "leaf_value", nl, true), floats(&t.LeafWeight, "leaf_weight", nl, false), ints(&t.LeafCount, "leaf_count", nl, false)} {
+		if err != nil {
+			return t, err
 		}
-		return out, nil
-	}
-	if t.LeafValue, err = floats("leaf_value", nl, true); err != nil {
-		return t, err
-	}
-	if t.LeafWeight, err = floats("leaf_weight", nl, false); err != nil {
-		return t, err
-	}
-	if t.LeafCount, err = ints("leaf_count", nl, false); err != nil {
-		return t, err
 	}
 	if s, ok := f["shrinkage"]; ok {
 		x, err := strconv.ParseFloat(s, 64)
@@ -423,32 +413,16 @@ func parseLGBTree(f map[string]string, ti, mfi int, lim Limits) (lgbTree, error)
 		return t, nil
 	}
 	nn := nl - 1
-	if t.SplitFeature, err = ints("split_feature", nn, true); err != nil {
-		return t, err
-	}
-	if t.Threshold, err = floats("threshold", nn, true); err != nil {
-		return t, err
-	}
-	if t.DecisionType, err = ints("decision_type", nn, true); err != nil {
-		return t, err
-	}
-	if t.LeftChild, err = ints("left_child", nn, true); err != nil {
-		return t, err
-	}
-	if t.RightChild, err = ints("right_child", nn, true); err != nil {
-		return t, err
-	}
-	if t.SplitGain, err = floats("split_gain", nn, false); err != nil {
-		return t, err
-	}
-	if t.InternalValue, err = floats("internal_value", nn, false); err != nil {
-		return t, err
-	}
-	if t.InternalWeight, err = floats("internal_weight", nn, false); err != nil {
-		return t, err
-	}
-	if t.InternalCount, err = ints("internal_count", nn, false); err != nil {
-		return t, err
+	for _, err := range []error{
+		ints(&t.SplitFeature, "split_feature", nn, true), floats(&t.Threshold, "threshold", nn, true),
+		ints(&t.DecisionType, "decision_type", nn, true), ints(&t.LeftChild, "left_child", nn, true),
+		ints(&t.RightChild, "right_child", nn, true), floats(&t.SplitGain, "split_gain", nn, false),
+		floats(&t.InternalValue, "internal_value", nn, false), floats(&t.InternalWeight, "internal_weight", nn, false),
+		ints(&t.InternalCount, "internal_count", nn, false),
+	} {
+		if err != nil {
+			return t, err
+		}
 	}
 	return t, t.validate(lgbFormat, ti, mfi)
 }

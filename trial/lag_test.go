@@ -9,19 +9,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
-	"unsafe"
-)
 
-// monoNow is CLOCK_MONOTONIC in nanoseconds, the clock stampserver stamps
-// with (shared by every process of the machine).
-func monoNow() int64 {
-	var ts syscall.Timespec
-	syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, 1, uintptr(unsafe.Pointer(&ts)), 0)
-	return ts.Nano()
-}
+	"github.com/vllm-tuner/tuner/internal/benchcpu"
+)
 
 // startStampServer runs testdata/stampserver in its own process and returns
 // its base URL.
@@ -75,9 +67,9 @@ func benchLag(b *testing.B, base string, streams int) {
 		c.Warm(context.Background(), streams) // as Drive does in closed loop
 		r0 := cpuTime()
 		warm += r0 - w0
-		m0 := monoNow()
+		m0 := benchcpu.Mono()
 		start := time.Now()
-		m1 := monoNow()
+		m1 := benchcpu.Mono()
 		origin := (m0 + m1) / 2 // start on the server's clock, within (m1-m0)/2
 		recs := c.drive(context.Background(), start, specsN(streams, 16, tokens), Load{Concurrency: streams}, nil)
 		c.Close()

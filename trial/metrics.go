@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/vllm-tuner/tuner/stats"
 )
 
 // Record is the client-side timing of one request (the raw data kept per trial).
@@ -427,19 +429,7 @@ func Median(xs []float64) float64 {
 // value at rank p/100*(n-1), interpolated between its neighbours. p is
 // clamped to [0, 100]; an empty input gives 0.
 func Percentile(sorted []float64, p float64) float64 {
-	n := len(sorted)
-	if n == 0 {
-		return 0
-	}
-	if p != p { // NaN
-		p = 0
-	}
-	p = max(0, min(100, p))
-	rank := p / 100 * float64(n-1)
-	lo := int(math.Floor(rank))
-	hi := min(lo+1, n-1)
-	frac := rank - float64(lo)
-	return sorted[lo] + (sorted[hi]-sorted[lo])*frac
+	return stats.SortedQuantile(sorted, p/100)
 }
 
 // Request error classes (RequestErrorClass, Metrics.Errors).

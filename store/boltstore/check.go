@@ -3,8 +3,6 @@ package boltstore
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"github.com/vllm-tuner/tuner/store"
@@ -13,11 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"sort"
 )
-
-// maxProblems caps the problems one check lists.
-const maxProblems = 100
 
 // Check verifies the file: every record decodes; trials sit under their own
 // study and sequence key, within the bucket's sequence; summaries and the
@@ -47,18 +41,14 @@ func (s *Store) Check(ctx context.Context) (store.CheckReport, error) {
 		s.log.Warn("checking in place: cannot copy the database", "path", s.path, "err", err)
 	}
 	err := target.view(ctx, func(tx *bolt.Tx) error {
-		problem := func(format string, args ...any) {
-			if len(rep.Problems) < maxProblems {
-				rep.Problems = append(rep.Problems, fmt.Sprintf(format, args...))
-			}
-		}
+		problem := rep.Problemf
 		// Walk the page structure first (bounds-checked, in this
 		// goroutine): bbolt's Tx.Check trusts it (see walkPages).
 		raw, err := os.ReadFile(target.path)
 		if err != nil {
 			return err
 		}
-		pageProblems := walkPages(raw, maxProblems)
+		pageProblems := walkPages(raw, store.MaxProblems)
 		for _, p := range pageProblems {
 			problem("pages: %s", p)
 		}
@@ -187,18 +177,7 @@ func checkRecords(ctx context.Context, tx *bolt.Tx, rep *store.CheckReport, prob
 				problem("trial %s: sequence beyond the bucket's %d", t.ID, tb.Sequence())
 			}
 			last = seq
-			if t.State.Finished() && t.State != store.StateInterrupted {
-				k := fmt.Sprintf("%s#%d", t.ConfigID, t.Repeat)
-				if first, dup := measured[k]; dup && len(rep.Duplicates) < maxProblems {
-					what := "search trial"
-					if t.Repeat > 0 {
-						what = fmt.Sprintf("re-measurement %d", t.Repeat)
-					}
-					rep.Duplicates = append(rep.Duplicates, fmt.Sprintf("study %s: config %s measured twice as %s (trials %s and %s; two searches at once?)", sid, t.ConfigID, what, first, t.ID))
-				} else if !dup {
-					measured[k] = t.ID
-				}
-			}
+			rep.Measured(measured, &t)
 			if st, ok := studies[t.StudyID]; ok && t.StudyID == string(sid) && t.Seq == seq {
 				if p, ok := store.Eligible(st, st.SLO(), &t, store.FrontQuery{}); ok {
 					cands[st.ID] = append(cands[st.ID], p)
@@ -265,22 +244,7 @@ func checkRecords(ctx context.Context, tx *bolt.Tx, rep *store.CheckReport, prob
 		}
 		return nil
 	})
-	names := make([]string, 0, len(want)+len(have))
-	for n := range want {
-		names = append(names, n)
-	}
-	for n := range have {
-		if _, ok := want[n]; !ok {
-			names = append(names, n)
-		}
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		w, h := want[n], have[n]
-		if !store.SamePoints(w.Points, h.Points) {
-			problem("front %s: %d stored points differ from the %d rebuilt from trials", n, len(h.Points), len(w.Points))
-		}
-	}
+	rep.CompareFronts(have, want)
 
 	_ = tx.Bucket(bucketModelMeta).ForEach(func(k, v []byte) error {
 		rep.Models++
@@ -290,8 +254,7 @@ func checkRecords(ctx context.Context, tx *bolt.Tx, rep *store.CheckReport, prob
 			return nil
 		}
 		blob := tx.Bucket(bucketModels).Get(k)
-		sum := sha256.Sum256(blob)
-		if blob == nil || hex.EncodeToString(sum[:]) != m.SHA256 {
+		if blob == nil || !m.Matches(blob) {
 			problem("model %s: file missing or checksum mismatch", k)
 		}
 		return nil

@@ -177,19 +177,15 @@ func (s *Store) StudySpec(ctx context.Context, studyID string) ([]byte, error) {
 
 // ClaimTrial: see store.DB.
 func (s *Store) ClaimTrial(ctx context.Context, studyID string, cfg spaces.Config, o store.ClaimOptions) (store.Trial, error) {
-	if err := o.Check(); err != nil {
+	t, err := o.Trial(studyID, cfg, s.opts.Now(), s.session)
+	if err != nil {
 		return store.Trial{}, err
 	}
 	if err := s.checkFree(); err != nil {
 		return store.Trial{}, fmt.Errorf("claim trial in study %s: %w", studyID, err)
 	}
 	now := time.Now().UTC()
-	t := store.Trial{
-		V: store.RecordVersion, StudyID: studyID, State: store.StateRunning,
-		ConfigID: cfg.ID(), Config: cfg, Repeat: o.Repeat,
-		Started: s.opts.Now().UTC(), Session: s.session, Worker: o.Worker,
-	}
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err = s.update(ctx, func(tx *bolt.Tx) error {
 		if _, err := getStudy(tx, studyID); err != nil {
 			return err
 		}

@@ -3,10 +3,6 @@ package boltstore
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"github.com/vllm-tuner/tuner/store"
 	bolt "go.etcd.io/bbolt"
@@ -16,18 +12,11 @@ import (
 // one transaction. Name, Size, SHA256 and V are set here; a zero Created is
 // set to now.
 func (s *Store) PutModel(ctx context.Context, name string, data []byte, meta store.ModelMeta) error {
-	if name == "" {
-		return errors.New("put model: empty name")
+	meta, err := store.NewModelMeta(name, data, meta, s.opts.Now())
+	if err != nil {
+		return err
 	}
-	if len(meta.Schema) > 0 && !json.Valid(meta.Schema) {
-		return fmt.Errorf("put model %s: schema is not valid JSON", name)
-	}
-	sum := sha256.Sum256(data)
-	meta.V, meta.Name, meta.Size, meta.SHA256 = store.RecordVersion, name, len(data), hex.EncodeToString(sum[:])
-	if meta.Created.IsZero() {
-		meta.Created = s.opts.Now().UTC()
-	}
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err = s.update(ctx, func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bucketModels).Put([]byte(name), data); err != nil {
 			return err
 		}
@@ -59,7 +48,7 @@ func (s *Store) GetModel(ctx context.Context, name string) ([]byte, store.ModelM
 	if err != nil {
 		return nil, store.ModelMeta{}, err
 	}
-	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != meta.SHA256 {
+	if !meta.Matches(data) {
 		return nil, store.ModelMeta{}, &store.CorruptError{Path: s.path, Err: fmt.Errorf("model %s: checksum mismatch", name)}
 	}
 	return data, meta, nil

@@ -47,10 +47,7 @@ func (s *Store) BeginRun(ctx context.Context, r *store.Run) (string, error) {
 		if err != nil {
 			return err
 		}
-		r.ID, r.V, r.Session = store.RunID(seq), store.RunVersion, s.session
-		if r.State == "" {
-			r.State = store.RunRunning
-		}
+		r.Begin(seq, s.session)
 		return putJSON(b, seqKey(seq), r)
 	})
 	if err != nil {
@@ -63,27 +60,17 @@ func (s *Store) BeginRun(ctx context.Context, r *store.Run) (string, error) {
 // one transaction.
 func (s *Store) AddCell(ctx context.Context, id string, c store.CellResult, raw []byte) error {
 	return s.updateRun(ctx, id, func(tx *bolt.Tx, r *store.Run) error {
-		if r.State != store.RunRunning {
-			return fmt.Errorf("run %s is %s: %w", id, r.State, store.ErrRunState)
-		}
-		c.RawKey = string(rawKey(id, len(r.Cells)))
-		c.RawBytes = len(raw)
-		if err := tx.Bucket(bucketRunRaw).Put([]byte(c.RawKey), raw); err != nil {
+		if err := r.AddCell(c, raw); err != nil {
 			return err
 		}
-		r.Cells = append(r.Cells, c)
-		return nil
+		return tx.Bucket(bucketRunRaw).Put([]byte(r.Cells[len(r.Cells)-1].RawKey), raw)
 	})
 }
 
 // FinishRun records a running run's final state.
 func (s *Store) FinishRun(ctx context.Context, id string, st store.RunState, reason string, end time.Time) error {
 	return s.updateRun(ctx, id, func(_ *bolt.Tx, r *store.Run) error {
-		if r.State != store.RunRunning {
-			return fmt.Errorf("run %s is %s: %w", id, r.State, store.ErrRunState)
-		}
-		r.State, r.Reason, r.End, r.Session = st, reason, end, ""
-		return nil
+		return r.Finish(st, reason, end)
 	})
 }
 
@@ -103,11 +90,10 @@ func (s *Store) ImportRun(ctx context.Context, r *store.Run, raws [][]byte) (str
 		if err != nil {
 			return err
 		}
-		r.ID, r.V = store.RunID(seq), store.RunVersion
+		r.Imported(seq, raws)
 		for i := range r.Cells {
-			if i < len(raws) && raws[i] != nil {
-				r.Cells[i].RawKey, r.Cells[i].RawBytes = string(rawKey(r.ID, i)), len(raws[i])
-				if err := rb.Put(rawKey(r.ID, i), raws[i]); err != nil {
+			if r.Cells[i].RawKey != "" {
+				if err := rb.Put([]byte(r.Cells[i].RawKey), raws[i]); err != nil {
 					return err
 				}
 			}

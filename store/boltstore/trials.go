@@ -3,7 +3,6 @@ package boltstore
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
@@ -16,24 +15,14 @@ import (
 // BeginTrial records a trial in state running, before its engine starts, and
 // returns it with its sequence number and ID. One transaction.
 func (s *Store) BeginTrial(ctx context.Context, studyID string, cfg spaces.Config, o store.BeginOptions) (store.Trial, error) {
-	if o.Repeat < 0 {
-		return store.Trial{}, fmt.Errorf("begin trial: negative repeat %d", o.Repeat)
+	t, err := o.Trial(studyID, cfg, s.opts.Now(), s.session)
+	if err != nil {
+		return store.Trial{}, err
 	}
 	if err := s.checkFree(); err != nil {
 		return store.Trial{}, fmt.Errorf("begin trial in study %s: %w", studyID, err)
 	}
-	t := store.Trial{
-		V:        store.RecordVersion,
-		StudyID:  studyID,
-		State:    store.StateRunning,
-		ConfigID: cfg.ID(),
-		Config:   cfg,
-		Repeat:   o.Repeat,
-		Started:  s.opts.Now().UTC(),
-		Notes:    o.Notes,
-		Session:  s.session,
-	}
-	err := s.update(ctx, func(tx *bolt.Tx) error { return beginTrialTx(tx, &t) })
+	err = s.update(ctx, func(tx *bolt.Tx) error { return beginTrialTx(tx, &t) })
 	if err != nil {
 		return store.Trial{}, fmt.Errorf("begin trial in study %s: %w", studyID, err)
 	}
@@ -63,13 +52,7 @@ func beginTrialTx(tx *bolt.Tx, t *store.Trial) error {
 // result, see StateOf) and updates the study's and the group's fronts, all
 // in one transaction. It fails with ErrState unless the trial is running.
 func (s *Store) FinishTrial(ctx context.Context, id string, res *trial.Result) (store.Trial, error) {
-	if res == nil {
-		return store.Trial{}, fmt.Errorf("finish trial %s: nil result: %w", id, store.ErrInvalidResult)
-	}
-	if _, err := json.Marshal(res); err != nil { // outside the transaction
-		return store.Trial{}, fmt.Errorf("finish trial %s: %w: %v", id, store.ErrInvalidResult, err)
-	}
-	studyID, seq, err := store.ParseTrialID(id)
+	studyID, seq, err := store.ParseFinish(id, res) // outside the transaction
 	if err != nil {
 		return store.Trial{}, err
 	}
@@ -94,12 +77,9 @@ func finishTrialTx(tx *bolt.Tx, studyID string, seq uint64, res *trial.Result, n
 	if err != nil {
 		return store.Trial{}, err
 	}
-	if t.State != store.StateRunning {
-		return store.Trial{}, fmt.Errorf("trial is %s: %w", t.State, store.ErrState)
+	if err := t.Finish(res, now); err != nil {
+		return store.Trial{}, err
 	}
-	t.State = store.StateOf(res)
-	t.Result = res
-	t.Ended = now
 	if err := putTrial(tx, &t); err != nil {
 		return store.Trial{}, err
 	}

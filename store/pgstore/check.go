@@ -3,17 +3,12 @@ package pgstore
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"sort"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/vllm-tuner/tuner/pareto"
 	"github.com/vllm-tuner/tuner/store"
 )
-
-// maxProblems caps the problems one check lists (as the bbolt check).
-const maxProblems = 100
 
 // Check verifies the database in one read-only snapshot: every record
 // decodes and sits under its own key, trials are numbered 1..n per study,
@@ -22,11 +17,7 @@ const maxProblems = 100
 // listed in the report; the error is for failures to read.
 func (s *Store) Check(ctx context.Context) (store.CheckReport, error) {
 	rep := store.CheckReport{Path: s.display}
-	problem := func(format string, args ...any) {
-		if len(rep.Problems) < maxProblems {
-			rep.Problems = append(rep.Problems, fmt.Sprintf(format, args...))
-		}
-	}
+	problem := rep.Problemf
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
 		if err := tx.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM schema_migrations").Scan(&rep.Schema); err != nil {
 			return err
@@ -103,18 +94,7 @@ func (s *Store) Check(ctx context.Context) (store.CheckReport, error) {
 				if p, ok := store.FrontPoint(st, &t, store.FrontQuery{}); ok {
 					cands[st.ID] = append(cands[st.ID], p)
 				}
-				if t.State.Finished() && t.State != store.StateInterrupted {
-					k := fmt.Sprintf("%s#%d", t.ConfigID, t.Repeat)
-					if first, dup := measured[k]; dup && len(rep.Duplicates) < maxProblems {
-						what := "search trial"
-						if t.Repeat > 0 {
-							what = fmt.Sprintf("re-measurement %d", t.Repeat)
-						}
-						rep.Duplicates = append(rep.Duplicates, fmt.Sprintf("study %s: config %s measured twice as %s (trials %s and %s; two searches at once?)", st.ID, t.ConfigID, what, first, t.ID))
-					} else if !dup {
-						measured[k] = t.ID
-					}
-				}
+				rep.Measured(measured, &t)
 			}
 			rows.Close()
 			if err := rows.Err(); err != nil {
@@ -125,7 +105,7 @@ func (s *Store) Check(ctx context.Context) (store.CheckReport, error) {
 			}
 		}
 		rep.Studies = len(studies)
-		want := rebuiltFronts(studies, cands)
+		want := store.FrontsFrom(studies, cands)
 		rows, err = tx.Query(ctx, "SELECT key, rec::text FROM fronts ORDER BY key")
 		if err != nil {
 			return err
@@ -138,31 +118,17 @@ func (s *Store) Check(ctx context.Context) (store.CheckReport, error) {
 		if err != nil {
 			return err
 		}
-		seen := map[string]bool{}
+		have := map[string]store.Front{}
 		for _, fr := range frows {
 			rep.Fronts++
-			seen[fr.key] = true
 			f, err := store.UnmarshalFront([]byte(fr.raw))
 			if err != nil {
 				problem("front %s: %v", fr.key, err)
 				continue
 			}
-			w, ok := want[fr.key]
-			if !ok {
-				if len(f.Points) > 0 {
-					problem("front %s: no study feeds it", fr.key)
-				}
-				continue
-			}
-			if !store.SameFront(f, w) {
-				problem("front %s: %d points, the trials give %d", fr.key, len(f.Points), len(w.Points))
-			}
+			have[fr.key] = f
 		}
-		for k, f := range want {
-			if !seen[k] && len(f.Points) > 0 {
-				problem("front %s missing (the trials give %d points)", k, len(f.Points))
-			}
-		}
+		rep.CompareFronts(have, want)
 		return tx.QueryRow(ctx, "SELECT count(*) FROM models").Scan(&rep.Models)
 	})
 	if err != nil {
@@ -173,24 +139,4 @@ func (s *Store) Check(ctx context.Context) (store.CheckReport, error) {
 		return rep, &store.CorruptError{Path: s.display, Problems: rep.Problems}
 	}
 	return rep, nil
-}
-
-// rebuiltFronts computes every study and group front from the eligible
-// points (a group front is the front of its studies' fronts).
-func rebuiltFronts(studies []store.Study, cands map[string][]store.Point) map[string]store.Front {
-	out := map[string]store.Front{}
-	byGroup := map[string][]store.Point{}
-	objs := map[string]pareto.Objectives{}
-	for _, st := range studies {
-		name := store.StudyFrontName(st.ID)
-		out[name] = store.FrontOf(name, st.Key.Objectives, cands[st.ID])
-		g := st.Key.GroupKey()
-		byGroup[g] = append(byGroup[g], out[name].Points...)
-		objs[g] = st.Key.Objectives
-	}
-	for g, ps := range byGroup {
-		name := store.GroupFrontName(g)
-		out[name] = store.FrontOf(name, objs[g], ps)
-	}
-	return out
 }

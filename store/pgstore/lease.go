@@ -95,15 +95,11 @@ func (s *Store) StudySpec(ctx context.Context, studyID string) ([]byte, error) {
 // interrupted (running on another worker, or finished): then nothing is
 // written and the error matches store.ErrClaimed.
 func (s *Store) ClaimTrial(ctx context.Context, studyID string, cfg spaces.Config, o store.ClaimOptions) (store.Trial, error) {
-	if err := o.Check(); err != nil {
+	t, err := o.Trial(studyID, cfg, s.cfg.Now(), s.session)
+	if err != nil {
 		return store.Trial{}, err
 	}
-	t := store.Trial{
-		V: store.RecordVersion, StudyID: studyID, State: store.StateRunning,
-		ConfigID: cfg.ID(), Config: cfg, Repeat: o.Repeat,
-		Started: s.cfg.Now().UTC(), Session: s.session, Worker: o.Worker,
-	}
-	err := s.tx(ctx, true, func(tx pgx.Tx) error {
+	err = s.tx(ctx, true, func(tx pgx.Tx) error {
 		// The study's row lock serialises the claims of the study.
 		if _, err := getStudy(ctx, tx, studyID, true); err != nil {
 			return err

@@ -3,9 +3,6 @@ package pgstore
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -110,15 +107,11 @@ func (s *Store) Studies(ctx context.Context) ([]store.Study, error) {
 // BeginTrial records a trial in state running and returns it with its
 // sequence number and ID. One transaction.
 func (s *Store) BeginTrial(ctx context.Context, studyID string, cfg spaces.Config, o store.BeginOptions) (store.Trial, error) {
-	if o.Repeat < 0 {
-		return store.Trial{}, fmt.Errorf("begin trial: negative repeat %d", o.Repeat)
+	t, err := o.Trial(studyID, cfg, s.cfg.Now(), s.session)
+	if err != nil {
+		return store.Trial{}, err
 	}
-	t := store.Trial{
-		V: store.RecordVersion, StudyID: studyID, State: store.StateRunning,
-		ConfigID: cfg.ID(), Config: cfg, Repeat: o.Repeat,
-		Started: s.cfg.Now().UTC(), Notes: o.Notes, Session: s.session,
-	}
-	err := s.tx(ctx, true, func(tx pgx.Tx) error {
+	err = s.tx(ctx, true, func(tx pgx.Tx) error {
 		var seq int64
 		// The row lock on the study orders concurrent writers' sequences.
 		err := tx.QueryRow(ctx, "UPDATE studies SET next_seq = next_seq + 1 WHERE id = $1 RETURNING next_seq", studyID).Scan(&seq)
@@ -217,13 +210,7 @@ func collectSummaries(rows pgx.Rows) ([]store.Summary, error) {
 // and updates the study's and the group's fronts in the same transaction.
 // It fails with store.ErrState unless the trial is running.
 func (s *Store) FinishTrial(ctx context.Context, id string, res *trial.Result) (store.Trial, error) {
-	if res == nil {
-		return store.Trial{}, fmt.Errorf("finish trial %s: nil result: %w", id, store.ErrInvalidResult)
-	}
-	if _, err := json.Marshal(res); err != nil {
-		return store.Trial{}, fmt.Errorf("finish trial %s: %w: %v", id, store.ErrInvalidResult, err)
-	}
-	studyID, seq, err := store.ParseTrialID(id)
+	studyID, seq, err := store.ParseFinish(id, res)
 	if err != nil {
 		return store.Trial{}, err
 	}
@@ -236,10 +223,9 @@ func (s *Store) FinishTrial(ctx context.Context, id string, res *trial.Result) (
 		if t, err = getTrial(ctx, tx, studyID, seq, true); err != nil {
 			return err
 		}
-		if t.State != store.StateRunning {
-			return fmt.Errorf("trial is %s: %w", t.State, store.ErrState)
+		if err := t.Finish(res, s.cfg.Now()); err != nil {
+			return err
 		}
-		t.State, t.Result, t.Ended = store.StateOf(res), res, s.cfg.Now().UTC()
 		if err := putTrial(ctx, tx, &t, false); err != nil {
 			return err
 		}
@@ -559,16 +545,9 @@ func (s *Store) HistoryTrials(ctx context.Context, q store.HistoryQuery) ([]stor
 
 // PutModel stores (or replaces) a surrogate model file with its metadata.
 func (s *Store) PutModel(ctx context.Context, name string, data []byte, meta store.ModelMeta) error {
-	if name == "" {
-		return errors.New("put model: empty name")
-	}
-	if len(meta.Schema) > 0 && !json.Valid(meta.Schema) {
-		return fmt.Errorf("put model %s: schema is not valid JSON", name)
-	}
-	sum := sha256.Sum256(data)
-	meta.V, meta.Name, meta.Size, meta.SHA256 = store.RecordVersion, name, len(data), hex.EncodeToString(sum[:])
-	if meta.Created.IsZero() {
-		meta.Created = s.cfg.Now().UTC()
+	meta, err := store.NewModelMeta(name, data, meta, s.cfg.Now())
+	if err != nil {
+		return err
 	}
 	rec, err := store.MarshalRecord(meta)
 	if err != nil {
@@ -600,7 +579,7 @@ func (s *Store) GetModel(ctx context.Context, name string) ([]byte, store.ModelM
 	if err != nil {
 		return nil, store.ModelMeta{}, err
 	}
-	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != meta.SHA256 {
+	if !meta.Matches(data) {
 		return nil, store.ModelMeta{}, fmt.Errorf("model %s: checksum mismatch: %w", name, store.ErrCorrupt)
 	}
 	return data, meta, nil

@@ -22,10 +22,7 @@ func (s *Store) BeginRun(ctx context.Context, r *store.Run) (string, error) {
 		if err != nil {
 			return err
 		}
-		r.ID, r.V, r.Session = store.RunID(seq), store.RunVersion, s.session
-		if r.State == "" {
-			r.State = store.RunRunning
-		}
+		r.Begin(seq, s.session)
 		return putRun(ctx, tx, seq, r, true)
 	})
 	if err != nil {
@@ -95,26 +92,17 @@ func (s *Store) updateRun(ctx context.Context, id string, fn func(tx pgx.Tx, seq
 // AddCell: see store.DB.
 func (s *Store) AddCell(ctx context.Context, id string, c store.CellResult, raw []byte) error {
 	return s.updateRun(ctx, id, func(tx pgx.Tx, seq uint64, r *store.Run) error {
-		if r.State != store.RunRunning {
-			return fmt.Errorf("run %s is %s: %w", id, r.State, store.ErrRunState)
-		}
-		c.RawKey, c.RawBytes = store.RawKey(id, len(r.Cells)), len(raw)
-		if err := putRaw(ctx, tx, seq, len(r.Cells), raw); err != nil {
+		if err := r.AddCell(c, raw); err != nil {
 			return err
 		}
-		r.Cells = append(r.Cells, c)
-		return nil
+		return putRaw(ctx, tx, seq, len(r.Cells)-1, raw)
 	})
 }
 
 // FinishRun: see store.DB.
 func (s *Store) FinishRun(ctx context.Context, id string, st store.RunState, reason string, end time.Time) error {
 	return s.updateRun(ctx, id, func(_ pgx.Tx, _ uint64, r *store.Run) error {
-		if r.State != store.RunRunning {
-			return fmt.Errorf("run %s is %s: %w", id, r.State, store.ErrRunState)
-		}
-		r.State, r.Reason, r.End, r.Session = st, reason, end, ""
-		return nil
+		return r.Finish(st, reason, end)
 	})
 }
 
@@ -125,12 +113,7 @@ func (s *Store) ImportRun(ctx context.Context, r *store.Run, raws [][]byte) (str
 		if err != nil {
 			return err
 		}
-		r.ID, r.V = store.RunID(seq), store.RunVersion
-		for i := range r.Cells {
-			if i < len(raws) && raws[i] != nil {
-				r.Cells[i].RawKey, r.Cells[i].RawBytes = store.RawKey(r.ID, i), len(raws[i])
-			}
-		}
+		r.Imported(seq, raws)
 		if err := putRun(ctx, tx, seq, r, true); err != nil {
 			return err
 		}

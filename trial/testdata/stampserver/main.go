@@ -17,18 +17,10 @@ import (
 	"net/http"
 	"os"
 	"sync"
-	"syscall"
 	"time"
-	"unsafe"
-)
 
-// monoNow is CLOCK_MONOTONIC in nanoseconds, the clock every process on
-// the machine shares (Go's time.Now monotonic part is per process).
-func monoNow() int64 {
-	var ts syscall.Timespec
-	syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, 1, uintptr(unsafe.Pointer(&ts)), 0)
-	return ts.Nano()
-}
+	"github.com/vllm-tuner/tuner/internal/benchcpu"
+)
 
 func main() {
 	gap := flag.Duration("gap", 20*time.Millisecond, "time between the events of a stream")
@@ -77,7 +69,7 @@ func main() {
 				return
 			}
 			fl.Flush()
-			at = append(at, monoNow())
+			at = append(at, benchcpu.Mono())
 			next = next.Add(*gap)
 		}
 		fmt.Fprintf(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}}\n\ndata: [DONE]\n\n",
