@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllm-tuner/tuner/internal/proctest"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -295,11 +296,11 @@ func TestFaultMatrix(t *testing.T) {
 func assertNoEngineLeft(t *testing.T, sim string, o *outcome) {
 	t.Helper()
 	if o.pgid != 0 {
-		if left := waitGone(5*time.Second, func() []procInfo { return groupOf(o.pgid) }); len(left) > 0 {
+		if left := proctest.WaitGone(5*time.Second, func() []proctest.Info { return proctest.Group(o.pgid) }); len(left) > 0 {
 			t.Errorf("process group %d still has %v", o.pgid, left)
 		}
 	}
-	if left := waitGone(5*time.Second, func() []procInfo { return procsOf(sim) }); len(left) > 0 {
+	if left := proctest.WaitGone(5*time.Second, func() []proctest.Info { return proctest.Of(sim) }); len(left) > 0 {
 		t.Errorf("vllm-sim processes left: %v", left)
 	}
 	if o.port != 0 {

@@ -1,7 +1,6 @@
 package reliability
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vllm-tuner/tuner/internal/proctest"
 )
 
 // killBound is the product's promise: every process of an engine is gone
@@ -50,21 +51,11 @@ func readTree(path string) engineTree {
 	return e
 }
 
-// procOf reads one process from /proc (ok false when it is gone).
-func procOf(pid int) (procInfo, bool) {
-	for _, p := range scanProcs() {
-		if p.PID == pid {
-			return p, true
-		}
-	}
-	return procInfo{}, false
-}
-
 // alive lists the pids that still run (zombies do not).
 func alive(pids []int) []int {
 	var out []int
-	for _, p := range scanProcs() {
-		if p.live() && slices.Contains(pids, p.PID) {
+	for _, p := range proctest.Scan() {
+		if p.Live() && slices.Contains(pids, p.PID) {
 			out = append(out, p.PID)
 		}
 	}
@@ -74,22 +65,18 @@ func alive(pids []int) []int {
 // startMultiProcSearch starts a real `tuner search` whose engine is the
 // multi-process fake engine and returns once a trial's load runs, with the
 // engine's processes.
-func startMultiProcSearch(t *testing.T) (*exec.Cmd, *bytes.Buffer, engineTree) {
+func startMultiProcSearch(t *testing.T) (*proctest.Proc, engineTree) {
 	t.Helper()
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "engine.pids")
 	cmd := exec.Command(bin(t, "tuner"), "--db", filepath.Join(dir, "tuner.db"), "search", "--model", "tiny", "--gpu", simGPU,
 		"--engine", "vllm", "--vllm", bin(t, "fakeengine"), "--workload", writeTinyWorkload(t), "--trials", "3", "--repeats", "1",
 		"--engine-arg=--fake-escapee", "--engine-arg=--fake-pid-file", "--engine-arg="+pidFile, "--engine-arg=--fake-gap", "--engine-arg=200ms")
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	p := proctest.Start(t, cmd)
 	var tree engineTree
 	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
+		p.Kill()
+		<-p.Done()
 		for _, p := range alive(tree.pids()) {
 			syscall.Kill(p, syscall.SIGKILL)
 		}
@@ -101,21 +88,21 @@ func startMultiProcSearch(t *testing.T) (*exec.Cmd, *bytes.Buffer, engineTree) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the engine did not start its processes and serve load: %+v\n%s", tree, errb.String())
+			t.Fatalf("the engine did not start its processes and serve load: %+v\n%s", tree, p)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	if a := alive(tree.pids()); len(a) != 3 {
 		t.Fatalf("engine processes %+v: only %v alive", tree, a)
 	}
-	leader, _ := procOf(tree.leader)
-	worker, _ := procOf(tree.worker)
-	escapee, _ := procOf(tree.escapee)
+	leader, _ := proctest.Lookup(tree.leader)
+	worker, _ := proctest.Lookup(tree.worker)
+	escapee, _ := proctest.Lookup(tree.escapee)
 	if worker.PGID != leader.PGID || escapee.PGID == leader.PGID {
 		t.Fatalf("groups: leader %d, worker %d, escapee %d: want the worker in the leader's group and the escapee out of it",
 			leader.PGID, worker.PGID, escapee.PGID)
 	}
-	return cmd, &errb, tree
+	return p, tree
 }
 
 // TestNoEngineOutlivesTuner SIGKILLs a real `tuner search` mid-trial whose
@@ -124,20 +111,20 @@ func startMultiProcSearch(t *testing.T) (*exec.Cmd, *bytes.Buffer, engineTree) {
 // kill. Pdeathsig alone took the leader only; the engine's guard (a child
 // subreaper between the tuner and the engine) kills the rest.
 func TestNoEngineOutlivesTuner(t *testing.T) {
-	cmd, _, tree := startMultiProcSearch(t)
-	leader, _ := procOf(tree.leader)
-	guard, ok := procOf(leader.PPID)
-	if !ok || guard.PID == cmd.Process.Pid || len(guard.Argv) == 0 || guard.Argv[0] != "tuner-engine-guard" {
-		t.Fatalf("the engine's parent %+v is not its guard (tuner pid %d)", guard, cmd.Process.Pid)
+	p, tree := startMultiProcSearch(t)
+	leader, _ := proctest.Lookup(tree.leader)
+	guard, ok := proctest.Lookup(leader.PPID)
+	if !ok || guard.PID == p.Pid() || len(guard.Argv) == 0 || guard.Argv[0] != "tuner-engine-guard" {
+		t.Fatalf("the engine's parent %+v is not its guard (tuner pid %d)", guard, p.Pid())
 	}
-	cmd.Process.Signal(syscall.SIGKILL)
+	p.Signal(syscall.SIGKILL)
 	t0 := time.Now()
-	cmd.Wait()
+	<-p.Done()
 	pids := append(tree.pids(), guard.PID)
-	left := waitGone(10*time.Second, func() []procInfo {
-		var out []procInfo
+	left := proctest.WaitGone(10*time.Second, func() []proctest.Info {
+		var out []proctest.Info
 		for _, p := range alive(pids) {
-			out = append(out, procInfo{PID: p})
+			out = append(out, proctest.Info{PID: p})
 		}
 		return out
 	})
@@ -159,28 +146,26 @@ func TestNoEngineOutlivesTuner(t *testing.T) {
 // the group has no subreaper above it any more: it is reparented to init
 // and survives; the test says so and kills it.
 func TestEngineGuardKilled(t *testing.T) {
-	cmd, errb, tree := startMultiProcSearch(t)
-	leader, _ := procOf(tree.leader)
+	tuner, tree := startMultiProcSearch(t)
+	leader, _ := proctest.Lookup(tree.leader)
 	syscall.Kill(leader.PPID, syscall.SIGKILL)
 	t0 := time.Now()
-	left := waitGone(10*time.Second, func() []procInfo {
-		var out []procInfo
+	left := proctest.WaitGone(10*time.Second, func() []proctest.Info {
+		var out []proctest.Info
 		for _, p := range alive([]int{tree.leader, tree.worker}) {
-			out = append(out, procInfo{PID: p})
+			out = append(out, proctest.Info{PID: p})
 		}
 		return out
 	})
 	if len(left) > 0 {
-		t.Fatalf("leader or worker alive 10 s after the guard's SIGKILL: %v\n%s", left, errb.String())
+		t.Fatalf("leader or worker alive 10 s after the guard's SIGKILL: %v\n%s", left, tuner)
 	}
 	t.Logf("kill -9 of the guard to leader and worker gone: %v", time.Since(t0).Round(time.Millisecond))
-	if cmd.ProcessState == nil {
-		if p, ok := procOf(cmd.Process.Pid); !ok || !p.live() {
-			t.Errorf("the tuner died with its engine's guard")
-		}
+	if code, exited := tuner.Exited(); exited {
+		t.Errorf("the tuner died with its engine's guard (exit %d)", code)
 	}
 	if a := alive([]int{tree.escapee}); len(a) > 0 {
-		p, _ := procOf(tree.escapee)
+		p, _ := proctest.Lookup(tree.escapee)
 		t.Logf("known limit: the setsid'd grandchild %d outlives a SIGKILLed guard (parent now %d); killed by the test", tree.escapee, p.PPID)
 		syscall.Kill(tree.escapee, syscall.SIGKILL)
 	}

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllm-tuner/tuner/internal/proctest"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/store/boltstore"
 	"github.com/vllm-tuner/tuner/trial"
@@ -99,14 +100,14 @@ func TestEngineDiesWithKilledTuner(t *testing.T) {
 			if _, err := fmt.Sscan(line, &pid, &port); err != nil {
 				t.Fatalf("child said %q: %v", line, err)
 			}
-			if len(groupOf(pid)) == 0 {
+			if len(proctest.Group(pid)) == 0 {
 				t.Fatalf("engine %d not running before the kill", pid)
 			}
 			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
 			cmd.Wait()
-			if left := waitGone(5*time.Second, func() []procInfo { return groupOf(pid) }); len(left) > 0 {
+			if left := proctest.WaitGone(5*time.Second, func() []proctest.Info { return proctest.Group(pid) }); len(left) > 0 {
 				syscall.Kill(-pid, syscall.SIGKILL)
 				t.Fatalf("engine group %d survived its parent's SIGKILL: %v", pid, left)
 			}
@@ -294,14 +295,10 @@ func killResume(t *testing.T, r killRun) {
 			a = append(append([]string{}, args...), "--resume")
 		}
 		cmd := exec.Command(bin(t, "tuner"), a...)
-		var outb, errb bytes.Buffer
+		var out proctest.Buffer
 		opened := make(chan struct{})
-		cmd.Stdout, cmd.Stderr = &firstLine{w: &outb, seen: opened}, &errb
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
+		cmd.Stdout = &firstLine{w: &out, seen: opened}
+		p := proctest.Start(t, cmd)
 		final := i == kills
 		if !final {
 			delay := r.minDelay + time.Duration(rng.Int64N(int64(r.maxDelay-r.minDelay)))
@@ -314,37 +311,28 @@ func killResume(t *testing.T, r killRun) {
 				select {
 				case <-opened:
 					afterOpen++
-				case err := <-done:
-					done <- err // ended first: handled below
+				case <-p.Done(): // ended first: handled below
 				}
 			}
 			select {
-			case err := <-done:
+			case <-p.Done():
 				// Finished before the kill moment: the study is complete
 				// (later runs just resume a finished study).
-				if err != nil {
-					t.Fatalf("run %d ended before its kill: %v\n%s", i, err, errb.String())
+				if code, _ := p.Exited(); code != 0 {
+					t.Fatalf("run %d ended before its kill: exit %d\n%s", i, code, p.Stderr.String())
 				}
 			case <-time.After(delay):
-				if len(procsOf(sim)) > 0 {
+				if len(proctest.Of(sim)) > 0 {
 					withEngine++
 				}
-				cmd.Process.Signal(syscall.SIGKILL)
-				<-done
+				p.Signal(syscall.SIGKILL)
+				<-p.Done()
 				killed++
 			}
-		} else {
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatalf("final run: %v\n%s", err, errb.String())
-				}
-			case <-time.After(3 * time.Minute):
-				cmd.Process.Kill()
-				t.Fatalf("final run did not finish\n%s", errb.String())
-			}
+		} else if code := p.Wait(t, 3*time.Minute); code != 0 {
+			t.Fatalf("final run: exit %d\n%s", code, p.Stderr.String())
 		}
-		if left := waitGone(5*time.Second, func() []procInfo { return procsOf(sim) }); len(left) > 0 {
+		if left := proctest.WaitGone(5*time.Second, func() []proctest.Info { return proctest.Of(sim) }); len(left) > 0 {
 			for _, p := range left {
 				syscall.Kill(p.PID, syscall.SIGKILL)
 			}
@@ -395,7 +383,7 @@ func killResume(t *testing.T, r killRun) {
 			t.Errorf("run %d: %d trials running after the kill, want at most 1: %v", i, len(prevRunning), prevRunning)
 		}
 		prev = snap
-		lastOut = outb.String()
+		lastOut = out.String()
 	}
 	if len(prevRunning) > 0 {
 		t.Errorf("trials %v still running after the final run", prevRunning)

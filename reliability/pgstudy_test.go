@@ -1,7 +1,6 @@
 package reliability
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
+	"github.com/vllm-tuner/tuner/internal/proctest"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/store/pgstore"
 	"github.com/vllm-tuner/tuner/store/pgstore/pgtest"
@@ -23,25 +23,17 @@ import (
 // pgWorker is one tuner process serving the shared study, in its own
 // process group, with its own data directory (its kept results).
 type pgWorker struct {
-	name     string
-	data     string // XDG_DATA_HOME
-	cmd      *exec.Cmd
-	out, err bytes.Buffer
-	done     chan struct{}
+	*proctest.Proc
+	name string
+	data string // XDG_DATA_HOME
 }
 
 func startPGWorker(t *testing.T, name string, args ...string) *pgWorker {
 	t.Helper()
-	w := &pgWorker{name: name, data: filepath.Join(t.TempDir(), "data-"+name), done: make(chan struct{})}
-	w.cmd = exec.Command(bin(t, "tuner"), append(args, "--worker-name", name)...)
-	w.cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+w.data)
-	w.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	w.cmd.Stdout, w.cmd.Stderr = &w.out, &w.err
-	if err := w.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = w.cmd.Wait(); close(w.done) }()
-	t.Cleanup(func() { _ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL); <-w.done })
+	w := &pgWorker{name: name, data: filepath.Join(t.TempDir(), "data-"+name)}
+	cmd := exec.Command(bin(t, "tuner"), append(args, "--worker-name", name)...)
+	cmd.Env = append(os.Environ(), "XDG_DATA_HOME="+w.data)
+	w.Proc = proctest.Start(t, cmd)
 	return w
 }
 
@@ -51,18 +43,8 @@ func (w *pgWorker) pending(study string) string {
 	return filepath.Join(w.data, "tuner", "pending", study)
 }
 
-// exited reports the worker's exit code once it ended (ok false while it runs).
-func (w *pgWorker) exited() (int, bool) {
-	select {
-	case <-w.done:
-		return w.cmd.ProcessState.ExitCode(), true
-	default:
-		return 0, false
-	}
-}
-
 func (w *pgWorker) String() string {
-	return fmt.Sprintf("worker %s\n--- stdout\n%s--- stderr\n%s", w.name, w.out.String(), w.err.String())
+	return fmt.Sprintf("worker %s\n%s", w.name, w.Proc)
 }
 
 // TestPostgresStudySurvives runs one PostgreSQL study with two workers (a
@@ -130,11 +112,11 @@ func TestPostgresStudySurvives(t *testing.T) {
 	victim := waitTrials(t, pg, studyID, workers, "b to run a trial after 2 finished", func(ts []store.Trial) (store.Trial, bool) {
 		return runningOf(ts, "b"), finished(ts) >= 2 && runningOf(ts, "b").ID != ""
 	})
-	if err := syscall.Kill(b.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(b.Pid(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-b.done
-	if left := waitGone(5*time.Second, func() []procInfo { return groupOf(b.cmd.Process.Pid) }); len(left) > 0 {
+	<-b.Done()
+	if left := proctest.WaitGone(5*time.Second, func() []proctest.Info { return proctest.Group(b.Pid()) }); len(left) > 0 {
 		t.Errorf("the killed worker's process group survived it: %v", left)
 	}
 	t.Logf("b killed at %s in trial %s", time.Since(start).Round(time.Millisecond), victim.ID)
@@ -161,7 +143,7 @@ func TestPostgresStudySurvives(t *testing.T) {
 			if fi, err := os.Stat(dir); err == nil && fi.Mode().Perm() != 0o700 {
 				badDirs = append(badDirs, fmt.Sprintf("%s %v", dir, fi.Mode().Perm()))
 			}
-			if code, ok := w.exited(); ok {
+			if code, ok := w.Exited(); ok {
 				t.Fatalf("worker %s exited %d during the outage\n%s", w.name, code, w)
 			}
 		}
@@ -175,11 +157,11 @@ func TestPostgresStudySurvives(t *testing.T) {
 	workers = append(workers, d)
 	for _, w := range workers {
 		select {
-		case <-w.done:
+		case <-w.Done():
 		case <-time.After(2 * time.Minute):
 			t.Fatalf("worker %s did not finish within 2 minutes of the restart\n%s", w.name, w)
 		}
-		if code, _ := w.exited(); code != 0 {
+		if code, _ := w.Exited(); code != 0 {
 			t.Fatalf("worker %s: exit %d\n%s", w.name, code, w)
 		}
 	}
@@ -196,7 +178,7 @@ func TestPostgresStudySurvives(t *testing.T) {
 	// A worker whose trial end failed to be written during the outage kept
 	// the result on disk meanwhile.
 	for _, w := range workers[:2] {
-		if strings.Contains(w.err.String(), "store trial end failed") && !hasPrefixKey(kept, w.name+"/") {
+		if strings.Contains(w.Stderr.String(), "store trial end failed") && !hasPrefixKey(kept, w.name+"/") {
 			t.Errorf("worker %s failed to write a trial end but kept no result on disk", w.name)
 		}
 	}
@@ -236,7 +218,7 @@ func TestPostgresStudySurvives(t *testing.T) {
 		t.Errorf("trials --json lists %d trials, the database holds %d", len(listed), len(ts))
 	}
 	for _, w := range []*pgWorker{a, c, d} {
-		errb := w.err.String()
+		errb := w.Stderr.String()
 		t.Logf("worker %s: %d failed writes retried, %d stale results dropped, %d trial lines", w.name,
 			strings.Count(errb, "failed; retrying"), strings.Count(errb, "dropping its result"), strings.Count(errb, "trial #"))
 	}
@@ -267,7 +249,7 @@ func openStudy(t *testing.T, url string, first *pgWorker) (*pgstore.Store, strin
 	t.Helper()
 	ctx := context.Background()
 	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if code, ok := first.exited(); ok {
+		if code, ok := first.Exited(); ok {
 			t.Fatalf("worker %s exited %d before the study began\n%s", first.name, code, first)
 		}
 		pg, err := pgstore.Open(ctx, pgstore.Config{URL: url, ReadOnly: true})
@@ -293,7 +275,7 @@ func waitTrials(t *testing.T, pg *pgstore.Store, study string, ws []*pgWorker, w
 	t.Helper()
 	for end := time.Now().Add(2 * time.Minute); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		for _, w := range ws {
-			if code, ok := w.exited(); ok {
+			if code, ok := w.Exited(); ok {
 				t.Fatalf("waiting for %s: worker %s exited %d\n%s", what, w.name, code, w)
 			}
 		}

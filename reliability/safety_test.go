@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllm-tuner/tuner/internal/proctest"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/trial"
 )
@@ -98,7 +99,7 @@ func TestEngineEnvAllowlist(t *testing.T) {
 }
 
 func procArgv(pid int) []string {
-	for _, p := range scanProcs() {
+	for _, p := range proctest.Scan() {
 		if p.PID == pid {
 			return p.Argv
 		}

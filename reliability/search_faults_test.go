@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllm-tuner/tuner/internal/proctest"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
@@ -103,7 +104,7 @@ func TestSearchSurvivesFaults(t *testing.T) {
 		}
 		survived++
 	}
-	if left := waitGone(5*time.Second, func() []procInfo { return procsOf(sim) }); len(left) > 0 {
+	if left := proctest.WaitGone(5*time.Second, func() []proctest.Info { return proctest.Of(sim) }); len(left) > 0 {
 		t.Errorf("vllm-sim processes left after the search: %v", left)
 	}
 	if r := runTuner(t, time.Minute, nil, "--db", db, "db", "check"); r.code != 0 {

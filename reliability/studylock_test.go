@@ -1,7 +1,6 @@
 package reliability
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vllm-tuner/tuner/internal/proctest"
 )
 
 // TestSecondSearchRefused runs a real `tuner search --engine sim` whose engine
@@ -29,55 +30,47 @@ func TestSecondSearchRefused(t *testing.T) {
 	args := []string{"--db", db, "search", "--model", "tiny", "--gpu", simGPU, "--engine", "sim", "--vllm-sim", sim,
 		"--workload", wl, "--trials", "2", "--repeats", "1", "--patience", "0", "--seed", "5", "--engine-arg=--startup-scale=0.01"}
 
-	first := exec.Command(bin(t, "tuner"), append(append([]string{}, args...), "--engine-arg=--fault-hang-before-healthy")...)
-	var firstErr bytes.Buffer
-	first.Stdout, first.Stderr = &firstErr, &firstErr
-	if err := first.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- first.Wait() }()
+	first := proctest.Start(t, exec.Command(bin(t, "tuner"), append(append([]string{}, args...), "--engine-arg=--fault-hang-before-healthy")...))
 	t.Cleanup(func() {
-		_ = first.Process.Kill()
-		for _, p := range procsOf(sim) {
+		for _, p := range proctest.Of(sim) {
 			_ = syscall.Kill(p.PID, syscall.SIGKILL)
 		}
 	})
 	// Wait until the first search has its engine up (it holds the lock
 	// from before the engine starts).
 	deadline := time.Now().Add(30 * time.Second)
-	for len(procsOf(sim)) == 0 {
+	for len(proctest.Of(sim)) == 0 {
 		select {
-		case err := <-done:
-			t.Fatalf("the first search ended early: %v\n%s", err, firstErr.String())
+		case <-first.Done():
+			t.Fatalf("the first search ended early: exit %d\n%s", first.Cmd.ProcessState.ExitCode(), first)
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the first search started no engine\n%s", firstErr.String())
+			t.Fatalf("the first search started no engine\n%s", first)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	engines := procsOf(sim)
+	engines := proctest.Of(sim)
 
 	second := runTuner(t, time.Minute, nil, append(append([]string{}, args...), "--resume")...)
-	pid := strconv.Itoa(first.Process.Pid)
+	pid := strconv.Itoa(first.Pid())
 	if second.code != 1 || !strings.Contains(second.stderr, "pid "+pid) || !strings.Contains(second.stderr, "being searched") {
 		t.Fatalf("second search: exit %d, want 1 with an error naming pid %s\nstdout: %s\nstderr: %s", second.code, pid, second.stdout, second.stderr)
 	}
 	select {
-	case err := <-done:
-		t.Fatalf("the first search ended when the second was refused: %v\n%s", err, firstErr.String())
+	case <-first.Done():
+		t.Fatalf("the first search ended when the second was refused: exit %d\n%s", first.Cmd.ProcessState.ExitCode(), first)
 	default:
 	}
-	if now := procsOf(sim); len(now) != len(engines) || now[0].PID != engines[0].PID {
+	if now := proctest.Of(sim); len(now) != len(engines) || now[0].PID != engines[0].PID {
 		t.Fatalf("the first search's engine changed while the second was refused: %v -> %v", engines, now)
 	}
 
-	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := first.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-done
-	if left := waitGone(5*time.Second, func() []procInfo { return procsOf(sim) }); len(left) > 0 {
+	<-first.Done()
+	if left := proctest.WaitGone(5*time.Second, func() []proctest.Info { return proctest.Of(sim) }); len(left) > 0 {
 		t.Fatalf("engine outlived the killed search: %v", left)
 	}
 	res := runTuner(t, 2*time.Minute, nil, append(append([]string{}, args...), "--resume")...)

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,26 +16,19 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/vllm-tuner/tuner/internal/proctest"
 )
-
-// syncBuf is a goroutine-safe log sink.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 // startServer runs Serve in-process on a free loopback port and returns its
 // base URL, its log and a stop function that returns Serve's error.
-func startServer(t *testing.T, args ...string) (string, *syncBuf, func() error) {
+func startServer(t *testing.T, args ...string) (string, *proctest.Buffer, func() error) {
 	t.Helper()
 	o, err := ParseServeArgs(append(args, "--host", "127.0.0.1", "--port", "0", "--startup-scale", "0.001", "--disable-log-stats"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := &syncBuf{}
+	log := &proctest.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
@@ -350,7 +342,7 @@ func TestServerFaults(t *testing.T) {
 	})
 	t.Run("startup failure", func(t *testing.T) {
 		o, _ := ParseServeArgs([]string{"Llama-3.1-70B", "--gpu", "H100-80GB", "--startup-scale", "0"})
-		log := &syncBuf{}
+		log := &proctest.Buffer{}
 		err := Serve(context.Background(), o, log)
 		var se *StartupError
 		if !errors.As(err, &se) || !errors.Is(err, ErrOOM) {

@@ -19,10 +19,7 @@ import (
 // its base URL.
 func startStampServer(b *testing.B, args ...string) string {
 	b.Helper()
-	bin := buildBinary(b, "stampserver", "./testdata/stampserver")
-	if bin == "" {
-		b.Fatal("stampserver does not build")
-	}
+	bin := bins.Path(b, "stampserver", "./testdata/stampserver")
 	cmd := exec.Command(bin, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"math"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/vllm-tuner/tuner/internal/proctest"
 	"github.com/vllm-tuner/tuner/internal/wakelag"
 	"github.com/vllm-tuner/tuner/spaces"
 )
@@ -61,17 +63,10 @@ func testConfig() spaces.Config {
 // by its binary path in /proc.
 func noLeftovers(t *testing.T) {
 	t.Helper()
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil {
-			continue
-		}
-		if strings.Contains(string(b), fakeEngineBin(t)) || strings.Contains(string(b), binDir+"/vllm-sim") {
-			st, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
-			if !strings.Contains(string(st), ") Z ") {
-				t.Errorf("process %s of a trial left: %q", e.Name(), strings.ReplaceAll(string(b), "\x00", " "))
-			}
+	engine, sim := fakeEngineBin(t), filepath.Join(bins.Dir(), "vllm-sim")
+	for _, p := range proctest.Scan() {
+		if cmd := strings.Join(p.Argv, " "); p.Live() && (strings.Contains(cmd, engine) || strings.Contains(cmd, sim)) {
+			t.Errorf("process %d of a trial left: %q", p.PID, cmd)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/vllm-tuner/tuner/internal/proctest"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
@@ -496,7 +497,7 @@ func TestConfigValidate(t *testing.T) {
 
 func TestLiveProgressStopsItsGoroutine(t *testing.T) {
 	cfg := testConfig(t)
-	out := &syncBuf{b: &bytes.Buffer{}}
+	out := &proctest.Buffer{}
 	cfg.Progress, cfg.Terminal, cfg.Repeats = out, true, 0
 	if _, err := mustLoop(t, cfg, &fakeRunner{eval: linearEval}, newListProposer(1, 2, 3), &memStore{}).Run(context.Background()); err != nil {
 		t.Fatal(err)
@@ -507,24 +508,6 @@ func TestLiveProgressStopsItsGoroutine(t *testing.T) {
 	// goleak in TestMain checks that the ticker goroutine ended.
 }
 
-// syncBuf is a bytes.Buffer safe for the progress ticker.
-type syncBuf struct {
-	mu sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestLiveProgressFitsTheTerminal: on an 80-column terminal no rendered
 // line is wider than 80 (the old ~130-column line wrapped and left a new
 // line behind every second); trial lines printed above the bar are not
@@ -532,7 +515,7 @@ func (s *syncBuf) String() string {
 func TestLiveProgressFitsTheTerminal(t *testing.T) {
 	for _, width := range []int{80, 60} {
 		cfg := testConfig(t)
-		out := &syncBuf{b: &bytes.Buffer{}}
+		out := &proctest.Buffer{}
 		cfg.Progress, cfg.Terminal, cfg.Width, cfg.MaxTrials = out, true, width, 120
 		cfg.Study = "a-study-with-a-long-name"
 		list := make([]int, 0, 12)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vllm-tuner/tuner/internal/proctest"
 	"github.com/vllm-tuner/tuner/store"
 )
 
@@ -79,7 +80,7 @@ func TestSharedFinishRetried(t *testing.T) {
 	st := &memStore{finishErrs: 3}
 	co := &memShared{st: st, worker: "w1"}
 	cfg := sharedConfig(t, co)
-	logb := syncBuf{b: new(bytes.Buffer)}
+	var logb proctest.Buffer
 	cfg.Logger = slog.New(slog.NewTextHandler(&logb, nil))
 	l, err := New(cfg, &fakeRunner{eval: linearEval}, newListProposer(128, 64, 256, 192, 200, 32, 512), st)
 	if err != nil {
@@ -148,7 +149,7 @@ func TestSharedTakenBackDropped(t *testing.T) {
 	co := &memShared{st: st, worker: "w1"}
 	cfg := sharedConfig(t, co)
 	cfg.MaxTrials = 3
-	logb := syncBuf{b: new(bytes.Buffer)}
+	var logb proctest.Buffer
 	cfg.Logger = slog.New(slog.NewTextHandler(&logb, nil))
 	l, err := New(cfg, &fakeRunner{eval: linearEval}, newListProposer(128, 64, 256, 192), &takenBackStore{memStore: st})
 	if err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/vllm-tuner/tuner/internal/proctest"
 )
 
 // TestBenchRunTierErrors: the tier picks the matrix; without either, or
@@ -40,16 +41,6 @@ func TestBenchRunTierErrors(t *testing.T) {
 			t.Errorf("%v: exit %d %q, want 2 and %q", tc.args, code, errb, tc.want)
 		}
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // TestCISmokeScript runs examples/ci/smoke.sh, the script the GitHub
@@ -95,7 +86,7 @@ func TestCISmokeScript(t *testing.T) {
 		cmd := exec.Command(script)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "TUNER="+tunerBin, "VLLM_SIM="+simBin, "TUNER_DB="+db, "OUT="+out, "GPU="+testGPU,
-			"PORT="+strconv.Itoa(freePort(t)), "MODEL=Llama-3.1-8B", "BENCH_ARGS=--matrix "+matrix, "GIT_SHA="+name)
+			"PORT="+strconv.Itoa(proctest.FreePort(t)), "MODEL=Llama-3.1-8B", "BENCH_ARGS=--matrix "+matrix, "GIT_SHA="+name)
 		cmd.Env = append(cmd.Env, env...)
 		code, b := runScript(t, cmd)
 		md, _ := os.ReadFile(filepath.Join(out, "compare.md"))

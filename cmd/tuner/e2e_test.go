@@ -1,19 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/vllm-tuner/tuner/internal/proctest"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/store/boltstore"
@@ -25,19 +23,13 @@ import (
 // starts a real vllm-sim process per trial through the trial package's
 // process path.
 
-var (
-	binOnce sync.Once
-	binDir  string
-	binErr  error
-)
+var bins proctest.Bins
 
 // runE2EMain runs the package's tests and removes the binaries the
 // end-to-end tests built.
 func runE2EMain(m *testing.M) int {
 	code := pgtest.Main(m) // m.Run, then stops the PostgreSQL cluster if a test started one
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
+	bins.Remove()
 	return code
 }
 
@@ -47,34 +39,8 @@ func binaries(t testing.TB) (tunerBin, simBin string) {
 	if testing.Short() {
 		t.Skip("end-to-end test with real processes (-short)")
 	}
-	binOnce.Do(func() {
-		if binDir, binErr = os.MkdirTemp("", "tuner-e2e-bin-"); binErr != nil {
-			return
-		}
-		for _, pkg := range []string{".", "../vllm-sim"} {
-			name := filepath.Base(pkg)
-			if pkg == "." {
-				name = "tuner"
-			}
-			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, name), pkg).CombinedOutput()
-			if err != nil {
-				binErr = &buildError{pkg: pkg, out: string(out), err: err}
-				return
-			}
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return filepath.Join(binDir, "tuner"), filepath.Join(binDir, "vllm-sim")
+	return bins.Path(t, "tuner", "."), bins.Path(t, "vllm-sim", "../vllm-sim")
 }
-
-type buildError struct {
-	pkg, out string
-	err      error
-}
-
-func (e *buildError) Error() string { return "go build " + e.pkg + ": " + e.err.Error() + "\n" + e.out }
 
 const (
 	e2eModel = "tiny-llama"
@@ -88,33 +54,14 @@ func simSearchArgs(db, simBin string, extra ...string) []string {
 		"--trial-timeout", "60s", "--engine-arg=--startup-scale=0.01", "--seed", "3"}, extra...)
 }
 
-func runBin(t *testing.T, bin string, args ...string) (int, string, string) {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return code, out.String(), errb.String()
-}
+// runBin runs a built binary to its end: exit code, stdout, stderr.
+var runBin = proctest.Run
 
 // noSimProcesses fails when a vllm-sim process started from simBin is alive.
 func noSimProcesses(t *testing.T, simBin string) {
 	t.Helper()
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && strings.HasPrefix(string(b), simBin+"\x00") {
-			t.Errorf("vllm-sim process %s still running: %q", e.Name(), strings.ReplaceAll(string(b), "\x00", " "))
-		}
+	for _, p := range proctest.Of(simBin) {
+		t.Errorf("vllm-sim process %d still running: %q", p.PID, p.Argv)
 	}
 }
 
@@ -239,26 +186,13 @@ func waitRunning(t *testing.T, db string, minSeq uint64, done <-chan struct{}) s
 func TestE2EHangup(t *testing.T) {
 	tunerBin, simBin := binaries(t)
 	db := filepath.Join(t.TempDir(), "hup.db")
-	cmd := exec.Command(tunerBin, simSearchArgs(db, simBin, "--trials", "4", "--repeats", "1")...)
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	if err := cmd.Start(); err != nil {
+	p := proctest.Start(t, exec.Command(tunerBin, simSearchArgs(db, simBin, "--trials", "4", "--repeats", "1")...))
+	running := waitRunning(t, db, 1, p.Done())
+	if err := p.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	running := waitRunning(t, db, 1, done)
-	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-done:
-	case <-time.After(40 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("tuner did not exit within 40 s of SIGHUP")
-	}
-	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
-		t.Fatalf("exit %d after SIGHUP, want 130\n%s", code, errb.String())
+	if code := p.Wait(t, 40*time.Second); code != exitInterrupted {
+		t.Fatalf("exit %d after SIGHUP, want 130\n%s", code, p)
 	}
 	noSimProcesses(t, simBin)
 	tr, err := openTestStore(t, db).Trial(context.Background(), running.ID)
@@ -271,30 +205,17 @@ func TestE2EInterruptAndResume(t *testing.T) {
 	tunerBin, simBin := binaries(t)
 	db := filepath.Join(t.TempDir(), "resume.db")
 	args := simSearchArgs(db, simBin, "--trials", "4", "--repeats", "1")
-	cmd := exec.Command(tunerBin, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	running := waitRunning(t, db, 2, done)
+	p := proctest.Start(t, exec.Command(tunerBin, args...))
+	running := waitRunning(t, db, 2, p.Done())
 	time.Sleep(300 * time.Millisecond) // let the engine start
-	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+	if err := p.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-done:
-	case <-time.After(40 * time.Second):
-		cmd.Process.Kill()
-		t.Fatal("tuner did not exit within 40 s of SIGINT")
+	if code := p.Wait(t, 40*time.Second); code != exitInterrupted {
+		t.Fatalf("exit %d after SIGINT, want 130\n%s", code, p)
 	}
-	if code := cmd.ProcessState.ExitCode(); code != exitInterrupted {
-		t.Fatalf("exit %d after SIGINT, want 130\n%s\n%s", code, out.String(), errb.String())
-	}
-	if !strings.Contains(errb.String(), "--resume") {
-		t.Errorf("interrupted search does not say how to resume:\n%s", errb.String())
+	if errb := p.Stderr.String(); !strings.Contains(errb, "--resume") {
+		t.Errorf("interrupted search does not say how to resume:\n%s", errb)
 	}
 	noSimProcesses(t, simBin)
 	s := openTestStore(t, db)

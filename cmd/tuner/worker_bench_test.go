@@ -47,8 +47,8 @@ func BenchmarkWorkers(b *testing.B) {
 					ws = append(ws, startWorker(b, tunerBin, fmt.Sprintf("b%d", i+1), args...))
 				}
 				for _, w := range ws {
-					if code := w.wait(b, 30*time.Minute); code != 0 {
-						b.Fatalf("worker %s: exit %d\n%s", w.name, code, w.err.String())
+					if code := w.Wait(b, 30*time.Minute); code != 0 {
+						b.Fatalf("worker %s: exit %d\n%s", w.name, code, w.Stderr.String())
 					}
 				}
 				f, err := strconv.ParseFloat(scale, 64)

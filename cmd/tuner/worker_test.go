@@ -1,19 +1,17 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/vllm-tuner/tuner/internal/proctest"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/store/pgstore"
 	"github.com/vllm-tuner/tuner/store/pgstore/pgtest"
@@ -21,36 +19,13 @@ import (
 
 // worker is one `tuner search` process of a shared study.
 type worker struct {
-	name     string
-	cmd      *exec.Cmd
-	out, err bytes.Buffer
-	done     chan struct{}
+	*proctest.Proc
+	name string
 }
 
 func startWorker(t testing.TB, bin, name string, args ...string) *worker {
 	t.Helper()
-	w := &worker{name: name, done: make(chan struct{})}
-	w.cmd = exec.Command(bin, append(args, "--worker-name", name)...)
-	w.cmd.Stdout, w.cmd.Stderr = &w.out, &w.err
-	if err := w.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { w.cmd.Wait(); close(w.done) }()
-	t.Cleanup(func() { w.cmd.Process.Kill(); <-w.done })
-	return w
-}
-
-// wait waits for the worker to exit and returns its exit code.
-func (w *worker) wait(t testing.TB, limit time.Duration) int {
-	t.Helper()
-	select {
-	case <-w.done:
-	case <-time.After(limit):
-		w.cmd.Process.Kill()
-		<-w.done
-		t.Fatalf("worker %s did not exit within %s\n%s\n%s", w.name, limit, w.out.String(), w.err.String())
-	}
-	return w.cmd.ProcessState.ExitCode()
+	return &worker{Proc: proctest.Start(t, exec.Command(bin, append(args, "--worker-name", name)...)), name: name}
 }
 
 // runningTrialOf polls the study until worker has a running trial (after
@@ -173,14 +148,14 @@ func TestWorkersShareStudy(t *testing.T) {
 
 	pg := openMigrated(t, url)
 	victim := runningTrialOf(t, pg, "w3", 10, 2*time.Minute)
-	if err := ws[2].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := ws[2].Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
-	<-ws[2].done
+	<-ws[2].Done()
 	for _, w := range ws[:2] {
-		if code := w.wait(t, 3*time.Minute); code != 0 {
-			t.Fatalf("worker %s: exit %d\n%s\n%s", w.name, code, w.out.String(), w.err.String())
+		if code := w.Wait(t, 3*time.Minute); code != 0 {
+			t.Fatalf("worker %s: exit %d\n%s", w.name, code, w.Proc)
 		}
 	}
 	ts := checkSharedStudy(t, url, 60)
@@ -211,13 +186,13 @@ func TestWorkersShareStudy(t *testing.T) {
 		t.Logf("killed trial %s came back as %s by %s, started %s after the kill (lease 3s)", victim.ID, rerun.ID, rerun.Worker, rerun.Started.Sub(killed).Round(time.Millisecond))
 	}
 	for _, w := range ws[:2] {
-		errb := w.err.String()
+		errb := w.Stderr.String()
 		for _, name := range []string{"by w1", "by w2", "by w3"} {
 			if !strings.Contains(errb, name) {
 				t.Errorf("worker %s's progress names no trial %q:\n%s", w.name, name, errb)
 			}
 		}
-		if out := w.out.String(); !strings.Contains(out, "60 search trials") || !strings.Contains(out, "recommended: config") {
+		if out := w.Stdout.String(); !strings.Contains(out, "60 search trials") || !strings.Contains(out, "recommended: config") {
 			t.Errorf("worker %s's report:\n%s", w.name, out)
 		}
 	}
@@ -228,35 +203,15 @@ func TestWorkersShareStudy(t *testing.T) {
 func engineOf(t *testing.T, simBin string, pid int, limit time.Duration) int {
 	t.Helper()
 	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		ents, _ := os.ReadDir("/proc")
-		for _, e := range ents {
-			child, err := strconv.Atoi(e.Name())
-			if err != nil {
-				continue
-			}
-			b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-			if err != nil || !strings.HasPrefix(string(b), simBin+"\x00") {
-				continue
-			}
+		for _, e := range proctest.Of(simBin) {
 			// The engine's parent is its guard, whose parent is the tuner.
-			if guard := ppidOf(child); guard == pid || ppidOf(guard) == pid {
-				return child
+			if guard, _ := proctest.Lookup(e.PPID); e.PPID == pid || guard.PPID == pid {
+				return e.PID
 			}
 		}
 	}
 	t.Fatalf("process %d started no engine within %s", pid, limit)
 	return 0
-}
-
-// ppidOf is the parent of pid (0 when unknown).
-func ppidOf(pid int) int {
-	st, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
-	if err != nil {
-		return 0
-	}
-	_, rest, _ := strings.Cut(string(st), "\nPPid:\t")
-	n, _ := strconv.Atoi(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]))
-	return n
 }
 
 // TestWorkersSimEngineKill: two workers with real engine processes
@@ -269,17 +224,17 @@ func TestWorkersSimEngineKill(t *testing.T) {
 	args := simSearchArgs(url, simBin, "--trials", "4", "--finalists", "1", "--repeats", "1", "--lease", "2s")
 	a := startWorker(t, tunerBin, "s1", args...)
 	b := startWorker(t, tunerBin, "s2", args...)
-	engineOf(t, simBin, b.cmd.Process.Pid, time.Minute)
-	if err := b.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	engineOf(t, simBin, b.Pid(), time.Minute)
+	if err := b.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-b.done
-	if code := a.wait(t, 3*time.Minute); code != 0 {
-		t.Fatalf("worker s1: exit %d\n%s\n%s", code, a.out.String(), a.err.String())
+	<-b.Done()
+	if code := a.Wait(t, 3*time.Minute); code != 0 {
+		t.Fatalf("worker s1: exit %d\n%s", code, a.Proc)
 	}
 	// The killed worker's engine guard kills the engine; give it a moment
 	// to go.
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end) && simRunning(simBin); time.Sleep(50 * time.Millisecond) {
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end) && len(proctest.Of(simBin)) > 0; time.Sleep(50 * time.Millisecond) {
 	}
 	noSimProcesses(t, simBin)
 	ts := checkSharedStudy(t, url, 4)
@@ -292,17 +247,6 @@ func TestWorkersSimEngineKill(t *testing.T) {
 	if interrupted != 1 {
 		t.Errorf("%d interrupted trials of the killed worker, want 1", interrupted)
 	}
-}
-
-// simRunning reports whether a vllm-sim process started from simBin lives.
-func simRunning(simBin string) bool {
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		if b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil && strings.HasPrefix(string(b), simBin+"\x00") {
-			return true
-		}
-	}
-	return false
 }
 
 // TestWorkerJoin: `tuner worker --study ID` joins with the spec the study's

@@ -2,83 +2,31 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/vllm-tuner/tuner/internal/proctest"
 )
 
-// buildBinary compiles vllm-sim into a temp dir once per test binary run.
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
+// bins holds vllm-sim, built once per test binary run (TestMain removes it).
+var bins proctest.Bins
 
-func binary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := tempDir()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "vllm-sim")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// lockedBuf collects a child's output.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+func binary(t testing.TB) string { return bins.Path(t, "vllm-sim", ".") }
 
 func TestServeStreamAndSIGTERM(t *testing.T) {
-	port := freePort(t)
+	port := proctest.FreePort(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
 	cmd := exec.Command(binary(t), "serve", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-80GB",
 		"--host", "127.0.0.1", "--port", fmt.Sprint(port), "--startup-scale", "0.02", "--max-model-len", "8k", "--seed", "1")
-	var out lockedBuf
+	var out proctest.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	p := proctest.Start(t, cmd)
 
 	// The port refuses connections until "Application startup complete."
 	deadline := time.Now().Add(20 * time.Second)
@@ -158,30 +106,12 @@ func TestServeStreamAndSIGTERM(t *testing.T) {
 		t.Errorf("timing off: TTFT %v, TPOT %v", ttft, tpot)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("exit after SIGTERM: %v (want 0)\n%s", err, out.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no exit after SIGTERM")
+	if code := p.Wait(t, 10*time.Second); code != 0 {
+		t.Errorf("exit %d after SIGTERM (want 0)\n%s", code, out.String())
 	}
-}
-
-func exitCode(err error) int {
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode()
-	}
-	if err != nil {
-		return -1
-	}
-	return 0
 }
 
 func TestExitCodes(t *testing.T) {
@@ -207,49 +137,28 @@ func TestExitCodes(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			cmd := exec.Command(binary(t), c.args...)
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Run()
-			got := stdout.String()
+			code, got, stderr := proctest.Run(t, binary(t), c.args...)
 			if c.stream == "err" {
-				got = stderr.String()
+				got = stderr
 			}
-			if exitCode(err) != c.code || !strings.Contains(got, c.has) {
-				t.Errorf("exit %d (want %d); std%s:\n%s", exitCode(err), c.code, c.stream, got)
+			if code != c.code || !strings.Contains(got, c.has) {
+				t.Errorf("exit %d (want %d); std%s:\n%s", code, c.code, c.stream, got)
 			}
 		})
 	}
 }
 
 func TestIgnoreSIGTERM(t *testing.T) {
-	port := freePort(t)
+	port := proctest.FreePort(t)
 	cmd := exec.Command(binary(t), "serve", "tiny", "--host", "127.0.0.1", "--port", fmt.Sprint(port), "--startup-scale", "0", "--fault-ignore-sigterm")
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	p := proctest.Start(t, cmd)
 	// Healthy first (however long that takes on a busy machine): a SIGTERM
 	// before the server installed its handler would end it by default.
-	for healthy := false; !healthy; {
-		if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/health", port)); err == nil {
-			resp.Body.Close()
-			healthy = resp.StatusCode == http.StatusOK
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("exited before it was healthy: %v", err)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	cmd.Process.Signal(syscall.SIGTERM)
+	proctest.WaitHealthy(t, p, fmt.Sprintf("http://127.0.0.1:%d/health", port), 2*time.Minute)
+	p.Signal(syscall.SIGTERM)
 	select {
-	case err := <-done:
-		t.Fatalf("exited on SIGTERM (%v) despite --fault-ignore-sigterm", err)
+	case <-p.Done():
+		t.Fatalf("exited on SIGTERM (exit %d) despite --fault-ignore-sigterm", p.Cmd.ProcessState.ExitCode())
 	case <-time.After(300 * time.Millisecond):
 	}
-	cmd.Process.Kill()
-	<-done
 }
