@@ -27,6 +27,16 @@ type Server interface {
 	Stop() error
 }
 
+// VirtualServer is a Server whose levels are measured on a simulator's
+// virtual clock instead of over HTTP (sim-virtual): its figures do not
+// depend on how busy the machine running the benchmark is.
+type VirtualServer interface {
+	Server
+	// MeasureLevel measures level idx, lw at load v, as
+	// trial.LevelMeasurer.Measure does over HTTP.
+	MeasureLevel(ctx context.Context, idx int, v float64, lw trial.Workload, sc trial.StabilityConfig, slo trial.SLO) (*trial.MeasuredLevel, error)
+}
+
 // ServerInfo is what a launcher learnt about the server.
 type ServerInfo struct {
 	Model         string
@@ -338,8 +348,15 @@ func (e *executor) cell(ctx context.Context, srv Server, run, model string, c Ce
 	var reqs []Request
 	capCfg := trial.CapacityConfig{MaxConcurrency: cfg.MaxConcurrency, MaxRate: cfg.MaxRate, Levels: cfg.CapacityLevels,
 		Tolerance: cfg.CapacityTolerance, Rounds: cfg.CapacityRounds}
+	measure := lm.Measure
+	if vs, ok := srv.(VirtualServer); ok {
+		measure = func(ctx context.Context, idx int, v float64, lw trial.Workload) (*trial.MeasuredLevel, error) {
+			lm.OnLevel(idx, v, lw.Arrival.Closed())
+			return vs.MeasureLevel(ctx, idx, v, lw, cfg.Stability, w.SLO)
+		}
+	}
 	out, err := trial.MeasureLevels(w, capCfg, cfg.Feedback, func(v float64, lw trial.Workload) (*trial.MeasuredLevel, error) {
-		l, err := lm.Measure(ctx, len(res.Levels), v, lw)
+		l, err := measure(ctx, len(res.Levels), v, lw)
 		e.done++
 		if l != nil {
 			lr, rs := e.levelResult(len(res.Levels), l)

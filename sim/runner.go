@@ -279,11 +279,7 @@ func (r *Runner) run(ctx context.Context, cfg spaces.Config, w trial.Workload, c
 		if m.Breakdown, err = breakdownOf(reg, recs); err != nil {
 			return trial.Level{}, err
 		}
-		var queried, hits int64
-		for _, e := range engines {
-			queried, hits = queried+e.Stats.PrefixQueries, hits+e.Stats.PrefixHits
-		}
-		m.PrefixCache = trial.NewPrefixCache(float64(queried), float64(hits))
+		m.PrefixCache = prefixCacheOf(engines)
 		st := trial.Stability{Stable: true, Reason: "virtual clock", Windows: 1}
 		if !lv.closed {
 			trial.MarkOverload(recs, &m)
@@ -639,6 +635,15 @@ func breakdownOf(reg *prometheus.Registry, recs []trial.Record) (*trial.Breakdow
 		fams[mf.GetName()] = mf
 	}
 	return trial.Decompose(trial.LatencyScrape{}, trial.LatencyFromFamilies(fams), recs)
+}
+
+// prefixCacheOf is the engines' prefix-cache lookups and hits together.
+func prefixCacheOf(engines []*Engine) *trial.PrefixCache {
+	var queried, hits int64
+	for _, e := range engines {
+		queried, hits = queried+e.Stats.PrefixQueries, hits+e.Stats.PrefixHits
+	}
+	return trial.NewPrefixCache(float64(queried), float64(hits))
 }
 
 func toDur(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }

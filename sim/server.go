@@ -84,6 +84,8 @@ type server struct {
 	plan      MemoryPlan
 	log       *vlog
 	engines   []*liveEngine
+	calib     Calib
+	tuned     float64 // the host's gain from tuning flags (Host.Effective)
 	metrics   *serverMetrics
 	served    string
 	nested    bool // nested error JSON (>= 0.10.1)
@@ -313,6 +315,7 @@ func newServer(o ServeOptions, lg *vlog) (*server, *StartupError) {
 	s.nested = atLeast(o.Version, "0.10.1")
 	s.oldLenMsg = !atLeast(o.Version, "0.10")
 	calib := CalibFor(gpu)
+	s.calib, s.tuned = calib, tuned
 	scale := o.TimeScale * o.Faults.SlowTokens
 	if scale <= 0 {
 		scale = 1

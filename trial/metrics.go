@@ -2,6 +2,7 @@ package trial
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -101,13 +102,14 @@ func Summarize(recs []Record, slo SLO) Metrics {
 	}
 	w := steadyWindow(measured)
 	m := summarize(measured, all, w, slo)
-	m.ByClass = breakdown(measured, all, w, slo, func(r *Record) string { return PromptClass(r.PromptLen) })
+	whole := m // before the breakdowns: what a group of every record gives
+	m.ByClass = breakdown(measured, all, w, slo, &whole, func(r *Record) string { return PromptClass(r.PromptLen) })
 	tenants := false
 	for _, r := range all {
 		tenants = tenants || r.Tenant != ""
 	}
 	if tenants {
-		m.ByTenant = breakdown(measured, all, w, slo, func(r *Record) string {
+		m.ByTenant = breakdown(measured, all, w, slo, &whole, func(r *Record) string {
 			if r.Tenant == "" {
 				return BaseTenant
 			}
@@ -138,8 +140,9 @@ func (f *Fairness) String() string {
 const BaseTenant = "(base)"
 
 // breakdown summarises the records grouped by key over the same window
-// (nil when there are no measured records).
-func breakdown(measured, all []*Record, w window, slo SLO, key func(*Record) string) map[string]*Metrics {
+// (nil when there are no measured records); whole is the summary of all of
+// them.
+func breakdown(measured, all []*Record, w window, slo SLO, whole *Metrics, key func(*Record) string) map[string]*Metrics {
 	groups := map[string][]*Record{}
 	pools := map[string][]*Record{}
 	for _, r := range measured {
@@ -153,6 +156,15 @@ func breakdown(measured, all []*Record, w window, slo SLO, key func(*Record) str
 	}
 	out := make(map[string]*Metrics, len(groups))
 	for k, rs := range groups {
+		if len(groups) == 1 && len(pools[k]) == len(all) {
+			// Every record in one group (one prompt class, the usual
+			// case): the whole's inputs in the same order, so the whole's
+			// summary, without sorting every latency again.
+			gm := *whole
+			gm.Errors = maps.Clone(whole.Errors)
+			out[k] = &gm
+			continue
+		}
 		gm := summarize(rs, pools[k], w, slo)
 		out[k] = &gm
 	}

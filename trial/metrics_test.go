@@ -2,6 +2,7 @@ package trial
 
 import (
 	"math"
+	"reflect"
 	"testing"
 	"time"
 )
@@ -301,4 +302,41 @@ func TestSummarizeThroughputWindow(t *testing.T) {
 	}
 	near(t, "span duration", m.DurationS, 0.4)
 	near(t, "span tput", m.OutputThroughput, 4/0.4)
+}
+
+// A breakdown with one group of every record is the whole's summary (it is
+// not computed twice); a warm-up request of another class leaves the
+// measured class's pool smaller, so its throughput is its own.
+func TestSummarizeOneClassIsTheWhole(t *testing.T) {
+	recs := []Record{
+		{Warmup: true, OutputLen: 10, Start: 0, Chunks: chunks(100, 200, 300, 400, 500, 600, 700, 800, 900, 1000)},
+		{OutputLen: 2, Start: msd(100), Chunks: chunks(100, 200)},
+		{OutputLen: 2, Start: msd(300), Chunks: chunks(100, 200)},
+		{OutputLen: 2, Start: msd(500), Chunks: chunks(100, 200)},
+		{OutputLen: 2, Start: msd(700), Chunks: chunks(100, 200)},
+		{OutputLen: 2, Start: msd(150), Err: "http 500: boom", End: msd(1)},
+	}
+	m := Summarize(recs, nil)
+	if len(m.ByClass) != 1 {
+		t.Fatalf("by class %v, want one class", m.ByClass)
+	}
+	for k, cm := range m.ByClass {
+		whole := m
+		whole.ByClass = nil
+		if !reflect.DeepEqual(*cm, whole) {
+			t.Errorf("class %s of every record: %+v, want the whole %+v", k, *cm, whole)
+		}
+		cm.Errors["x"]++
+		if m.Errors["x"] != 0 {
+			t.Error("the class shares the whole's error counts")
+		}
+	}
+	recs[0].PromptLen = 100000 // the warm-up request in another class
+	m = Summarize(recs, nil)
+	short := m.ByClass[PromptClass(0)]
+	if len(m.ByClass) != 1 || short == nil {
+		t.Fatalf("by class %v, want the measured requests' class only", m.ByClass)
+	}
+	near(t, "whole output tput", m.OutputThroughput, 8/0.4)
+	near(t, "class output tput", short.OutputThroughput, 4/0.4) // without the warm-up's 4 tokens in the window
 }

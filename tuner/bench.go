@@ -43,7 +43,8 @@ type BenchSpec struct {
 	// running server and starts nothing.
 	Config string `json:"config,omitempty"`
 	// Engine: vllm, sim (vllm-sim processes) or sim-virtual (vllm-sim
-	// in-process on loopback: no child process); "" is vllm.
+	// in-process, levels measured on its virtual clock: no child
+	// process); "" is vllm.
 	Engine         string   `json:"engine,omitempty"`
 	URL            string   `json:"url,omitempty"`
 	Model          string   `json:"model,omitempty"`
@@ -488,7 +489,45 @@ func simLauncher(o sim.ServeOptions, command []string, log *slog.Logger) bench.L
 			return nil, bench.ServerInfo{}, err
 		}
 		info.Flags = command
-		return simServer{Server: srv, stop: stop, exited: exited}, info, nil
+		ss := simServer{Server: srv, stop: stop, exited: exited}
+		if o.RuntimeFaults() {
+			return ss, info, nil // faults are simulated by the live server only
+		}
+		vl, err := sim.NewVirtualLevels(o)
+		if err != nil {
+			ss.Stop()
+			return nil, bench.ServerInfo{}, err
+		}
+		return virtualSimServer{simServer: ss, levels: vl, scale: o.TimeScale}, info, nil
+	}
+}
+
+// virtualSimServer measures the in-process simulator's levels on its
+// virtual clock (the HTTP server answers health and identity), so a
+// sim-virtual benchmark does not depend on the machine's load: on a busy
+// machine the real-clock server's latencies were mostly scheduling delay
+// and a 40% slower engine could read as unchanged. Each level then takes
+// its simulated time on the wall clock (x --time-scale), as served live.
+type virtualSimServer struct {
+	simServer
+	levels *sim.VirtualLevels
+	scale  float64
+}
+
+var _ bench.VirtualServer = virtualSimServer{}
+
+func (s virtualSimServer) MeasureLevel(ctx context.Context, idx int, v float64, lw trial.Workload, sc trial.StabilityConfig, slo trial.SLO) (*trial.MeasuredLevel, error) {
+	l, err := s.levels.Measure(ctx, idx, v, lw, sc, slo)
+	if l == nil || s.scale <= 0 {
+		return l, err
+	}
+	t := time.NewTimer(time.Duration(l.ElapsedS * s.scale * float64(time.Second)))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-t.C:
+		return l, err
 	}
 }
 

@@ -39,7 +39,7 @@ func benchCommand() *cli.Command {
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "matrix", Usage: "scenario matrix YAML (e.g. examples/matrix-smoke.yaml; default: the --tier preset's)"},
 				&cli.StringFlag{Name: "config", Usage: "vLLM config to start: a --config YAML file, a trial ID or a config ID of the database, or default (vLLM's defaults)"},
-				&cli.StringFlag{Name: "engine", Value: engineVLLM, Usage: "vllm, sim (vllm-sim processes) or sim-virtual (vllm-sim in this process, on loopback) (with --config)"},
+				&cli.StringFlag{Name: "engine", Value: engineVLLM, Usage: "vllm, sim (vllm-sim processes) or sim-virtual (vllm-sim in this process, measured on its virtual clock) (with --config)"},
 				&cli.StringFlag{Name: "url", Usage: "benchmark the running server at http://HOST:PORT (starts nothing)"},
 				&cli.StringFlag{Name: "endpoint", Usage: "completions or chat: the API every cell's load is sent to (default: each cell's endpoint:, else completions)"},
 				&cli.StringFlag{Name: "model", Usage: "model (default: the trial's, or data[0].id of /v1/models)"},
