@@ -9,9 +9,11 @@
 // (output throughput up, the scenario's latency metric down, peak VRAM
 // down). GroundTruth evaluates the noise-free simulator over thousands of
 // configs (random, the max-num-seqs x max-num-batched-tokens grid, the
-// default, and local refinement around the front), then polishes the front
-// with one-axis probes around every member that holds hypervolume (polish:
-// the configs at the SLO bounds a random sample misses), and caches the
+// default, and local refinement around the front), then optimises from that
+// front until convergence (polish: every combination of the discrete flags'
+// levels at the front's best points, then a coordinate search of every axis
+// around every member that holds hypervolume, numeric steps halving down to
+// one unit: the configs at the SLO bounds a random sample misses), caches the
 // front under testdata/, keyed by a fingerprint of the simulator's
 // behaviour, the resolved space, the scenario and the plan, so a change to
 // any of them recomputes it. HV ratios are against that front alone,

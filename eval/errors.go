@@ -38,7 +38,7 @@ func (e *TruthBeatenError) Error() string {
 		}
 		msg += fmt.Sprintf("%s: x%.4f (%d configs)", s, e.Ratios[i], e.Configs[i])
 	}
-	return fmt.Sprintf("%v by more than %.1f%%: %s (recompute the truth with a larger polish budget)", ErrTruthBeaten, 100*TruthSlack, msg)
+	return fmt.Sprintf("%v by more than %.1f%%: %s (the truth's optimiser missed these configs: see polish in eval/polish.go)", ErrTruthBeaten, 100*TruthSlack, msg)
 }
 
 func (e *TruthBeatenError) Unwrap() error { return ErrTruthBeaten }

@@ -136,7 +136,7 @@ func mutate(sp *spaces.Space, c spaces.Config, r *rand.Rand) (spaces.Config, boo
 	for range n {
 		p := tuned[r.IntN(len(tuned))]
 		v, _ := c.Get(p.Name)
-		if lv := p.Discrete(); len(lv) > 0 && (p.Kind != spaces.Float || p.Step > 0) && len(lv) <= 16 {
+		if lv := levelAxis(p); lv != nil {
 			c = c.With(p.Name, lv[r.IntN(len(lv))])
 			continue
 		}

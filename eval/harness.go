@@ -254,25 +254,14 @@ func Execute(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 
-	// Phase 2: every run except warm starts; phase 3: warm starts, whose
-	// history is the source scenario's tuner run of the same seed.
+	// Phase 2, seed by seed: every run except warm starts, then the warm
+	// starts, whose history is the source scenario's tuner run of the same
+	// seed. Seed-major, so a benchmark stopped part-way has every scenario
+	// and strategy at its first seeds (the progress lines carry the ratios).
 	type job struct {
 		si    int
 		strat Strategy
 		seed  uint64
-	}
-	var first, warm []job
-	for si := range states {
-		for _, s := range strategies {
-			for seed := uint64(1); seed <= uint64(cfg.Seeds); seed++ {
-				j := job{si, s, seed}
-				if ts, ok := s.(TunerStrategy); ok && ts.Warm {
-					warm = append(warm, j)
-				} else {
-					first = append(first, j)
-				}
-			}
-		}
 	}
 	runs := map[string]*Run{}
 	var runsMu sync.Mutex
@@ -290,31 +279,44 @@ func Execute(ctx context.Context, cfg Config) (*Report, error) {
 		runsMu.Unlock()
 		return nil
 	}
-	g, gctx = errgroup.WithContext(ctx)
-	g.SetLimit(cfg.Parallel)
-	for _, j := range first {
-		g.Go(func() error { return do(gctx, j, nil) })
-	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	g, gctx = errgroup.WithContext(ctx)
-	g.SetLimit(cfg.Parallel)
-	for _, j := range warm {
-		g.Go(func() error {
-			hist, err := warmHistory(gctx, cfg, states[j.si].prob, j.seed, func(scen string) *Run {
-				runsMu.Lock()
-				defer runsMu.Unlock()
-				return runs[runKey(scen, StratTuner, j.seed)]
-			}, progress)
-			if err != nil {
-				return err
+	for seed := uint64(1); seed <= uint64(cfg.Seeds); seed++ {
+		var first, warm []job
+		for si := range states {
+			for _, s := range strategies {
+				j := job{si, s, seed}
+				if ts, ok := s.(TunerStrategy); ok && ts.Warm {
+					warm = append(warm, j)
+				} else {
+					first = append(first, j)
+				}
 			}
-			return do(gctx, j, hist)
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, err
+		}
+		g, gctx = errgroup.WithContext(ctx)
+		g.SetLimit(cfg.Parallel)
+		for _, j := range first {
+			g.Go(func() error { return do(gctx, j, nil) })
+		}
+		if err := g.Wait(); err != nil {
+			return nil, err
+		}
+		g, gctx = errgroup.WithContext(ctx)
+		g.SetLimit(cfg.Parallel)
+		for _, j := range warm {
+			g.Go(func() error {
+				hist, err := warmHistory(gctx, cfg, states[j.si].prob, j.seed, func(scen string) *Run {
+					runsMu.Lock()
+					defer runsMu.Unlock()
+					return runs[runKey(scen, StratTuner, j.seed)]
+				}, progress)
+				if err != nil {
+					return err
+				}
+				return do(gctx, j, hist)
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return nil, err
+		}
 	}
 
 	rep, err := buildReport(ctx, cfg, states, strategies, runs, runKey)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sort"
 
@@ -34,35 +35,47 @@ type polishResult struct {
 	converged bool           // every front member probed within the budget
 }
 
-// Steps of the polish's numeric probes, as fractions of a parameter's (log)
-// range, coarse to fine; the finest is then one unit (Step, or 1 for ints).
-var polishSteps = []float64{1.0 / 8, 1.0 / 32, 1.0 / 128}
+// polishStart is the first step of a numeric axis's walk, as a fraction of
+// its (log) range; the walk halves it down to one unit (Step, or 1 for ints)
+// or, on a continuous axis, to polishFinest of the range.
+const (
+	polishStart  = 1.0 / 8
+	polishFinest = 1.0 / 4096
+)
 
 // axisGiveUp: an axis whose first axisGiveUp probes never entered the front
 // is probed no more (levels and numeric steps of a flag that does not
-// shape the front near it: most of the budget on fronts of hundreds).
-const axisGiveUp = 80
+// shape the front: most of the budget on fronts of hundreds).
+const axisGiveUp = 120
 
 // polishMinShare: a member whose own share of the front's hypervolume is
 // below this is not probed. Polished fronts have hundreds of members along
 // the VRAM and latency trade-offs, most holding a sliver each; what a probe
 // near one can add is of the order of that sliver, far below the truth
 // check's slack (TruthSlack).
-const polishMinShare = 1e-6
+const polishMinShare = 2e-5
 
-// polish improves a sampled front by one-axis probes around each member:
-// every other level of each discrete flag, and along each numeric axis in
-// each direction steps of 1/8, 1/32 and 1/128 of its range and one unit,
-// coarse to fine until one enters the front (a config past an SLO bound or
-// dominated tells the next, finer step to try; one that enters is itself
-// probed in turn, so a walk to the bound continues from there). Members are
-// probed in rounds, largest hypervolume contribution first, until no
-// member is left unprobed or budget evaluations were spent. Members holding
-// a sliver of the hypervolume (polishMinShare) and axes that never moved
-// the front (axisGiveUp) are skipped. Random samples
-// miss the configs right at the SLO bounds, which hold most of a front's
+// levelAnchors is the number of front points (largest hypervolume
+// contributions first, and the best throughput) at whose numeric values
+// every combination of the discrete levels is evaluated.
+const levelAnchors = 3
+
+// polish optimises the noise-free simulator from a sampled front, in two
+// stages. Levels: at the numeric values of the levelAnchors front points
+// holding the most hypervolume, every combination of the discrete flags'
+// levels (a seeded sample of maxCombos of them where the product is
+// larger). Refinement: coordinate search around each front member, largest
+// hypervolume contribution first: every other level of each discrete flag,
+// and along each numeric axis in each direction a walk that starts at 1/8
+// of the range, keeps its step while the probe enters the front (the
+// member moved there) and halves it when not, down to one unit. A config
+// that enters the front is itself a member to refine; the search has
+// converged when every member holding polishMinShare of the hypervolume was
+// refined, or stops when budget evaluations were spent. Axes that never
+// moved the front in axisGiveUp probes are left out. Random samples miss
+// the configs right at the SLO bounds, which hold most of a front's
 // hypervolume; searches find them, so without this the truth was beaten.
-func polish(ctx context.Context, p *Problem, ev *Evaluator, front []frontMember, ref []float64, budget int, progress func(done, total int)) (polishResult, error) {
+func polish(ctx context.Context, p *Problem, ev *Evaluator, front []frontMember, ref []float64, budget, maxCombos int, seed uint64, progress func(done, total int)) (polishResult, error) {
 	res := polishResult{front: slices.Clone(front), failed: map[string]int{}}
 	dirs := p.Objectives.Directions()
 	seen := map[string]bool{}
@@ -80,6 +93,9 @@ func polish(ctx context.Context, p *Problem, ev *Evaluator, front []frontMember,
 		}
 		if res.evals >= budget {
 			return false, errBudget
+		}
+		if err := ctx.Err(); err != nil {
+			return false, err
 		}
 		seen[id] = true
 		res.evals++
@@ -116,35 +132,31 @@ func polish(ctx context.Context, p *Problem, ev *Evaluator, front []frontMember,
 			if tries[prm.Name] >= axisGiveUp && wins[prm.Name] == 0 {
 				continue
 			}
-			for _, c := range axisMoves(p.Space, m.cfg, prm) {
-				var err error
-				joined := false
-				for _, step := range c {
-					if joined, err = try(prm.Name, step); err != nil || joined {
-						break
+			if lv := levelAxis(prm); lv != nil {
+				v, _ := m.cfg.Get(prm.Name)
+				for _, l := range lv {
+					if l.String() == v.String() {
+						continue
+					}
+					if c, ok := validConfig(p.Space, m.cfg.With(prm.Name, l)); ok {
+						if _, err := try(prm.Name, c); err != nil {
+							return err
+						}
 					}
 				}
-				if err != nil {
+				continue
+			}
+			for _, sign := range []float64{-1, 1} {
+				if err := walk(p.Space, m.cfg, prm, sign, func(c spaces.Config) (bool, error) { return try(prm.Name, c) }); err != nil {
 					return err
 				}
 			}
 		}
 		return nil
 	}
-	for {
-		var round []frontMember
-		for _, m := range res.front {
-			if !probed[m.cfg.ID()] {
-				round = append(round, m)
-			}
-		}
-		if len(round) == 0 {
-			res.converged = true
-			return res, nil
-		}
+	ranked := func() ([]frontMember, map[string]float64, float64) {
 		// Members with equal objective vectors (flags the simulator
-		// ignores) are one point: its contribution counts once, and one
-		// of them is probed.
+		// ignores) are one point: its contribution counts once.
 		var uniq [][]float64
 		at := map[string]int{}
 		for _, m := range res.front {
@@ -157,29 +169,77 @@ func polish(ctx context.Context, p *Problem, ev *Evaluator, front []frontMember,
 		contrib := contributions(uniq, dirs, ref)
 		total, _ := pareto.Hypervolume(uniq, dirs, ref)
 		byID := map[string]float64{}
-		taken := map[string]bool{}
 		for _, m := range res.front {
 			byID[m.cfg.ID()] = contrib[at[fmt.Sprint(m.vec)]]
 		}
-		for _, m := range res.front {
+		out := slices.Clone(res.front)
+		sort.SliceStable(out, func(a, b int) bool { return byID[out[a].cfg.ID()] > byID[out[b].cfg.ID()] })
+		return out, byID, total
+	}
+
+	// Levels.
+	all, _, _ := ranked()
+	anchors := map[string]frontMember{}
+	best := all[0]
+	for _, m := range all {
+		if m.vec[0] > best.vec[0] {
+			best = m
+		}
+	}
+	anchors[fmt.Sprint(best.vec)] = best
+	for _, m := range all {
+		if len(anchors) >= levelAnchors {
+			break
+		}
+		anchors[fmt.Sprint(m.vec)] = m
+	}
+	combos := levelCombos(p.Space, maxCombos, rand.New(rand.NewPCG(seed, 0x6c65_7665)))
+	for _, m := range all {
+		if _, ok := anchors[fmt.Sprint(m.vec)]; !ok || anchors[fmt.Sprint(m.vec)].cfg.ID() != m.cfg.ID() {
+			continue
+		}
+		for _, lv := range combos {
+			c := m.cfg
+			for name, v := range lv {
+				c = c.With(name, v)
+			}
+			if c, ok := validConfig(p.Space, c); ok {
+				if _, err := try("levels", c); err == errBudget {
+					return res, nil
+				} else if err != nil {
+					return res, err
+				}
+			}
+		}
+	}
+
+	// Refinement.
+	for {
+		order, byID, total := ranked()
+		var round []frontMember
+		taken := map[string]bool{}
+		for _, m := range order {
 			if probed[m.cfg.ID()] {
 				taken[fmt.Sprint(m.vec)] = true
 			}
 		}
-		round = slices.DeleteFunc(round, func(m frontMember) bool {
+		for _, m := range order {
 			k := fmt.Sprint(m.vec)
+			if probed[m.cfg.ID()] {
+				continue
+			}
 			if byID[m.cfg.ID()] < polishMinShare*total || taken[k] {
 				probed[m.cfg.ID()] = true // a sliver, or a point probed already
-				return true
+				continue
 			}
 			taken[k] = true
-			return false
-		})
-		sort.SliceStable(round, func(a, b int) bool { return byID[round[a].cfg.ID()] > byID[round[b].cfg.ID()] })
+			round = append(round, m)
+		}
+		if len(round) == 0 {
+			res.converged = true
+			return res, nil
+		}
 		for _, m := range round {
-			if err := ctx.Err(); err != nil {
-				return res, err
-			}
 			probed[m.cfg.ID()] = true
 			if err := probe(m); err == errBudget {
 				return res, nil
@@ -190,64 +250,105 @@ func polish(ctx context.Context, p *Problem, ev *Evaluator, front []frontMember,
 	}
 }
 
-// axisMoves returns the probes of one parameter around c: for a discrete
-// flag one sequence per other level, for a numeric one a sequence per
-// direction, coarse to fine (invalid configs left out).
-func axisMoves(sp *spaces.Space, c spaces.Config, prm *spaces.Param) [][]spaces.Config {
-	valid := func(c spaces.Config) (spaces.Config, bool) {
-		n, err := sp.Normalize(c)
-		if err != nil || sp.Validate(n) != nil {
-			return spaces.Config{}, false
-		}
-		return n, true
-	}
-	v, _ := c.Get(prm.Name)
-	var out [][]spaces.Config
+// levelAxis returns the levels of a parameter searched level by level (a
+// discrete flag of at most 16 levels), nil for a numeric axis.
+func levelAxis(prm *spaces.Param) []spaces.Value {
 	if lv := prm.Discrete(); len(lv) > 0 && (prm.Kind != spaces.Float || prm.Step > 0) && len(lv) <= 16 {
-		for _, l := range lv {
-			if l.String() == v.String() {
-				continue
-			}
-			if n, ok := valid(c.With(prm.Name, l)); ok {
-				out = append(out, []spaces.Config{n})
-			}
-		}
-		return out
+		return lv
 	}
-	x := v.Float()
+	return nil
+}
+
+// validConfig normalises c and reports whether the space accepts it.
+func validConfig(sp *spaces.Space, c spaces.Config) (spaces.Config, bool) {
+	n, err := sp.Normalize(c)
+	if err != nil || sp.Validate(n) != nil {
+		return spaces.Config{}, false
+	}
+	return n, true
+}
+
+// levelCombos returns every combination of the level axes' values, or max
+// of them drawn without replacement when there are more.
+func levelCombos(sp *spaces.Space, max int, r *rand.Rand) []map[string]spaces.Value {
+	var axes []*spaces.Param
+	var levels [][]spaces.Value
+	n := 1
+	for _, prm := range sp.Tuned() {
+		if lv := levelAxis(prm); len(lv) > 1 {
+			axes, levels = append(axes, prm), append(levels, lv)
+			n *= len(lv)
+		}
+	}
+	combo := func(i int) map[string]spaces.Value {
+		m := map[string]spaces.Value{}
+		for k, prm := range axes {
+			m[prm.Name] = levels[k][i%len(levels[k])]
+			i /= len(levels[k])
+		}
+		return m
+	}
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	if max > 0 && n > max {
+		r.Shuffle(n, func(a, b int) { idx[a], idx[b] = idx[b], idx[a] })
+		idx = idx[:max]
+		sort.Ints(idx)
+	}
+	out := make([]map[string]spaces.Value, len(idx))
+	for k, i := range idx {
+		out[k] = combo(i)
+	}
+	return out
+}
+
+// walk moves c along a numeric parameter in direction sign (see polish):
+// try evaluates a probe and reports whether it entered the front. Invalid
+// configs and the range's end count as misses.
+func walk(sp *spaces.Space, c spaces.Config, prm *spaces.Param, sign float64, try func(spaces.Config) (bool, error)) error {
 	unit := prm.Step
 	if unit <= 0 && prm.Kind == spaces.Int {
 		unit = 1
 	}
-	for _, sign := range []float64{-1, 1} {
-		var seq []spaces.Config
-		last := v.String()
-		add := func(y float64) {
-			y = math.Max(prm.Min, math.Min(prm.Max, y))
-			nv := prm.FromFloat(y)
-			if nv.String() == last || nv.String() == v.String() {
-				return
-			}
-			if n, ok := valid(c.With(prm.Name, nv)); ok {
-				seq = append(seq, n)
-				last = nv.String()
-			}
-		}
-		for _, f := range polishSteps {
-			if prm.Log && prm.Min > 0 && x > 0 {
-				add(math.Exp(math.Log(x) + sign*f*(math.Log(prm.Max)-math.Log(prm.Min))))
-			} else {
-				add(x + sign*f*(prm.Max-prm.Min))
-			}
-		}
-		if unit > 0 {
-			add(x + sign*unit)
-		}
-		if len(seq) > 0 {
-			out = append(out, seq)
-		}
+	logScale := prm.Log && prm.Min > 0
+	span := prm.Max - prm.Min
+	if logScale {
+		span = math.Log(prm.Max) - math.Log(prm.Min)
 	}
-	return out
+	for step := polishStart; ; {
+		v, _ := c.Get(prm.Name)
+		x := v.Float()
+		y := x + sign*step*span
+		if logScale && x > 0 {
+			y = math.Exp(math.Log(x) + sign*step*span)
+		}
+		nv := prm.FromFloat(math.Max(prm.Min, math.Min(prm.Max, y)))
+		finest := unit <= 0 && step <= polishFinest
+		if unit > 0 && math.Abs(nv.Float()-x) <= unit+1e-9 {
+			// The step is down to one unit: the last probe.
+			nv, finest = prm.FromFloat(math.Max(prm.Min, math.Min(prm.Max, x+sign*unit))), true
+		}
+		if nv.String() == v.String() {
+			return nil // at the range's end
+		}
+		joined := false
+		if n, ok := validConfig(sp, c.With(prm.Name, nv)); ok {
+			var err error
+			if joined, err = try(n); err != nil {
+				return err
+			}
+			if joined {
+				c = n
+				continue
+			}
+		}
+		if finest {
+			return nil
+		}
+		step /= 2
+	}
 }
 
 // contributions returns each point's exclusive hypervolume (what the front

@@ -23,7 +23,7 @@ func (r *Report) SearchTable() string {
 			last = k
 		}
 	}
-	fmt.Fprintf(&b, "Seeds 1-%d, %d trials per run, strategies %s; fixed ground truth (eval/testdata, polish of up to %d evaluations); wall time %.0f s.\n\n",
+	fmt.Fprintf(&b, "Seeds 1-%d, %d trials per run, strategies %s; fixed ground truth (eval/testdata, optimised to convergence, at most %d polish evaluations); wall time %.0f s.\n\n",
 		st.Seeds, st.Trials, strings.Join(st.Strategies, ", "), st.Plan.Polish, r.WallS)
 	fmt.Fprintf(&b, "| scenario | strategy | HV@%d | HV@%d | GPU h to %.2f (seeds) | GPU h to %.2f (seeds) |\n|---|---|---|---|---|---|\n",
 		first, last, GPUThresholds[0], GPUThresholds[1])

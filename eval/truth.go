@@ -25,8 +25,10 @@ import (
 
 // TruthFormat is the version of the ground-truth file format and of the
 // sampling plan; bump it when either changes. Format 3 adds the polish and
-// keeps only what the eval reads (the front, not every evaluated config).
-const TruthFormat = 3
+// keeps only what the eval reads (the front, not every evaluated config);
+// format 4 makes the polish an optimiser (the discrete levels enumerated,
+// numeric walks with halving steps down to one unit, until convergence).
+const TruthFormat = 4
 
 // sampleFormat is the version of the sample stage alone (the random,
 // grid and refine configs): its key, SampleKey, names a front that a polish
@@ -39,17 +41,21 @@ type SamplePlan struct {
 	Refine int    `json:"refine"` // local mutations around the front
 	Seed   uint64 `json:"seed"`
 	// Polish is the most noise-free evaluations the polish may spend
-	// (one-axis probes around every front member; see polish).
+	// (the level combinations and the coordinate search; see polish): a
+	// safety bound, a truth is computed to convergence.
 	Polish int `json:"polish,omitempty"`
+	// Levels is the most combinations of the discrete flags' levels the
+	// polish evaluates per anchor (all of them when there are fewer).
+	Levels int `json:"levels,omitempty"`
 }
 
 // DefaultSamplePlan is the plan of the committed cache.
 func DefaultSamplePlan() SamplePlan {
-	return SamplePlan{Random: 2400, Refine: 1600, Seed: 20260801, Polish: 4000}
+	return SamplePlan{Random: 2400, Refine: 1600, Seed: 20260801, Polish: 60000, Levels: 2048}
 }
 
 // samplePart is the plan of the sample stage alone.
-func (p SamplePlan) samplePart() SamplePlan { p.Polish = 0; return p }
+func (p SamplePlan) samplePart() SamplePlan { p.Polish, p.Levels = 0, 0; return p }
 
 // FrontPoint is one member of the true Pareto front.
 type FrontPoint struct {
@@ -204,7 +210,7 @@ func ComputeTruth(ctx context.Context, p *Problem, ev *Evaluator, plan SamplePla
 	if gt.SampledHV, err = pareto.Hypervolume(vecsOf(front), p.Objectives.Directions(), gt.Ref); err != nil {
 		return nil, err
 	}
-	pol, err := polish(ctx, p, ev, front, gt.Ref, plan.Polish, progress)
+	pol, err := polish(ctx, p, ev, front, gt.Ref, plan.Polish, plan.Levels, plan.Seed, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -443,18 +449,23 @@ func decodeTruth(b []byte) (*GroundTruth, error) {
 }
 
 // errOldFormat reports a cache file of another format (recomputed; a
-// format-2 file still serves as the sample stage, loadSampled).
+// format-2 or -3 file still serves as the sample stage, loadSampled).
 var errOldFormat = errors.New("another cache format")
 
-// loadSampled returns the front of a format-2 cache (a sample stage alone)
-// whose key is sampleKey, else nil.
+// loadSampled returns the front of an older cache of the same sample
+// stage, else nil: a format-2 file (a sample stage alone) whose key is
+// sampleKey, or a polished one of format 3 or later whose sample key is
+// (its front only adds to the sample's, so a new polish starts from it).
 func loadSampled(dir, name, sampleKey string) []spaces.Config {
 	b, err := os.ReadFile(truthFile(dir, name))
 	if err != nil {
 		return nil
 	}
 	var gt GroundTruth
-	if json.Unmarshal(b, &gt) != nil || gt.Format != sampleFormat || gt.Key != sampleKey {
+	if json.Unmarshal(b, &gt) != nil {
+		return nil
+	}
+	if !(gt.Format == sampleFormat && gt.Key == sampleKey || gt.Format > sampleFormat && gt.SampleKey == sampleKey) {
 		return nil
 	}
 	out := make([]spaces.Config, 0, len(gt.Front))

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io/fs"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -151,9 +152,15 @@ func TestTruthCache(t *testing.T) {
 // small, fronts non-dominated and inside their spaces. A stale key is
 // reported, not failed: `make eval-search` recomputes it.
 func TestCommittedTruth(t *testing.T) {
-	for _, sc := range DefaultScenarios() {
-		if st, err := os.Stat(truthFile("testdata", sc.Name)); err == nil && st.Size() > 300<<10 {
-			t.Errorf("%s: committed ground truth is %d KB (keep it under 300 KB)", sc.Name, st.Size()>>10)
+	own, err := LoadScenarios("../examples/eval-scenarios.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range append(DefaultScenarios(), own...) {
+		// Converged fronts reach ~750 members (~330 KB); the repository
+		// takes no file over 512 KiB.
+		if st, err := os.Stat(truthFile("testdata", sc.Name)); err == nil && st.Size() > 450<<10 {
+			t.Errorf("%s: committed ground truth is %d KB (keep it under 450 KB)", sc.Name, st.Size()>>10)
 		}
 		gt, err := LoadTruth("testdata", sc.Name, "")
 		if errors.Is(err, fs.ErrNotExist) {
@@ -187,6 +194,77 @@ func TestCommittedTruth(t *testing.T) {
 		if key, err := TruthKey(context.Background(), p, gt.Plan); err == nil && key != gt.Key {
 			t.Logf("%s: committed ground truth is stale (key %s, simulator now gives %s); run make eval-search", sc.Name, gt.Key, key)
 		}
+	}
+}
+
+// TestWalk: a numeric walk reaches a bound to one unit (steps kept while
+// they enter the front, halved when not), from either side, and stops at
+// the range's end.
+func TestWalk(t *testing.T) {
+	p := quickProblem(t)
+	prm, _ := p.Space.Param("max_num_batched_tokens")
+	start := p.Space.DefaultConfig().With("max_num_seqs", spaces.IntValue(8))
+	for _, tc := range []struct {
+		from  int
+		sign  float64
+		bound int
+		want  int
+	}{
+		{8192, -1, 879, 879},     // smaller is better down to 879
+		{600, 1, 4099, 4099},     // larger is better up to 4099
+		{8192, -1, 100, 512},     // down to the range's end
+		{8192, 1, 70000, 65536},  // up to the range's end
+		{8192, -1, 8192, 8192},   // already at the bound
+		{2048, 1, 2049, 2049},    // one unit away
+		{65536, 1, 70000, 65536}, // at the end: no probe
+	} {
+		c := start.With(prm.Name, spaces.IntValue(tc.from))
+		best, probes := tc.from, 0
+		err := walk(p.Space, c, prm, tc.sign, func(n spaces.Config) (bool, error) {
+			probes++
+			v, _ := n.Get(prm.Name)
+			x := int(v.Float())
+			better := (tc.sign < 0 && x < best && x >= tc.bound) || (tc.sign > 0 && x > best && x <= tc.bound)
+			if better {
+				best = x
+			}
+			return better, nil
+		})
+		if err != nil || best != tc.want {
+			t.Errorf("from %d sign %v bound %d: reached %d after %d probes (%v), want %d", tc.from, tc.sign, tc.bound, best, probes, err, tc.want)
+		}
+		if probes > 60 {
+			t.Errorf("from %d sign %v bound %d: %d probes", tc.from, tc.sign, tc.bound, probes)
+		}
+	}
+}
+
+// TestLevelCombos: every combination of the discrete levels when they are
+// few, a sample of distinct ones when not.
+func TestLevelCombos(t *testing.T) {
+	p := quickProblem(t)
+	n := 1
+	for _, prm := range p.Space.Tuned() {
+		if lv := levelAxis(prm); len(lv) > 1 {
+			n *= len(lv)
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	distinct := func(cs []map[string]spaces.Value) int {
+		seen := map[string]bool{}
+		for _, c := range cs {
+			seen[spaces.NewConfig(c).ID()] = true
+		}
+		return len(seen)
+	}
+	if all := levelCombos(p.Space, 0, r); len(all) != n || distinct(all) != n {
+		t.Errorf("all combinations: %d (%d distinct), want %d", len(all), distinct(all), n)
+	}
+	if some := levelCombos(p.Space, 100, r); len(some) != 100 || distinct(some) != 100 {
+		t.Errorf("sampled: %d (%d distinct), want 100", len(some), distinct(some))
+	}
+	if n < 100 {
+		t.Fatalf("only %d combinations: the test needs a larger space", n)
 	}
 }
 

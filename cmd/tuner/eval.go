@@ -39,7 +39,7 @@ func evalCommand() *cli.Command {
 				&cli.IntFlag{Name: "samples", Value: d.Plan.Random, Usage: "random configs of the ground-truth sample"},
 				&cli.IntFlag{Name: "refine", Value: d.Plan.Refine, Usage: "local refinements of the ground-truth front"},
 				&cli.StringFlag{Name: "readme", Usage: "also write the search table between the markers of this file (make eval-search-table)"},
-				&cli.IntFlag{Name: "polish", Value: d.Plan.Polish, Usage: "most noise-free evaluations of the ground truth's polish (one-axis probes around its front)"},
+				&cli.IntFlag{Name: "polish", Value: d.Plan.Polish, Usage: "most noise-free evaluations of the ground truth's polish (discrete levels, then a coordinate search around its front, to convergence)"},
 				&cli.IntFlag{Name: "parallel", Value: d.Parallel, Usage: "concurrent jobs"},
 				&cli.BoolFlag{Name: "quick", Usage: "the CI variant: one scenario, one seed, 10 trials, a small uncached ground truth"},
 			},
