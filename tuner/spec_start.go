@@ -311,13 +311,19 @@ func (p pacedRunner) Run(ctx context.Context, cfg spaces.Config, w trial.Workloa
 	if err != nil {
 		return res, err
 	}
-	t := time.NewTimer(time.Duration(res.Phases.TotalS * p.scale * float64(time.Second)))
+	return res, pace(ctx, res.Phases.TotalS, p.scale)
+}
+
+// pace waits the wall-clock time of simS simulated seconds at scale (what
+// a live engine would have taken), or until ctx ends.
+func pace(ctx context.Context, simS, scale float64) error {
+	t := time.NewTimer(time.Duration(simS * scale * float64(time.Second)))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return res, ctx.Err()
+		return ctx.Err()
 	case <-t.C:
-		return res, nil
+		return nil
 	}
 }
 
