@@ -41,13 +41,13 @@ func Start(period time.Duration) *Probe {
 			return 0, false
 		case <-t.C:
 		}
-		return time.Since(asked) - period, true
+		return max(time.Since(asked)-period, 0), true
 	}, func() { t.Stop() })
 }
 
 // StartHTTP starts a probe of another process: it GETs url again and
-// again, one request at a time, and records each round trip (a failed one
-// too: it waited as long). A sleep probe sees only this process's
+// again, one request at a time, and records each answered round trip (a
+// refused one, once the server has stopped, measures nothing). A sleep probe sees only this process's
 // scheduling; a server in another process may stall while this one runs
 // (at load 20 on 2 cores, vllm-sim held a request 150 ms while this
 // process's longest wake-up lag was 28 ms), and a round trip through it
@@ -66,15 +66,17 @@ func StartHTTP(url string) *Probe {
 		}
 		t0 := time.Now()
 		resp, err := cl.Get(url)
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
+		if err != nil {
+			return -1, true // the server is gone (or not there yet): nothing measured
 		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
 		return time.Since(t0), true
 	}, func() { pause.Stop(); cl.CloseIdleConnections() })
 }
 
-// start runs measure until it reports false or the probe stops, then done.
+// start runs measure until it reports false or the probe stops, then done;
+// a negative lag is not recorded.
 func start(measure func(stop <-chan struct{}) (time.Duration, bool), done func()) *Probe {
 	p := &Probe{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
@@ -85,8 +87,11 @@ func start(measure func(stop <-chan struct{}) (time.Duration, bool), done func()
 			if !ok {
 				return
 			}
+			if lag < 0 {
+				continue
+			}
 			p.mu.Lock()
-			p.lags = append(p.lags, max(lag, 0))
+			p.lags = append(p.lags, lag)
 			p.mu.Unlock()
 		}
 	}()
