@@ -27,8 +27,9 @@ import (
 // sampling plan; bump it when either changes. Format 3 adds the polish and
 // keeps only what the eval reads (the front, not every evaluated config);
 // format 4 makes the polish an optimiser (the discrete levels enumerated,
-// numeric walks with halving steps down to one unit, until convergence).
-const TruthFormat = 4
+// numeric walks with halving steps down to one unit, until convergence);
+// format 5 adds the edge descents (multi-start, one objective each).
+const TruthFormat = 5
 
 // sampleFormat is the version of the sample stage alone (the random,
 // grid and refine configs): its key, SampleKey, names a front that a polish
@@ -210,7 +211,13 @@ func ComputeTruth(ctx context.Context, p *Problem, ev *Evaluator, plan SamplePla
 	if gt.SampledHV, err = pareto.Hypervolume(vecsOf(front), p.Objectives.Directions(), gt.Ref); err != nil {
 		return nil, err
 	}
-	pol, err := polish(ctx, p, ev, front, gt.Ref, plan.Polish, plan.Levels, plan.Seed, progress)
+	var pool []frontMember
+	for k, t := range truths {
+		if t.Feasible {
+			pool = append(pool, frontMember{cfg: cfgs[k], vec: t.Vec})
+		}
+	}
+	pol, err := polish(ctx, p, ev, front, pool, gt.Ref, plan.Polish, plan.Levels, plan.Seed, progress)
 	if err != nil {
 		return nil, err
 	}
