@@ -407,6 +407,9 @@ func refPoint(front [][]float64, objs pareto.Objectives) []float64 {
 	return ref
 }
 
+// gzipAbove is the JSON size above which SaveTruth compresses.
+const gzipAbove = 256 << 10
+
 // truthFile is the cache path of a name (".json.gz" when large).
 func truthFile(dir, name string) string { return filepath.Join(dir, "truth-"+name+".json") }
 
@@ -465,8 +468,20 @@ var errOldFormat = errors.New("another cache format")
 // (its front only adds to the sample's, so a new polish starts from it).
 func loadSampled(dir, name, sampleKey string) []spaces.Config {
 	b, err := os.ReadFile(truthFile(dir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		b, err = os.ReadFile(truthFile(dir, name) + ".gz")
+	}
 	if err != nil {
 		return nil
+	}
+	if len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b {
+		zr, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			return nil
+		}
+		if b, err = io.ReadAll(io.LimitReader(zr, 256<<20)); err != nil {
+			return nil
+		}
 	}
 	var gt GroundTruth
 	if json.Unmarshal(b, &gt) != nil {
@@ -511,7 +526,8 @@ func (g *GroundTruth) validate() error {
 }
 
 // SaveTruth writes the ground truth as name (gzip when the JSON exceeds
-// 1 MB), atomically, removing the other form. One front point per line:
+// 256 KiB: converged fronts of a thousand members reach ~460 KB, and the
+// repository takes no file over 512 KiB), atomically, removing the other form. One front point per line:
 // the file stays small and a diff shows which members changed.
 func SaveTruth(dir string, g *GroundTruth, name string) error {
 	b, err := encodeTruth(g)
@@ -520,7 +536,7 @@ func SaveTruth(dir string, g *GroundTruth, name string) error {
 	}
 	path := truthFile(dir, name)
 	other := path + ".gz"
-	if len(b) > 1<<20 {
+	if len(b) > gzipAbove {
 		var buf bytes.Buffer
 		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
 		zw.Write(b)
