@@ -75,8 +75,25 @@ func WriteRun(w io.Writer, r *store.Run, format string) error {
 	if r.Tier != "" {
 		lab.add("tier", r.Tier)
 	}
+	// An imported run's labels often repeat what the rows above show
+	// (vllm bench --metadata gpu=...): a label fills a row left "-", says
+	// nothing when the row already holds its value, and is named as a label
+	// when it disagrees.
+	shown := map[string]int{}
+	for i, row := range lab.rows {
+		shown[row[0]] = i
+	}
 	for _, k := range slices.Sorted(maps.Keys(r.Labels)) {
-		lab.add(k, r.Labels[k])
+		v := r.Labels[k]
+		i, ok := shown[k]
+		switch {
+		case !ok:
+			lab.add(k, v)
+		case lab.rows[i][1] == "-" || lab.rows[i][1] == "":
+			lab.rows[i][1] = v
+		case !strings.Contains(lab.rows[i][1], v):
+			lab.add(k+" (label)", v)
+		}
 	}
 	lab.add("start", r.Start.Format(time.RFC3339))
 	if !r.End.IsZero() {

@@ -74,3 +74,44 @@ func TestReportPrefixHitColumn(t *testing.T) {
 		t.Errorf("prefix hit %v, want [77.7%% -]", got)
 	}
 }
+
+// An imported run's labels that repeat a row (vllm bench --metadata
+// gpu=...) are not listed twice: the row keeps its value, a label fills a
+// row left "-", and a label that disagrees is named as a label.
+func TestReportLabelsNotRepeated(t *testing.T) {
+	h100 := trial.GPUIdentity{Name: "H100-80GB", Count: 1}
+	for _, c := range []struct {
+		name   string
+		gpu    trial.GPUIdentity
+		labels map[string]string
+		want   []string // the label table's gpu rows
+	}{
+		{"same", h100, map[string]string{"gpu": "H100-80GB", "git": "x"}, []string{"gpu  1 x H100-80GB"}},
+		{"row empty", trial.GPUIdentity{}, map[string]string{"gpu": "H100-80GB"}, []string{"gpu  H100-80GB"}},
+		{"differs", h100, map[string]string{"gpu": "A100-80GB"}, []string{"gpu  1 x H100-80GB", "gpu (label)  A100-80GB"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := store.Run{ID: "r1", Source: "import", Model: "m", GPU: c.gpu, Labels: c.labels}
+			var b strings.Builder
+			if err := WriteRun(&b, &r, "text"); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, line := range strings.Split(b.String(), "\n") {
+				if strings.HasPrefix(line, "gpu") {
+					got = append(got, strings.Join(strings.Fields(line), "  "))
+				}
+			}
+			want := make([]string, len(c.want))
+			for i, w := range c.want {
+				want[i] = strings.Join(strings.Fields(w), "  ")
+			}
+			if strings.Join(got, "|") != strings.Join(want, "|") {
+				t.Errorf("gpu rows %q, want %q\n%s", got, want, b.String())
+			}
+			if c.labels["git"] != "" && !strings.Contains(b.String(), "git") {
+				t.Errorf("the git label is gone:\n%s", b.String())
+			}
+		})
+	}
+}

@@ -102,7 +102,7 @@ func Prune(space *spaces.Space, history []Observation, opts PruneOptions) (*spac
 	if opts.Disabled {
 		rep.Skipped = "pruning disabled"
 	} else {
-		pr := pruner{space: out, opts: opts, note: note}
+		pr := pruner{space: out, orig: space, opts: opts, note: note}
 		pr.history(history)
 		rep.Evidence = pr.evidence
 		if opts.Static {
@@ -189,6 +189,7 @@ func extent(p *spaces.Param) float64 {
 // pruner holds the state of one Prune call.
 type pruner struct {
 	space *spaces.Space
+	orig  *spaces.Space // before pruning: what the user fixed
 	opts  PruneOptions
 	note  func(name, format string, args ...any)
 	obs   []Observation
@@ -1116,9 +1117,13 @@ func (pr *pruner) keepDefault() {
 			}
 		}
 	}
-	// A bool fixed by pruning at a non-default level is unfixed again.
+	// A bool fixed by pruning at a non-default level is unfixed again; one
+	// the user fixed stays fixed.
 	for i := range pr.space.Params {
 		p := &pr.space.Params[i]
+		if o, ok := pr.orig.Param(p.Name); ok && o.Fixed != nil {
+			continue
+		}
 		if p.Kind == spaces.Bool && p.Tune && p.Fixed != nil && !p.Fixed.Equal(p.Default) {
 			p.Fixed = nil
 		}

@@ -648,3 +648,27 @@ func TestAvoidChance(t *testing.T) {
 		t.Error("edge cases: no trials outside or no good trials give 1; too few inside gives 0")
 	}
 }
+
+// A bool the user fixed away from vLLM's default stays fixed through
+// pruning (keepDefault unfixes only the bools pruning itself fixed): a
+// search of a space with `enable_prefix_caching: {fixed: false}` ran every
+// trial with prefix caching on.
+func TestPruneKeepsUserFixedBool(t *testing.T) {
+	s := h100(t)
+	p := param(t, s, "enable_prefix_caching")
+	if !p.Default.Bool() {
+		t.Fatalf("enable_prefix_caching default %s, the test needs true", p.Default)
+	}
+	off := spaces.BoolValue(false)
+	p.Fixed = &off
+	hist := randomHistory(t, s, 40, 1, synth)
+	for _, opts := range []PruneOptions{DefaultPruneOptions(), {Static: true}} {
+		out, _ := Prune(s, hist, opts)
+		if q := param(t, out, "enable_prefix_caching"); q.Fixed == nil || q.Fixed.Bool() {
+			t.Errorf("enable_prefix_caching fixed %v after pruning, want false", q.Fixed)
+		}
+		if v, _ := out.DefaultConfig().Get("enable_prefix_caching"); v.Bool() {
+			t.Errorf("the pruned space's first config has prefix caching on")
+		}
+	}
+}

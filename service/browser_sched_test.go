@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/vllm-tuner/tuner/store"
 )
 
 // TestSchedulesInBrowser drives the Schedules page in headless Chromium:
@@ -17,11 +19,17 @@ import (
 // parser's message, pause it, edit it again (it stays paused), and open its
 // history page; each step is
 // checked in the store too. A screenshot is saved (also to
-// $TUNER_SCHEDULE_SCREENSHOT when set).
+// $TUNER_SCHEDULE_SCREENSHOT when set). On a bbolt file and on PostgreSQL.
 func TestSchedulesInBrowser(t *testing.T) {
 	browser := findBrowser(t)
-	db := openBolt(t, filepath.Join(t.TempDir(), "tuner.db"))
-	defer db.Close()
+	forBackends(t, func(t *testing.T, open func() store.DB) {
+		db := open()
+		defer db.Close()
+		schedulesInBrowser(t, browser, db)
+	})
+}
+
+func schedulesInBrowser(t *testing.T, browser string, db store.DB) {
 	e, _ := serveDB(t, db, newFakeClock(at(1, 1)), Config{}, false, true)
 	dir := t.TempDir()
 	ctx, text, poll := newBrowser(t, browser, dir)

@@ -280,7 +280,7 @@ func TestStoppedBenchJobFails(t *testing.T) {
 	}
 	e := newEnv(t, path, Config{}, false)
 	ch := e.events(t, context.Background())
-	go e.srv.Run(t.Context())
+	e.run(t)
 	seen := waitState(t, ch, mid.ID, store.JobFailed)
 	want := "the service stopped during this benchmark; run " + mid.BenchRuns[0] + " kept its finished cells (partial): queue the job again"
 	if last := seen[len(seen)-1]; last.Error != want {

@@ -311,10 +311,16 @@ func forBackends(t *testing.T, fn func(t *testing.T, open func() store.DB)) {
 
 // TestScheduleAPIErrors: bad bodies are 400 naming the field (the cron
 // parser's own message quoted), a name in use 409, a missing schedule 404;
-// writes need the token.
+// writes need the token. On a bbolt file and on PostgreSQL.
 func TestScheduleAPIErrors(t *testing.T) {
-	db := openBolt(t, filepath.Join(t.TempDir(), "tuner.db"))
-	defer db.Close()
+	forBackends(t, func(t *testing.T, open func() store.DB) {
+		db := open()
+		defer db.Close()
+		scheduleAPIErrors(t, db)
+	})
+}
+
+func scheduleAPIErrors(t *testing.T, db store.DB) {
 	const token = "tok"
 	e, _ := serveDB(t, db, newFakeClock(at(1, 1)), Config{Token: token}, false, false)
 	for _, tc := range []struct{ body, want string }{
@@ -369,9 +375,13 @@ func TestScheduleAPIErrors(t *testing.T) {
 // against its previous run and a regression is sent to the webhook as an
 // Alertmanager alert (the second run on a 40% slower simulator); a failed
 // scheduled run is sent too; the history shows each run's verdict and the
-// trend marks the regression.
+// trend marks the regression. On a bbolt file and on PostgreSQL.
 func TestScheduledRunsGateAndAlert(t *testing.T) {
-	e, db, clk, ch, alerts := alertEnv(t, true)
+	forBackends(t, scheduledRunsGateAndAlert)
+}
+
+func scheduledRunsGateAndAlert(t *testing.T, open func() store.DB) {
+	e, db, clk, ch, alerts := alertEnv(t, open, true)
 	code, out := e.do(t, "POST", "/api/v1/schedules", "", benchSchedule("hourly", "0 * * * *", ""))
 	sc := decodeAs[scheduleView](t, code, out, http.StatusCreated)
 	runOnce := func(hour int, state store.JobState) store.Job {
@@ -446,13 +456,13 @@ func alertHook(t *testing.T) (*alert.Sender, <-chan []model.Alert) {
 	return snd, alerts
 }
 
-// alertEnv serves a bbolt file on a fake clock with alerts to a webhook
-// receiver in the test; jobs run too when run is set, else only the
-// scheduler.
-func alertEnv(t *testing.T, run bool) (*env, store.DB, *fakeClock, <-chan Event, <-chan []model.Alert) {
+// alertEnv serves the database open opens on a fake clock with alerts to
+// a webhook receiver in the test; jobs run too when run is set, else only
+// the scheduler.
+func alertEnv(t *testing.T, open func() store.DB, run bool) (*env, store.DB, *fakeClock, <-chan Event, <-chan []model.Alert) {
 	snd, alerts := alertHook(t)
 	clk := newFakeClock(at(1, 1))
-	db := openBolt(t, filepath.Join(t.TempDir(), "tuner.db"))
+	db := open()
 	t.Cleanup(func() { db.Close() })
 	e, _ := serveDB(t, db, clk, Config{Alerts: snd}, run, !run)
 	return e, db, clk, subscribe(t, e.srv), alerts
@@ -478,9 +488,14 @@ func wantAlert(t *testing.T, alerts <-chan []model.Alert, name string, labels ma
 
 // TestScheduleJobBodyFails: a stored job body that no longer resolves
 // (here one the API would refuse) makes the firing "failed", says why in
-// the history, and alerts; nothing is queued.
+// the history, and alerts; nothing is queued. On a bbolt file and on
+// PostgreSQL.
 func TestScheduleJobBodyFails(t *testing.T) {
-	e, db, clk, ch, alerts := alertEnv(t, false)
+	forBackends(t, scheduleJobBodyFails)
+}
+
+func scheduleJobBodyFails(t *testing.T, open func() store.DB) {
+	e, db, clk, ch, alerts := alertEnv(t, open, false)
 	sc, err := db.AddSchedule(context.Background(), store.Schedule{Name: "broken", Cron: "0 2 * * *", Job: json.RawMessage(`{"kind":"bench"}`), CatchUp: true, NextFire: at(1, 2)})
 	if err != nil {
 		t.Fatal(err)

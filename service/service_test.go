@@ -71,6 +71,17 @@ func newEnv(t testing.TB, path string, cfg Config, run bool) *env {
 	return e
 }
 
+// run starts the server's job workers (for a test that subscribed to the
+// events first) and waits for them to stop when the test ends: a job
+// still writing after the test would race the removal of its temporary
+// directory ("directory not empty").
+func (e *env) run(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); e.srv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
 func (e *env) do(t *testing.T, method, path, token, body string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, e.ts.URL+path, strings.NewReader(body))
@@ -415,7 +426,7 @@ func TestStoppedJobResumes(t *testing.T) {
 
 	e := newEnv(t, path, Config{}, false)
 	ch := e.events(t, context.Background())
-	go e.srv.Run(t.Context())
+	e.run(t)
 	waitState(t, ch, mid.ID, store.JobDone)
 	fin, _ := e.st.Job(context.Background(), mid.ID)
 	if fin.Runs != 2 || fin.Study != mid.Study {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -56,9 +55,7 @@ func (v *VirtualLevels) Measure(ctx context.Context, idx int, load float64, lw t
 		engines[i] = NewEngine(s.target, s.args, s.calib, s.plan, WithNoise(o.Seed+uint64(idx)*1009+uint64(i)*7919),
 			WithSlowdown(o.Slowdown/s.tuned), WithSpeed(o.hostSpeed()))
 	}
-	reg := prometheus.NewRegistry()
-	ph := newPhaseHists(reg, nil)
-	recs, span, err := simulate(ctx, engines, lv.workload.Requests(), lv.closed, lv.concurrency, lv.workload.Duration, s.args.MaxModelLen, &ph, adapterIndex(s.args))
+	recs, span, bd, err := serveLevel(ctx, engines, lv, s.args)
 	if err != nil {
 		return nil, err
 	}
@@ -69,9 +66,7 @@ func (v *VirtualLevels) Measure(ctx context.Context, idx int, load float64, lw t
 	if !lv.closed {
 		trial.MarkOverload(recs, &m)
 	}
-	if m.Breakdown, err = breakdownOf(reg, recs); err != nil {
-		return nil, err
-	}
+	m.Breakdown = bd
 	m.PrefixCache = prefixCacheOf(engines)
 	st := a.Stability
 	st.NoteOverload(&m)

@@ -254,12 +254,7 @@ func (r *Runner) run(ctx context.Context, cfg spaces.Config, w trial.Workload, c
 			}
 			engines[i] = NewEngine(t, a, r.calib, plan, opts...)
 		}
-		specs := lv.workload.Requests()
-		// The engine's phase histograms, as vllm-sim serves them, read
-		// back the way a live trial reads the engine's /metrics.
-		reg := prometheus.NewRegistry()
-		ph := newPhaseHists(reg, nil)
-		recs, span, err := simulate(ctx, engines, specs, lv.closed, lv.concurrency, lv.workload.Duration, a.MaxModelLen, &ph, adapterIndex(a))
+		recs, span, bd, err := serveLevel(ctx, engines, lv, a)
 		if err != nil {
 			return trial.Level{}, err
 		}
@@ -276,9 +271,7 @@ func (r *Runner) run(ctx context.Context, cfg spaces.Config, w trial.Workload, c
 			}
 		}
 		m := trial.Summarize(recs, w.SLO)
-		if m.Breakdown, err = breakdownOf(reg, recs); err != nil {
-			return trial.Level{}, err
-		}
+		m.Breakdown = bd
 		m.PrefixCache = prefixCacheOf(engines)
 		st := trial.Stability{Stable: true, Reason: "virtual clock", Windows: 1}
 		if !lv.closed {
@@ -500,6 +493,23 @@ func adapterIndex(a EngineArgs) map[string]int {
 		m[l.Name] = i + 1
 	}
 	return m
+}
+
+// serveLevel serves one level's requests on engines (fresh for the level)
+// on the virtual clock, and reads the engines' phase histograms back as
+// vllm-sim serves them, the way a live trial reads the engine's /metrics.
+func serveLevel(ctx context.Context, engines []*Engine, lv level, a EngineArgs) ([]trial.Record, float64, *trial.Breakdown, error) {
+	reg := prometheus.NewRegistry()
+	ph := newPhaseHists(reg, nil)
+	recs, span, err := simulate(ctx, engines, lv.workload.Requests(), lv.closed, lv.concurrency, lv.workload.Duration, a.MaxModelLen, &ph, adapterIndex(a))
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	bd, err := breakdownOf(reg, recs)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	return recs, span, bd, nil
 }
 
 func simulate(ctx context.Context, engines []*Engine, specs []trial.RequestSpec, closed bool, conc int, duration time.Duration, maxModelLen int, ph *phaseHists, adapters map[string]int) ([]trial.Record, float64, error) {

@@ -128,6 +128,10 @@ type DB interface {
 	Jobs(ctx context.Context) ([]Job, error)
 	// Job returns one job (ErrNotFound).
 	Job(ctx context.Context, id string) (Job, error)
+	// ImportJob stores a job copied from another database as given, under
+	// its own ID (ErrExists when the ID is taken here); AddJob numbers
+	// after it.
+	ImportJob(ctx context.Context, j Job) error
 
 	// AddSchedule stores a new schedule (numbered "sched-N") and returns
 	// it; a name in use: ErrExists.
@@ -150,6 +154,10 @@ type DB interface {
 	// the job tagged with the schedule, in one transaction. It returns the
 	// fire record, numbered, with the queued job's ID.
 	FireSchedule(ctx context.Context, id string, f ScheduleFire, next time.Time, job *Job) (ScheduleFire, error)
+	// ImportSchedule stores a schedule copied from another database as
+	// given, under its own ID, with its firing history (ErrExists when the
+	// ID or the name is taken here); AddSchedule numbers after it.
+	ImportSchedule(ctx context.Context, s Schedule, fires []ScheduleFire) error
 	// ScheduleFires returns the last n firings of a schedule (n <= 0:
 	// all), oldest first (ErrNotFound for a missing schedule).
 	ScheduleFires(ctx context.Context, id string, n int) ([]ScheduleFire, error)

@@ -72,3 +72,16 @@ func ParseJobID(id string) (uint64, error) {
 	}
 	return seq, nil
 }
+
+// CheckImportJob checks that a copied job's ID and sequence number agree
+// (how both backends key it) and returns the number.
+func CheckImportJob(j Job) (uint64, error) {
+	seq, err := ParseJobID(j.ID)
+	if err != nil {
+		return 0, fmt.Errorf("import job: %w", err)
+	}
+	if j.Seq != seq {
+		return 0, fmt.Errorf("import job %s: sequence number %d, want %d", j.ID, j.Seq, seq)
+	}
+	return seq, nil
+}

@@ -103,6 +103,25 @@ func FireSchedule(stored Schedule, f ScheduleFire, next time.Time, job string) (
 	return stored, f, nil
 }
 
+// CheckImportSchedule checks that a copied schedule's ID and sequence
+// number agree and that its firings are its own, numbered from 1 in order
+// (how both backends key them), and returns the schedule's number.
+func CheckImportSchedule(s Schedule, fires []ScheduleFire) (uint64, error) {
+	seq, err := ParseScheduleID(s.ID)
+	if err != nil {
+		return 0, fmt.Errorf("import schedule: %w", err)
+	}
+	if s.Seq != seq {
+		return 0, fmt.Errorf("import schedule %s: sequence number %d, want %d", s.ID, s.Seq, seq)
+	}
+	for i, f := range fires {
+		if f.Schedule != s.ID || f.Seq == 0 || (i > 0 && f.Seq <= fires[i-1].Seq) || f.Seq > s.Fires {
+			return 0, fmt.Errorf("import schedule %s: firing %d is %s #%d (want its own, in order, at most %d)", s.ID, i+1, f.Schedule, f.Seq, s.Fires)
+		}
+	}
+	return seq, nil
+}
+
 // UnmarshalSchedule decodes a stored schedule record (plain or sealed)
 // and refuses one newer than this program.
 func UnmarshalSchedule(b []byte) (Schedule, error) {

@@ -23,6 +23,10 @@ type Membership struct {
 	Elapsed time.Duration
 	// Others counts the other live workers.
 	Others int
+	// HadTrials: the study held trials when the worker joined (read in
+	// the join's transaction). Trials that appear later are the
+	// campaign's, begun by workers that joined after this one.
+	HadTrials bool
 }
 
 // ClaimOptions says how a worker of a shared study leases a trial

@@ -4,8 +4,10 @@ import (
 	"context"
 	"math"
 	"slices"
+	"sync"
 	"testing"
 
+	"github.com/vllm-tuner/tuner/internal/wakelag"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -25,20 +27,35 @@ func TestSimChatEndpoint(t *testing.T) {
 	w := simWorkload()
 	w.Arrival.Concurrency, w.NumRequests, w.Warmup = 2, 24, 2
 	w.Output = trial.LengthDist{Kind: "fixed", Value: 24}
-	r := simRunner(t)
+	// The two endpoints run at the same time, each on its own engine, so
+	// that what the machine does (a busy spell slows a whole run) falls on
+	// both alike and the paired comparison below sees the endpoints.
+	eps := []trial.Endpoint{trial.EndpointChat, trial.EndpointCompletions}
+	var res [2]trial.Result
+	var errs [2]error
+	var wg sync.WaitGroup
+	probe := wakelag.Start(0)
+	for i, e := range eps {
+		r, we := simRunner(t), w
+		we.Endpoint = e
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res[i], errs[i] = r.Run(context.Background(), cfg, we)
+		}()
+	}
+	wg.Wait()
 	var ms [2]*trial.Metrics
 	var recs [2]map[int]trial.Record
-	for i, e := range []trial.Endpoint{trial.EndpointChat, trial.EndpointCompletions} {
-		w.Endpoint = e
-		res, err := r.Run(context.Background(), cfg, w)
-		if err != nil {
-			t.Fatal(err)
+	for i, e := range eps {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
 		}
-		if !res.Usable() {
-			t.Fatalf("%s: trial %s: %s", e, res.String(), res.Error)
+		if !res[i].Usable() {
+			t.Fatalf("%s: trial %s: %s", e, res[i].String(), res[i].Error)
 		}
-		ms[i] = res.Metrics()
-		raw, err := trial.ReadRaw(res.RawPath)
+		ms[i] = res[i].Metrics()
+		raw, err := trial.ReadRaw(res[i].RawPath)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,6 +66,8 @@ func TestSimChatEndpoint(t *testing.T) {
 			}
 		}
 	}
+	lag := probe.Stop()
+	t.Logf("machine: %v", lag)
 	trial.NoLeftoversForTest(t)
 	chat, comp := ms[0], ms[1]
 	if chat.Failed != 0 || comp.Failed != 0 {
@@ -76,6 +95,10 @@ func TestSimChatEndpoint(t *testing.T) {
 		t.Fatalf("%d requests on both endpoints, want at least %d", same, w.NumRequests)
 	}
 	const slackMs = 5.0 // as TestSimFullTrialMatchesVirtual: loopback, framing, scheduling
+	// Each endpoint's latencies also carry what this machine's scheduling
+	// added (liveSlackMs, as TestSimFullTrialMatchesVirtual allows over the
+	// virtual clock), not always to both runs alike.
+	busy := liveSlackMs(lag, liveHops)
 	// TTFT is compared request by request (the prompt lengths, 256-768
 	// tokens, dominate it): the median difference is about the chat
 	// template's 4 tokens (unintended prefix-cache hits are counted
@@ -83,8 +106,8 @@ func TestSimChatEndpoint(t *testing.T) {
 	slices.Sort(dTTFT)
 	d := trial.Percentile(dTTFT, 50)
 	t.Logf("ttft paired   median chat - completions %+.2f ms over %d requests", d, len(dTTFT))
-	if math.Abs(d) > max(0.10*comp.TTFT.Median, slackMs) {
-		t.Errorf("ttft: chat - completions %+.2f ms at the median of %d requests (completions median %.2f)", d, len(dTTFT), comp.TTFT.Median)
+	if allowed := max(0.10*comp.TTFT.Median, slackMs) + busy; math.Abs(d) > allowed {
+		t.Errorf("ttft: chat - completions %+.2f ms at the median of %d requests (completions median %.2f, allowed %.2f)", d, len(dTTFT), comp.TTFT.Median, allowed)
 	}
 	for _, c := range []struct {
 		name       string
@@ -94,8 +117,8 @@ func TestSimChatEndpoint(t *testing.T) {
 		{"itl_median", comp.ITL.Median, chat.ITL.Median},
 	} {
 		t.Logf("%-12s completions %8.2f  chat %8.2f", c.name, c.comp, c.chat)
-		if math.Abs(c.chat-c.comp) > max(0.10*c.comp, slackMs) {
-			t.Errorf("%s: chat %.2f vs completions %.2f", c.name, c.chat, c.comp)
+		if allowed := max(0.10*c.comp, slackMs) + busy; math.Abs(c.chat-c.comp) > allowed {
+			t.Errorf("%s: chat %.2f vs completions %.2f (allowed %.2f)", c.name, c.chat, c.comp, allowed)
 		}
 	}
 }

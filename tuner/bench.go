@@ -521,14 +521,10 @@ func (s virtualSimServer) MeasureLevel(ctx context.Context, idx int, v float64, 
 	if l == nil || s.scale <= 0 {
 		return l, err
 	}
-	t := time.NewTimer(time.Duration(l.ElapsedS * s.scale * float64(time.Second)))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-t.C:
-		return l, err
+	if perr := pace(ctx, l.ElapsedS, s.scale); perr != nil {
+		return nil, perr
 	}
+	return l, err
 }
 
 // simServer is the in-process simulator as a bench.Server: Stop ends it.

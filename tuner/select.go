@@ -86,7 +86,9 @@ type Candidate struct {
 	Trials   []int         `json:"trials"`              // numbers of the usable trials
 	TrialIDs []string      `json:"trial_ids,omitempty"` // their store IDs
 	Failed   int           `json:"failed"`              // failed trials of this config
-	Unstable int           `json:"unstable,omitempty"`  // usable runs that did not reach steady state
+	// Failure is why the first of them failed (its class: oom, ...).
+	Failure  trial.FailureClass `json:"failure,omitempty"`
+	Unstable int                `json:"unstable,omitempty"` // usable runs that did not reach steady state
 	// Remeasured counts the usable runs of the final re-measurement (phase
 	// repeat): what makes a config "re-measured", unlike search runs of the
 	// same config in several studies (vLLM's default runs first in each).
@@ -158,6 +160,9 @@ func Aggregate(trials []store.Trial, slo trial.SLO, m Metrics, k float64) []Cand
 		v, ok := m.Vector(t.Result)
 		if !ok {
 			a.c.Failed++
+			if a.c.Failure == "" {
+				a.c.Failure = t.Result.Failure
+			}
 			continue
 		}
 		a.c.Trials = append(a.c.Trials, int(t.Seq))

@@ -69,7 +69,7 @@ func TestAggregateConservative(t *testing.T) {
 	if !strings.Contains(strings.Join(c2.Violations, ","), "tpot_p99=52") {
 		t.Fatalf("config 2 violations %v", c2.Violations)
 	}
-	if c[2].Feasible || c[2].Failed != 1 || len(c[2].Trials) != 0 {
+	if c[2].Feasible || c[2].Failed != 1 || c[2].Failure != trial.FailOOM || len(c[2].Trials) != 0 {
 		t.Fatalf("failed config: %+v", c[2])
 	}
 	rec, err := Recommend(c, DefaultMetrics(), slo, PreferThroughput)

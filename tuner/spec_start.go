@@ -179,7 +179,11 @@ func (ss *Search) Start(ctx context.Context, st store.DB, sc StartConfig) (*Run,
 			return fail(err)
 		}
 		// Joining live workers is not a resume: the study is theirs too.
-		cfg.Resume = cfg.Resume || member.Others > 0
+		// Nor is a study that had no trial when this worker joined: the
+		// trials the loop finds were begun by workers that joined after
+		// it (on a busy machine they may claim their first trials before
+		// this one's loop reads the study).
+		cfg.Resume = cfg.Resume || member.Others > 0 || !member.HadTrials
 	}
 	if run.Loop, err = New(cfg, runner, prop, StudyStore{Store: st, Study: study.ID, Observer: sc.Observer}); err != nil {
 		return fail(AsUsage(err))
@@ -307,13 +311,19 @@ func (p pacedRunner) Run(ctx context.Context, cfg spaces.Config, w trial.Workloa
 	if err != nil {
 		return res, err
 	}
-	t := time.NewTimer(time.Duration(res.Phases.TotalS * p.scale * float64(time.Second)))
+	return res, pace(ctx, res.Phases.TotalS, p.scale)
+}
+
+// pace waits the wall-clock time of simS simulated seconds at scale (what
+// a live engine would have taken), or until ctx ends.
+func pace(ctx context.Context, simS, scale float64) error {
+	t := time.NewTimer(time.Duration(simS * scale * float64(time.Second)))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return res, ctx.Err()
+		return ctx.Err()
 	case <-t.C:
-		return res, nil
+		return nil
 	}
 }
 

@@ -59,17 +59,23 @@ func Judge(in JudgeInput) Verdict {
 	}
 	v := Verdict{Pick: best}
 	var compared []*Candidate
+	var failedDef *Candidate // the default, run but never measured
 	for i := range in.Cands {
 		c := &in.Cands[i]
 		switch {
 		case c.ConfigID == in.DefaultID && c.Throughput.N > 0:
 			v.Default = c
+		case c.ConfigID == in.DefaultID:
+			failedDef = c
 		case len(c.Rounds) > 0:
 			compared = append(compared, c)
 		}
 	}
 	def := v.Default
 	switch {
+	case def == nil && failedDef != nil && failedDef.Failed > 0:
+		v.Text = fmt.Sprintf("config %s: vLLM's default %s, so no gain over it is known", best.ConfigID, failedHow(failedDef.Failure))
+		return v
 	case def == nil:
 		v.Text = fmt.Sprintf("config %s: vLLM's default was not measured, so no gain over it is known", best.ConfigID)
 		return v
@@ -94,6 +100,24 @@ func Judge(in JudgeInput) Verdict {
 		v.Text = fmt.Sprintf("keep vLLM's default: the best measured config %s is %s: %s", best.ConfigID, gain, g.Verdict())
 	}
 	return v
+}
+
+// failedHow says how a config's trial failed, for a verdict: the classes
+// of an engine that never served (it did not start) named as such.
+func failedHow(f trial.FailureClass) string {
+	switch f {
+	case trial.FailOOM:
+		return "failed to start (out of memory)"
+	case trial.FailKVTooSmall:
+		return "failed to start (its KV cache cannot hold one request of max_model_len)"
+	case trial.FailInvalidArgument:
+		return "failed to start (vLLM refused its arguments)"
+	case trial.FailStartupTimeout:
+		return "failed to start (not healthy before the startup timeout)"
+	case "":
+		return "failed"
+	}
+	return "failed (" + string(f) + ")"
 }
 
 // gainOf is c's gain over def judged together with the compared configs

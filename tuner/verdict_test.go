@@ -95,6 +95,24 @@ func TestJudge(t *testing.T) {
 			t.Fatalf("verdict %+v", v)
 		}
 	})
+	t.Run("default failed", func(t *testing.T) {
+		// Mixtral on one GPU: vLLM's default ran and ran out of memory; the
+		// verdict says so, not that it was never measured.
+		oom := Candidate{ConfigID: "def", Failed: 1, Failure: trial.FailOOM, Violations: []string{"no usable measurement"}}
+		v := Judge(JudgeInput{Cands: []Candidate{oom, noisy}, DefaultID: "def", Metrics: m})
+		if v.Pick.ConfigID != "a" || v.IsDefault || v.Default != nil || v.Gain != nil ||
+			v.Text != "config a: vLLM's default failed to start (out of memory), so no gain over it is known" {
+			t.Fatalf("verdict %+v", v)
+		}
+		crashed := oom
+		crashed.Failure = trial.FailCrashed
+		if v := Judge(JudgeInput{Cands: []Candidate{crashed, noisy}, DefaultID: "def", Metrics: m}); v.Text != "config a: vLLM's default failed (crashed), so no gain over it is known" {
+			t.Fatalf("verdict of a crashed default %q", v.Text)
+		}
+		if v := Judge(JudgeInput{Cands: []Candidate{noisy}, DefaultID: "def", Metrics: m}); v.Text != "config a: vLLM's default was not measured, so no gain over it is known" {
+			t.Fatalf("verdict without the default %q", v.Text)
+		}
+	})
 	t.Run("nothing feasible", func(t *testing.T) {
 		bad := noisy
 		bad.Feasible = false

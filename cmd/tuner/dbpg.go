@@ -24,11 +24,11 @@ func dbMigrateCommand() *cli.Command {
 func dbCopyCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "copy",
-		Usage:     "copy every study (with its trials), model and benchmark run between databases: a bbolt file or a postgres:// URL each",
+		Usage:     "copy everything between databases (studies with their trials, models, benchmark runs, the service's jobs and schedules): a bbolt file or a postgres:// URL each",
 		ArgsUsage: " ",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "from", Required: true, Usage: "source database (file or postgres:// URL)"},
-			&cli.StringFlag{Name: "to", Required: true, Usage: "target database (file or postgres:// URL); studies already there with trials are refused"},
+			&cli.StringFlag{Name: "to", Required: true, Usage: "target database (file or postgres:// URL); studies already there with trials, and jobs or schedules whose ID or name is taken, are refused"},
 		},
 		Action: dbCopy,
 	}
@@ -77,6 +77,7 @@ func dbCopy(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(c.App.Writer, "copied %d studies (%d trials), %d models and %d benchmark runs from %s to %s\n", n.Studies, n.Trials, n.Models, n.Runs, src.Path(), dst.Path())
+	fmt.Fprintf(c.App.Writer, "copied %d studies (%d trials), %d models, %d benchmark runs, %d jobs and %d schedules from %s to %s\n",
+		n.Studies, n.Trials, n.Models, n.Runs, n.Jobs, n.Schedules, src.Path(), dst.Path())
 	return nil
 }

@@ -28,15 +28,23 @@ func startWorker(t testing.TB, bin, name string, args ...string) *worker {
 	return &worker{Proc: proctest.Start(t, exec.Command(bin, append(args, "--worker-name", name)...)), name: name}
 }
 
-// runningTrialOf polls the study until worker has a running trial (after
-// at least minDone ended trials) and returns it.
-func runningTrialOf(t *testing.T, pg *pgstore.Store, worker string, minDone int, limit time.Duration) store.Trial {
+// stopInTrial waits until the study has at least minDone ended trials,
+// then stops w (SIGSTOP) again and again until it is stopped with a
+// trial of its own running, and returns that trial (w left stopped): the
+// caller's kill lands in the middle of a trial however short trials are
+// next to the machine's scheduling delays (polling for a running trial and
+// then killing can miss every one on a busy machine). Between looks w runs
+// as long as a look took. It fails if w exits first or the study stops
+// making progress for stall (a hang guard: the time the trials take on a
+// busy machine does not count).
+func stopInTrial(t *testing.T, pg *pgstore.Store, w *worker, minDone int, stall time.Duration) store.Trial {
 	t.Helper()
 	ctx := context.Background()
-	for end := time.Now().Add(limit); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+	lastDone, progressed := -1, time.Now()
+	look := func() ([]store.Trial, int) {
 		studies, err := pg.Studies(ctx)
 		if err != nil || len(studies) == 0 {
-			continue
+			return nil, 0
 		}
 		ts, err := pg.Trials(ctx, studies[0].ID, store.TrialFilter{})
 		if err != nil {
@@ -48,14 +56,38 @@ func runningTrialOf(t *testing.T, pg *pgstore.Store, worker string, minDone int,
 				done++
 			}
 		}
+		if done > lastDone {
+			lastDone, progressed = done, time.Now()
+		} else if time.Since(progressed) > stall {
+			t.Fatalf("worker %s: no trial of the study ended for %s (%d ended)", w.name, stall, done)
+		}
+		return ts, done
+	}
+	signal := func(sig syscall.Signal) {
+		if err := w.Signal(sig); err != nil {
+			t.Fatalf("worker %s: %v", w.name, err)
+		}
+	}
+	for ; ; time.Sleep(20 * time.Millisecond) {
+		select {
+		case <-w.Done():
+			t.Fatalf("worker %s exited before it was caught in a trial\n%s", w.name, w.Proc)
+		default:
+		}
+		if _, done := look(); done < minDone {
+			continue
+		}
+		signal(syscall.SIGSTOP)
+		t0 := time.Now()
+		ts, _ := look()
 		for _, tr := range ts {
-			if tr.State == store.StateRunning && tr.Worker == worker && done >= minDone {
+			if tr.State == store.StateRunning && tr.Worker == w.name {
 				return tr
 			}
 		}
+		signal(syscall.SIGCONT)
+		time.Sleep(time.Since(t0))
 	}
-	t.Fatalf("worker %s ran no trial within %s", worker, limit)
-	return store.Trial{}
 }
 
 // openMigrated opens url read-only once the workers have migrated it.
@@ -147,7 +179,7 @@ func TestWorkersShareStudy(t *testing.T) {
 	ws := []*worker{startWorker(t, tunerBin, "w1", args...), startWorker(t, tunerBin, "w2", args...), startWorker(t, tunerBin, "w3", args...)}
 
 	pg := openMigrated(t, url)
-	victim := runningTrialOf(t, pg, "w3", 10, 2*time.Minute)
+	victim := stopInTrial(t, pg, ws[2], 10, 2*time.Minute)
 	if err := ws[2].Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

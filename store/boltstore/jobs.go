@@ -101,4 +101,38 @@ func (s *Store) Job(ctx context.Context, id string) (store.Job, error) {
 	return j, err
 }
 
+// ImportJob: see store.DB.
+func (s *Store) ImportJob(ctx context.Context, j store.Job) error {
+	seq, err := store.CheckImportJob(j)
+	if err != nil {
+		return err
+	}
+	err = s.update(ctx, func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketJobs)
+		if err != nil {
+			return err
+		}
+		return importRecord(b, seq, "job "+j.ID, j)
+	})
+	if err != nil {
+		return fmt.Errorf("import job %s: %w", j.ID, err)
+	}
+	return nil
+}
+
+// importRecord puts v under seq in a bucket numbered by NextSequence
+// (ErrExists when taken), moving the sequence past it.
+func importRecord(b *bolt.Bucket, seq uint64, what string, v any) error {
+	if b.Get(seqKey(seq)) != nil {
+		return fmt.Errorf("%s: %w", what, store.ErrExists)
+	}
+	if err := putJSON(b, seqKey(seq), v); err != nil {
+		return err
+	}
+	if b.Sequence() < seq {
+		return b.SetSequence(seq)
+	}
+	return nil
+}
+
 func jobKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }

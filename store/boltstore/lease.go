@@ -116,6 +116,10 @@ func (s *Store) JoinStudy(ctx context.Context, studyID, worker string, lease tim
 			return nil
 		})
 		m = store.Membership{Elapsed: now.Sub(earliest), Others: len(others)}
+		if tb := tx.Bucket(bucketTrials).Bucket([]byte(studyID)); tb != nil {
+			k, _ := tb.Cursor().First()
+			m.HadTrials = k != nil
+		}
 		return err
 	})
 	if err != nil {

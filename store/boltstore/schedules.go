@@ -206,6 +206,40 @@ func (s *Store) FireSchedule(ctx context.Context, id string, f store.ScheduleFir
 	return f, nil
 }
 
+// ImportSchedule: see store.DB.
+func (s *Store) ImportSchedule(ctx context.Context, sc store.Schedule, fires []store.ScheduleFire) error {
+	seq, err := store.CheckImportSchedule(sc, fires)
+	if err != nil {
+		return err
+	}
+	err = s.update(ctx, func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketSchedules)
+		if err != nil {
+			return err
+		}
+		if err := nameFree(tx, b, sc.Name, 0); err != nil {
+			return err
+		}
+		if err := importRecord(b, seq, "schedule "+sc.ID, sc); err != nil {
+			return err
+		}
+		fb, err := tx.CreateBucketIfNotExists(bucketFires)
+		if err != nil {
+			return err
+		}
+		for _, f := range fires {
+			if err := putJSON(fb, fireKey(seq, f.Seq), f); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("import schedule %s: %w", sc.ID, err)
+	}
+	return nil
+}
+
 // ScheduleFires returns the last n firings of a schedule, oldest first.
 func (s *Store) ScheduleFires(ctx context.Context, id string, n int) ([]store.ScheduleFire, error) {
 	seq, err := store.ParseScheduleID(id)

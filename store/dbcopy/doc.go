@@ -1,5 +1,7 @@
-// Package dbcopy moves studies, surrogate models and benchmark runs between two tuner
+// Package dbcopy moves everything a tuner database holds between two
 // databases of any backend (bbolt file, PostgreSQL), record for record:
-// trial IDs, sequence numbers, states, times and notes are kept, and the
-// target's fronts are maintained as the trials are written.
+// studies (trial IDs, sequence numbers, states, times and notes kept, the
+// target's fronts maintained as the trials are written, the shared spec),
+// surrogate models, benchmark runs, and the service's jobs and schedules
+// with their firing history.
 package dbcopy

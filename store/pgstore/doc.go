@@ -23,7 +23,8 @@
 //	          schema 6: sum (store.EncodeSummary's binary form, written
 //	          with the trial, backfilled from rec) replaces summary;
 //	          schema 7: lease_len (the length of the lease last granted)
-//	workers   (study_id, name), joined, until: the live workers (schema 2)
+//	workers   (study_id, name), joined, until: the live workers (schema 2);
+//	          schema 8: lease_len (the length of the membership last granted)
 //	fronts    key ("study/<id>" or "group/<group key>"), rec (Front JSON)
 //	models    name, data, meta (ModelMeta JSON)
 //	meta      "created" -> RFC 3339 time the database was made

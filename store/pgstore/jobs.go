@@ -91,3 +91,34 @@ func (s *Store) Job(ctx context.Context, id string) (store.Job, error) {
 	})
 	return j, s.wrapRead(err)
 }
+
+// ImportJob: see store.DB.
+func (s *Store) ImportJob(ctx context.Context, j store.Job) error {
+	seq, err := store.CheckImportJob(j)
+	if err != nil {
+		return err
+	}
+	rec, err := store.MarshalRecord(j)
+	if err != nil {
+		return err
+	}
+	err = s.tx(ctx, true, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, "INSERT INTO jobs (seq, rec) VALUES ($1, $2::text::json) ON CONFLICT (seq) DO NOTHING", int64(seq), string(rec))
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("job %s: %w", j.ID, store.ErrExists)
+		}
+		return numberAfter(ctx, tx, "jobs", seq)
+	})
+	return s.wrap("import job "+j.ID, err)
+}
+
+// numberAfter moves the serial of table's seq column past seq (an imported
+// row's number), so the next row added is numbered after it.
+func numberAfter(ctx context.Context, tx pgx.Tx, table string, seq uint64) error {
+	_, err := tx.Exec(ctx, `SELECT setval(pg_get_serial_sequence($1, 'seq'), $2)
+		WHERE $2 > coalesce(pg_sequence_last_value(pg_get_serial_sequence($1, 'seq')::regclass), 0)`, table, int64(seq))
+	return err
+}

@@ -21,6 +21,16 @@ import (
 // the trial is marked interrupted and its config is free to be claimed again.
 // Lease times are the server's clock, so the workers' clocks need not agree.
 
+// leaseHeld is the rule of a held lease, a trial's or a worker's
+// membership, in SQL over its until and length columns: until its time,
+// and for its length again after a server restart. The time the server was
+// down does not count: every worker was cut off alike, and the one back
+// first must neither take the others' trials (measured results kept on
+// their disks) nor count them gone before they could reconnect.
+func leaseHeld(until, length string) string {
+	return "(" + until + " >= now() OR pg_postmaster_start_time() + coalesce(" + length + ", interval '0') >= now())"
+}
+
 // JoinStudy: see store.DB.
 func (s *Store) JoinStudy(ctx context.Context, studyID, worker string, lease time.Duration, spec []byte) (store.Membership, error) {
 	var m store.Membership
@@ -28,10 +38,11 @@ func (s *Store) JoinStudy(ctx context.Context, studyID, worker string, lease tim
 		if _, err := getStudy(ctx, tx, studyID, true); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, "DELETE FROM workers WHERE study_id = $1 AND until < now()", studyID); err != nil {
+		if _, err := tx.Exec(ctx, "DELETE FROM workers WHERE study_id = $1 AND NOT "+leaseHeld("until", "lease_len"), studyID); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, `INSERT INTO workers (study_id, name, joined, until) VALUES ($1, $2, now(), now() + $3 * interval '1 microsecond')
+		tag, err := tx.Exec(ctx, `INSERT INTO workers (study_id, name, joined, until, lease_len)
+			VALUES ($1, $2, now(), now() + $3 * interval '1 microsecond', $3 * interval '1 microsecond')
 			ON CONFLICT (study_id, name) DO NOTHING`, studyID, worker, lease.Microseconds())
 		if err != nil {
 			return err
@@ -51,8 +62,9 @@ func (s *Store) JoinStudy(ctx context.Context, studyID, worker string, lease tim
 		err = tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM (
 				SELECT name FROM workers WHERE study_id = $1 AND name <> $2
 				UNION SELECT worker FROM trials WHERE study_id = $1 AND state = 'running'
-					AND lease_until >= now() AND worker IS NOT NULL AND worker <> $2) o),
-			extract(epoch FROM now() - (SELECT min(joined) FROM workers WHERE study_id = $1))::float8`, studyID, worker).Scan(&m.Others, &secs)
+					AND `+leaseHeld("lease_until", "lease_len")+` AND worker IS NOT NULL AND worker <> $2) o),
+			extract(epoch FROM now() - (SELECT min(joined) FROM workers WHERE study_id = $1))::float8,
+			EXISTS (SELECT 1 FROM trials WHERE study_id = $1)`, studyID, worker).Scan(&m.Others, &secs, &m.HadTrials)
 		m.Elapsed = time.Duration(secs * float64(time.Second))
 		return err
 	})
@@ -154,12 +166,14 @@ func (s *Store) ClaimTrial(ctx context.Context, studyID string, cfg spaces.Confi
 // its lease expired) is an error matching store.ErrLeaseLost.
 func (s *Store) Heartbeat(ctx context.Context, studyID, worker, trialID string, lease time.Duration) error {
 	err := s.tx(ctx, true, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, "UPDATE workers SET until = now() + $3 * interval '1 microsecond' WHERE study_id = $1 AND name = $2", studyID, worker, lease.Microseconds())
+		tag, err := tx.Exec(ctx, `UPDATE workers SET until = now() + $3 * interval '1 microsecond', lease_len = $3 * interval '1 microsecond'
+			WHERE study_id = $1 AND name = $2`, studyID, worker, lease.Microseconds())
 		if err != nil {
 			return err
 		}
 		if tag.RowsAffected() == 0 { // pruned while this worker was away: join again
-			if _, err := tx.Exec(ctx, "INSERT INTO workers (study_id, name, joined, until) VALUES ($1, $2, now(), now() + $3 * interval '1 microsecond') ON CONFLICT DO NOTHING", studyID, worker, lease.Microseconds()); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO workers (study_id, name, joined, until, lease_len)
+				VALUES ($1, $2, now(), now() + $3 * interval '1 microsecond', $3 * interval '1 microsecond') ON CONFLICT DO NOTHING`, studyID, worker, lease.Microseconds()); err != nil {
 				return err
 			}
 		}
@@ -189,17 +203,14 @@ func (s *Store) Heartbeat(ctx context.Context, studyID, worker, trialID string, 
 // ReapExpired marks interrupted the running trials of the study whose lease
 // expired, and returns them. Rows another transaction holds are skipped
 // (SKIP LOCKED): a worker finishing its trial right now wins. The time the
-// server was down does not count against a lease: after a restart each
-// lease holds for its length again (every worker was cut off alike; the
-// one back first must not take the others' trials, measured results kept
-// on their disks, before they could reconnect).
+// server was down does not count against a lease (leaseHeld).
 func (s *Store) ReapExpired(ctx context.Context, studyID string) ([]store.Trial, error) {
 	var out []store.Trial
 	err := s.tx(ctx, true, func(tx pgx.Tx) error {
 		var err error
 		out, err = s.interrupt(ctx, tx, func(t *store.Trial) string { return "the lease of worker " + t.Worker + " expired" },
 			`SELECT rec::text FROM trials WHERE study_id = $1 AND state = 'running'
-			AND lease_until < now() AND pg_postmaster_start_time() + coalesce(lease_len, interval '0') < now()
+			AND NOT `+leaseHeld("lease_until", "lease_len")+`
 			ORDER BY seq FOR UPDATE SKIP LOCKED`, studyID)
 		for _, t := range out {
 			s.log.Warn("trial lease expired", "trial", t.ID, "worker", t.Worker)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/store/pgstore"
 	"github.com/vllm-tuner/tuner/store/pgstore/pgtest"
@@ -135,16 +137,7 @@ func TestLeases(t *testing.T) {
 // time since the restart is reaped as usual.
 func TestLeaseAfterRestart(t *testing.T) {
 	ctx := context.Background()
-	c := pgtest.Own(t)
-	url, err := c.CreateDB(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := openPG(t, url)
-	st, err := s.EnsureStudy(ctx, storetest.Key("m", "g", "chat", ""))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, url, s, st := ownStudy(t)
 	r := rand.New(rand.NewPCG(4, 4))
 	long, err := s.ClaimTrial(ctx, st.ID, storetest.Config(r), store.ClaimOptions{Worker: "a", Lease: time.Minute})
 	if err != nil {
@@ -179,4 +172,65 @@ func TestLeaseAfterRestart(t *testing.T) {
 	if err != nil || !fin.State.Finished() {
 		t.Fatalf("finish after the restart: %s, %v", fin.State, err)
 	}
+}
+
+// TestJoinAfterRestart: a server restart gives the live workers' memberships
+// and trial leases their length again, so a worker joining right after an
+// outage that outlasted them counts the workers cut off with it (it
+// counted none and took the study as its own); a membership of a short
+// lease granted after the restart lapses as usual.
+func TestJoinAfterRestart(t *testing.T) {
+	ctx := context.Background()
+	c, url, s, st := ownStudy(t)
+	if _, err := s.JoinStudy(ctx, st.ID, "a", time.Minute, nil); err != nil {
+		t.Fatal(err)
+	}
+	// b holds a trial lease only (its membership lapsed during a long trial).
+	tr, err := s.ClaimTrial(ctx, st.ID, storetest.Config(rand.New(rand.NewPCG(5, 5))), store.ClaimOptions{Worker: "b", Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Halt()
+	if err := c.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The outage outlasted every lease (as if a minute had passed).
+	endLease(t, url, tr.ID)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "UPDATE workers SET until = now() - interval '1 second'"); err != nil {
+		t.Fatal(err)
+	}
+	after := openPG(t, url)
+	if _, err := after.JoinStudy(ctx, st.ID, "d", time.Microsecond, nil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Millisecond) // d's lease is 1 us of the server's clock
+	m, err := after.JoinStudy(ctx, st.ID, "c", time.Minute, nil)
+	if err != nil || m.Others != 2 {
+		t.Fatalf("join right after the restart: %+v, %v; want 2 others (a's membership, b's trial lease; not d's lapsed one)", m, err)
+	}
+	if _, err := after.JoinStudy(ctx, st.ID, "a", time.Minute, nil); !errors.Is(err, store.ErrWorkerName) {
+		t.Fatalf("another worker named a while a's membership holds: %v, want ErrWorkerName", err)
+	}
+}
+
+// ownStudy is a study in a database of a cluster of the test's own (which
+// it may halt and restart), and a store on it.
+func ownStudy(t *testing.T) (*pgtest.Cluster, string, *pgstore.Store, store.Study) {
+	t.Helper()
+	c := pgtest.Own(t)
+	url, err := c.CreateDB(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := openPG(t, url)
+	st, err := s.EnsureStudy(context.Background(), storetest.Key("m", "g", "chat", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, url, s, st
 }

@@ -112,6 +112,9 @@ var migrations = []string{
 	// 7: each lease's length, so that a server restart gives every lease
 	// a fresh period (see ReapExpired).
 	`ALTER TABLE trials ADD COLUMN lease_len interval;`,
+	// 8: each membership's lease length, so that a server restart gives
+	// the live workers a fresh period too (see leaseHeld).
+	`ALTER TABLE workers ADD COLUMN lease_len interval;`,
 }
 
 // afterMigration runs Go code after a migration's SQL, in its transaction,

@@ -234,6 +234,7 @@ func TestMigrateBinarySummaries(t *testing.T) {
 		ALTER TABLE trials ALTER COLUMN summary SET NOT NULL;
 		ALTER TABLE trials DROP COLUMN sum;
 		ALTER TABLE trials DROP COLUMN lease_len;
+		ALTER TABLE workers DROP COLUMN lease_len;
 		DELETE FROM schema_migrations WHERE version >= 6`)
 	conn.Close(ctx)
 	if err != nil {
@@ -292,8 +293,10 @@ func TestLockStudy(t *testing.T) {
 }
 
 // TestCopyRoundTrip: bbolt -> PostgreSQL -> a new bbolt file keeps every
-// record (sessions included) and the fronts; a second copy into a database
-// that has the studies is refused.
+// record (sessions included), the fronts, benchmark runs, the service's
+// jobs and schedules with their history, and the workers' shared spec, and
+// so does a backup of the PostgreSQL database (db backup); a second copy
+// into a database that has the studies is refused.
 func TestCopyRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -302,7 +305,7 @@ func TestCopyRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	storetest.Script(t, src, 5, 20)
+	storetest.ScriptService(t, src, storetest.Script(t, src, 5, 20))
 	want := storetest.Snapshot(t, src)
 
 	pg, err := pgstore.Open(ctx, pgstore.Config{URL: pgtest.DB(t)})
@@ -314,8 +317,8 @@ func TestCopyRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.Studies != 3 || n.Trials != 61 || n.Models != 1 {
-		t.Fatalf("copied %+v, want 3 studies, 61 trials, 1 model", n)
+	if n != (dbcopy.Stats{Studies: 3, Trials: 61, Models: 1, Runs: 2, Jobs: 2, Schedules: 2}) {
+		t.Fatalf("copied %+v, want 3 studies, 61 trials, 1 model, 2 runs, 2 jobs, 2 schedules", n)
 	}
 	back, err := boltstore.Open(ctx, filepath.Join(dir, "b.db"), boltstore.Options{NoSync: true, MinFreeBytes: -1})
 	if err != nil {
@@ -325,7 +328,17 @@ func TestCopyRoundTrip(t *testing.T) {
 	if _, err := dbcopy.Copy(ctx, back, pg); err != nil {
 		t.Fatal(err)
 	}
-	for name, got := range map[string]map[string]string{"PostgreSQL": storetest.Snapshot(t, pg), "bbolt copy": storetest.Snapshot(t, back)} {
+	backup := filepath.Join(dir, "backup.db")
+	if err := pg.Backup(ctx, backup); err != nil {
+		t.Fatal(err)
+	}
+	bk, err := boltstore.Open(ctx, backup, boltstore.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bk.Close()
+	for name, got := range map[string]map[string]string{"PostgreSQL": storetest.Snapshot(t, pg), "bbolt copy": storetest.Snapshot(t, back),
+		"backup": storetest.Snapshot(t, bk)} {
 		if len(got) != len(want) {
 			t.Fatalf("%s: %d record sets, want %d", name, len(got), len(want))
 		}

@@ -173,7 +173,7 @@ func collectTrials(rows pgx.Rows) ([]store.Trial, error) {
 // collectJSON reads rows of one JSON text column (records are kept as the
 // bbolt store's JSON) through decode.
 func collectJSON[T any](rows pgx.Rows, decode func([]byte) (T, error)) ([]T, error) {
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (T, error) {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (T, error) {
 		var raw string
 		if err := r.Scan(&raw); err != nil {
 			var zero T
@@ -181,6 +181,10 @@ func collectJSON[T any](rows pgx.Rows, decode func([]byte) (T, error)) ([]T, err
 		}
 		return decode([]byte(raw))
 	})
+	if len(out) == 0 {
+		return nil, err // none: nil, as the bbolt store answers
+	}
+	return out, err
 }
 
 // encodeSummary is a trial's summary as the sum column keeps it (the

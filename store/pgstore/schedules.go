@@ -188,6 +188,40 @@ func (s *Store) FireSchedule(ctx context.Context, id string, f store.ScheduleFir
 	return f, nil
 }
 
+// ImportSchedule: see store.DB.
+func (s *Store) ImportSchedule(ctx context.Context, sc store.Schedule, fires []store.ScheduleFire) error {
+	seq, err := store.CheckImportSchedule(sc, fires)
+	if err != nil {
+		return err
+	}
+	rec, err := store.MarshalRecord(sc)
+	if err != nil {
+		return err
+	}
+	err = s.tx(ctx, true, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, "INSERT INTO schedules (seq, name, rec) VALUES ($1, $2, $3::text::json) ON CONFLICT (seq) DO NOTHING", int64(seq), sc.Name, string(rec))
+		if err != nil {
+			return nameTaken(err, sc.Name)
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("schedule %s: %w", sc.ID, store.ErrExists)
+		}
+		rows := make([][]any, len(fires))
+		for i, f := range fires {
+			rec, err := store.MarshalRecord(f)
+			if err != nil {
+				return err
+			}
+			rows[i] = []any{int64(seq), int64(f.Seq), string(rec)}
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"schedule_fires"}, []string{"schedule_seq", "seq", "rec"}, pgx.CopyFromRows(rows)); err != nil {
+			return err
+		}
+		return numberAfter(ctx, tx, "schedules", seq)
+	})
+	return s.wrap("import schedule "+sc.ID, err)
+}
+
 // ScheduleFires returns the last n firings of a schedule, oldest first.
 func (s *Store) ScheduleFires(ctx context.Context, id string, n int) ([]store.ScheduleFire, error) {
 	seq, err := store.ParseScheduleID(id)

@@ -28,9 +28,11 @@ func boltOpener(t *testing.T, now func() time.Time) func() store.DB {
 
 func TestBolt(t *testing.T) { storetest.Run(t, boltOpener) }
 
-// TestBoltCopy: dbcopy between two bbolt files keeps every record (the
-// bbolt side of `tuner db copy`; the PostgreSQL round trip is in pgstore),
-// and an import with a gap in the numbering is refused.
+// TestBoltCopy: dbcopy between two bbolt files keeps every record, the
+// service's jobs and schedules included (the bbolt side of `tuner db copy`;
+// the PostgreSQL round trip is in pgstore); a copy into a database that has
+// benchmark runs of its own points the jobs at the runs' new IDs; an import
+// with a gap in the numbering is refused.
 func TestBoltCopy(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -44,8 +46,9 @@ func TestBoltCopy(t *testing.T) {
 	}
 	a, b := open("a.db"), open("b.db")
 	studies := storetest.Script(t, a, 8, 12)
+	storetest.ScriptService(t, a, studies)
 	n, err := dbcopy.Copy(ctx, b, a)
-	if err != nil || n.Studies != 3 || n.Trials != 37 || n.Models != 1 {
+	if err != nil || n != (dbcopy.Stats{Studies: 3, Trials: 37, Models: 1, Runs: 2, Jobs: 2, Schedules: 2}) {
 		t.Fatalf("copy: %+v, %v", n, err)
 	}
 	want, got := storetest.Snapshot(t, a), storetest.Snapshot(t, b)
@@ -59,6 +62,20 @@ func TestBoltCopy(t *testing.T) {
 	}
 	if _, err := dbcopy.Copy(ctx, b, a); !errors.Is(err, store.ErrExists) {
 		t.Fatalf("second copy: %v, want ErrExists", err)
+	}
+	d := open("d.db")
+	if _, err := d.ImportRun(ctx, &store.Run{Source: "import", Model: "x", State: store.RunOK}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dbcopy.Copy(ctx, d, a); err != nil {
+		t.Fatal(err)
+	}
+	j, err := d.Job(ctx, "job-1")
+	if err != nil || len(j.BenchRuns) != 1 || j.BenchRuns[0] != "r3" || len(j.Gates) != 1 || j.Gates[0].Run != "r3" || j.Gates[0].Base != "r2" {
+		t.Fatalf("job in a database with a run of its own: %+v, %v; want runs r3 (was r2) gated against r2 (was r1)", j, err)
+	}
+	if r, err := d.Run(ctx, "r3"); err != nil || r.Labels["schedule"] != "sched-1" {
+		t.Fatalf("run r3 of the copy: %+v, %v", r, err)
 	}
 	ts, err := a.Trials(ctx, studies[0].ID, store.TrialFilter{})
 	if err != nil {

@@ -140,3 +140,86 @@ func testSchedules(t *testing.T, open func() store.DB) {
 		t.Errorf("update of a missing schedule: %v, want ErrNotFound", err)
 	}
 }
+
+// testImportJobsSchedules: a job and a schedule copied from another
+// database keep their IDs, records and firing history; new ones are
+// numbered after them; a taken ID or name, or a record whose ID and number
+// disagree, is refused and nothing is written; an imported schedule fires
+// on from its history.
+func testImportJobsSchedules(t *testing.T, open func() store.DB) {
+	ctx := context.Background()
+	b := openOne(t, open)
+	t0 := time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
+	job := store.Job{V: store.RecordVersion, ID: "job-3", Seq: 3, Kind: "bench", Spec: json.RawMessage(`{"tier":"smoke"}`),
+		State: store.JobDone, GPUSet: 1, Created: t0, Started: t0.Add(time.Second), Ended: t0.Add(time.Minute), Runs: 1,
+		BenchRuns: []string{"r4"}, Schedule: "sched-5", Gates: []store.JobGate{{Run: "r4", Base: "r2", Verdict: "pass"}}}
+	if err := b.ImportJob(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Job(ctx, job.ID); err != nil || !sameJSON(t, got, job) {
+		t.Fatalf("imported job: %+v, %v; want %+v", got, err, job)
+	}
+	if err := b.ImportJob(ctx, job); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("importing job-3 twice: %v, want ErrExists", err)
+	}
+	bad := job
+	bad.ID = "job-4"
+	if err := b.ImportJob(ctx, bad); err == nil {
+		t.Fatal("a job whose ID and number disagree was imported")
+	}
+	if next, err := b.AddJob(ctx, store.Job{Kind: "search", State: store.JobQueued}); err != nil || next.ID != "job-4" {
+		t.Fatalf("job added after job-3 was imported: %+v, %v; want job-4", next, err)
+	}
+
+	sc := store.Schedule{V: store.RecordVersion, ID: "sched-5", Seq: 5, Name: "nightly", Cron: "0 2 * * *",
+		Job: json.RawMessage(`{"kind":"bench"}`), CatchUp: true, Created: t0, Updated: t0,
+		NextFire: t0.Add(48 * time.Hour), LastFire: t0.Add(24 * time.Hour), LastJob: job.ID, Fires: 2}
+	fires := []store.ScheduleFire{
+		{Schedule: sc.ID, Seq: 1, Slot: t0, Time: t0, Outcome: store.FireQueued, Job: job.ID},
+		{Schedule: sc.ID, Seq: 2, Slot: t0.Add(24 * time.Hour), Time: t0.Add(24 * time.Hour), Outcome: store.FireSkipped, Reason: "busy"},
+	}
+	misnumbered := sc
+	misnumbered.Seq = 4
+	for name, tc := range map[string]struct {
+		s     store.Schedule
+		fires []store.ScheduleFire
+	}{
+		"another schedule's firing": {sc, []store.ScheduleFire{fires[0], {Schedule: "sched-1", Seq: 2}}},
+		"firings out of order":      {sc, []store.ScheduleFire{fires[1], fires[0]}},
+		"ID and number disagree":    {misnumbered, fires},
+	} {
+		if err := b.ImportSchedule(ctx, tc.s, tc.fires); err == nil {
+			t.Errorf("schedule with %s imported", name)
+		}
+	}
+	if err := b.ImportSchedule(ctx, sc, fires); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Schedule(ctx, sc.ID); err != nil || !sameJSON(t, got, sc) {
+		t.Fatalf("imported schedule: %+v, %v; want %+v", got, err, sc)
+	}
+	if got, err := b.ScheduleFires(ctx, sc.ID, 0); err != nil || !sameJSON(t, got, fires) {
+		t.Fatalf("imported history: %+v, %v; want %+v", got, err, fires)
+	}
+	if err := b.ImportSchedule(ctx, sc, nil); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("importing sched-5 twice: %v, want ErrExists", err)
+	}
+	other := sc
+	other.ID, other.Seq = "sched-7", 7
+	if err := b.ImportSchedule(ctx, other, nil); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("importing a second schedule named nightly: %v, want ErrExists", err)
+	}
+	if _, err := b.Schedule(ctx, other.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the refused schedule: %v, want ErrNotFound", err)
+	}
+	added, err := b.AddSchedule(ctx, store.Schedule{Name: "weekly", Cron: "@weekly", Job: sc.Job})
+	if err != nil || added.ID != "sched-6" {
+		t.Fatalf("schedule added after sched-5 was imported: %+v, %v; want sched-6", added, err)
+	}
+	// The imported schedule fires on: its third firing, a job numbered after job-4.
+	f, err := b.FireSchedule(ctx, sc.ID, store.ScheduleFire{Slot: sc.NextFire, Time: sc.NextFire, Outcome: store.FireQueued},
+		sc.NextFire.Add(24*time.Hour), &store.Job{Kind: "bench", Spec: sc.Job, State: store.JobQueued})
+	if err != nil || f.Seq != 3 || f.Job != "job-5" {
+		t.Fatalf("firing the imported schedule: %+v, %v; want firing 3 queueing job-5", f, err)
+	}
+}

@@ -55,8 +55,9 @@ func testSummaries(t *testing.T, open func() store.DB) {
 // testLeases: a config (and repeat index) is claimed once; the search
 // budget counts claims; a heartbeat renews only the holder's lease; an
 // expired lease is reaped (the trial interrupted, its config free again);
-// JoinStudy refuses a live name, records the first spec and counts as
-// others the workers that are live or hold an unexpired lease.
+// JoinStudy refuses a live name, records the first spec, counts as
+// others the workers that are live or hold an unexpired lease and says
+// whether the study held trials.
 func testLeases(t *testing.T, open func() store.DB) {
 	ctx := context.Background()
 	b := openOne(t, open)
@@ -64,7 +65,7 @@ func testLeases(t *testing.T, open func() store.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m, err := b.JoinStudy(ctx, st.ID, "a", time.Minute, []byte(`{"trials":4}`)); err != nil || m.Others != 0 {
+	if m, err := b.JoinStudy(ctx, st.ID, "a", time.Minute, []byte(`{"trials":4}`)); err != nil || m.Others != 0 || m.HadTrials {
 		t.Fatalf("join a: %+v, %v", m, err)
 	}
 	if _, err := b.JoinStudy(ctx, st.ID, "a", time.Minute, nil); !errors.Is(err, store.ErrWorkerName) {
@@ -96,8 +97,8 @@ func testLeases(t *testing.T, open func() store.DB) {
 	if err := b.LeaveStudy(ctx, st.ID, "b"); err != nil {
 		t.Fatal(err)
 	}
-	if m, err := b.JoinStudy(ctx, st.ID, "b", time.Minute, nil); err != nil || m.Others != 1 {
-		t.Fatalf("join beside a worker that holds only a lease: %+v, %v (want 1 other)", m, err)
+	if m, err := b.JoinStudy(ctx, st.ID, "b", time.Minute, nil); err != nil || m.Others != 1 || !m.HadTrials {
+		t.Fatalf("join beside a worker that holds only a lease: %+v, %v (want 1 other, trials held)", m, err)
 	}
 	if err := b.Heartbeat(ctx, st.ID, "b", ta.ID, time.Minute); !errors.Is(err, store.ErrLeaseLost) {
 		t.Fatalf("heartbeat of another worker's trial: %v, want ErrLeaseLost", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -131,6 +132,57 @@ func Script(t testing.TB, b store.DB, seed uint64, n int) []store.Study {
 	return studies
 }
 
+// ScriptService writes into b what the service and the workers keep beside
+// Script's studies (studies are its result): the spec the workers of
+// studies[0] share, two finished benchmark runs (one with raw data), a bench
+// job that stored the second and was gated against the first, two
+// schedules with a gap in their numbering (sched-2 deleted) and the first's
+// firings (one queued a job, one skipped).
+func ScriptService(t testing.TB, b store.DB, studies []store.Study) {
+	t.Helper()
+	ctx := context.Background()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := b.JoinStudy(ctx, studies[0].ID, "w1", time.Minute, []byte(`{"seed":7}`))
+	must(err)
+	must(b.LeaveStudy(ctx, studies[0].ID, "w1"))
+	t0 := time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
+	cell := store.CellResult{Name: "chat", Requests: 3, Levels: []store.LevelResult{{Concurrency: 4, SLOMet: true, SuccessRate: 1}}}
+	var runs []string
+	for i, raw := range [][]byte{nil, []byte("raw-of-r2")} {
+		r := &store.Run{Source: "run", Model: "m", Engine: "sim", Matrix: "smoke", MatrixHash: "h", State: store.RunOK,
+			Labels: map[string]string{"schedule": "sched-1"}, Start: t0.Add(time.Duration(i) * time.Hour), Cells: []store.CellResult{cell}}
+		id, err := b.ImportRun(ctx, r, [][]byte{raw})
+		must(err)
+		runs = append(runs, id)
+	}
+	body := json.RawMessage(`{"kind":"bench","tier":"smoke"}`)
+	var scheds []store.Schedule
+	for _, name := range []string{"nightly", "gone", "weekly"} {
+		sc, err := b.AddSchedule(ctx, store.Schedule{Name: name, Cron: "0 2 * * *", Job: body, CatchUp: true, NextFire: t0})
+		must(err)
+		scheds = append(scheds, sc)
+	}
+	must(b.DeleteSchedule(ctx, scheds[1].ID))
+	f, err := b.FireSchedule(ctx, scheds[0].ID, store.ScheduleFire{Slot: t0, Time: t0.Add(time.Second), Outcome: store.FireQueued},
+		t0.Add(24*time.Hour), &store.Job{Kind: "bench", Spec: body, State: store.JobQueued, GPUSet: -1})
+	must(err)
+	t1 := t0.Add(24 * time.Hour)
+	_, err = b.FireSchedule(ctx, scheds[0].ID, store.ScheduleFire{Slot: t1, Time: t1, Outcome: store.FireSkipped, Reason: "busy"}, t1.Add(24*time.Hour), nil)
+	must(err)
+	j, err := b.Job(ctx, f.Job)
+	must(err)
+	j.State, j.Runs, j.Started, j.Ended, j.BenchRuns = store.JobDone, 1, t0.Add(2*time.Second), t0.Add(time.Hour), runs[1:]
+	j.Gates = []store.JobGate{{Run: runs[1], Base: runs[0], Model: "m", Verdict: "pass", Summary: "no regression"}}
+	must(b.UpdateJob(ctx, j))
+	_, err = b.AddJob(ctx, store.Job{Kind: "search", Spec: json.RawMessage(`{"trials":3}`), State: store.JobQueued, GPUSet: -1, Created: t0})
+	must(err)
+}
+
 // Snapshot is everything a reader can observe, as JSON (what two backends
 // must agree on).
 func Snapshot(t testing.TB, b store.DB) map[string]string {
@@ -170,6 +222,31 @@ func Snapshot(t testing.TB, b store.DB) map[string]string {
 	}
 	ms, err := b.ListModels(ctx)
 	put("models", ms, err)
+	for _, st := range studies {
+		spec, err := b.StudySpec(ctx, st.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			spec, err = nil, nil
+		}
+		put("spec/"+st.ID, string(spec), err)
+	}
+	runs, err := b.Runs(ctx, store.RunFilter{})
+	put("runs", runs, err)
+	for _, r := range runs {
+		for i, c := range r.Cells {
+			if c.RawKey != "" {
+				raw, err := b.RunRaw(ctx, r.ID, i)
+				put(fmt.Sprintf("raw/%s/%d", r.ID, i), string(raw), err)
+			}
+		}
+	}
+	jobs, err := b.Jobs(ctx)
+	put("jobs", jobs, err)
+	scheds, err := b.Schedules(ctx)
+	put("schedules", scheds, err)
+	for _, sc := range scheds {
+		fires, err := b.ScheduleFires(ctx, sc.ID, 0)
+		put("fires/"+sc.ID, fires, err)
+	}
 	return out
 }
 
@@ -191,6 +268,7 @@ func Run(t *testing.T, open Opener) {
 		{"Leases", testLeases},
 		{"BenchmarkRuns", testRuns},
 		{"Schedules", testSchedules},
+		{"ImportJobsSchedules", testImportJobsSchedules},
 		{"Check", testCheck},
 	}
 	for _, tc := range tests {
