@@ -2,7 +2,6 @@ package eval
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/vllm-tuner/tuner/pareto"
@@ -62,7 +60,8 @@ func TestTruthKey(t *testing.T) {
 }
 
 // TestTruthCache computes a small ground truth and checks its invariants,
-// the cache round trip, staleness and the gzip form.
+// (one config per distinct point among them), the cache round trip and
+// staleness.
 func TestTruthCache(t *testing.T) {
 	ctx := context.Background()
 	p := quickProblem(t)
@@ -87,6 +86,9 @@ func TestTruthCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	dirs := p.Objectives.Directions()
+	if n := distinctVecs(gt.FrontVecs()); n != len(gt.Front) {
+		t.Errorf("front of %d members holds %d distinct points", len(gt.Front), n)
+	}
 	for i, a := range gt.Front {
 		for j, b := range gt.Front {
 			if i != j && pareto.Dominates(b.Vec, a.Vec, dirs) {
@@ -132,20 +134,6 @@ func TestTruthCache(t *testing.T) {
 	if _, err := LoadTruth(dir, "y", key); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing cache: %v, want not exist", err)
 	}
-	// Large truths are gzipped, and the plain file goes.
-	big := *gt
-	for len(big.Front) < 2500 {
-		big.Front = append(big.Front, gt.Front...)
-	}
-	if err := SaveTruth(dir, &big, "x"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "truth-x.json")); !errors.Is(err, fs.ErrNotExist) {
-		t.Error("plain file left beside the gzip one")
-	}
-	if back, err = LoadTruth(dir, "x", key); err != nil || len(back.Front) != len(big.Front) {
-		t.Fatalf("gzip cache: %v", err)
-	}
 }
 
 // TestCommittedTruth checks the committed cache files: decodable, valid,
@@ -157,10 +145,10 @@ func TestCommittedTruth(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, sc := range append(DefaultScenarios(), own...) {
-		// Converged fronts reach ~750 members (~330 KB); the repository
-		// takes no file over 512 KiB.
-		if st, err := os.Stat(truthFile("testdata", sc.Name)); err == nil && st.Size() > 450<<10 {
-			t.Errorf("%s: committed ground truth is %d KB (keep it under 450 KB)", sc.Name, st.Size()>>10)
+		// The repository takes no file over 512 KiB; a front of one
+		// config per distinct point (distinctPoints) is ~150 KB at most.
+		if st, err := os.Stat(truthFile("testdata", sc.Name)); err == nil && st.Size() > 300<<10 {
+			t.Errorf("%s: committed ground truth is %d KB (keep it under 300 KB)", sc.Name, st.Size()>>10)
 		}
 		gt, err := LoadTruth("testdata", sc.Name, "")
 		if errors.Is(err, fs.ErrNotExist) {
@@ -178,6 +166,9 @@ func TestCommittedTruth(t *testing.T) {
 			t.Fatalf("%s: cache is for %s / %v", sc.Name, gt.Scenario, gt.Objectives)
 		}
 		vecs := gt.FrontVecs()
+		if n := distinctVecs(vecs); n != len(vecs) {
+			t.Errorf("%s: front of %d members holds %d distinct points (one config per point)", sc.Name, len(vecs), n)
+		}
 		if idx := pareto.Front(vecs, p.Objectives.Directions()); len(idx) != len(vecs) {
 			t.Errorf("%s: %d of %d front points are dominated", sc.Name, len(vecs)-len(idx), len(vecs))
 		}
@@ -275,13 +266,7 @@ func FuzzDecodeTruth(f *testing.F) {
 		RefStrict: []float64{1, 9}, HVStrict: 1, Front: []FrontPoint{{ID: cfg.ID(), Config: cfg, Vec: []float64{1, 5}}}}
 	good, _ := json.Marshal(gt)
 	f.Add(good)
-	var z bytes.Buffer
-	zw := gzip.NewWriter(&z)
-	zw.Write(good)
-	zw.Close()
-	f.Add(z.Bytes())
 	f.Add([]byte(`{"format":1}`))
-	f.Add([]byte{0x1f, 0x8b, 0, 1})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		g, err := decodeTruth(b)
 		if err != nil {
@@ -294,4 +279,41 @@ func FuzzDecodeTruth(f *testing.F) {
 			t.Fatalf("decoded truth does not encode: %v", err)
 		}
 	})
+}
+
+// TestDescend: an edge descent reaches the best value of its objective,
+// one axis after another, and keeps the SLO (infeasible configs never
+// become the current one).
+func TestDescend(t *testing.T) {
+	p := quickProblem(t)
+	start, _ := validConfig(p.Space, p.Space.DefaultConfig().With("max_num_seqs", spaces.IntValue(8)))
+	num := func(c spaces.Config, name string) float64 { v, _ := c.Get(name); return v.Float() }
+	// Objective 0, minimised: distance of max_num_batched_tokens from 879
+	// plus that of gpu_memory_utilization from 0.8; feasible only below
+	// utilisation 0.95 and with fp8 KV cache off.
+	var best Truth
+	look := func(_ string, c spaces.Config) (Truth, bool, error) {
+		v, _ := c.Get("kv_cache_dtype")
+		tr := Truth{Vec: []float64{math.Abs(num(c, "max_num_batched_tokens")-879) + 1000*math.Abs(num(c, "gpu_memory_utilization")-0.8)},
+			Feasible: num(c, "gpu_memory_utilization") < 0.95 && v.String() == "auto"}
+		if tr.Feasible && (best.Vec == nil || tr.Vec[0] < best.Vec[0]) {
+			best = tr
+		}
+		return tr, false, nil
+	}
+	t0, _, _ := look("", start)
+	if err := descend(p.Space, frontMember{cfg: start, vec: t0.Vec}, 0, pareto.Minimize, look); err != nil {
+		t.Fatal(err)
+	}
+	if best.Vec[0] > 1e-6 {
+		t.Errorf("descent stopped at %v from the optimum", best.Vec[0])
+	}
+}
+
+func distinctVecs(vecs [][]float64) int {
+	seen := map[string]bool{}
+	for _, v := range vecs {
+		seen[vecKey(v)] = true
+	}
+	return len(seen)
 }
