@@ -10,7 +10,8 @@
 // down). GroundTruth evaluates the noise-free simulator over thousands of
 // configs (random, the max-num-seqs x max-num-batched-tokens grid, the
 // default, and local refinement around the front), then optimises from that
-// front until convergence (polish: every combination of the discrete flags'
+// front until convergence (polish: single-objective descents to the front's
+// edges from many starts, every combination of the discrete flags'
 // levels at the front's best points, then a coordinate search of every axis
 // around every member that holds hypervolume, numeric steps halving down to
 // one unit: the configs at the SLO bounds a random sample misses), caches the

@@ -189,15 +189,17 @@ func buildReport(ctx context.Context, cfg Config, states []*scenarioState, strat
 			vec     []float64
 			fromRun bool
 		}
+		// A run's config that ties a truth point is not from the runs: the
+		// truth keeps one config per point (distinctPoints), its twins tie.
 		var all []member
 		seen := map[string]bool{}
 		for _, f := range gt.Front {
-			seen[f.ID] = true
+			seen[f.ID], seen[vecKey(f.Vec)] = true, true
 			all = append(all, member{f.Config, f.Vec, false})
 		}
 		for _, r := range scRuns {
 			for _, t := range r.Trials {
-				if t.found() && !seen[t.ConfigID] {
+				if t.found() && !seen[t.ConfigID] && !seen[vecKey(t.True.Vec)] {
 					seen[t.ConfigID] = true
 					all = append(all, member{t.Config, t.True.Vec, true})
 				}

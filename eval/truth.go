@@ -2,15 +2,12 @@ package eval
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -27,8 +24,9 @@ import (
 // sampling plan; bump it when either changes. Format 3 adds the polish and
 // keeps only what the eval reads (the front, not every evaluated config);
 // format 4 makes the polish an optimiser (the discrete levels enumerated,
-// numeric walks with halving steps down to one unit, until convergence).
-const TruthFormat = 4
+// numeric walks with halving steps down to one unit, until convergence);
+// format 5 adds the edge descents (multi-start, one objective each).
+const TruthFormat = 5
 
 // sampleFormat is the version of the sample stage alone (the random,
 // grid and refine configs): its key, SampleKey, names a front that a polish
@@ -77,7 +75,8 @@ type GroundTruth struct {
 	Evaluated  int               `json:"evaluated"` // distinct configs run
 	Feasible   int               `json:"feasible"`  // of them, SLO-feasible
 	Failed     map[string]int    `json:"failed"`    // by failure class
-	// SampledFront and SampledHV are the sample stage's front size and
+	// SampledFront and SampledHV are the sample stage's front size (in
+	// configs; Front keeps one per point, distinctPoints) and
 	// hypervolume; Polished the polish's evaluations and Converged whether
 	// it probed every front member before its budget ran out.
 	SampledFront int     `json:"sampled_front,omitempty"`
@@ -210,7 +209,13 @@ func ComputeTruth(ctx context.Context, p *Problem, ev *Evaluator, plan SamplePla
 	if gt.SampledHV, err = pareto.Hypervolume(vecsOf(front), p.Objectives.Directions(), gt.Ref); err != nil {
 		return nil, err
 	}
-	pol, err := polish(ctx, p, ev, front, gt.Ref, plan.Polish, plan.Levels, plan.Seed, progress)
+	var pool []frontMember
+	for k, t := range truths {
+		if t.Feasible {
+			pool = append(pool, frontMember{cfg: cfgs[k], vec: t.Vec})
+		}
+	}
+	pol, err := polish(ctx, p, ev, front, pool, gt.Ref, plan.Polish, plan.Levels, plan.Seed, progress)
 	if err != nil {
 		return nil, err
 	}
@@ -219,7 +224,7 @@ func ComputeTruth(ctx context.Context, p *Problem, ev *Evaluator, plan SamplePla
 	for f, n := range pol.failed {
 		gt.Failed[f] += n
 	}
-	for _, m := range pol.front {
+	for _, m := range distinctPoints(pol.front, p.Space.DefaultConfig()) {
 		gt.Front = append(gt.Front, FrontPoint{ID: m.cfg.ID(), Config: m.cfg, Vec: m.vec})
 	}
 	sort.Slice(gt.Front, func(a, b int) bool { return gt.Front[a].ID < gt.Front[b].ID })
@@ -235,6 +240,38 @@ func ComputeTruth(ctx context.Context, p *Problem, ev *Evaluator, plan SamplePla
 	}
 	return gt, nil
 }
+
+// distinctPoints keeps one member per objective vector. Flags that do not
+// move the simulator's results at a point (the scheduling policy, prefix
+// caching without shared prefixes, chunked prefill or the batch budget once
+// another limit binds) give a polished front many configs with identical
+// objectives (3,204 members but 154 points on qwen7b-l40s-short, ~1.4 MB of
+// JSON); every reader of a truth reads the vectors (hypervolumes, the truth
+// check, the best per objective and per SLO), so the twins add nothing but
+// size. The representative is the member with the fewest flags away from
+// vLLM's default (pruning keeps the default's levels, so the pruning
+// quality measures the front by the configs a pruned space most likely
+// admits), then the smallest ID. Order is kept.
+func distinctPoints(ms []frontMember, def spaces.Config) []frontMember {
+	off := func(m frontMember) int { return m.cfg.Diff(def).Len() }
+	rep := map[string]int{} // vector -> index in out
+	var out []frontMember
+	for _, m := range ms {
+		k := vecKey(m.vec)
+		i, ok := rep[k]
+		switch {
+		case !ok:
+			rep[k] = len(out)
+			out = append(out, m)
+		case off(m) < off(out[i]) || off(m) == off(out[i]) && m.cfg.ID() < out[i].cfg.ID():
+			out[i] = m
+		}
+	}
+	return out
+}
+
+// vecKey is an exact key of an objective vector.
+func vecKey(v []float64) string { return fmt.Sprint(v) }
 
 // evalAll evaluates configs (duplicates dropped).
 func evalAll(ctx context.Context, ev *Evaluator, in []spaces.Config) ([]spaces.Config, []Truth, error) {
@@ -400,7 +437,7 @@ func refPoint(front [][]float64, objs pareto.Objectives) []float64 {
 	return ref
 }
 
-// truthFile is the cache path of a name (".json.gz" when large).
+// truthFile is the cache path of a name.
 func truthFile(dir, name string) string { return filepath.Join(dir, "truth-"+name+".json") }
 
 // LoadTruth reads the cached ground truth called name; ErrStaleCache when
@@ -409,10 +446,6 @@ func truthFile(dir, name string) string { return filepath.Join(dir, "truth-"+nam
 func LoadTruth(dir, name, key string) (*GroundTruth, error) {
 	path := truthFile(dir, name)
 	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		path += ".gz"
-		b, err = os.ReadFile(path)
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -427,15 +460,6 @@ func LoadTruth(dir, name, key string) (*GroundTruth, error) {
 }
 
 func decodeTruth(b []byte) (*GroundTruth, error) {
-	if len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b {
-		zr, err := gzip.NewReader(bytes.NewReader(b))
-		if err != nil {
-			return nil, err
-		}
-		if b, err = io.ReadAll(io.LimitReader(zr, 256<<20)); err != nil {
-			return nil, err
-		}
-	}
 	var gt GroundTruth
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -503,25 +527,15 @@ func (g *GroundTruth) validate() error {
 	return nil
 }
 
-// SaveTruth writes the ground truth as name (gzip when the JSON exceeds
-// 1 MB), atomically, removing the other form. One front point per line:
-// the file stays small and a diff shows which members changed.
+// SaveTruth writes the ground truth as name, atomically. One front point
+// per line: the file stays small (one config per distinct point,
+// distinctPoints) and a diff shows which members changed.
 func SaveTruth(dir string, g *GroundTruth, name string) error {
 	b, err := encodeTruth(g)
 	if err != nil {
 		return err
 	}
 	path := truthFile(dir, name)
-	other := path + ".gz"
-	if len(b) > 1<<20 {
-		var buf bytes.Buffer
-		zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-		zw.Write(b)
-		if err := zw.Close(); err != nil {
-			return err
-		}
-		b, path, other = buf.Bytes(), other, path
-	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -541,13 +555,7 @@ func SaveTruth(dir string, g *GroundTruth, name string) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	if err := os.Remove(other); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	return nil
+	return os.Rename(tmp.Name(), path)
 }
 
 func encodeTruth(g *GroundTruth) ([]byte, error) {

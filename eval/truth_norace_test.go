@@ -14,7 +14,6 @@ import (
 	"io/fs"
 	"math"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/vllm-tuner/tuner/pareto"
@@ -56,7 +55,8 @@ func TestTruthKey(t *testing.T) {
 }
 
 // TestTruthCache computes a small ground truth and checks its invariants,
-// the cache round trip, staleness and the gzip form.
+// (one config per distinct point among them), the cache round trip and
+// staleness.
 func TestTruthCache(t *testing.T) {
 	ctx := context.Background()
 	p := quickProblem(t)
@@ -81,6 +81,9 @@ func TestTruthCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	dirs := p.Objectives.Directions()
+	if n := distinctVecs(gt.FrontVecs()); n != len(gt.Front) {
+		t.Errorf("front of %d members holds %d distinct points", len(gt.Front), n)
+	}
 	for i, a := range gt.Front {
 		for j, b := range gt.Front {
 			if i != j && pareto.Dominates(b.Vec, a.Vec, dirs) {
@@ -126,20 +129,6 @@ func TestTruthCache(t *testing.T) {
 	if _, err := LoadTruth(dir, "y", key); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing cache: %v, want not exist", err)
 	}
-	// Large truths are gzipped, and the plain file goes.
-	big := *gt
-	for len(big.Front) < 2500 {
-		big.Front = append(big.Front, gt.Front...)
-	}
-	if err := SaveTruth(dir, &big, "x"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "truth-x.json")); !errors.Is(err, fs.ErrNotExist) {
-		t.Error("plain file left beside the gzip one")
-	}
-	if back, err = LoadTruth(dir, "x", key); err != nil || len(back.Front) != len(big.Front) {
-		t.Fatalf("gzip cache: %v", err)
-	}
 }
 
 // TestCommittedTruth checks the committed cache files: decodable, valid,
@@ -151,10 +140,10 @@ func TestCommittedTruth(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, sc := range append(DefaultScenarios(), own...) {
-		// Converged fronts reach ~750 members (~330 KB); the repository
-		// takes no file over 512 KiB.
-		if st, err := os.Stat(truthFile("testdata", sc.Name)); err == nil && st.Size() > 450<<10 {
-			t.Errorf("%s: committed ground truth is %d KB (keep it under 450 KB)", sc.Name, st.Size()>>10)
+		// The repository takes no file over 512 KiB; a front of one
+		// config per distinct point (distinctPoints) is ~150 KB at most.
+		if st, err := os.Stat(truthFile("testdata", sc.Name)); err == nil && st.Size() > 300<<10 {
+			t.Errorf("%s: committed ground truth is %d KB (keep it under 300 KB)", sc.Name, st.Size()>>10)
 		}
 		gt, err := LoadTruth("testdata", sc.Name, "")
 		if errors.Is(err, fs.ErrNotExist) {
@@ -172,6 +161,9 @@ func TestCommittedTruth(t *testing.T) {
 			t.Fatalf("%s: cache is for %s / %v", sc.Name, gt.Scenario, gt.Objectives)
 		}
 		vecs := gt.FrontVecs()
+		if n := distinctVecs(vecs); n != len(vecs) {
+			t.Errorf("%s: front of %d members holds %d distinct points (one config per point)", sc.Name, len(vecs), n)
+		}
 		if idx := pareto.Front(vecs, p.Objectives.Directions()); len(idx) != len(vecs) {
 			t.Errorf("%s: %d of %d front points are dominated", sc.Name, len(vecs)-len(idx), len(vecs))
 		}
