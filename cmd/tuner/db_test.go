@@ -104,8 +104,10 @@ func TestDBCommands(t *testing.T) {
 func TestCorruptFilesFailLoudly(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.db")
+	// 100 requests a trial: the same 12 trials and 256 pages as the
+	// workload's own count, at 60% of the CPU under -race.
 	if code, _, errs := runTuner(t, "--db", good, "search", "-m", "Llama-3.1-8B", "-g", "H100-80GB", "--engine", "sim-virtual",
-		"--trials", "12", "--no-surrogate", "--seed", "3"); code != 0 {
+		"--trials", "12", "--requests", "100", "--no-surrogate", "--seed", "3"); code != 0 {
 		t.Fatalf("search: exit %d\n%s", code, errs)
 	}
 	readers := [][]string{
