@@ -215,6 +215,11 @@ func Execute(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 
+	// Refused before any ground truth is computed (minutes on a real plan).
+	if slices.ContainsFunc(strategies, usesPrior) && len(cfg.Scenarios) < 2 {
+		return nil, fmt.Errorf("%w: %s needs at least two scenarios (its prior is trained on the others)", ErrConfig, StratPrior)
+	}
+
 	// Phase 1: problems and ground truth, one scenario per job.
 	states := make([]*scenarioState, len(cfg.Scenarios))
 	g, gctx := errgroup.WithContext(ctx)
@@ -232,9 +237,6 @@ func Execute(ctx context.Context, cfg Config) (*Report, error) {
 
 	// Phase 1b: the prior models, when a strategy uses one.
 	if slices.ContainsFunc(strategies, usesPrior) {
-		if len(states) < 2 {
-			return nil, fmt.Errorf("%w: %s needs at least two scenarios (its prior is trained on the others)", ErrConfig, StratPrior)
-		}
 		g, gctx = errgroup.WithContext(ctx)
 		g.SetLimit(cfg.Parallel)
 		for i := range states {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
-	"github.com/vllm-tuner/tuner/trial"
 )
 
 var samplers = []SamplerKind{SamplerTPE, SamplerRandom, SamplerCMAES}
@@ -48,51 +47,6 @@ func TestDefaultSkippedWhenInHistory(t *testing.T) {
 	}
 	if c.ID() == def.ID() {
 		t.Fatal("default proposed again although the history has it")
-	}
-}
-
-// Property: over many seeds and every sampler, with and without screening,
-// every proposal is valid in the (pruned) space and no ID repeats.
-func TestProposalsValidAndUnique(t *testing.T) {
-	seeds, n := 6, 24
-	if testing.Short() {
-		seeds, n = 4, 16
-	}
-	base := h100(t)
-	// A pruned space too: narrow ranges, dropped levels.
-	pruned := base.Clone()
-	mp, _ := pruned.Param("max_num_seqs")
-	mp.Min, mp.Max = 64, 512
-	bp, _ := pruned.Param("block_size")
-	bp.Values = []float64{16, 32}
-	for _, space := range []*spaces.Space{base, pruned} {
-		for _, k := range samplers {
-			for _, screen := range []bool{false, true} {
-				for seed := range seeds {
-					cfg := ProposerConfig{Space: space, Sampler: k, Seed: uint64(seed), Candidates: 32}
-					if screen {
-						cfg.Scorer = oracle{objs: store.DefaultObjectives("")}
-					}
-					p := newProposer(t, cfg)
-					seen := map[string]bool{}
-					for i, c := range runProposer(t, p, n, nil) {
-						if err := space.Validate(c); err != nil {
-							t.Fatalf("%s seed %d trial %d: invalid %s: %v", k, seed, i, c, err)
-						}
-						for _, d := range dimsOf(space) {
-							v, _ := c.Get(d.p.Name)
-							if !d.p.Contains(v) && !v.Equal(d.p.Default) {
-								t.Fatalf("%s seed %d trial %d: %s=%s outside %s", k, seed, i, d.p.Name, v, d.p.RangeString())
-							}
-						}
-						if seen[c.ID()] {
-							t.Fatalf("%s seed %d trial %d: duplicate %s", k, seed, i, c)
-						}
-						seen[c.ID()] = true
-					}
-				}
-			}
-		}
 	}
 }
 
@@ -219,32 +173,6 @@ func TestScorerErrorFallsBack(t *testing.T) {
 	// on the first screening ask and then every 2 tells.
 	if fs.fits < 3 || fs.fits > 5 {
 		t.Fatalf("Fit called %d times, want about 4 (every 2 tells)", fs.fits)
-	}
-}
-
-// Screening with a perfect model must beat the sampler alone clearly.
-func TestScreeningImprovesHypervolume(t *testing.T) {
-	objs := store.DefaultObjectives("")
-	slo := trial.SLO{{Metric: "tpot_p99", Op: "<=", Limit: 20}}
-	ref := []float64{0, 40, 100}
-	n := 16
-	var plain, screened, random float64
-	seeds := 5
-	for seed := range seeds {
-		sp := h100(t)
-		run := func(cfg ProposerConfig) float64 {
-			cfg.Space, cfg.Seed, cfg.SLO, cfg.Objectives = sp, uint64(seed), slo, objs
-			p := newProposer(t, cfg)
-			runProposer(t, p, n, nil)
-			return hvOf(t, p.History(), objs, slo, ref)
-		}
-		plain += run(ProposerConfig{Sampler: SamplerTPE})
-		random += run(ProposerConfig{Sampler: SamplerRandom})
-		screened += run(ProposerConfig{Sampler: SamplerTPE, Scorer: oracle{objs: objs}, MinScreenHistory: 4})
-	}
-	t.Logf("mean HV after %d trials: random %.0f, tpe %.0f, tpe+oracle screening %.0f", n, random/float64(seeds), plain/float64(seeds), screened/float64(seeds))
-	if screened < 1.1*plain || screened < 1.1*random {
-		t.Fatalf("screening HV %.0f not clearly above tpe %.0f / random %.0f", screened, plain, random)
 	}
 }
 

@@ -13,3 +13,7 @@ func NoLeftoversForTest(t *testing.T) { noLeftovers(t) }
 
 // SetStabilityForTest edits the runner's stability configuration.
 func (r *Runner) SetStabilityForTest(f func(*StabilityConfig)) { f(&r.cfg.Stability) }
+
+// OnHealthyForTest has the runner call f with each engine's base URL once
+// it is healthy, before the load.
+func (r *Runner) OnHealthyForTest(f func(baseURL string)) { r.healthy = f }

@@ -5,7 +5,6 @@ import (
 	"math"
 	"testing"
 
-	"github.com/vllm-tuner/tuner/internal/wakelag"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/trial"
 )
@@ -29,7 +28,7 @@ func TestSimLatencyBreakdown(t *testing.T) {
 	w.NumRequests, w.Warmup = 48, 0
 	w.Levels = []float64{4, 24}
 	r := simRunner(t)
-	probe := wakelag.Start(0)
+	probe := probeMachine(r)
 	res, err := r.Run(context.Background(), cfg, w)
 	if err != nil {
 		t.Fatal(err)

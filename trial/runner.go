@@ -105,6 +105,9 @@ type Runner struct {
 	log  *slog.Logger
 	mu   sync.Mutex // one trial at a time
 	prev []int      // processes of the previous engine (GPU hygiene)
+	// healthy, when set (tests), is told each engine's base URL once it
+	// is healthy, before the load starts.
+	healthy func(baseURL string)
 }
 
 // NewRunner checks cfg and opens the telemetry source.
@@ -317,6 +320,9 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Re
 		return fail(err)
 	}
 	eng.Members()
+	if r.healthy != nil {
+		r.healthy(eng.BaseURL())
+	}
 	res.EngineVersion = eng.Version(ctx)
 	res.KVCacheTokens = ParseLogFacts(eng.ReadLog()).KVCacheTokens
 	model := r.cfg.Model

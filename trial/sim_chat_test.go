@@ -7,7 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/vllm-tuner/tuner/internal/wakelag"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -34,9 +33,10 @@ func TestSimChatEndpoint(t *testing.T) {
 	var res [2]trial.Result
 	var errs [2]error
 	var wg sync.WaitGroup
-	probe := wakelag.Start(0)
+	rs := []*trial.Runner{simRunner(t), simRunner(t)}
+	probe := probeMachine(rs...)
 	for i, e := range eps {
-		r, we := simRunner(t), w
+		r, we := rs[i], w
 		we.Endpoint = e
 		wg.Add(1)
 		go func() {

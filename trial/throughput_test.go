@@ -118,8 +118,8 @@ func (s *queueServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // TestThroughputMatchesQueueingServer drives a queueing server whose true
-// token rate is known and checks the measured output throughput against it
-// within 1%, with the warm-up cut falling in the middle of a wave (the
+// token rate is known and checks the measured output throughput against
+// what it wrote in the measured window within 1%, with the warm-up cut falling in the middle of a wave (the
 // warm-up is not a multiple of the slots): warm-up requests still running
 // when the measured ones start must neither count against the window nor
 // be left out of it. vLLM bench's figure (first measured send to last
@@ -192,8 +192,12 @@ func TestThroughputMatchesQueueingServer(t *testing.T) {
 			if m.ThroughputWindow != WindowSteady {
 				t.Errorf("window %q, want %q", m.ThroughputWindow, WindowSteady)
 			}
-			if math.Abs(errPct) > 1 {
-				t.Errorf("output throughput %.1f tok/s is %+.2f%% off the server's true rate %.1f", got, errPct, tc.wantPerSecond)
+			// Against what the server wrote in the measured window, not the
+			// analytic rate: on schedule within 1% is not exact (at load
+			// ~20 the server wrote +0.32% in the window and the client
+			// measured +1.00% of the analytic rate, +0.68% of what it got).
+			if d := 100 * (got/emitted - 1); math.Abs(d) > 1 {
+				t.Errorf("output throughput %.1f tok/s is %+.2f%% off the %.1f tok/s the server wrote in the window (true rate %.1f)", got, d, emitted, tc.wantPerSecond)
 			}
 			// Requests follow from tokens (every request has out tokens).
 			if d := math.Abs(m.RequestThroughput*out/got - 1); d > 1e-9 {

@@ -235,6 +235,7 @@ func main() {
 		os.Exit(o.exitCode)
 	}
 	if o.hang {
+		holdPort(o.host, o.port)
 		if o.ignoreTerm {
 			for {
 				time.Sleep(time.Hour) // not select{}: without cgo the runtime would call that a deadlock
@@ -344,4 +345,22 @@ func main() {
 	}()
 	fmt.Println("INFO Application startup complete.")
 	srv.Serve(l)
+}
+
+// holdPort binds the engine's port without listening on it: connections
+// are refused, as by an engine still loading, and no other process can
+// take the port and answer in its place (under load a fake of another
+// test did: the hang read "engine unhealthy (last status 503)" instead of
+// a startup timeout). Without SO_REUSEADDR no other socket may bind it.
+func holdPort(host string, port int) {
+	ip := net.ParseIP(host).To4()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if ip == nil || err != nil {
+		return
+	}
+	sa := &syscall.SockaddrInet4{Port: port}
+	copy(sa.Addr[:], ip)
+	if err := syscall.Bind(fd, sa); err != nil {
+		fmt.Fprintln(os.Stderr, "hold port:", err)
+	}
 }
