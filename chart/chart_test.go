@@ -51,26 +51,6 @@ func allFigures() map[string]Figure {
 	}
 }
 
-func TestWriteEveryChart(t *testing.T) {
-	for name, f := range allFigures() {
-		t.Run(name, func(t *testing.T) {
-			for _, format := range []string{"svg", "png"} {
-				var b bytes.Buffer
-				if err := Write(&b, f, format); err != nil {
-					t.Fatal(err)
-				}
-				save(t, name+"."+format, b.Bytes())
-			}
-			var b bytes.Buffer
-			if err := WriteHTML(&b, f); err != nil {
-				t.Fatal(err)
-			}
-			save(t, name+".html", b.Bytes())
-			checkOffline(t, b.String())
-		})
-	}
-}
-
 func save(t *testing.T, name string, b []byte) {
 	t.Helper()
 	if *outDir == "" {

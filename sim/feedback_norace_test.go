@@ -1,3 +1,9 @@
+//go:build !race
+
+// Pure computation (the feedback controller and capacity bisection on the
+// virtual clock, one goroutine): built without -race only, run by `make
+// norace` (see the Makefile).
+
 package sim
 
 import (
