@@ -150,9 +150,16 @@ func runFaultCase(ctx context.Context, t *testing.T, c faultCase) *outcome {
 	}
 	o.recs = cl.Drive(ctx, w.Requests(), trial.Load{Concurrency: w.Arrival.Concurrency}, gate)
 	o.metrics = trial.Summarize(o.recs, nil)
-	select {
-	case <-e.Exited():
-	case <-time.After(300 * time.Millisecond):
+	// A dying engine exits a moment after its last answer (a runtime OOM
+	// after 1 s of /health 503); on a busy machine the moment outlasts any
+	// fixed wait (300 ms did: a crash read as "unhealthy"), so wait for the
+	// exit while /health is not 200, with a hang guard.
+	for guard := time.Now().Add(15 * time.Second); time.Now().Before(guard) && !e.Healthy(ctx); {
+		select {
+		case <-e.Exited():
+			guard = time.Time{}
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 	// A dead engine is classified from its log (a runtime OOM leaves the
 	// process up for a moment with /health 503: the log still says OOM); an
