@@ -8,6 +8,7 @@
 package search
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/vllm-tuner/tuner/spaces"
@@ -123,5 +124,57 @@ func TestSimSearchBeatsRandom(t *testing.T) {
 	t.Logf("mean HV over %d seeds after %d trials: random %.0f, tpe %.0f, tpe+surrogate %.0f", seeds, n, rnd/float64(seeds), tpe/float64(seeds), full/float64(seeds))
 	if full < 1.5*rnd || wins < seeds-1 {
 		t.Fatalf("tpe+surrogate (mean HV %.0f, beat random on %d of %d seeds) not clearly above random (%.0f)", full/float64(seeds), wins, seeds, rnd/float64(seeds))
+	}
+}
+
+func TestSeededRunsReproducible(t *testing.T) {
+	for _, k := range samplers {
+		for _, screen := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/screen=%v", k, screen), func(t *testing.T) {
+				run := func(seed uint64) []string {
+					cfg := ProposerConfig{Space: h100(t), Sampler: k, Seed: seed, Candidates: 32}
+					if screen {
+						cfg.Scorer = oracle{objs: store.DefaultObjectives("")}
+					}
+					var ids []string
+					for _, c := range runProposer(t, newProposer(t, cfg), 20, nil) {
+						ids = append(ids, c.ID())
+					}
+					return ids
+				}
+				a, b, c := run(7), run(7), run(8)
+				if fmt.Sprint(a) != fmt.Sprint(b) {
+					t.Fatalf("same seed, different sequences:\n%v\n%v", a, b)
+				}
+				if fmt.Sprint(a) == fmt.Sprint(c) {
+					t.Fatal("different seeds gave the same sequence")
+				}
+			})
+		}
+	}
+}
+
+// On a long history the surrogate is refit once the history has grown by
+// RefitGrowth, not after every tell; on a short one after every tell.
+func TestRefitScheduleGrowsWithHistory(t *testing.T) {
+	for _, tc := range []struct {
+		history, asks    int
+		minFits, maxFits int
+	}{
+		{history: 10, asks: 10, minFits: 10, maxFits: 10}, // every tell below 50 trials
+		{history: 500, asks: 25, minFits: 2, maxFits: 2},  // 0.04 x ~510 = 20 tells between fits
+	} {
+		t.Run(fmt.Sprintf("history-%d", tc.history), func(t *testing.T) {
+			fs := &failingScorer{}
+			s := h100(t)
+			hist := randomHistory(t, s, tc.history-1, 1, synth)
+			def := s.DefaultConfig()
+			hist = append(hist, Observation{Config: def, Result: synth(def)})
+			p := newProposer(t, ProposerConfig{Space: s, Seed: 3, Scorer: fs, History: hist})
+			runProposer(t, p, tc.asks, synth)
+			if fs.fits < tc.minFits || fs.fits > tc.maxFits {
+				t.Fatalf("Fit called %d times in %d asks on %d trials of history, want %d-%d", fs.fits, tc.asks, tc.history, tc.minFits, tc.maxFits)
+			}
+		})
 	}
 }

@@ -3,12 +3,10 @@ package search
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"testing"
 
 	"github.com/vllm-tuner/tuner/spaces"
-	"github.com/vllm-tuner/tuner/store"
 )
 
 var samplers = []SamplerKind{SamplerTPE, SamplerRandom, SamplerCMAES}
@@ -47,33 +45,6 @@ func TestDefaultSkippedWhenInHistory(t *testing.T) {
 	}
 	if c.ID() == def.ID() {
 		t.Fatal("default proposed again although the history has it")
-	}
-}
-
-func TestSeededRunsReproducible(t *testing.T) {
-	for _, k := range samplers {
-		for _, screen := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/screen=%v", k, screen), func(t *testing.T) {
-				run := func(seed uint64) []string {
-					cfg := ProposerConfig{Space: h100(t), Sampler: k, Seed: seed, Candidates: 32}
-					if screen {
-						cfg.Scorer = oracle{objs: store.DefaultObjectives("")}
-					}
-					var ids []string
-					for _, c := range runProposer(t, newProposer(t, cfg), 20, nil) {
-						ids = append(ids, c.ID())
-					}
-					return ids
-				}
-				a, b, c := run(7), run(7), run(8)
-				if fmt.Sprint(a) != fmt.Sprint(b) {
-					t.Fatalf("same seed, different sequences:\n%v\n%v", a, b)
-				}
-				if fmt.Sprint(a) == fmt.Sprint(c) {
-					t.Fatal("different seeds gave the same sequence")
-				}
-			})
-		}
 	}
 }
 
@@ -173,31 +144,6 @@ func TestScorerErrorFallsBack(t *testing.T) {
 	// on the first screening ask and then every 2 tells.
 	if fs.fits < 3 || fs.fits > 5 {
 		t.Fatalf("Fit called %d times, want about 4 (every 2 tells)", fs.fits)
-	}
-}
-
-// On a long history the surrogate is refit once the history has grown by
-// RefitGrowth, not after every tell; on a short one after every tell.
-func TestRefitScheduleGrowsWithHistory(t *testing.T) {
-	for _, tc := range []struct {
-		history, asks    int
-		minFits, maxFits int
-	}{
-		{history: 10, asks: 10, minFits: 10, maxFits: 10}, // every tell below 50 trials
-		{history: 500, asks: 25, minFits: 2, maxFits: 2},  // 0.04 x ~510 = 20 tells between fits
-	} {
-		t.Run(fmt.Sprintf("history-%d", tc.history), func(t *testing.T) {
-			fs := &failingScorer{}
-			s := h100(t)
-			hist := randomHistory(t, s, tc.history-1, 1, synth)
-			def := s.DefaultConfig()
-			hist = append(hist, Observation{Config: def, Result: synth(def)})
-			p := newProposer(t, ProposerConfig{Space: s, Seed: 3, Scorer: fs, History: hist})
-			runProposer(t, p, tc.asks, synth)
-			if fs.fits < tc.minFits || fs.fits > tc.maxFits {
-				t.Fatalf("Fit called %d times in %d asks on %d trials of history, want %d-%d", fs.fits, tc.asks, tc.history, tc.minFits, tc.maxFits)
-			}
-		})
 	}
 }
 
