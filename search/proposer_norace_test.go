@@ -178,3 +178,56 @@ func TestRefitScheduleGrowsWithHistory(t *testing.T) {
 		})
 	}
 }
+
+// Warm start: history from the same model on another GPU (A100), weighted
+// less and carrying its target, reaches the surrogate and the mutation pool.
+// Since screening starts after two usable trials (MinScreenHistory), a cold
+// search catches up within 8 trials (it was 1.3x behind when screening
+// started at 6), so this guards that the other context does not mislead the
+// search: after 8 trials on H100 the warm-started one is not clearly behind.
+func TestSimWarmStart(t *testing.T) {
+	objs := store.DefaultObjectives("tpot_p99")
+	slo := trial.SLO{{Metric: "tpot_p99", Op: "<=", Limit: 40}}
+	ref := []float64{3500, 40, 80}
+	a100 := testSpace(t, "Llama-3.1-8B", "A100-80GB", 1)
+	at := *a100.Target()
+	w := smokeWorkload()
+	var prior []Observation
+	for _, o := range randomHistory(t, a100, 40, 11, simRun(t, a100, 11)) {
+		o.Weight, o.Target, o.Workload = 0.5, &at, &w
+		prior = append(prior, o)
+	}
+	seeds := 3
+	if testing.Short() {
+		seeds = 2
+	}
+	const warmTrials = 8
+	var cold, warm float64
+	for seed := range seeds {
+		s := h100(t)
+		run := func(hist []Observation) float64 {
+			sc, err := NewSurrogateScorer(s, w, objs, slo, surrogate.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := newProposer(t, ProposerConfig{Space: s, Seed: uint64(seed), Objectives: objs, SLO: slo, Scorer: sc, History: hist})
+			runProposer(t, p, warmTrials, simRun(t, s, uint64(seed)))
+			var own []Observation
+			for _, o := range p.History() {
+				if o.Target == nil {
+					own = append(own, o)
+				}
+			}
+			if len(own) != warmTrials {
+				t.Fatalf("%d own trials, want %d", len(own), warmTrials)
+			}
+			return hvOf(t, own, objs, slo, ref)
+		}
+		c, wm := run(nil), run(prior)
+		t.Logf("seed %d: HV after %d trials cold %.0f, warm %.0f", seed, warmTrials, c, wm)
+		cold, warm = cold+c, warm+wm
+	}
+	if warm < 0.75*cold {
+		t.Fatalf("warm start mean HV %.0f clearly below cold %.0f: the other context misleads the search", warm/float64(seeds), cold/float64(seeds))
+	}
+}
