@@ -98,15 +98,11 @@ func sampleConfig(sp *spaces.Space, r *rand.Rand) (spaces.Config, bool) {
 	for _, p := range sp.Tuned() {
 		m[p.Name] = drawParam(p, r)
 	}
-	c, err := sp.Normalize(spaces.NewConfig(m))
-	if err != nil || sp.Validate(c) != nil {
-		return spaces.Config{}, false
-	}
-	return c, true
+	return validConfig(sp, spaces.NewConfig(m))
 }
 
 func drawParam(p *spaces.Param, r *rand.Rand) spaces.Value {
-	if lv := p.Discrete(); len(lv) > 0 && (p.Kind != spaces.Float || p.Step > 0) {
+	if lv := discreteLevels(p); len(lv) > 0 {
 		return lv[r.IntN(len(lv))]
 	}
 	u := r.Float64()
@@ -149,9 +145,5 @@ func mutate(sp *spaces.Space, c spaces.Config, r *rand.Rand) (spaces.Config, boo
 		}
 		c = c.With(p.Name, p.FromFloat(x))
 	}
-	c, err := sp.Normalize(c)
-	if err != nil || sp.Validate(c) != nil {
-		return spaces.Config{}, false
-	}
-	return c, true
+	return validConfig(sp, c)
 }

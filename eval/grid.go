@@ -76,11 +76,9 @@ func gridConfigs(p *Problem, base spaces.Config) []spaces.Config {
 	for _, q := range pts {
 		c := base.With("max_num_seqs", spaces.IntValue(gridSeqs[q.i])).
 			With("max_num_batched_tokens", spaces.IntValue(gridTokens[q.j]))
-		c, err := p.Space.Normalize(c)
-		if err != nil || p.Space.Validate(c) != nil {
-			continue
+		if c, ok := validConfig(p.Space, c); ok {
+			out = append(out, c)
 		}
-		out = append(out, c)
 	}
 	return out
 }

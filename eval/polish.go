@@ -343,10 +343,19 @@ func polish(ctx context.Context, p *Problem, ev *Evaluator, front, pool []frontM
 	}
 }
 
+// discreteLevels returns the levels of a parameter drawn level by level (a
+// flag with levels, or a stepped number), nil for a continuous axis.
+func discreteLevels(prm *spaces.Param) []spaces.Value {
+	if lv := prm.Discrete(); len(lv) > 0 && (prm.Kind != spaces.Float || prm.Step > 0) {
+		return lv
+	}
+	return nil
+}
+
 // levelAxis returns the levels of a parameter searched level by level (a
 // discrete flag of at most 16 levels), nil for a numeric axis.
 func levelAxis(prm *spaces.Param) []spaces.Value {
-	if lv := prm.Discrete(); len(lv) > 0 && (prm.Kind != spaces.Float || prm.Step > 0) && len(lv) <= 16 {
+	if lv := discreteLevels(prm); len(lv) <= 16 {
 		return lv
 	}
 	return nil
