@@ -82,6 +82,7 @@ func WriteHTML(w io.Writer, f Figure) error {
 // panelsHTML sets a rectangular chart's grids, axes and series: one grid
 // per panel, stacked, between the title and the legend.
 func (f *Figure) panelsHTML(c *charts.RectChart) {
+	f.ownPanels()
 	n := len(f.Panels)
 	top := 10.0
 	if f.Subtitle != "" {

@@ -5,6 +5,7 @@ import (
 	"image/color"
 	"io"
 	"math"
+	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -111,6 +112,7 @@ func (f *Figure) draw(c draw.Canvas) ([]*plot.Plot, []draw.Canvas, error) {
 		g.Panels, g.Parallel = []Panel{p}, nil
 		return g.draw(c)
 	}
+	f.ownPanels()
 	plots := make([][]*plot.Plot, len(f.Panels))
 	legend := plot.NewLegend()
 	legend.Left = true
@@ -152,6 +154,18 @@ func (f *Figure) draw(c draw.Canvas) ([]*plot.Plot, []draw.Canvas, error) {
 	lc := draw.Crop(c, c.Max.X-c.Min.X-lw+vg.Points(8), 0, 0, top-c.Max.Y-vg.Points(12))
 	legend.Draw(lc)
 	return out, canvases, nil
+}
+
+// ownPanels gives f its own copy of the panels and their rules, which
+// layout fixes in place. Figure is passed by value but its slices are
+// shared: without the copy, drawing a figure twice (SVG then HTML, or Pixel
+// beside Write) laid the second drawing out from the first one's rounded
+// range instead of the data, and could tick it differently.
+func (f *Figure) ownPanels() {
+	f.Panels = slices.Clone(f.Panels)
+	for i := range f.Panels {
+		f.Panels[i].Rules = slices.Clone(f.Panels[i].Rules)
+	}
 }
 
 // legendWidth is the room the legend takes right of the panels.

@@ -3,7 +3,9 @@ package chart
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -262,6 +264,46 @@ func TestTraceSVG(t *testing.T) {
 	for _, s := range []string{"offered load (req/s)", "ttft_p95 (ms)", "time (s)", "sustained 7.6 req/s", "target ttft_p95"} {
 		if !strings.Contains(string(b), s) {
 			t.Errorf("SVG lacks %q", s)
+		}
+	}
+}
+
+// TestDrawingLeavesFigureAlone: a figure drawn once, as SVG or HTML, draws
+// the same again, and Pixel places points where Write drew them. Figure is
+// passed by value but its panels were shared, and the layout rounded the
+// caller's axis ranges in place: the second drawing re-ticked the first
+// one's range (the curve below went from 0-35 to 0-40 req/s), moving every
+// marker off where Pixel put it.
+func TestDrawingLeavesFigureAlone(t *testing.T) {
+	figs := allFigures()
+	figs["curve-reticked"] = Curve("run r1", "tpot_p99", 0, []CurveSeries{
+		{Name: "closed", Points: []CurvePoint{{"c=2", 21.568, 97.567}, {"c=6", 30.031, 29.401}}},
+		{Name: "open", Points: []CurvePoint{{"30 req/s", 30.126, 15.096}}}})
+	for name, f := range figs {
+		t.Run(name, func(t *testing.T) {
+			first := svg(t, f)
+			if err := WriteHTML(io.Discard, f); err != nil {
+				t.Fatal(err)
+			}
+			if again := svg(t, f); !bytes.Equal(first, again) {
+				t.Errorf("drawn again after SVG and HTML, the SVG differs")
+			}
+		})
+	}
+	f := figs["curve-reticked"]
+	got, err := SVGMarkers(bytes.NewReader(svg(t, f)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range f.Panels[0].Series {
+		for _, q := range s.Points {
+			x, y, err := Pixel(f, 0, q.X, q.Y)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.ContainsFunc(got, func(g [2]float64) bool { return math.Abs(g[0]-x) < 0.05 && math.Abs(g[1]-y) < 0.05 }) {
+				t.Errorf("%s (%g, %g): no marker at %.2f, %.2f (markers %v)", s.Name, q.X, q.Y, x, y, got)
+			}
 		}
 	}
 }
