@@ -191,22 +191,23 @@ func (m *LevelMeasurer) Measure(ctx context.Context, idx int, v float64, lw Work
 	if hc == nil {
 		hc = &http.Client{Timeout: 5 * time.Second}
 	}
-	var tel *TelemetryRecording
+	var rec *TelemetryRecording
 	if t := m.Telemetry; t != nil {
 		scrape := m.MetricsURL
 		if t.ScrapeEvery <= 0 {
 			scrape = ""
 		}
-		tel = RecordTelemetry(lctx, t.GPU, t.SampleEvery, hc, scrape, t.ScrapeEvery)
+		rec = RecordTelemetry(lctx, t.GPU, t.SampleEvery, hc, scrape, t.ScrapeEvery)
 	}
 	var probe *LatencyProbe
 	if m.MetricsURL != "" {
 		probe = StartLatencyProbe(ctx, hc, m.MetricsURL)
 	}
 	recs := m.Client.Drive(lctx, specs, Load{Concurrency: lw.Arrival.Concurrency, Rate: lw.Arrival.Rate, Salt: idx}, gate)
-	var out MeasuredLevel
-	if tel != nil {
-		out.Telemetry, _, _, out.Throttled = tel.Stop()
+	var tel Telemetry
+	var throttled bool
+	if rec != nil {
+		tel, _, _, throttled = rec.Stop()
 	}
 	cancel()
 	<-watchDone
@@ -218,63 +219,121 @@ func (m *LevelMeasurer) Measure(ctx context.Context, idx int, v float64, lw Work
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	met, a := SummarizeLevel(recs, sc, m.SLO)
-	if !closed {
-		MarkOverload(recs, &met)
+	end := LevelEnd{Index: idx, Load: lw, Stability: sc, SLO: m.SLO,
+		Extended: extended, Throttled: throttled, Judge: m.Judge,
+		UnhealthyErrorRate: orDefault(m.UnhealthyErrorRate, d.UnhealthyErrorRate)}
+	if early {
+		end.EarlyStop = &earlyA
 	}
 	if probe != nil {
 		b, err := probe.Finish(ctx, recs)
 		if err != nil {
 			m.logger().Debug("no latency breakdown", "error", err)
 		}
-		met.Breakdown = b
-		met.PrefixCache = probe.PrefixCache()
+		end.Breakdown, end.PrefixCache = b, probe.PrefixCache()
 	}
-	sloMet, viol := m.SLO.Check(&met)
+	end.ElapsedS = time.Since(start).Seconds()
+	out, err := FinishLevel(ctx, recs, end)
+	out.Telemetry = tel
+	m.logger().Info("level measured", "load", v, "closed", closed, "requests", len(recs), "completed", out.Metrics.Completed,
+		"failed", out.Metrics.Failed, "out_tok_s", math.Round(out.Metrics.OutputThroughput), "slo_met", out.SLOMet, "stable", out.Stability.Stable)
+	return out, err
+}
+
+// LevelEnd is what a level's measurement knows beside its records when
+// the level ends: how FinishLevel summarizes and judges them.
+type LevelEnd struct {
+	Index     int      // the level's number
+	Load      Workload // the level's workload (AtLoad): closed or open loop, at which load
+	Stability StabilityConfig
+	SLO       SLO
+	// Breakdown and PrefixCache: the server's latency breakdown and
+	// prefix-cache figures over the level (nil: unknown).
+	Breakdown   *Breakdown
+	PrefixCache *PrefixCache
+	ElapsedS    float64
+	// EarlyStop is the analysis the level stopped early on (nil: it ran
+	// to its end), Extended the times it was extended, Throttled whether
+	// a GPU throttle was seen: the live engine's.
+	EarlyStop *Analysis
+	Extended  int
+	Throttled bool
+	// UnhealthyErrorRate > 0 is the live engine's failure accounting: a
+	// level with no measured request is kept, one failing at most this
+	// share of its requests passes, one failing more is judged (Judge,
+	// when set) and, none of its requests completed, is ErrAllFailed.
+	// 0 (the virtual clock, whose only failures are context-length
+	// rejections): a level with no request completed is ErrAllFailed.
+	UnhealthyErrorRate float64
+	Judge              func(ctx context.Context, recs []Record, m *Metrics) error
+}
+
+// FinishLevel is how a measured level's records become a MeasuredLevel,
+// on the live engine (LevelMeasurer) and the virtual clock alike: the
+// warm-up cut and steady-state analysis (SummarizeLevel), an open loop's
+// overload, the latency breakdown, the stability verdict (an early stop's
+// when the level stopped early) and the SLO's. Its error ends the
+// measurement: a context-length rejection (ContextLengthError), the
+// Judge's verdict, or ErrAllFailed; the level is returned with it.
+func FinishLevel(ctx context.Context, recs []Record, e LevelEnd) (*MeasuredLevel, error) {
+	closed := e.Load.Arrival.Closed()
+	sc := e.Stability
+	if closed {
+		sc.Concurrency = e.Load.Arrival.Concurrency
+	}
+	met, a := SummarizeLevel(recs, sc, e.SLO)
+	if !closed {
+		MarkOverload(recs, &met)
+	}
+	met.Breakdown, met.PrefixCache = e.Breakdown, e.PrefixCache
 	st := a.Stability
-	if early {
+	if e.EarlyStop != nil {
 		// The verdict the stop was decided on, when every request done
 		// had been served at full load (the final analysis leaves out
 		// those that ended after the last send: the load was draining).
-		st = earlyA.Stability
+		st = e.EarlyStop.Stability
 		st.WarmupS = a.WarmupS
 		st.Reason = strings.TrimSuffix(fmt.Sprintf("early stop at throughput CI half-width %.1f%%; %s", 100*st.CIHalfWidth, st.Reason), "; ")
 	}
-	st.Extended, st.EarlyStopped = extended, early
+	st.Extended, st.EarlyStopped = e.Extended, e.EarlyStop != nil
 	st.NoteOverload(&met)
-	if out.Throttled {
+	if e.Throttled {
 		st.Throttled, st.Stable = true, false
 	}
-	out.Level = Level{Metrics: met, SLOMet: sloMet, Violations: viol, Stability: st}
+	sloMet, viol := e.SLO.Check(&met)
+	out := &MeasuredLevel{Level: Level{Metrics: met, SLOMet: sloMet, Violations: viol, Stability: st},
+		Records: recs, WindowThroughput: a.WindowThroughput, ElapsedS: e.ElapsedS, Throttled: e.Throttled}
 	if closed {
-		out.Concurrency = lw.Arrival.Concurrency
+		out.Concurrency = e.Load.Arrival.Concurrency
 	} else {
-		out.Rate = lw.Arrival.Rate
+		out.Rate = e.Load.Arrival.Rate
 	}
-	out.Records, out.WindowThroughput, out.ElapsedS = recs, a.WindowThroughput, time.Since(start).Seconds()
-	m.logger().Info("level measured", "load", v, "closed", closed, "requests", len(recs), "completed", met.Completed,
-		"failed", met.Failed, "out_tok_s", math.Round(met.OutputThroughput), "slo_met", sloMet, "stable", st.Stable)
-	return &out, m.account(ctx, recs, &out.Metrics)
+	return out, e.account(ctx, recs, &out.Metrics)
 }
 
 // account is the failure accounting of a measured level: the error that
 // ends the measurement, or nil.
-func (m *LevelMeasurer) account(ctx context.Context, recs []Record, met *Metrics) error {
+func (e *LevelEnd) account(ctx context.Context, recs []Record, met *Metrics) error {
 	if err := ContextLengthError(recs); err != nil {
 		return err
 	}
-	if met.Completed+met.Failed == 0 || met.ErrorRate <= orDefault(m.UnhealthyErrorRate, DefaultConfig().UnhealthyErrorRate) {
-		return nil
-	}
-	if m.Judge != nil {
-		if err := m.Judge(ctx, recs, met); err != nil {
-			return err
+	if e.UnhealthyErrorRate > 0 {
+		if met.Completed+met.Failed == 0 || met.ErrorRate <= e.UnhealthyErrorRate {
+			return nil
+		}
+		if e.Judge != nil {
+			if err := e.Judge(ctx, recs, met); err != nil {
+				return err
+			}
 		}
 	}
-	if met.Completed == 0 {
-		return fmt.Errorf("%w: %d of %d, first: %s", ErrAllFailed, met.Failed, met.Failed, strings.TrimSpace(Redact(firstErr(recs))))
+	switch {
+	case met.Completed > 0:
+		return nil
+	case met.Failed == 0:
+		return fmt.Errorf("%w: level %d", ErrAllFailed, e.Index)
 	}
-	return nil
+	return fmt.Errorf("%w: %d of %d, first: %s", ErrAllFailed, met.Failed, met.Failed, strings.TrimSpace(Redact(firstErr(recs))))
 }
 
 func (m *LevelMeasurer) logger() *slog.Logger {
