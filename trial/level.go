@@ -24,14 +24,11 @@ var ErrAllFailed = errors.New("every request of the level failed")
 // failed requests. The zero value of a knob means its default (as
 // DefaultConfig).
 type LevelMeasurer struct {
-	Client    *Client
-	Stability StabilityConfig
-	SLO       SLO
-	// MaxRequests caps a duration-bound closed loop.
-	MaxRequests int
-	// UnhealthyErrorRate: a level failing more of its requests than this
-	// is judged (Judge).
-	UnhealthyErrorRate float64
+	Client *Client
+	SLO    SLO
+	// LevelConfig: its Stability, MaxRequests and UnhealthyErrorRate
+	// (capacity and feedback mode are MeasureLevels').
+	LevelConfig
 	// Exited is closed when the server has died (nil: a server this
 	// process did not start); Died is the error to end with then.
 	Exited <-chan struct{}
@@ -51,6 +48,58 @@ type LevelMeasurer struct {
 	// OnLevel is called as each level starts (progress).
 	OnLevel func(idx int, load float64, closed bool)
 	Logger  *slog.Logger
+}
+
+// LevelConfig is how levels are measured, as trials (Config) and
+// benchmark runs (bench.Config) set it: the steady-state rule, the caps of
+// a duration-bound or capacity-mode level, feedback mode and the error
+// rate that makes a level unhealthy. A field <= 0 (zero Stability and
+// Feedback) means its default (SetDefaults; Feedback: HoldSLO's).
+type LevelConfig struct {
+	Stability StabilityConfig
+	// MaxRequests caps a duration-bound closed loop.
+	MaxRequests int
+	// Capacity mode: bracketing cap, level budget and relative resolution.
+	MaxConcurrency    int
+	MaxRate           float64
+	CapacityLevels    int
+	CapacityTolerance float64
+	// CapacityRounds: in capacity mode a closed-loop level sends at least
+	// this many requests per unit of concurrency (and a warm-up of one
+	// round), so every level reaches a steady state (see CapacityWorkload).
+	CapacityRounds int
+	// Feedback tunes feedback mode (Workload.Feedback; zero: defaults).
+	Feedback FeedbackConfig
+	// UnhealthyErrorRate: a level failing more of its requests than this
+	// is judged (LevelMeasurer.Judge).
+	UnhealthyErrorRate float64
+}
+
+// DefaultLevelConfig returns the defaults.
+func DefaultLevelConfig() LevelConfig {
+	return LevelConfig{Stability: DefaultStabilityConfig(), MaxRequests: 20000, MaxConcurrency: 1024, MaxRate: 10000,
+		CapacityLevels: 8, CapacityTolerance: 0.1, CapacityRounds: 3, UnhealthyErrorRate: 0.5}
+}
+
+// SetDefaults gives every unset field of c its default.
+func (c *LevelConfig) SetDefaults() {
+	d := DefaultLevelConfig()
+	if c.Stability == (StabilityConfig{}) {
+		c.Stability = d.Stability
+	}
+	c.MaxRequests = orDefault(c.MaxRequests, d.MaxRequests)
+	c.MaxConcurrency = orDefault(c.MaxConcurrency, d.MaxConcurrency)
+	c.MaxRate = orDefault(c.MaxRate, d.MaxRate)
+	c.CapacityLevels = orDefault(c.CapacityLevels, d.CapacityLevels)
+	c.CapacityTolerance = orDefault(c.CapacityTolerance, d.CapacityTolerance)
+	c.CapacityRounds = orDefault(c.CapacityRounds, d.CapacityRounds)
+	c.UnhealthyErrorRate = orDefault(c.UnhealthyErrorRate, d.UnhealthyErrorRate)
+}
+
+// Capacity is c's capacity mode.
+func (c LevelConfig) Capacity() CapacityConfig {
+	return CapacityConfig{MaxConcurrency: c.MaxConcurrency, MaxRate: c.MaxRate, Levels: c.CapacityLevels,
+		Tolerance: c.CapacityTolerance, Rounds: c.CapacityRounds}
 }
 
 // LevelTelemetry is what a LevelMeasurer samples during a level: the GPUs
@@ -106,11 +155,9 @@ const failFastAfter = 50
 // context-length rejection (ContextLengthError), Judge's verdict, or
 // ErrAllFailed. A level returned with an error is measured and kept.
 func (m *LevelMeasurer) Measure(ctx context.Context, idx int, v float64, lw Workload) (*MeasuredLevel, error) {
-	d := DefaultConfig()
-	sc := m.Stability
-	if sc == (StabilityConfig{}) {
-		sc = d.Stability
-	}
+	c := m.LevelConfig
+	c.SetDefaults()
+	sc := c.Stability
 	closed := lw.Arrival.Closed()
 	if closed {
 		sc.Concurrency = lw.Arrival.Concurrency
@@ -126,7 +173,7 @@ func (m *LevelMeasurer) Measure(ctx context.Context, idx int, v float64, lw Work
 	durationBound := lw.NumRequests <= 0
 	if durationBound {
 		if closed {
-			lw.NumRequests = orDefault(m.MaxRequests, d.MaxRequests)
+			lw.NumRequests = c.MaxRequests
 		} else {
 			lw.NumRequests = max(1, int(math.Ceil(lw.Arrival.Rate*lw.Duration.Seconds())))
 		}
@@ -221,7 +268,7 @@ func (m *LevelMeasurer) Measure(ctx context.Context, idx int, v float64, lw Work
 	}
 	end := LevelEnd{Index: idx, Load: lw, Stability: sc, SLO: m.SLO,
 		Extended: extended, Throttled: throttled, Judge: m.Judge,
-		UnhealthyErrorRate: orDefault(m.UnhealthyErrorRate, d.UnhealthyErrorRate)}
+		UnhealthyErrorRate: c.UnhealthyErrorRate}
 	if early {
 		end.EarlyStop = &earlyA
 	}

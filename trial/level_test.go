@@ -165,3 +165,37 @@ func TestFinishLevelEarlyStop(t *testing.T) {
 		t.Errorf("stability %+v", st)
 	}
 }
+
+// TestLevelConfigDefaults: an unset knob (<= 0, zero Stability) takes
+// its default, a set one is kept, and the capacity mode is the knobs'.
+func TestLevelConfigDefaults(t *testing.T) {
+	d := DefaultLevelConfig()
+	sc := DefaultStabilityConfig()
+	sc.CITarget = 0.01
+	cases := []struct {
+		name string
+		in   LevelConfig
+		want LevelConfig
+	}{
+		{"zero", LevelConfig{}, d},
+		{"negative", LevelConfig{MaxRequests: -1, MaxRate: -5, UnhealthyErrorRate: -0.1}, d},
+		{"set", LevelConfig{Stability: sc, MaxRequests: 7, MaxConcurrency: 9, MaxRate: 2.5, CapacityLevels: 3,
+			CapacityTolerance: 0.2, CapacityRounds: 1, UnhealthyErrorRate: 0.9},
+			LevelConfig{Stability: sc, MaxRequests: 7, MaxConcurrency: 9, MaxRate: 2.5, CapacityLevels: 3,
+				CapacityTolerance: 0.2, CapacityRounds: 1, UnhealthyErrorRate: 0.9}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.in
+			c.SetDefaults()
+			if !reflect.DeepEqual(c, tc.want) {
+				t.Errorf("SetDefaults: %+v, want %+v", c, tc.want)
+			}
+			want := CapacityConfig{MaxConcurrency: tc.want.MaxConcurrency, MaxRate: tc.want.MaxRate, Levels: tc.want.CapacityLevels,
+				Tolerance: tc.want.CapacityTolerance, Rounds: tc.want.CapacityRounds}
+			if got := c.Capacity(); got != want {
+				t.Errorf("Capacity: %+v, want %+v", got, want)
+			}
+		})
+	}
+}
