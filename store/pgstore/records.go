@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -507,20 +506,8 @@ func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Summ
 	if err != nil {
 		return nil, s.wrapRead(err)
 	}
-	slices.SortStableFunc(out, func(a, b store.Summary) int {
-		return cmpTrial(a.Started.Compare(b.Started), a.StudyID, b.StudyID, a.Seq, b.Seq)
-	})
+	slices.SortStableFunc(out, store.CompareSummary)
 	return out, nil
-}
-
-func cmpTrial(byTime int, sa, sb string, qa, qb uint64) int {
-	if byTime != 0 {
-		return byTime
-	}
-	if c := cmp.Compare(sa, sb); c != 0 {
-		return c
-	}
-	return cmp.Compare(qa, qb)
 }
 
 // HistoryTrials is History with the full trial records.
@@ -541,9 +528,7 @@ func (s *Store) HistoryTrials(ctx context.Context, q store.HistoryQuery) ([]stor
 	if err != nil {
 		return nil, s.wrapRead(err)
 	}
-	slices.SortStableFunc(out, func(a, b store.Trial) int {
-		return cmpTrial(a.Started.Compare(b.Started), a.StudyID, b.StudyID, a.Seq, b.Seq)
-	})
+	slices.SortStableFunc(out, store.CompareTrial)
 	return out, nil
 }
 
