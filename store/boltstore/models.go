@@ -81,12 +81,5 @@ func (s *Store) DeleteModel(ctx context.Context, name string) error {
 }
 
 func decodeModelMeta(b []byte) (store.ModelMeta, error) {
-	var m store.ModelMeta
-	if err := store.DecodeStrict(b, &m); err != nil {
-		return store.ModelMeta{}, fmt.Errorf("decode model meta: %w", err)
-	}
-	if m.V > store.RecordVersion {
-		return store.ModelMeta{}, fmt.Errorf("decode model meta %s: record version %d: %w", m.Name, m.V, store.ErrTooNew)
-	}
-	return m, nil
+	return store.DecodeRecord[store.ModelMeta](b, false)
 }
