@@ -347,15 +347,23 @@ func FinishLevel(ctx context.Context, recs []Record, e LevelEnd) (*MeasuredLevel
 	if e.Throttled {
 		st.Throttled, st.Stable = true, false
 	}
-	sloMet, viol := e.SLO.Check(&met)
-	out := &MeasuredLevel{Level: Level{Metrics: met, SLOMet: sloMet, Violations: viol, Stability: st},
+	out := &MeasuredLevel{Level: NewLevel(met, st, e.SLO, e.Load),
 		Records: recs, WindowThroughput: a.WindowThroughput, ElapsedS: e.ElapsedS, Throttled: e.Throttled}
-	if closed {
-		out.Concurrency = e.Load.Arrival.Concurrency
-	} else {
-		out.Rate = e.Load.Arrival.Rate
-	}
 	return out, e.account(ctx, recs, &out.Metrics)
+}
+
+// NewLevel is the level of metrics m and stability st measured at load
+// lw (a closed loop's concurrency, an open loop's rate), with slo's
+// verdict.
+func NewLevel(m Metrics, st Stability, slo SLO, lw Workload) Level {
+	met, viol := slo.Check(&m)
+	l := Level{Metrics: m, SLOMet: met, Violations: viol, Stability: st}
+	if lw.Arrival.Closed() {
+		l.Concurrency = lw.Arrival.Concurrency
+	} else {
+		l.Rate = lw.Arrival.Rate
+	}
+	return l
 }
 
 // account is the failure accounting of a measured level: the error that
