@@ -1,6 +1,7 @@
 package trial
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -106,15 +107,15 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
 		return nil, fmt.Errorf("trial runner: %w", err)
 	}
-	setDefault(&cfg.Host, d.Host)
-	setDefault(&cfg.StartupTimeout, d.StartupTimeout)
-	setDefault(&cfg.RequestTimeout, d.RequestTimeout)
-	setDefault(&cfg.MaxLineBytes, d.MaxLineBytes)
-	setDefault(&cfg.StopGrace, d.StopGrace)
-	setDefault(&cfg.FreeTimeout, d.FreeTimeout)
-	setDefault(&cfg.Telemetry, d.Telemetry)
-	setDefault(&cfg.SampleEvery, d.SampleEvery)
-	setDefault(&cfg.ScrapeEvery, d.ScrapeEvery)
+	cfg.Host = cmp.Or(cfg.Host, d.Host)
+	cfg.StartupTimeout = cmp.Or(cfg.StartupTimeout, d.StartupTimeout)
+	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, d.RequestTimeout)
+	cfg.MaxLineBytes = cmp.Or(cfg.MaxLineBytes, d.MaxLineBytes)
+	cfg.StopGrace = cmp.Or(cfg.StopGrace, d.StopGrace)
+	cfg.FreeTimeout = cmp.Or(cfg.FreeTimeout, d.FreeTimeout)
+	cfg.Telemetry = cmp.Or(cfg.Telemetry, d.Telemetry)
+	cfg.SampleEvery = cmp.Or(cfg.SampleEvery, d.SampleEvery)
+	cfg.ScrapeEvery = cmp.Or(cfg.ScrapeEvery, d.ScrapeEvery)
 	cfg.LevelConfig.SetDefaults()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -145,13 +146,6 @@ func NewRunner(cfg Config) (*Runner, error) {
 		}
 	}
 	return r, nil
-}
-
-func setDefault[T comparable](p *T, v T) {
-	var zero T
-	if *p == zero {
-		*p = v
-	}
 }
 
 // Close releases the telemetry source.
