@@ -66,27 +66,15 @@ type Config struct {
 	// stored record starts from; Run fills in the rest.
 	Run            store.Run
 	RequestTimeout time.Duration
-	Stability      trial.StabilityConfig
-	// MaxRequests caps a duration-bound closed-loop level.
-	MaxRequests int
-	// Capacity mode (capacity: true cells): bracketing cap, level budget
-	// and relative resolution, as trial.SearchCapacity takes them.
-	MaxConcurrency    int
-	MaxRate           float64
-	CapacityLevels    int
-	CapacityTolerance float64
-	// CapacityRounds: a closed-loop capacity level sends at least this
-	// many requests per unit of concurrency (trial.CapacityWorkload).
-	CapacityRounds int
-	// Feedback tunes feedback mode (feedback: true cells; zero: defaults).
-	Feedback trial.FeedbackConfig
-	// UnhealthyErrorRate: a level failing more of its requests than this
-	// on a server that no longer answers stops the run (partial).
-	UnhealthyErrorRate float64
-	GPU                trial.GPUSource // nil: no NVML telemetry
-	SampleEvery        time.Duration
-	ScrapeEvery        time.Duration // 0: no /metrics scraping
-	Progress           io.Writer     // n/N, elapsed, ETA as text lines (nil: none)
+	// LevelConfig: how levels are measured (capacity: true cells,
+	// feedback: true cells). A level failing more of its requests than
+	// UnhealthyErrorRate on a server that no longer answers stops the run
+	// (partial).
+	trial.LevelConfig
+	GPU         trial.GPUSource // nil: no NVML telemetry
+	SampleEvery time.Duration
+	ScrapeEvery time.Duration // 0: no /metrics scraping
+	Progress    io.Writer     // n/N, elapsed, ETA as text lines (nil: none)
 	// OnProgress receives the same figures before each load level (the
 	// service streams them); nil: none.
 	OnProgress func(Progress)
@@ -96,8 +84,7 @@ type Config struct {
 
 // DefaultConfig returns the defaults; set Launch.
 func DefaultConfig() Config {
-	return Config{RequestTimeout: 5 * time.Minute, Stability: trial.DefaultStabilityConfig(), MaxRequests: 20000,
-		MaxConcurrency: 1024, MaxRate: 10000, CapacityLevels: 8, CapacityTolerance: 0.1, CapacityRounds: 3, UnhealthyErrorRate: 0.5,
+	return Config{RequestTimeout: 5 * time.Minute, LevelConfig: trial.DefaultLevelConfig(),
 		SampleEvery: 100 * time.Millisecond, ScrapeEvery: time.Second}
 }
 
@@ -111,7 +98,6 @@ var ErrServerGone = errors.New("server stopped answering")
 // returned as an error with no run stored. The returned run is what was
 // stored (also on error when one was).
 func Execute(ctx context.Context, cfg Config, m Matrix, sink Sink) (*store.Run, error) {
-	d := DefaultConfig()
 	if cfg.Launch == nil {
 		return nil, errors.New("bench: no launcher")
 	}
@@ -121,30 +107,7 @@ func Execute(ctx context.Context, cfg Config, m Matrix, sink Sink) (*store.Run, 
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.MaxRequests <= 0 {
-		cfg.MaxRequests = d.MaxRequests
-	}
-	if cfg.MaxConcurrency <= 0 {
-		cfg.MaxConcurrency = d.MaxConcurrency
-	}
-	if cfg.CapacityLevels <= 0 {
-		cfg.CapacityLevels = d.CapacityLevels
-	}
-	if cfg.MaxRate <= 0 {
-		cfg.MaxRate = d.MaxRate
-	}
-	if cfg.CapacityTolerance <= 0 {
-		cfg.CapacityTolerance = d.CapacityTolerance
-	}
-	if cfg.CapacityRounds <= 0 {
-		cfg.CapacityRounds = d.CapacityRounds
-	}
-	if cfg.UnhealthyErrorRate <= 0 {
-		cfg.UnhealthyErrorRate = d.UnhealthyErrorRate
-	}
-	if cfg.Stability == (trial.StabilityConfig{}) {
-		cfg.Stability = d.Stability
-	}
+	cfg.LevelConfig.SetDefaults()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -330,8 +293,7 @@ func (e *executor) cell(ctx context.Context, srv Server, run, model string, c Ce
 	client := trial.NewClient(srv.BaseURL(), model, cfg.RequestTimeout, trial.WithEndpoint(w.Endpoint))
 	defer client.Close()
 	lm := &trial.LevelMeasurer{
-		Client: client, Stability: cfg.Stability, SLO: w.SLO, MaxRequests: cfg.MaxRequests,
-		UnhealthyErrorRate: cfg.UnhealthyErrorRate, Exited: srv.Exited(), Logger: cfg.Logger,
+		Client: client, SLO: w.SLO, LevelConfig: cfg.LevelConfig, Exited: srv.Exited(), Logger: cfg.Logger,
 		Died: func() error { return fmt.Errorf("%w: the engine exited", ErrServerGone) },
 		Judge: func(ctx context.Context, recs []trial.Record, m *trial.Metrics) error {
 			if srv.Alive(ctx) {
@@ -346,8 +308,6 @@ func (e *executor) cell(ctx context.Context, srv Server, run, model string, c Ce
 		lm.MetricsClient, lm.MetricsURL = &http.Client{Timeout: 5 * time.Second}, srv.BaseURL()
 	}
 	var reqs []Request
-	capCfg := trial.CapacityConfig{MaxConcurrency: cfg.MaxConcurrency, MaxRate: cfg.MaxRate, Levels: cfg.CapacityLevels,
-		Tolerance: cfg.CapacityTolerance, Rounds: cfg.CapacityRounds}
 	measure := lm.Measure
 	if vs, ok := srv.(VirtualServer); ok {
 		measure = func(ctx context.Context, idx int, v float64, lw trial.Workload) (*trial.MeasuredLevel, error) {
@@ -355,7 +315,7 @@ func (e *executor) cell(ctx context.Context, srv Server, run, model string, c Ce
 			return vs.MeasureLevel(ctx, idx, v, lw, cfg.Stability, w.SLO)
 		}
 	}
-	out, err := trial.MeasureLevels(w, capCfg, cfg.Feedback, func(v float64, lw trial.Workload) (*trial.MeasuredLevel, error) {
+	out, err := trial.MeasureLevels(w, cfg.Capacity(), cfg.Feedback, func(v float64, lw trial.Workload) (*trial.MeasuredLevel, error) {
 		l, err := measure(ctx, len(res.Levels), v, lw)
 		e.done++
 		if l != nil {

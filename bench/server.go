@@ -2,13 +2,13 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -56,46 +56,24 @@ func URLLauncher(base, model string, logger *slog.Logger) (Launcher, error) {
 	base = strings.TrimRight(base, "/")
 	return func(ctx context.Context) (Server, ServerInfo, error) {
 		s := &urlServer{base: base, hc: &http.Client{Timeout: 10 * time.Second}}
-		var models struct {
-			Data []struct {
-				ID string `json:"id"`
-			} `json:"data"`
-		}
-		if err := s.getJSON(ctx, "/v1/models", &models); err != nil {
+		ids, err := trial.ServedModels(ctx, s.hc, base)
+		if err != nil {
 			return nil, ServerInfo{}, fmt.Errorf("%s unreachable: %w", base, err)
 		}
 		info := ServerInfo{Model: model}
-		var ids []string
-		for _, d := range models.Data {
-			ids = append(ids, d.ID)
-		}
 		switch {
 		case model == "" && len(ids) == 0:
 			return nil, ServerInfo{}, fmt.Errorf("%s/v1/models lists no model (pass --model)", base)
 		case model == "":
 			info.Model = ids[0]
-		case len(ids) > 0 && !contains(ids, model):
+		case len(ids) > 0 && !slices.Contains(ids, model):
 			return nil, ServerInfo{}, fmt.Errorf("%s does not serve model %q (it serves %s)", base, model, strings.Join(ids, ", "))
 		}
-		var v struct {
-			Version string `json:"version"`
-		}
-		if err := s.getJSON(ctx, "/version", &v); err == nil {
-			info.EngineVersion = v.Version
-		} else if logger != nil {
+		if info.EngineVersion, err = trial.ServerVersion(ctx, s.hc, base); err != nil && logger != nil {
 			logger.Debug("no /version", "error", err)
 		}
 		return s, info, nil
 	}, nil
-}
-
-func contains(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 type urlServer struct {
@@ -112,25 +90,6 @@ func (s *urlServer) Stop() error             { s.hc.CloseIdleConnections(); retu
 func (s *urlServer) Alive(ctx context.Context) bool {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	var m any
-	return s.getJSON(ctx, "/v1/models", &m) == nil
-}
-
-func (s *urlServer) getJSON(ctx context.Context, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := s.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: http %d", path, resp.StatusCode)
-	}
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
-	}
-	return nil
+	_, err := trial.ServedModels(ctx, s.hc, s.base)
+	return err == nil
 }

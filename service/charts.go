@@ -2,6 +2,7 @@ package service
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,7 +18,7 @@ import (
 
 // chartFormat reads ?format= (html, svg or png) and sets the content type.
 func chartFormat(w http.ResponseWriter, r *http.Request) (string, error) {
-	format := orDefault(r.URL.Query().Get("format"), "html")
+	format := cmp.Or(r.URL.Query().Get("format"), "html")
 	ct := map[string]string{"svg": "image/svg+xml", "png": "image/png", "html": "text/html; charset=utf-8"}[format]
 	if ct == "" {
 		return "", tuner.Usagef("format %q: want html, svg or png", format)

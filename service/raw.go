@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"compress/gzip"
 	"encoding/json"
 	"errors"
@@ -24,7 +25,7 @@ const rawSuffix = ".raw.jsonl.gz"
 // ?format=jsonl sends it uncompressed. Only a file named and shaped as a raw
 // data file is sent, whatever path the record holds.
 func (s *Server) trialRaw(w http.ResponseWriter, r *http.Request) {
-	format := orDefault(r.URL.Query().Get("format"), "gz")
+	format := cmp.Or(r.URL.Query().Get("format"), "gz")
 	if format != "gz" && format != "jsonl" {
 		s.writeErr(w, tuner.Usagef("format %q: want gz or jsonl", format))
 		return

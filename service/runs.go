@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -84,7 +85,7 @@ func (s *Server) getRun(w http.ResponseWriter, r *http.Request) {
 		s.writeBenchErr(w, err)
 		return
 	}
-	switch f := orDefault(r.URL.Query().Get("format"), "json"); f {
+	switch f := cmp.Or(r.URL.Query().Get("format"), "json"); f {
 	case "json":
 		writeJSON(w, http.StatusOK, run)
 	case "md", "text":
@@ -124,7 +125,7 @@ func (s *Server) runRaw(w http.ResponseWriter, r *http.Request) {
 // ?metric= (default e2el_p50), ?format=svg|png|html (default svg).
 func (s *Server) runPlot(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	metric, format := orDefault(q.Get("metric"), "e2el_p50"), orDefault(q.Get("format"), "svg")
+	metric, format := cmp.Or(q.Get("metric"), "e2el_p50"), cmp.Or(q.Get("format"), "svg")
 	if err := tuner.CheckCurveMetric(metric); err != nil {
 		s.writeErr(w, err)
 		return
@@ -192,7 +193,7 @@ func ParseCompareQuery(q url.Values) (tuner.CompareSpec, error) {
 // judge are 422 with the reason.
 func (s *Server) compare(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	format := orDefault(q.Get("format"), "json")
+	format := cmp.Or(q.Get("format"), "json")
 	if format != "json" && format != "md" && format != "text" {
 		writeError(w, http.StatusBadRequest, "invalid", "--format "+format+": want json, md or text")
 		return

@@ -2,6 +2,7 @@ package service
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -401,7 +402,7 @@ func (s *Server) scheduleTrend(w http.ResponseWriter, r *http.Request) {
 // trend is `tuner bench history` over the schedule's runs (its label),
 // with the schedule's gate options.
 func (s *Server) trend(ctx context.Context, sc store.Schedule, metric string) (*tuner.HistoryReport, error) {
-	m, err := gate.ParseMetric(orDefault(metric, "tpot_p50"))
+	m, err := gate.ParseMetric(cmp.Or(metric, "tpot_p50"))
 	if err != nil {
 		return nil, tuner.Usagef("metric: %w", err)
 	}

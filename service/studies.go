@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"math"
 	"net/http"
 	"strconv"
@@ -170,12 +171,12 @@ func (s *Server) recommend(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	prefer, err := tuner.ParsePrefer(orDefault(q.Get("prefer"), string(tuner.PreferThroughput)))
+	prefer, err := tuner.ParsePrefer(cmp.Or(q.Get("prefer"), string(tuner.PreferThroughput)))
 	if err != nil {
 		s.writeErr(w, tuner.Usagef("--prefer: %v", err))
 		return
 	}
-	format := orDefault(q.Get("format"), "json")
+	format := cmp.Or(q.Get("format"), "json")
 	doc, err := v.recommendation(prefer)
 	if err != nil && doc.Closest == nil {
 		s.writeErr(w, err)
@@ -222,11 +223,4 @@ func (v studyView) recommendation(prefer tuner.Prefer) (tuner.Recommendation, er
 	})
 	v.recs.Store(prefer, built{doc, err})
 	return doc, err
-}
-
-func orDefault(v, d string) string {
-	if v == "" {
-		return d
-	}
-	return v
 }

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 
@@ -59,30 +58,6 @@ func (v *VirtualLevels) Measure(ctx context.Context, idx int, load float64, lw t
 	if err != nil {
 		return nil, err
 	}
-	if lv.closed {
-		sc.Concurrency = lv.concurrency
-	}
-	m, a := trial.SummarizeLevel(recs, sc, slo)
-	if !lv.closed {
-		trial.MarkOverload(recs, &m)
-	}
-	m.Breakdown = bd
-	m.PrefixCache = prefixCacheOf(engines)
-	st := a.Stability
-	st.NoteOverload(&m)
-	met, viol := slo.Check(&m)
-	out := &trial.MeasuredLevel{Level: trial.Level{Metrics: m, SLOMet: met, Violations: viol, Stability: st},
-		Records: recs, WindowThroughput: a.WindowThroughput, ElapsedS: span}
-	if lv.closed {
-		out.Concurrency = lv.concurrency
-	} else {
-		out.Rate = lv.workload.Arrival.Rate
-	}
-	if err := trial.ContextLengthError(recs); err != nil {
-		return out, err
-	}
-	if m.Completed == 0 {
-		return out, fmt.Errorf("%w: level %d", trial.ErrAllFailed, idx)
-	}
-	return out, nil
+	return trial.FinishLevel(ctx, recs, trial.LevelEnd{Index: idx, Load: lv.workload, Stability: sc, SLO: slo,
+		Breakdown: bd, PrefixCache: prefixCacheOf(engines), ElapsedS: span})
 }

@@ -158,8 +158,8 @@ type checkpoint struct {
 	at    float64      // seconds into the level
 }
 
-// cut fills the checkpoint from a level's records.
-func (cp *checkpoint) cut(recs []trial.Record, slo trial.SLO) {
+// cut fills the checkpoint from the records of a level at load lw.
+func (cp *checkpoint) cut(recs []trial.Record, slo trial.SLO, lw trial.Workload) {
 	var ends []time.Duration
 	for i := range recs {
 		if !recs[i].Warmup && recs[i].OK() {
@@ -177,9 +177,8 @@ func (cp *checkpoint) cut(recs []trial.Record, slo trial.SLO) {
 			held = append(held, rec)
 		}
 	}
-	m := trial.Summarize(held, slo)
-	met, viol := slo.Check(&m)
-	cp.level = &trial.Level{Metrics: m, SLOMet: met, Violations: viol, Stability: trial.Stability{Stable: true, Reason: "virtual clock", Windows: 1}}
+	l := trial.NewLevel(trial.Summarize(held, slo), trial.Stability{Stable: true, Reason: "virtual clock", Windows: 1}, slo, lw)
+	cp.level = &l
 	cp.at = at.Seconds()
 }
 
@@ -263,12 +262,7 @@ func (r *Runner) run(ctx context.Context, cfg spaces.Config, w trial.Workload, c
 			return trial.Level{}, err
 		}
 		if cp != nil && li == 0 {
-			cp.cut(recs, w.SLO)
-			if cp.level != nil && lv.closed {
-				cp.level.Concurrency = lv.concurrency
-			} else if cp.level != nil {
-				cp.level.Rate = lv.workload.Arrival.Rate
-			}
+			cp.cut(recs, w.SLO, lv.workload)
 		}
 		m := trial.Summarize(recs, w.SLO)
 		m.Breakdown = bd
@@ -282,13 +276,7 @@ func (r *Runner) run(ctx context.Context, cfg spaces.Config, w trial.Workload, c
 				st.Reason = "virtual clock"
 			}
 		}
-		met, viol := w.SLO.Check(&m)
-		level := trial.Level{Metrics: m, SLOMet: met, Violations: viol, Stability: st}
-		if lv.closed {
-			level.Concurrency = lv.concurrency
-		} else {
-			level.Rate = lv.workload.Arrival.Rate
-		}
+		level := trial.NewLevel(m, st, w.SLO, lv.workload)
 		res.Levels = append(res.Levels, level)
 		tel := &res.Telemetry
 		for _, e := range engines {

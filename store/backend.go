@@ -79,64 +79,52 @@ func MarshalRecord(v any) ([]byte, error) {
 	return b, nil
 }
 
-// UnmarshalTrial, UnmarshalStudy, UnmarshalFront and UnmarshalModelMeta
-// decode a record's JSON (plain, or sealed as this store keeps it) and
-// refuse records newer than this program.
-func UnmarshalTrial(b []byte) (Trial, error) {
-	var t Trial
-	if err := DecodeAny(b, &t); err != nil {
-		return Trial{}, fmt.Errorf("decode trial: %w", err)
-	}
-	if t.V > RecordVersion {
-		return Trial{}, fmt.Errorf("decode trial %s: record version %d: %w", t.ID, t.V, ErrTooNew)
-	}
-	return t, nil
-}
+// UnmarshalTrial, UnmarshalStudy, UnmarshalFront, UnmarshalModelMeta,
+// UnmarshalJob and UnmarshalSchedule decode a record's JSON (plain, or
+// sealed as this store keeps it) and refuse records newer than this
+// program.
+func UnmarshalTrial(b []byte) (Trial, error) { return DecodeRecord[Trial](b, true) }
 
 // UnmarshalStudy: see UnmarshalTrial.
-func UnmarshalStudy(b []byte) (Study, error) {
-	var s Study
-	if err := DecodeAny(b, &s); err != nil {
-		return Study{}, fmt.Errorf("decode study: %w", err)
-	}
-	if s.V > RecordVersion {
-		return Study{}, fmt.Errorf("decode study %s: record version %d: %w", s.ID, s.V, ErrTooNew)
-	}
-	return s, nil
-}
+func UnmarshalStudy(b []byte) (Study, error) { return DecodeRecord[Study](b, true) }
 
 // UnmarshalFront: see UnmarshalTrial.
-func UnmarshalFront(b []byte) (Front, error) {
-	var f Front
-	if err := DecodeAny(b, &f); err != nil {
-		return Front{}, fmt.Errorf("decode front: %w", err)
-	}
-	if f.V > RecordVersion {
-		return Front{}, fmt.Errorf("decode front %s: record version %d: %w", f.Key, f.V, ErrTooNew)
-	}
-	return f, nil
-}
+func UnmarshalFront(b []byte) (Front, error) { return DecodeRecord[Front](b, true) }
 
 // UnmarshalModelMeta: see UnmarshalTrial.
-func UnmarshalModelMeta(b []byte) (ModelMeta, error) {
-	var m ModelMeta
-	if err := DecodeAny(b, &m); err != nil {
-		return ModelMeta{}, fmt.Errorf("decode model meta: %w", err)
-	}
-	if m.V > RecordVersion {
-		return ModelMeta{}, fmt.Errorf("decode model meta %s: record version %d: %w", m.Name, m.V, ErrTooNew)
-	}
-	return m, nil
-}
+func UnmarshalModelMeta(b []byte) (ModelMeta, error) { return DecodeRecord[ModelMeta](b, true) }
 
 // UnmarshalJob: see UnmarshalTrial.
-func UnmarshalJob(b []byte) (Job, error) {
-	var j Job
-	if err := DecodeAny(b, &j); err != nil {
-		return Job{}, fmt.Errorf("decode job: %w", err)
+func UnmarshalJob(b []byte) (Job, error) { return DecodeRecord[Job](b, true) }
+
+// UnmarshalSchedule: see UnmarshalTrial.
+func UnmarshalSchedule(b []byte) (Schedule, error) { return DecodeRecord[Schedule](b, true) }
+
+// DecodeRecord decodes a stored record, sealed (with legacy, also plain:
+// DecodeAny, else DecodeStrict), and refuses one newer than this program.
+// The error names the record and, once decoded, its key.
+func DecodeRecord[T any, P interface {
+	*T
+	record() (what string, v int, key string)
+}](b []byte, legacy bool) (T, error) {
+	var r T
+	decode := DecodeStrict
+	if legacy {
+		decode = DecodeAny
 	}
-	if j.V > RecordVersion {
-		return Job{}, fmt.Errorf("decode job %s: record version %d: %w", j.ID, j.V, ErrTooNew)
+	what, _, _ := P(&r).record()
+	if err := decode(b, &r); err != nil {
+		return *new(T), fmt.Errorf("decode %s: %w", what, err)
 	}
-	return j, nil
+	if _, v, key := P(&r).record(); v > RecordVersion {
+		return *new(T), fmt.Errorf("decode %s %s: record version %d: %w", what, key, v, ErrTooNew)
+	}
+	return r, nil
 }
+
+func (t *Trial) record() (string, int, string)     { return "trial", t.V, t.ID }
+func (s *Study) record() (string, int, string)     { return "study", s.V, s.ID }
+func (f *Front) record() (string, int, string)     { return "front", f.V, f.Key }
+func (m *ModelMeta) record() (string, int, string) { return "model meta", m.V, m.Name }
+func (j *Job) record() (string, int, string)       { return "job", j.V, j.ID }
+func (s *Schedule) record() (string, int, string)  { return "schedule", s.V, s.ID }

@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"slices"
+	"time"
 )
 
 // HistoryQuery selects the trials of one model on one GPU type across
@@ -33,12 +34,23 @@ func (q HistoryQuery) State(s State) bool {
 	return slices.Contains(q.States, s)
 }
 
+// CompareSummary is History's order: by start time, then study and
+// sequence.
 func CompareSummary(a, b Summary) int {
-	if c := a.Started.Compare(b.Started); c != 0 {
+	return historyOrder(a.Started, b.Started, a.StudyID, b.StudyID, a.Seq, b.Seq)
+}
+
+// CompareTrial is HistoryTrials' order, History's.
+func CompareTrial(a, b Trial) int {
+	return historyOrder(a.Started, b.Started, a.StudyID, b.StudyID, a.Seq, b.Seq)
+}
+
+func historyOrder(ta, tb time.Time, sa, sb string, qa, qb uint64) int {
+	if c := ta.Compare(tb); c != 0 {
 		return c
 	}
-	if c := cmp.Compare(a.StudyID, b.StudyID); c != 0 {
+	if c := cmp.Compare(sa, sb); c != 0 {
 		return c
 	}
-	return cmp.Compare(a.Seq, b.Seq)
+	return cmp.Compare(qa, qb)
 }

@@ -122,19 +122,6 @@ func CheckImportSchedule(s Schedule, fires []ScheduleFire) (uint64, error) {
 	return seq, nil
 }
 
-// UnmarshalSchedule decodes a stored schedule record (plain or sealed)
-// and refuses one newer than this program.
-func UnmarshalSchedule(b []byte) (Schedule, error) {
-	var s Schedule
-	if err := DecodeAny(b, &s); err != nil {
-		return s, fmt.Errorf("decode schedule: %w", err)
-	}
-	if s.V > RecordVersion {
-		return s, fmt.Errorf("decode schedule %s: record version %d: %w", s.ID, s.V, ErrTooNew)
-	}
-	return s, nil
-}
-
 // UnmarshalFire decodes a stored fire record (plain or sealed).
 func UnmarshalFire(b []byte) (ScheduleFire, error) {
 	var f ScheduleFire

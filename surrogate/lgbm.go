@@ -72,26 +72,15 @@ func fmtFloat(f float64) string {
 	return strconv.FormatFloat(f, 'g', -1, 64)
 }
 
-func joinFloats(b *bytes.Buffer, key string, v []float64) {
+// writeList writes "key=v1 v2 ...", each value as format writes it.
+func writeList[T any](b *bytes.Buffer, key string, v []T, format func(T) string) {
 	b.WriteString(key)
 	b.WriteByte('=')
 	for i, x := range v {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
-		b.WriteString(fmtFloat(x))
-	}
-	b.WriteByte('\n')
-}
-
-func joinInts(b *bytes.Buffer, key string, v []int) {
-	b.WriteString(key)
-	b.WriteByte('=')
-	for i, x := range v {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(strconv.Itoa(x))
+		b.WriteString(format(x))
 	}
 	b.WriteByte('\n')
 }
@@ -101,38 +90,32 @@ func (t *lgbTree) write(b *bytes.Buffer, idx int) {
 	fmt.Fprintf(b, "num_leaves=%d\n", t.numLeaves())
 	b.WriteString("num_cat=0\n")
 	if t.numLeaves() > 1 {
-		joinInts(b, "split_feature", t.SplitFeature)
-		joinFloats(b, "split_gain", orZeros(t.SplitGain, len(t.SplitFeature)))
-		joinFloats(b, "threshold", t.Threshold)
-		joinInts(b, "decision_type", t.DecisionType)
-		joinInts(b, "left_child", t.LeftChild)
-		joinInts(b, "right_child", t.RightChild)
+		writeList(b, "split_feature", t.SplitFeature, strconv.Itoa)
+		writeList(b, "split_gain", orZeros(t.SplitGain, len(t.SplitFeature)), fmtFloat)
+		writeList(b, "threshold", t.Threshold, fmtFloat)
+		writeList(b, "decision_type", t.DecisionType, strconv.Itoa)
+		writeList(b, "left_child", t.LeftChild, strconv.Itoa)
+		writeList(b, "right_child", t.RightChild, strconv.Itoa)
 	}
-	joinFloats(b, "leaf_value", t.LeafValue)
-	joinFloats(b, "leaf_weight", orZeros(t.LeafWeight, t.numLeaves()))
-	joinInts(b, "leaf_count", orZerosInt(t.LeafCount, t.numLeaves()))
+	writeList(b, "leaf_value", t.LeafValue, fmtFloat)
+	writeList(b, "leaf_weight", orZeros(t.LeafWeight, t.numLeaves()), fmtFloat)
+	writeList(b, "leaf_count", orZeros(t.LeafCount, t.numLeaves()), strconv.Itoa)
 	if t.numLeaves() > 1 {
-		joinFloats(b, "internal_value", orZeros(t.InternalValue, len(t.SplitFeature)))
-		joinFloats(b, "internal_weight", orZeros(t.InternalWeight, len(t.SplitFeature)))
-		joinInts(b, "internal_count", orZerosInt(t.InternalCount, len(t.SplitFeature)))
+		writeList(b, "internal_value", orZeros(t.InternalValue, len(t.SplitFeature)), fmtFloat)
+		writeList(b, "internal_weight", orZeros(t.InternalWeight, len(t.SplitFeature)), fmtFloat)
+		writeList(b, "internal_count", orZeros(t.InternalCount, len(t.SplitFeature)), strconv.Itoa)
 	}
 	b.WriteString("is_linear=0\n")
 	fmt.Fprintf(b, "shrinkage=%s\n", fmtFloat(t.Shrinkage))
 	b.WriteByte('\n') // exactly one blank line ends a tree (leaves breaks on three)
 }
 
-func orZeros(v []float64, n int) []float64 {
+// orZeros is v when it has n values, else n zeros.
+func orZeros[T any](v []T, n int) []T {
 	if len(v) == n {
 		return v
 	}
-	return make([]float64, n)
-}
-
-func orZerosInt(v []int, n int) []int {
-	if len(v) == n {
-		return v
-	}
-	return make([]int, n)
+	return make([]T, n)
 }
 
 // MarshalText writes the model in LightGBM's v3 text format. tree_sizes holds

@@ -543,13 +543,13 @@ func (e *Engine) health(ctx context.Context) (int, error) {
 	return resp.StatusCode, nil
 }
 
-// getJSON fetches path and decodes it into v.
-func (e *Engine) getJSON(ctx context.Context, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.base+path, nil)
+// getJSON fetches base+path and decodes it into v.
+func getJSON(ctx context.Context, hc *http.Client, base, path string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := e.hc.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}
@@ -557,35 +557,62 @@ func (e *Engine) getJSON(ctx context.Context, path string, v any) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
-	return json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(v)
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(v); err != nil {
+		return fmt.Errorf("GET %s: %w", path, err)
+	}
+	return nil
 }
 
-// Version is the engine's vLLM version: from /version, else from the
-// "vLLM API server version X" log line, else "".
-func (e *Engine) Version(ctx context.Context) string {
+// ServerVersion is the version /version of the OpenAI-compatible server
+// at base reports (vLLM's).
+func ServerVersion(ctx context.Context, hc *http.Client, base string) (string, error) {
 	var v struct {
 		Version string `json:"version"`
 	}
-	if err := e.getJSON(ctx, "/version", &v); err == nil && v.Version != "" {
-		return v.Version
+	if err := getJSON(ctx, hc, base, "/version", &v); err != nil {
+		return "", err
 	}
-	return ParseLogFacts(e.ReadLog()).Version
+	return v.Version, nil
 }
 
-// ServedModel is data[0].id of /v1/models (what requests must name).
-func (e *Engine) ServedModel(ctx context.Context) (string, error) {
+// ServedModels are the ids /v1/models of the OpenAI-compatible server at
+// base lists (what requests must name).
+func ServedModels(ctx context.Context, hc *http.Client, base string) ([]string, error) {
 	var m struct {
 		Data []struct {
 			ID string `json:"id"`
 		} `json:"data"`
 	}
-	if err := e.getJSON(ctx, "/v1/models", &m); err != nil {
+	if err := getJSON(ctx, hc, base, "/v1/models", &m); err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(m.Data))
+	for i, d := range m.Data {
+		ids[i] = d.ID
+	}
+	return ids, nil
+}
+
+// Version is the engine's vLLM version: from /version, else from the
+// "vLLM API server version X" log line, else "".
+func (e *Engine) Version(ctx context.Context) string {
+	if v, err := ServerVersion(ctx, e.hc, e.base); err == nil && v != "" {
+		return v
+	}
+	return ParseLogFacts(e.ReadLog()).Version
+}
+
+// ServedModel is the first model /v1/models lists (what requests must
+// name).
+func (e *Engine) ServedModel(ctx context.Context) (string, error) {
+	ids, err := ServedModels(ctx, e.hc, e.base)
+	if err != nil {
 		return "", err
 	}
-	if len(m.Data) == 0 {
+	if len(ids) == 0 {
 		return "", errors.New("GET /v1/models: no model served")
 	}
-	return m.Data[0].ID, nil
+	return ids[0], nil
 }
 
 // Members lists the live (non-zombie) processes of the engine's group.

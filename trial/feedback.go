@@ -1,6 +1,7 @@
 package trial
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"strconv"
@@ -28,11 +29,11 @@ func DefaultFeedbackConfig() FeedbackConfig {
 
 func (c FeedbackConfig) withDefaults() FeedbackConfig {
 	d := DefaultFeedbackConfig()
-	setDefault(&c.Windows, d.Windows)
-	setDefault(&c.Step, d.Step)
-	setDefault(&c.Backoff, d.Backoff)
-	setDefault(&c.MinStep, d.MinStep)
-	setDefault(&c.MaxRate, d.MaxRate)
+	c.Windows = cmp.Or(c.Windows, d.Windows)
+	c.Step = cmp.Or(c.Step, d.Step)
+	c.Backoff = cmp.Or(c.Backoff, d.Backoff)
+	c.MinStep = cmp.Or(c.MinStep, d.MinStep)
+	c.MaxRate = cmp.Or(c.MaxRate, d.MaxRate)
 	return c
 }
 

@@ -93,17 +93,8 @@ func LatencyFromFamilies(fams map[string]*dto.MetricFamily) LatencyScrape {
 		out[name] = h
 	}
 	for _, names := range [][]string{CounterPrefixQueries, CounterPrefixHits} {
-		for _, name := range names {
-			mf, ok := fams[name]
-			if !ok {
-				continue
-			}
-			var v float64
-			for _, m := range mf.GetMetric() {
-				v += m.GetCounter().GetValue() + m.GetUntyped().GetValue()
-			}
+		if v, ok := familySum(fams, names...); ok {
 			out[names[0]] = Histogram{Sum: v, Count: v}
-			break
 		}
 	}
 	return out

@@ -24,14 +24,11 @@ var ErrAllFailed = errors.New("every request of the level failed")
 // failed requests. The zero value of a knob means its default (as
 // DefaultConfig).
 type LevelMeasurer struct {
-	Client    *Client
-	Stability StabilityConfig
-	SLO       SLO
-	// MaxRequests caps a duration-bound closed loop.
-	MaxRequests int
-	// UnhealthyErrorRate: a level failing more of its requests than this
-	// is judged (Judge).
-	UnhealthyErrorRate float64
+	Client *Client
+	SLO    SLO
+	// LevelConfig: its Stability, MaxRequests and UnhealthyErrorRate
+	// (capacity and feedback mode are MeasureLevels').
+	LevelConfig
 	// Exited is closed when the server has died (nil: a server this
 	// process did not start); Died is the error to end with then.
 	Exited <-chan struct{}
@@ -51,6 +48,58 @@ type LevelMeasurer struct {
 	// OnLevel is called as each level starts (progress).
 	OnLevel func(idx int, load float64, closed bool)
 	Logger  *slog.Logger
+}
+
+// LevelConfig is how levels are measured, as trials (Config) and
+// benchmark runs (bench.Config) set it: the steady-state rule, the caps of
+// a duration-bound or capacity-mode level, feedback mode and the error
+// rate that makes a level unhealthy. A field <= 0 (zero Stability and
+// Feedback) means its default (SetDefaults; Feedback: HoldSLO's).
+type LevelConfig struct {
+	Stability StabilityConfig
+	// MaxRequests caps a duration-bound closed loop.
+	MaxRequests int
+	// Capacity mode: bracketing cap, level budget and relative resolution.
+	MaxConcurrency    int
+	MaxRate           float64
+	CapacityLevels    int
+	CapacityTolerance float64
+	// CapacityRounds: in capacity mode a closed-loop level sends at least
+	// this many requests per unit of concurrency (and a warm-up of one
+	// round), so every level reaches a steady state (see CapacityWorkload).
+	CapacityRounds int
+	// Feedback tunes feedback mode (Workload.Feedback; zero: defaults).
+	Feedback FeedbackConfig
+	// UnhealthyErrorRate: a level failing more of its requests than this
+	// is judged (LevelMeasurer.Judge).
+	UnhealthyErrorRate float64
+}
+
+// DefaultLevelConfig returns the defaults.
+func DefaultLevelConfig() LevelConfig {
+	return LevelConfig{Stability: DefaultStabilityConfig(), MaxRequests: 20000, MaxConcurrency: 1024, MaxRate: 10000,
+		CapacityLevels: 8, CapacityTolerance: 0.1, CapacityRounds: 3, UnhealthyErrorRate: 0.5}
+}
+
+// SetDefaults gives every unset field of c its default.
+func (c *LevelConfig) SetDefaults() {
+	d := DefaultLevelConfig()
+	if c.Stability == (StabilityConfig{}) {
+		c.Stability = d.Stability
+	}
+	c.MaxRequests = orDefault(c.MaxRequests, d.MaxRequests)
+	c.MaxConcurrency = orDefault(c.MaxConcurrency, d.MaxConcurrency)
+	c.MaxRate = orDefault(c.MaxRate, d.MaxRate)
+	c.CapacityLevels = orDefault(c.CapacityLevels, d.CapacityLevels)
+	c.CapacityTolerance = orDefault(c.CapacityTolerance, d.CapacityTolerance)
+	c.CapacityRounds = orDefault(c.CapacityRounds, d.CapacityRounds)
+	c.UnhealthyErrorRate = orDefault(c.UnhealthyErrorRate, d.UnhealthyErrorRate)
+}
+
+// Capacity is c's capacity mode.
+func (c LevelConfig) Capacity() CapacityConfig {
+	return CapacityConfig{MaxConcurrency: c.MaxConcurrency, MaxRate: c.MaxRate, Levels: c.CapacityLevels,
+		Tolerance: c.CapacityTolerance, Rounds: c.CapacityRounds}
 }
 
 // LevelTelemetry is what a LevelMeasurer samples during a level: the GPUs
@@ -106,11 +155,9 @@ const failFastAfter = 50
 // context-length rejection (ContextLengthError), Judge's verdict, or
 // ErrAllFailed. A level returned with an error is measured and kept.
 func (m *LevelMeasurer) Measure(ctx context.Context, idx int, v float64, lw Workload) (*MeasuredLevel, error) {
-	d := DefaultConfig()
-	sc := m.Stability
-	if sc == (StabilityConfig{}) {
-		sc = d.Stability
-	}
+	c := m.LevelConfig
+	c.SetDefaults()
+	sc := c.Stability
 	closed := lw.Arrival.Closed()
 	if closed {
 		sc.Concurrency = lw.Arrival.Concurrency
@@ -126,7 +173,7 @@ func (m *LevelMeasurer) Measure(ctx context.Context, idx int, v float64, lw Work
 	durationBound := lw.NumRequests <= 0
 	if durationBound {
 		if closed {
-			lw.NumRequests = orDefault(m.MaxRequests, d.MaxRequests)
+			lw.NumRequests = c.MaxRequests
 		} else {
 			lw.NumRequests = max(1, int(math.Ceil(lw.Arrival.Rate*lw.Duration.Seconds())))
 		}
@@ -191,22 +238,23 @@ func (m *LevelMeasurer) Measure(ctx context.Context, idx int, v float64, lw Work
 	if hc == nil {
 		hc = &http.Client{Timeout: 5 * time.Second}
 	}
-	var tel *TelemetryRecording
+	var rec *TelemetryRecording
 	if t := m.Telemetry; t != nil {
 		scrape := m.MetricsURL
 		if t.ScrapeEvery <= 0 {
 			scrape = ""
 		}
-		tel = RecordTelemetry(lctx, t.GPU, t.SampleEvery, hc, scrape, t.ScrapeEvery)
+		rec = RecordTelemetry(lctx, t.GPU, t.SampleEvery, hc, scrape, t.ScrapeEvery)
 	}
 	var probe *LatencyProbe
 	if m.MetricsURL != "" {
 		probe = StartLatencyProbe(ctx, hc, m.MetricsURL)
 	}
 	recs := m.Client.Drive(lctx, specs, Load{Concurrency: lw.Arrival.Concurrency, Rate: lw.Arrival.Rate, Salt: idx}, gate)
-	var out MeasuredLevel
-	if tel != nil {
-		out.Telemetry, _, _, out.Throttled = tel.Stop()
+	var tel Telemetry
+	var throttled bool
+	if rec != nil {
+		tel, _, _, throttled = rec.Stop()
 	}
 	cancel()
 	<-watchDone
@@ -218,63 +266,129 @@ func (m *LevelMeasurer) Measure(ctx context.Context, idx int, v float64, lw Work
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	met, a := SummarizeLevel(recs, sc, m.SLO)
-	if !closed {
-		MarkOverload(recs, &met)
+	end := LevelEnd{Index: idx, Load: lw, Stability: sc, SLO: m.SLO,
+		Extended: extended, Throttled: throttled, Judge: m.Judge,
+		UnhealthyErrorRate: c.UnhealthyErrorRate}
+	if early {
+		end.EarlyStop = &earlyA
 	}
 	if probe != nil {
 		b, err := probe.Finish(ctx, recs)
 		if err != nil {
 			m.logger().Debug("no latency breakdown", "error", err)
 		}
-		met.Breakdown = b
-		met.PrefixCache = probe.PrefixCache()
+		end.Breakdown, end.PrefixCache = b, probe.PrefixCache()
 	}
-	sloMet, viol := m.SLO.Check(&met)
+	end.ElapsedS = time.Since(start).Seconds()
+	out, err := FinishLevel(ctx, recs, end)
+	out.Telemetry = tel
+	m.logger().Info("level measured", "load", v, "closed", closed, "requests", len(recs), "completed", out.Metrics.Completed,
+		"failed", out.Metrics.Failed, "out_tok_s", math.Round(out.Metrics.OutputThroughput), "slo_met", out.SLOMet, "stable", out.Stability.Stable)
+	return out, err
+}
+
+// LevelEnd is what a level's measurement knows beside its records when
+// the level ends: how FinishLevel summarizes and judges them.
+type LevelEnd struct {
+	Index     int      // the level's number
+	Load      Workload // the level's workload (AtLoad): closed or open loop, at which load
+	Stability StabilityConfig
+	SLO       SLO
+	// Breakdown and PrefixCache: the server's latency breakdown and
+	// prefix-cache figures over the level (nil: unknown).
+	Breakdown   *Breakdown
+	PrefixCache *PrefixCache
+	ElapsedS    float64
+	// EarlyStop is the analysis the level stopped early on (nil: it ran
+	// to its end), Extended the times it was extended, Throttled whether
+	// a GPU throttle was seen: the live engine's.
+	EarlyStop *Analysis
+	Extended  int
+	Throttled bool
+	// UnhealthyErrorRate > 0 is the live engine's failure accounting: a
+	// level with no measured request is kept, one failing at most this
+	// share of its requests passes, one failing more is judged (Judge,
+	// when set) and, none of its requests completed, is ErrAllFailed.
+	// 0 (the virtual clock, whose only failures are context-length
+	// rejections): a level with no request completed is ErrAllFailed.
+	UnhealthyErrorRate float64
+	Judge              func(ctx context.Context, recs []Record, m *Metrics) error
+}
+
+// FinishLevel is how a measured level's records become a MeasuredLevel,
+// on the live engine (LevelMeasurer) and the virtual clock alike: the
+// warm-up cut and steady-state analysis (SummarizeLevel), an open loop's
+// overload, the latency breakdown, the stability verdict (an early stop's
+// when the level stopped early) and the SLO's. Its error ends the
+// measurement: a context-length rejection (ContextLengthError), the
+// Judge's verdict, or ErrAllFailed; the level is returned with it.
+func FinishLevel(ctx context.Context, recs []Record, e LevelEnd) (*MeasuredLevel, error) {
+	closed := e.Load.Arrival.Closed()
+	sc := e.Stability
+	if closed {
+		sc.Concurrency = e.Load.Arrival.Concurrency
+	}
+	met, a := SummarizeLevel(recs, sc, e.SLO)
+	if !closed {
+		MarkOverload(recs, &met)
+	}
+	met.Breakdown, met.PrefixCache = e.Breakdown, e.PrefixCache
 	st := a.Stability
-	if early {
+	if e.EarlyStop != nil {
 		// The verdict the stop was decided on, when every request done
 		// had been served at full load (the final analysis leaves out
 		// those that ended after the last send: the load was draining).
-		st = earlyA.Stability
+		st = e.EarlyStop.Stability
 		st.WarmupS = a.WarmupS
 		st.Reason = strings.TrimSuffix(fmt.Sprintf("early stop at throughput CI half-width %.1f%%; %s", 100*st.CIHalfWidth, st.Reason), "; ")
 	}
-	st.Extended, st.EarlyStopped = extended, early
+	st.Extended, st.EarlyStopped = e.Extended, e.EarlyStop != nil
 	st.NoteOverload(&met)
-	if out.Throttled {
+	if e.Throttled {
 		st.Throttled, st.Stable = true, false
 	}
-	out.Level = Level{Metrics: met, SLOMet: sloMet, Violations: viol, Stability: st}
-	if closed {
-		out.Concurrency = lw.Arrival.Concurrency
+	out := &MeasuredLevel{Level: NewLevel(met, st, e.SLO, e.Load),
+		Records: recs, WindowThroughput: a.WindowThroughput, ElapsedS: e.ElapsedS, Throttled: e.Throttled}
+	return out, e.account(ctx, recs, &out.Metrics)
+}
+
+// NewLevel is the level of metrics m and stability st measured at load
+// lw (a closed loop's concurrency, an open loop's rate), with slo's
+// verdict.
+func NewLevel(m Metrics, st Stability, slo SLO, lw Workload) Level {
+	met, viol := slo.Check(&m)
+	l := Level{Metrics: m, SLOMet: met, Violations: viol, Stability: st}
+	if lw.Arrival.Closed() {
+		l.Concurrency = lw.Arrival.Concurrency
 	} else {
-		out.Rate = lw.Arrival.Rate
+		l.Rate = lw.Arrival.Rate
 	}
-	out.Records, out.WindowThroughput, out.ElapsedS = recs, a.WindowThroughput, time.Since(start).Seconds()
-	m.logger().Info("level measured", "load", v, "closed", closed, "requests", len(recs), "completed", met.Completed,
-		"failed", met.Failed, "out_tok_s", math.Round(met.OutputThroughput), "slo_met", sloMet, "stable", st.Stable)
-	return &out, m.account(ctx, recs, &out.Metrics)
+	return l
 }
 
 // account is the failure accounting of a measured level: the error that
 // ends the measurement, or nil.
-func (m *LevelMeasurer) account(ctx context.Context, recs []Record, met *Metrics) error {
+func (e *LevelEnd) account(ctx context.Context, recs []Record, met *Metrics) error {
 	if err := ContextLengthError(recs); err != nil {
 		return err
 	}
-	if met.Completed+met.Failed == 0 || met.ErrorRate <= orDefault(m.UnhealthyErrorRate, DefaultConfig().UnhealthyErrorRate) {
-		return nil
-	}
-	if m.Judge != nil {
-		if err := m.Judge(ctx, recs, met); err != nil {
-			return err
+	if e.UnhealthyErrorRate > 0 {
+		if met.Completed+met.Failed == 0 || met.ErrorRate <= e.UnhealthyErrorRate {
+			return nil
+		}
+		if e.Judge != nil {
+			if err := e.Judge(ctx, recs, met); err != nil {
+				return err
+			}
 		}
 	}
-	if met.Completed == 0 {
-		return fmt.Errorf("%w: %d of %d, first: %s", ErrAllFailed, met.Failed, met.Failed, strings.TrimSpace(Redact(firstErr(recs))))
+	switch {
+	case met.Completed > 0:
+		return nil
+	case met.Failed == 0:
+		return fmt.Errorf("%w: level %d", ErrAllFailed, e.Index)
 	}
-	return nil
+	return fmt.Errorf("%w: %d of %d, first: %s", ErrAllFailed, met.Failed, met.Failed, strings.TrimSpace(Redact(firstErr(recs))))
 }
 
 func (m *LevelMeasurer) logger() *slog.Logger {

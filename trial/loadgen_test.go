@@ -1,6 +1,7 @@
 package trial
 
 import (
+	"cmp"
 	"context"
 	"net"
 	"net/http"
@@ -328,7 +329,7 @@ func peakOverlap(recs []Record) int {
 	}
 	slices.SortFunc(evs, func(a, b ev) int {
 		if a.at != b.at {
-			return cmpDur(a.at, b.at)
+			return cmp.Compare(a.at, b.at)
 		}
 		return a.delta - b.delta // ends before starts at the same instant
 	})

@@ -1,6 +1,7 @@
 package trial
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,24 +57,10 @@ type Config struct {
 	GPUIdentity GPUIdentity
 	SampleEvery time.Duration // GPU sampling period (default 100 ms, ~10 Hz)
 	ScrapeEvery time.Duration // engine /metrics period (default 1 s)
-	Stability   StabilityConfig
-	// Capacity mode: bracketing cap, level budget and relative resolution.
-	MaxConcurrency    int
-	MaxRate           float64
-	CapacityLevels    int
-	CapacityTolerance float64
-	// CapacityRounds: in capacity mode a closed-loop level sends at least
-	// this many requests per unit of concurrency (and a warm-up of one
-	// round), so every level reaches a steady state (see CapacityWorkload).
-	CapacityRounds int
-	// MaxRequests caps a duration-bound closed loop.
-	MaxRequests int
-	// Feedback tunes feedback mode (Workload.Feedback; zero: defaults).
-	Feedback FeedbackConfig
-	// UnhealthyErrorRate: a level failing more requests than this fails the
-	// trial as unhealthy.
-	UnhealthyErrorRate float64
-	Logger             *slog.Logger
+	// LevelConfig: how levels are measured. A level failing more of its
+	// requests than UnhealthyErrorRate fails the trial as unhealthy.
+	LevelConfig
+	Logger *slog.Logger
 	// Progress, when set, is called at each phase (from Run's goroutine).
 	Progress func(Event)
 }
@@ -92,9 +79,7 @@ func DefaultConfig() Config {
 	return Config{
 		Host: "127.0.0.1", StartupTimeout: 15 * time.Minute, RequestTimeout: 5 * time.Minute, MaxLineBytes: DefaultMaxLineBytes,
 		StopGrace: 10 * time.Second, FreeTimeout: 2 * time.Minute, Telemetry: "auto",
-		SampleEvery: 100 * time.Millisecond, ScrapeEvery: time.Second, Stability: DefaultStabilityConfig(),
-		MaxConcurrency: 1024, MaxRate: 10000, CapacityLevels: 8, CapacityTolerance: 0.1, CapacityRounds: 3,
-		MaxRequests: 20000, UnhealthyErrorRate: 0.5,
+		SampleEvery: 100 * time.Millisecond, ScrapeEvery: time.Second, LevelConfig: DefaultLevelConfig(),
 	}
 }
 
@@ -122,25 +107,16 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if err := os.MkdirAll(cfg.LogDir, 0o755); err != nil {
 		return nil, fmt.Errorf("trial runner: %w", err)
 	}
-	setDefault(&cfg.Host, d.Host)
-	setDefault(&cfg.StartupTimeout, d.StartupTimeout)
-	setDefault(&cfg.RequestTimeout, d.RequestTimeout)
-	setDefault(&cfg.MaxLineBytes, d.MaxLineBytes)
-	setDefault(&cfg.StopGrace, d.StopGrace)
-	setDefault(&cfg.FreeTimeout, d.FreeTimeout)
-	setDefault(&cfg.Telemetry, d.Telemetry)
-	setDefault(&cfg.SampleEvery, d.SampleEvery)
-	setDefault(&cfg.ScrapeEvery, d.ScrapeEvery)
-	setDefault(&cfg.MaxConcurrency, d.MaxConcurrency)
-	setDefault(&cfg.MaxRate, d.MaxRate)
-	setDefault(&cfg.CapacityLevels, d.CapacityLevels)
-	setDefault(&cfg.CapacityTolerance, d.CapacityTolerance)
-	setDefault(&cfg.CapacityRounds, d.CapacityRounds)
-	setDefault(&cfg.MaxRequests, d.MaxRequests)
-	setDefault(&cfg.UnhealthyErrorRate, d.UnhealthyErrorRate)
-	if cfg.Stability == (StabilityConfig{}) {
-		cfg.Stability = d.Stability
-	}
+	cfg.Host = cmp.Or(cfg.Host, d.Host)
+	cfg.StartupTimeout = cmp.Or(cfg.StartupTimeout, d.StartupTimeout)
+	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, d.RequestTimeout)
+	cfg.MaxLineBytes = cmp.Or(cfg.MaxLineBytes, d.MaxLineBytes)
+	cfg.StopGrace = cmp.Or(cfg.StopGrace, d.StopGrace)
+	cfg.FreeTimeout = cmp.Or(cfg.FreeTimeout, d.FreeTimeout)
+	cfg.Telemetry = cmp.Or(cfg.Telemetry, d.Telemetry)
+	cfg.SampleEvery = cmp.Or(cfg.SampleEvery, d.SampleEvery)
+	cfg.ScrapeEvery = cmp.Or(cfg.ScrapeEvery, d.ScrapeEvery)
+	cfg.LevelConfig.SetDefaults()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -170,13 +146,6 @@ func NewRunner(cfg Config) (*Runner, error) {
 		}
 	}
 	return r, nil
-}
-
-func setDefault[T comparable](p *T, v T) {
-	var zero T
-	if *p == zero {
-		*p = v
-	}
 }
 
 // Close releases the telemetry source.
@@ -357,7 +326,7 @@ func (r *Runner) Run(ctx context.Context, cfg spaces.Config, w Workload) (res Re
 	lr := &levelRunner{m: r.levelMeasurer(eng, client, w)}
 	tm := time.Now()
 	var out LevelsOutcome
-	out, err = MeasureLevels(w, r.cfg.capacityConfig(), r.cfg.Feedback, func(v float64, lw Workload) (*MeasuredLevel, error) {
+	out, err = MeasureLevels(w, r.cfg.Capacity(), r.cfg.Feedback, func(v float64, lw Workload) (*MeasuredLevel, error) {
 		return lr.measure(ctx, v, lw)
 	})
 	res.Primary, res.Feedback = out.Primary, out.Feedback
@@ -511,8 +480,8 @@ func (lr *levelRunner) measure(ctx context.Context, v float64, lw Workload) (*Me
 // is classified from its log, a live one is unhealthy).
 func (r *Runner) levelMeasurer(eng *Engine, client *Client, w Workload) *LevelMeasurer {
 	m := &LevelMeasurer{
-		Client: client, Stability: r.cfg.Stability, SLO: w.SLO, MaxRequests: r.cfg.MaxRequests,
-		UnhealthyErrorRate: r.cfg.UnhealthyErrorRate, Exited: eng.Exited(), Died: func() error { return eng.Failure(true) },
+		Client: client, SLO: w.SLO, LevelConfig: r.cfg.LevelConfig,
+		Exited: eng.Exited(), Died: func() error { return eng.Failure(true) },
 		Logger: r.log,
 		OnLevel: func(idx int, v float64, closed bool) {
 			r.progress(Event{Phase: "level", Level: idx, Load: v, Closed: closed})
@@ -620,13 +589,7 @@ type CapacityConfig struct {
 
 // DefaultCapacityConfig is the capacity mode of DefaultConfig.
 func DefaultCapacityConfig() CapacityConfig {
-	d := DefaultConfig()
-	return d.capacityConfig()
-}
-
-func (c Config) capacityConfig() CapacityConfig {
-	return CapacityConfig{MaxConcurrency: c.MaxConcurrency, MaxRate: c.MaxRate, Levels: c.CapacityLevels,
-		Tolerance: c.CapacityTolerance, Rounds: c.CapacityRounds}
+	return DefaultLevelConfig().Capacity()
 }
 
 // FindCapacity is capacity mode, the one search of the live and the

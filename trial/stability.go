@@ -1,6 +1,7 @@
 package trial
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -90,7 +91,7 @@ func analyze(recs []Record, c StabilityConfig, fullLoad bool) Analysis {
 			kept = append(kept, &recs[i])
 		}
 	}
-	slices.SortStableFunc(kept, func(x, y *Record) int { return cmpDur(x.Start, y.Start) })
+	slices.SortStableFunc(kept, func(x, y *Record) int { return cmp.Compare(x.Start, y.Start) })
 	if len(kept) == 0 {
 		a.Reason = "no successful requests"
 		return a
@@ -443,16 +444,6 @@ func blockNoise(xs []float64, b int) (sd, df float64, ok bool) {
 		ss += x * x
 	}
 	return math.Sqrt(ss / float64(len(d)) / 2), float64(len(d) - 1), true
-}
-
-func cmpDur(a, b time.Duration) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // mserCut is MSER-b: over batch means of size b, the truncation d (in

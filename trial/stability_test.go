@@ -1,6 +1,7 @@
 package trial
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -288,7 +289,7 @@ func TestWarmupCutIgnoresDrain(t *testing.T) {
 	// The early-stop check when the 96th request is sent (80 of 120
 	// measured issued): the two slow rounds are cut and the rest agrees
 	// within 2%, where a 25% cap left one in (CI 2.6%).
-	slices.SortFunc(live, func(x, y Record) int { return cmpDur(x.Start, y.Start) })
+	slices.SortFunc(live, func(x, y Record) int { return cmp.Compare(x.Start, y.Start) })
 	var done []Record
 	for _, r := range live {
 		if r.Start+r.Latency() <= live[96].Start {

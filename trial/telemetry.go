@@ -100,27 +100,6 @@ func ParseEngineMetrics(r io.Reader) (EngineMetrics, error) {
 	if err != nil {
 		return EngineMetrics{}, err
 	}
-	sum := func(names ...string) (float64, bool) {
-		for _, n := range names {
-			mf, ok := fams[n]
-			if !ok {
-				continue
-			}
-			var s float64
-			for _, m := range mf.GetMetric() {
-				switch {
-				case m.GetGauge() != nil:
-					s += m.GetGauge().GetValue()
-				case m.GetCounter() != nil:
-					s += m.GetCounter().GetValue()
-				case m.GetUntyped() != nil:
-					s += m.GetUntyped().GetValue()
-				}
-			}
-			return s, true
-		}
-		return 0, false
-	}
 	maxOf := func(names ...string) float64 {
 		for _, n := range names {
 			if mf, ok := fams[n]; ok {
@@ -135,15 +114,40 @@ func ParseEngineMetrics(r io.Reader) (EngineMetrics, error) {
 	}
 	var em EngineMetrics
 	em.KVCacheUsage = maxOf("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
-	em.Running, _ = sum("vllm:num_requests_running")
-	em.Waiting, _ = sum("vllm:num_requests_waiting")
-	em.Preemptions, _ = sum("vllm:num_preemptions_total", "vllm:num_preemptions")
-	used, ok1 := sum("vllm_sim:gpu_memory_used_bytes")
-	total, ok2 := sum("vllm_sim:gpu_memory_total_bytes")
+	em.Running, _ = familySum(fams, "vllm:num_requests_running")
+	em.Waiting, _ = familySum(fams, "vllm:num_requests_waiting")
+	em.Preemptions, _ = familySum(fams, "vllm:num_preemptions_total", "vllm:num_preemptions")
+	used, ok1 := familySum(fams, "vllm_sim:gpu_memory_used_bytes")
+	total, ok2 := familySum(fams, "vllm_sim:gpu_memory_total_bytes")
 	if ok1 && ok2 {
 		em.GPUMemUsed, em.GPUMemTotal, em.HasGPUMemory = used, total, true
 	}
 	return em, nil
+}
+
+// familySum is the sum over its series of the first family of names that
+// fams holds (a metric's current name, then its deprecated ones), and
+// whether there was one.
+func familySum(fams map[string]*dto.MetricFamily, names ...string) (float64, bool) {
+	for _, n := range names {
+		mf, ok := fams[n]
+		if !ok {
+			continue
+		}
+		var s float64
+		for _, m := range mf.GetMetric() {
+			switch {
+			case m.GetGauge() != nil:
+				s += m.GetGauge().GetValue()
+			case m.GetCounter() != nil:
+				s += m.GetCounter().GetValue()
+			case m.GetUntyped() != nil:
+				s += m.GetUntyped().GetValue()
+			}
+		}
+		return s, true
+	}
+	return 0, false
 }
 
 // parseFamilies parses a Prometheus text exposition.

@@ -1,7 +1,6 @@
 package boltstore
 
 import (
-	"cmp"
 	"context"
 	"github.com/vllm-tuner/tuner/store"
 	"slices"
@@ -51,14 +50,6 @@ func (s *Store) HistoryTrials(ctx context.Context, q store.HistoryQuery) ([]stor
 			return nil, err
 		}
 	}
-	slices.SortStableFunc(out, func(a, b store.Trial) int {
-		if c := a.Started.Compare(b.Started); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.StudyID, b.StudyID); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Seq, b.Seq)
-	})
+	slices.SortStableFunc(out, store.CompareTrial)
 	return out, nil
 }

@@ -59,22 +59,16 @@ func (s *Store) UpdateJob(ctx context.Context, j store.Job) error {
 
 // Jobs returns every job, oldest first.
 func (s *Store) Jobs(ctx context.Context) ([]store.Job, error) {
-	var out []store.Job
-	err := s.view(ctx, func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketJobs)
-		if b == nil {
-			return nil
-		}
-		return b.ForEach(func(_, v []byte) error {
-			var j store.Job
-			if err := store.DecodeStrict(v, &j); err != nil {
-				return corrupt(tx, fmt.Errorf("job record: %w", err))
-			}
-			out = append(out, j) // decoding copies: v is not kept
-			return nil
-		})
-	})
-	return out, err
+	return list(ctx, s, bucketJobs, decodeJob)
+}
+
+// decodeJob decodes a stored job record.
+func decodeJob(v []byte) (store.Job, error) {
+	var j store.Job
+	if err := store.DecodeStrict(v, &j); err != nil {
+		return store.Job{}, fmt.Errorf("job record: %w", err)
+	}
+	return j, nil
 }
 
 // Job returns one job by ID.
@@ -93,8 +87,9 @@ func (s *Store) Job(ctx context.Context, id string) (store.Job, error) {
 		if v == nil {
 			return fmt.Errorf("job %s: %w", id, store.ErrNotFound)
 		}
-		if err := store.DecodeStrict(v, &j); err != nil {
-			return corrupt(tx, fmt.Errorf("job record: %w", err))
+		var err error
+		if j, err = decodeJob(v); err != nil {
+			return corrupt(tx, err)
 		}
 		return nil
 	})

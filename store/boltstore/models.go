@@ -56,18 +56,7 @@ func (s *Store) GetModel(ctx context.Context, name string) ([]byte, store.ModelM
 
 // ListModels returns the metadata of every stored model, by name.
 func (s *Store) ListModels(ctx context.Context) ([]store.ModelMeta, error) {
-	var out []store.ModelMeta
-	err := s.view(ctx, func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketModelMeta).ForEach(func(k, v []byte) error {
-			m, err := decodeModelMeta(v)
-			if err != nil {
-				return corrupt(tx, err)
-			}
-			out = append(out, m)
-			return nil
-		})
-	})
-	return out, err
+	return list(ctx, s, bucketModelMeta, decodeModelMeta)
 }
 
 // DeleteModel removes a model; deleting a missing one is not an error.
@@ -81,12 +70,5 @@ func (s *Store) DeleteModel(ctx context.Context, name string) error {
 }
 
 func decodeModelMeta(b []byte) (store.ModelMeta, error) {
-	var m store.ModelMeta
-	if err := store.DecodeStrict(b, &m); err != nil {
-		return store.ModelMeta{}, fmt.Errorf("decode model meta: %w", err)
-	}
-	if m.V > store.RecordVersion {
-		return store.ModelMeta{}, fmt.Errorf("decode model meta %s: record version %d: %w", m.Name, m.V, store.ErrTooNew)
-	}
-	return m, nil
+	return store.DecodeRecord[store.ModelMeta](b, false)
 }

@@ -70,16 +70,9 @@ func decodeTrial(b []byte, legacy bool) (store.Trial, error) {
 func DecodeStudy(b []byte) (store.Study, error) { return decodeStudy(b, true) }
 
 func decodeStudy(b []byte, legacy bool) (store.Study, error) {
-	var s store.Study
-	dec := store.DecodeStrict
-	if legacy {
-		dec = store.DecodeAny
-	}
-	if err := dec(b, &s); err != nil {
-		return store.Study{}, fmt.Errorf("decode study: %w", err)
-	}
-	if s.V > store.RecordVersion {
-		return store.Study{}, fmt.Errorf("decode study %s: record version %d: %w", s.ID, s.V, store.ErrTooNew)
+	s, err := store.DecodeRecord[store.Study](b, legacy)
+	if err != nil {
+		return store.Study{}, err
 	}
 	if s.V <= 0 && len(s.Key.Objectives) == 0 {
 		s.Key.Objectives = store.DefaultObjectives("") // schema 0 had no objectives

@@ -188,23 +188,8 @@ func (s *Store) Run(ctx context.Context, id string) (store.Run, error) {
 
 // Runs lists the runs matching f, oldest first.
 func (s *Store) Runs(ctx context.Context, f store.RunFilter) ([]store.Run, error) {
-	var out []store.Run
-	err := s.view(ctx, func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketRuns)
-		if b == nil {
-			return nil
-		}
-		return b.ForEach(func(_, v []byte) error {
-			r, err := decodeRun(v)
-			if err != nil {
-				return corrupt(tx, err)
-			}
-			if f.Match(&r) {
-				out = append(out, r)
-			}
-			return nil
-		})
-	})
+	out, err := list(ctx, s, bucketRuns, decodeRun)
+	out = slices.DeleteFunc(out, func(r store.Run) bool { return !f.Match(&r) })
 	for i := range out {
 		s.reportState(&out[i])
 	}

@@ -158,22 +158,7 @@ func getSchedule(tx *bolt.Tx, seq uint64) (store.Schedule, error) {
 
 // Schedules lists every schedule, oldest first.
 func (s *Store) Schedules(ctx context.Context) ([]store.Schedule, error) {
-	var out []store.Schedule
-	err := s.view(ctx, func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketSchedules)
-		if b == nil {
-			return nil
-		}
-		return b.ForEach(func(_, v []byte) error {
-			sc, err := store.UnmarshalSchedule(v)
-			if err != nil {
-				return corrupt(tx, err)
-			}
-			out = append(out, sc)
-			return nil
-		})
-	})
-	return out, err
+	return list(ctx, s, bucketSchedules, store.UnmarshalSchedule)
 }
 
 // FireSchedule records a firing (see store.DB), queueing job with it.

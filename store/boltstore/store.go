@@ -318,6 +318,27 @@ func syncDir(dir string) {
 // without an error.
 var errNoChange = errors.New("no change")
 
+// list is every record of a bucket (none: nil) in key order, as decode
+// reads it; a record it cannot read is damage to the file.
+func list[T any](ctx context.Context, s *Store, bucket []byte, decode func([]byte) (T, error)) ([]T, error) {
+	var out []T
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucket)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(_, v []byte) error {
+			r, err := decode(v)
+			if err != nil {
+				return corrupt(tx, err)
+			}
+			out = append(out, r) // decoding copies: v is not kept
+			return nil
+		})
+	})
+	return out, err
+}
+
 // view runs fn in one read-only transaction.
 func (s *Store) view(ctx context.Context, fn func(tx *bolt.Tx) error) error {
 	deadline, err := s.begin(ctx)

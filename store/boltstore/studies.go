@@ -1,6 +1,7 @@
 package boltstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -111,19 +112,9 @@ func allStudies(tx *bolt.Tx) ([]store.Study, error) {
 		if c := a.Created.Compare(b.Created); c != 0 {
 			return c
 		}
-		return compareStrings(a.ID, b.ID)
+		return cmp.Compare(a.ID, b.ID)
 	})
 	return out, err
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // corrupt wraps a decoding error of a record as damage to the file.

@@ -59,16 +59,7 @@ func (s *Store) UpdateJob(ctx context.Context, j store.Job) error {
 
 // Jobs returns every job, oldest first.
 func (s *Store) Jobs(ctx context.Context) ([]store.Job, error) {
-	var out []store.Job
-	err := s.tx(ctx, false, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, "SELECT rec::text FROM jobs ORDER BY seq")
-		if err != nil {
-			return err
-		}
-		out, err = collectJSON(rows, store.UnmarshalJob)
-		return err
-	})
-	return out, s.wrapRead(err)
+	return list(ctx, s, decodeRows(store.UnmarshalJob), "SELECT rec::text FROM jobs ORDER BY seq")
 }
 
 // Job returns one job by ID.

@@ -1,7 +1,6 @@
 package pgstore
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -92,16 +91,7 @@ func (s *Store) wrapRead(err error) error {
 
 // Studies lists every study, oldest first.
 func (s *Store) Studies(ctx context.Context) ([]store.Study, error) {
-	var out []store.Study
-	err := s.tx(ctx, false, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, "SELECT rec::text FROM studies ORDER BY created, id")
-		if err != nil {
-			return err
-		}
-		out, err = collectJSON(rows, store.UnmarshalStudy)
-		return err
-	})
-	return out, s.wrapRead(err)
+	return list(ctx, s, decodeRows(store.UnmarshalStudy), "SELECT rec::text FROM studies ORDER BY created, id")
 }
 
 // BeginTrial records a trial in state running and returns it with its
@@ -166,25 +156,40 @@ func getTrial(ctx context.Context, q querier, studyID string, seq uint64, lock b
 	return store.UnmarshalTrial([]byte(raw))
 }
 
-func collectTrials(rows pgx.Rows) ([]store.Trial, error) {
-	return collectJSON(rows, store.UnmarshalTrial)
+// collectTrials reads rows of trial records.
+var collectTrials = decodeRows(store.UnmarshalTrial)
+
+// decodeRows reads rows of one JSON text column (records are kept as the
+// bbolt store's JSON) through decode.
+func decodeRows[T any](decode func([]byte) (T, error)) func(pgx.Rows) ([]T, error) {
+	return func(rows pgx.Rows) ([]T, error) {
+		out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (T, error) {
+			var raw string
+			if err := r.Scan(&raw); err != nil {
+				var zero T
+				return zero, err
+			}
+			return decode([]byte(raw))
+		})
+		if len(out) == 0 {
+			return nil, err // none: nil, as the bbolt store answers
+		}
+		return out, err
+	}
 }
 
-// collectJSON reads rows of one JSON text column (records are kept as the
-// bbolt store's JSON) through decode.
-func collectJSON[T any](rows pgx.Rows, decode func([]byte) (T, error)) ([]T, error) {
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (T, error) {
-		var raw string
-		if err := r.Scan(&raw); err != nil {
-			var zero T
-			return zero, err
+// list is what one read-only query selects, its rows read by collect.
+func list[T any](ctx context.Context, s *Store, collect func(pgx.Rows) ([]T, error), sql string, args ...any) ([]T, error) {
+	var out []T
+	err := s.tx(ctx, false, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, sql, args...)
+		if err != nil {
+			return err
 		}
-		return decode([]byte(raw))
+		out, err = collect(rows)
+		return err
 	})
-	if len(out) == 0 {
-		return nil, err // none: nil, as the bbolt store answers
-	}
-	return out, err
+	return out, s.wrapRead(err)
 }
 
 // encodeSummary is a trial's summary as the sum column keeps it (the
@@ -455,16 +460,7 @@ func (s *Store) computeFront(ctx context.Context, name string, objs pareto.Objec
 
 // summaries reads a study's summaries from trial number from on.
 func (s *Store) summaries(ctx context.Context, studyID string, from uint64) ([]store.Summary, error) {
-	var out []store.Summary
-	err := s.tx(ctx, false, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, "SELECT study_id, sum FROM trials WHERE study_id = $1 AND seq >= $2 ORDER BY seq", studyID, int64(from))
-		if err != nil {
-			return err
-		}
-		out, err = collectSummaries(rows)
-		return err
-	})
-	return out, s.wrapRead(err)
+	return list(ctx, s, collectSummaries, "SELECT study_id, sum FROM trials WHERE study_id = $1 AND seq >= $2 ORDER BY seq", studyID, int64(from))
 }
 
 // historyStudies selects the studies of a history query in SQL.
@@ -507,20 +503,8 @@ func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Summ
 	if err != nil {
 		return nil, s.wrapRead(err)
 	}
-	slices.SortStableFunc(out, func(a, b store.Summary) int {
-		return cmpTrial(a.Started.Compare(b.Started), a.StudyID, b.StudyID, a.Seq, b.Seq)
-	})
+	slices.SortStableFunc(out, store.CompareSummary)
 	return out, nil
-}
-
-func cmpTrial(byTime int, sa, sb string, qa, qb uint64) int {
-	if byTime != 0 {
-		return byTime
-	}
-	if c := cmp.Compare(sa, sb); c != 0 {
-		return c
-	}
-	return cmp.Compare(qa, qb)
 }
 
 // HistoryTrials is History with the full trial records.
@@ -541,9 +525,7 @@ func (s *Store) HistoryTrials(ctx context.Context, q store.HistoryQuery) ([]stor
 	if err != nil {
 		return nil, s.wrapRead(err)
 	}
-	slices.SortStableFunc(out, func(a, b store.Trial) int {
-		return cmpTrial(a.Started.Compare(b.Started), a.StudyID, b.StudyID, a.Seq, b.Seq)
-	})
+	slices.SortStableFunc(out, store.CompareTrial)
 	return out, nil
 }
 
@@ -591,16 +573,7 @@ func (s *Store) GetModel(ctx context.Context, name string) ([]byte, store.ModelM
 
 // ListModels returns the metadata of every stored model, by name.
 func (s *Store) ListModels(ctx context.Context) ([]store.ModelMeta, error) {
-	var out []store.ModelMeta
-	err := s.tx(ctx, false, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, "SELECT meta::text FROM models ORDER BY name")
-		if err != nil {
-			return err
-		}
-		out, err = collectJSON(rows, store.UnmarshalModelMeta)
-		return err
-	})
-	return out, s.wrapRead(err)
+	return list(ctx, s, decodeRows(store.UnmarshalModelMeta), "SELECT meta::text FROM models ORDER BY name")
 }
 
 // DeleteModel removes a model; deleting a missing one is not an error.

@@ -136,16 +136,7 @@ func (s *Store) Schedule(ctx context.Context, id string) (store.Schedule, error)
 
 // Schedules lists every schedule, oldest first.
 func (s *Store) Schedules(ctx context.Context) ([]store.Schedule, error) {
-	var out []store.Schedule
-	err := s.tx(ctx, false, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, "SELECT rec::text FROM schedules ORDER BY seq")
-		if err != nil {
-			return err
-		}
-		out, err = collectJSON(rows, store.UnmarshalSchedule)
-		return err
-	})
-	return out, s.wrapRead(err)
+	return list(ctx, s, decodeRows(store.UnmarshalSchedule), "SELECT rec::text FROM schedules ORDER BY seq")
 }
 
 // FireSchedule records a firing (see store.DB), queueing job with it; the
@@ -246,7 +237,7 @@ func (s *Store) ScheduleFires(ctx context.Context, id string, n int) ([]store.Sc
 		if err != nil {
 			return err
 		}
-		out, err = collectJSON(rows, store.UnmarshalFire)
+		out, err = decodeRows(store.UnmarshalFire)(rows)
 		return err
 	})
 	slices.Reverse(out)
