@@ -299,7 +299,7 @@ func (e *executor) cell(ctx context.Context, srv Server, run, model string, c Ce
 			if srv.Alive(ctx) {
 				return nil
 			}
-			return fmt.Errorf("%w: %.0f%% of requests failed (%s)", ErrServerGone, 100*m.ErrorRate, strings.TrimSpace(trial.Redact(firstErr(recs))))
+			return fmt.Errorf("%w: %.0f%% of requests failed (%s)", ErrServerGone, 100*m.ErrorRate, strings.TrimSpace(trial.Redact(trial.FirstErr(recs))))
 		},
 		Telemetry: &trial.LevelTelemetry{GPU: cfg.GPU, SampleEvery: cfg.SampleEvery, ScrapeEvery: cfg.ScrapeEvery},
 		OnLevel:   func(_ int, v float64, closed bool) { e.progress(run, c.Name, v, closed) },
@@ -359,13 +359,4 @@ func (e *executor) levelResult(idx int, l *trial.MeasuredLevel) (store.LevelResu
 		lr.JoulesPerToken = l.Telemetry.EnergyJ / float64(m.TotalOutputTokens)
 	}
 	return lr, reqs
-}
-
-func firstErr(recs []trial.Record) string {
-	for i := range recs {
-		if recs[i].Err != "" {
-			return recs[i].Err
-		}
-	}
-	return ""
 }

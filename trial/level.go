@@ -388,7 +388,7 @@ func (e *LevelEnd) account(ctx context.Context, recs []Record, met *Metrics) err
 	case met.Failed == 0:
 		return fmt.Errorf("%w: level %d", ErrAllFailed, e.Index)
 	}
-	return fmt.Errorf("%w: %d of %d, first: %s", ErrAllFailed, met.Failed, met.Failed, strings.TrimSpace(Redact(firstErr(recs))))
+	return fmt.Errorf("%w: %d of %d, first: %s", ErrAllFailed, met.Failed, met.Failed, strings.TrimSpace(Redact(FirstErr(recs))))
 }
 
 func (m *LevelMeasurer) logger() *slog.Logger {

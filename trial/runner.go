@@ -500,7 +500,7 @@ func (r *Runner) levelMeasurer(eng *Engine, client *Client, w Workload) *LevelMe
 				return f
 			}
 			return &EngineError{Kind: ErrUnhealthy, ExitCode: -1, Tail: Tail(eng.ReadLog(), tailLines),
-				Line: fmt.Sprintf("%.0f%% of requests failed (health %v): %s", 100*m.ErrorRate, healthy, firstErr(recs))}
+				Line: fmt.Sprintf("%.0f%% of requests failed (health %v): %s", 100*m.ErrorRate, healthy, FirstErr(recs))}
 		},
 	}
 	if r.cfg.Telemetry != "none" {
@@ -567,7 +567,8 @@ func measuredOK(done []Record) int {
 	return n
 }
 
-func firstErr(recs []Record) string {
+// FirstErr is the error of the first failed request of recs ("": none).
+func FirstErr(recs []Record) string {
 	for _, r := range recs {
 		if r.Err != "" {
 			return r.Err
