@@ -27,7 +27,9 @@
 //     between the incumbent (the feasible config holding the most
 //     hypervolume on its own) and the nearest infeasible trial that would
 //     hold more, since a front's best config usually sits just inside an SLO
-//     bound. A config is never proposed twice (by ID); the final
+//     bound. Past the opening (LateAfter trials of the study's own) the
+//     search refines: every second ask may bisect, and mutations mix fine
+//     and coarse steps. A config is never proposed twice (by ID); the final
 //     re-measurement and its conservative ranking (median - k*MAD) belong to
 //     the loop (tuner.Aggregate).
 //   - SurrogateScorer: the Scorer over package surrogate (retrained on the
