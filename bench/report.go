@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"encoding/csv"
 	"fmt"
 	"io"
@@ -192,7 +193,7 @@ func throughputTable(c *store.CellResult) *table {
 			per = f1(l.OutputTokSPerGPU)
 		}
 		t.add(l.LoadString(), f2(m.RequestThroughput), f1(in), f1(m.OutputThroughput), f1(m.TotalTokenThroughput), orNA(m, "request_goodput", m.RequestGoodput),
-			fmt.Sprintf("%.1f%%", 100*l.SuccessRate), orDash(strings.Join(errs, " ")), stable,
+			fmt.Sprintf("%.1f%%", 100*l.SuccessRate), cmp.Or(strings.Join(errs, " "), "-"), stable,
 			fmt.Sprintf("%.0f%%", 100*l.Telemetry.MaxKVCacheUsage), fmt.Sprintf("%.0f", l.Telemetry.Preemptions), hit, per, j)
 	}
 	return t
@@ -291,13 +292,6 @@ func bucketTable(c *store.CellResult) *table {
 	return t
 }
 
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
 // CSVHeader are the columns of WriteCSV.
 var CSVHeader = []string{"run", "cell", "level", "load", "request", "start_ms", "prompt_tokens", "output_tokens",
 	"ttft_ms", "tpot_ms", "e2el_ms", "itl_mean_ms", "itl_p50_ms", "itl_p99_ms", "itl_max_ms", "warmup", "error"}
@@ -367,8 +361,8 @@ func ListTable(w io.Writer, runs []store.Run) {
 		if r.GPU.Name != "" {
 			gpu = fmt.Sprintf("%dx%s", max(1, r.GPU.Count), r.GPU.Name)
 		}
-		t.add(r.ID, string(r.State), r.Source, orDash(r.Model), gpu, orDash(strings.TrimSpace(r.Engine+" "+r.EngineVersion)),
-			orDash(r.Matrix), orDash(r.Tier), orDash(strings.Join(labels, ",")), r.Start.Format("2006-01-02 15:04"), strconv.Itoa(len(r.Cells)))
+		t.add(r.ID, string(r.State), r.Source, cmp.Or(r.Model, "-"), gpu, cmp.Or(strings.TrimSpace(r.Engine+" "+r.EngineVersion), "-"),
+			cmp.Or(r.Matrix, "-"), cmp.Or(r.Tier, "-"), cmp.Or(strings.Join(labels, ","), "-"), r.Start.Format("2006-01-02 15:04"), strconv.Itoa(len(r.Cells)))
 	}
 	t.text(w)
 }

@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"cmp"
 	"encoding/json"
 	"encoding/xml"
 	"fmt"
@@ -139,7 +140,7 @@ func WriteJUnit(w io.Writer, r *Report) error {
 	for _, row := range r.Rows {
 		detail := fmt.Sprintf("base %s, new %s, effect %s, minimum detectable effect %s, p %s, adjusted p %s, threshold %s, test %s",
 			value(row.Base, row.Metric.Unit), value(row.New, row.Metric.Unit), effect(row.Effect), mde(row.MDE),
-			pval(row.P), pval(row.AdjustedP), share(row.Threshold), orDash(row.Test))
+			pval(row.P), pval(row.AdjustedP), share(row.Threshold), cmp.Or(row.Test, "-"))
 		c := junitCase{Classname: row.Cell, Name: row.Metric.Name, Time: "0", SystemOut: string(row.Verdict) + ": " + detail}
 		switch row.Verdict {
 		case Regression:
@@ -231,13 +232,6 @@ func plural(n int) string {
 		return ""
 	}
 	return "s"
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 func code(s string) string { return "`" + strings.ReplaceAll(s, "`", "'") + "`" }

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"github.com/vllm-tuner/tuner/pareto"
@@ -60,6 +62,14 @@ func InsertPoints(f Front, ps []Point) (Front, bool) {
 	}
 	out := FrontOf(f.Key, f.Objectives, append(slices.Clone(f.Points), ps...))
 	return out, !SameFront(f, out)
+}
+
+// RandomID is 16 random hex digits: a writer session's ID (and a file
+// name's unique suffix).
+func RandomID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // StudyFrontName and GroupFrontName are the names (Front.Key) of a study's

@@ -26,10 +26,12 @@ type queueServer struct {
 	ttft, itl time.Duration
 	mu        sync.Mutex
 	free      []time.Time // when each slot's last reserved request ends
-	// What it did: every token's write time, each request's arrival by
-	// X-Request-Id, and the most a write was late for its deadline.
+	// What it did: every token's write time, each request's arrival and
+	// its tokens' write times by X-Request-Id, and the most a write was
+	// late for its deadline.
 	emits   []time.Time
 	arrived map[string]time.Time
+	writes  map[string][]time.Time
 	late    time.Duration
 }
 
@@ -44,6 +46,23 @@ func (s *queueServer) emittedRate(from, to time.Time) float64 {
 		}
 	}
 	return float64(n) / to.Sub(from).Seconds()
+}
+
+// deliveryLag is the longest a token took from the server's write to the
+// client's read (start from runStart): tokens written but not yet read
+// at the window's edges are what the client's count and the server's
+// may differ by, at most the rate times this lag.
+func (s *queueServer) deliveryLag(recs []Record, start time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var lag time.Duration
+	for _, r := range recs {
+		w := s.writes["tuner-"+strconv.Itoa(r.Index)]
+		for i := range min(len(w), len(r.Chunks)) {
+			lag = max(lag, start.Add(r.Start+r.Chunks[i]).Sub(w[i]))
+		}
+	}
+	return lag
 }
 
 // runStart maps the client's clock to the server's: the records' Start is
@@ -74,8 +93,10 @@ func (s *queueServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.free == nil {
 		s.free = make([]time.Time, s.slots)
 		s.arrived = map[string]time.Time{}
+		s.writes = map[string][]time.Time{}
 	}
-	s.arrived[r.Header.Get("X-Request-Id")] = time.Now()
+	id := r.Header.Get("X-Request-Id")
+	s.arrived[id] = time.Now()
 	k := 0
 	for i := range s.free {
 		if s.free[i].Before(s.free[k]) {
@@ -109,6 +130,7 @@ func (s *queueServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		now := time.Now()
 		s.mu.Lock()
 		s.emits = append(s.emits, now)
+		s.writes[id] = append(s.writes[id], now)
 		s.late = max(s.late, now.Sub(due))
 		s.mu.Unlock()
 	}
@@ -179,8 +201,8 @@ func TestThroughputMatchesQueueingServer(t *testing.T) {
 			// shifts writes, the absolute deadlines keep the rate).
 			onTime := math.Abs(emitted/tc.wantPerSecond-1) < 0.01
 			errPct := 100 * (got/tc.wantPerSecond - 1)
-			t.Logf("true %.1f tok/s (server on schedule: %v, latest write %v late): measured %.1f (%+.2f%%, window %s %.3f s), emitted in the window %.1f, vLLM bench's definition %.1f (%+.2f%%)",
-				tc.wantPerSecond, onTime, qs.late, got, errPct, m.ThroughputWindow, m.DurationS, emitted, m.BenchOutputThroughput, 100*(m.BenchOutputThroughput/tc.wantPerSecond-1))
+			t.Logf("true %.1f tok/s (server on schedule: %v, latest write %v late, longest delivery %v): measured %.1f (%+.2f%%, window %s %.3f s), emitted in the window %.1f, vLLM bench's definition %.1f (%+.2f%%)",
+				tc.wantPerSecond, onTime, qs.late, qs.deliveryLag(recs, qs.runStart(recs)), got, errPct, m.ThroughputWindow, m.DurationS, emitted, m.BenchOutputThroughput, 100*(m.BenchOutputThroughput/tc.wantPerSecond-1))
 			if !onTime {
 				// The truth is then unknown (the client lags as the server
 				// does, and a late server is not a steady one);
@@ -196,8 +218,14 @@ func TestThroughputMatchesQueueingServer(t *testing.T) {
 			// analytic rate: on schedule within 1% is not exact (at load
 			// ~20 the server wrote +0.32% in the window and the client
 			// measured +1.00% of the analytic rate, +0.68% of what it got).
-			if d := 100 * (got/emitted - 1); math.Abs(d) > 1 {
-				t.Errorf("output throughput %.1f tok/s is %+.2f%% off the %.1f tok/s the server wrote in the window (true rate %.1f)", got, d, emitted, tc.wantPerSecond)
+			// Tokens in flight at the window's edges add up to the longest
+			// delivery lag over the window's length (a few hundredths of a
+			// percent on a quiet machine; at load 14 with the race detector
+			// a 1.47% gap came with tokens read tens of ms after writing).
+			lag := qs.deliveryLag(recs, qs.runStart(recs))
+			allow := 1 + 100*lag.Seconds()/m.DurationS
+			if d := 100 * (got/emitted - 1); math.Abs(d) > allow {
+				t.Errorf("output throughput %.1f tok/s is %+.2f%% off the %.1f tok/s the server wrote in the window (true rate %.1f; allowed %.2f%% with tokens read up to %v after their write)", got, d, emitted, tc.wantPerSecond, allow, lag)
 			}
 			// Requests follow from tokens (every request has out tokens).
 			if d := math.Abs(m.RequestThroughput*out/got - 1); d > 1e-9 {

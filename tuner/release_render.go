@@ -2,6 +2,7 @@ package tuner
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"html/template"
 	"io"
@@ -19,11 +20,11 @@ type releaseRow struct {
 func (r *ReleaseReport) rows() []releaseRow {
 	var out []releaseRow
 	for _, m := range r.Models {
-		engine, runs := orDash(m.EngineVersion), m.Run
+		engine, runs := cmp.Or(m.EngineVersion, "-"), m.Run
 		if m.PrevRun != "" {
 			runs = m.Run + " vs " + m.PrevRun
 			if m.PrevEngineVersion != m.EngineVersion {
-				engine = orDash(m.EngineVersion) + " (was " + orDash(m.PrevEngineVersion) + ")"
+				engine = cmp.Or(m.EngineVersion, "-") + " (was " + cmp.Or(m.PrevEngineVersion, "-") + ")"
 			}
 		}
 		verdict := m.Verdict

@@ -1,6 +1,7 @@
 package tuner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -729,7 +730,7 @@ func keyDiff(a, b store.StudyKey) []string {
 	var d []string
 	add := func(name, x, y string) {
 		if x != y {
-			d = append(d, fmt.Sprintf("%s (%s, now %s)", name, orDash(x), orDash(y)))
+			d = append(d, fmt.Sprintf("%s (%s, now %s)", name, cmp.Or(x, "-"), cmp.Or(y, "-")))
 		}
 	}
 	add("model", a.Model, b.Model)
@@ -747,11 +748,4 @@ func keyDiff(a, b store.StudyKey) []string {
 		d = append(d, "the study key")
 	}
 	return d
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"maps"
@@ -105,17 +106,17 @@ func writeHistoryText(w io.Writer, rep *historyReport, labelKeys []string) error
 		case gate.Regression, gate.Improvement:
 			verdict = "<- " + verdict
 		}
-		row := []string{p.Run, p.Start.UTC().Format("2006-01-02 15:04"), orDashStr(strings.TrimSpace(p.Engine + " " + p.EngineVersion)), p.Cell,
+		row := []string{p.Run, p.Start.UTC().Format("2006-01-02 15:04"), cmp.Or(strings.TrimSpace(p.Engine+" "+p.EngineVersion), "-"), p.Cell,
 			fmtVal(p.Value, rep.Metric.Unit), fmt.Sprint(p.N), fmtPct(p.Effect), fmtP(p.P), verdict}
 		if len(labelKeys) == 0 {
 			var kv []string
 			for _, k := range slices.Sorted(maps.Keys(p.Labels)) {
 				kv = append(kv, k+"="+p.Labels[k])
 			}
-			row = append(row, orDashStr(strings.Join(kv, ",")))
+			row = append(row, cmp.Or(strings.Join(kv, ","), "-"))
 		}
 		for _, k := range labelKeys {
-			row = append(row, orDashStr(p.Labels[k]))
+			row = append(row, cmp.Or(p.Labels[k], "-"))
 		}
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
@@ -124,13 +125,6 @@ func writeHistoryText(w io.Writer, rep *historyReport, labelKeys []string) error
 	}
 	_, err := fmt.Fprintf(w, "change points: Mann-Whitney/permutation test against the previous run, alpha %g, threshold %g%%\n", rep.Alpha, 100*rep.Threshold)
 	return err
-}
-
-func orDashStr(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 func fmtVal(v *float64, unit string) string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -194,7 +195,7 @@ func printFront(w io.Writer, v frontView, sel selection) error {
 		where = "group " + v.Group
 	}
 	fmt.Fprintf(w, "Pareto front of %s (SLO %s; per config over all its runs, conservative values: throughput median - %g*MAD, latency median + %g*MAD): %d configs\n",
-		where, orDash(v.SLO), v.K, v.K, len(v.Front))
+		where, cmp.Or(v.SLO, "-"), v.K, v.K, len(v.Front))
 	rows := v.Front
 	if v.Recommended != nil && !slices.ContainsFunc(rows, func(c tuner.Candidate) bool { return c.ConfigID == v.RecommendedID }) {
 		rows = append(slices.Clone(rows), *v.Recommended)

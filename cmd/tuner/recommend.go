@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,7 +43,7 @@ type selection struct {
 // describe says which studies a command used, for stderr.
 func (sel selection) describe() string {
 	k := sel.Newest.Key
-	s := fmt.Sprintf("study %s: %s on %dx %s, engine %s, workload %s, SLO %s", sel.Newest.ID, servedName(k), k.GPUCount, k.GPU, k.Engine, k.Workload, orDash(k.SLO))
+	s := fmt.Sprintf("study %s: %s on %dx %s, engine %s, workload %s, SLO %s", sel.Newest.ID, servedName(k), k.GPUCount, k.GPU, k.Engine, k.Workload, cmp.Or(k.SLO, "-"))
 	if len(sel.Studies) > 1 {
 		s = fmt.Sprintf("%d studies (%s), newest %s", len(sel.Studies), strings.Join(studyIDs(sel.Studies), ", "), s)
 	} else {

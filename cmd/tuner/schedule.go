@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -187,7 +188,7 @@ func scheduleList(c *cli.Context) error {
 				last += " " + g.Verdict
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s of %s\t%s\t%s\n", sc.ID, sc.Name, sc.Cron, what, orDashStr(sc.Model), nextText(sc), last)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s of %s\t%s\t%s\n", sc.ID, sc.Name, sc.Cron, what, cmp.Or(sc.Model, "-"), nextText(sc), last)
 	}
 	return tw.Flush()
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -315,7 +316,7 @@ func startSearch(c *cli.Context, ss *tuner.Search, st store.DB, db string, share
 	}
 	w := c.App.Writer
 	if !c.Bool("json") {
-		fmt.Fprintf(w, "study %s: %s, engine %s, workload %s, SLO %s; db %s\n", run.Study.ID, ss.Target.Describe(), ss.Engine, ss.Workload.Name, orDash(ss.SLO.String()), st.Path())
+		fmt.Fprintf(w, "study %s: %s, engine %s, workload %s, SLO %s; db %s\n", run.Study.ID, ss.Target.Describe(), ss.Engine, ss.Workload.Name, cmp.Or(ss.SLO.String(), "-"), st.Path())
 		if run.Worker != "" {
 			fmt.Fprintf(w, "worker %s: %d other live workers on this study\n", run.Worker, run.OtherWorkers)
 		}
@@ -355,7 +356,7 @@ func dryRun(c *cli.Context, ss *tuner.Search, dbPath string) error {
 		}
 	}
 	ss.ApplyPrune(own, other)
-	fmt.Fprintf(w, "dry run: study %s, engine %s, workload %s, SLO %s, objectives %s\n\n", ss.Key.ID(), ss.Engine, ss.Workload.Name, orDash(ss.SLO.String()), ss.Metrics.Objectives())
+	fmt.Fprintf(w, "dry run: study %s, engine %s, workload %s, SLO %s, objectives %s\n\n", ss.Key.ID(), ss.Engine, ss.Workload.Name, cmp.Or(ss.SLO.String(), "-"), ss.Metrics.Objectives())
 	if err := printSpace(w, ss.Pruned, false); err != nil {
 		return err
 	}

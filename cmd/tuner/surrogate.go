@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -420,7 +421,7 @@ func surrogateList(c *cli.Context) error {
 			ms = append(ms, fmt.Sprintf("%s=%.3g", k, v))
 		}
 		slices.Sort(ms)
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", m.Name, orDash(m.Kind), m.Size, m.Created.Format("2006-01-02 15:04"), strings.Join(ms, " "))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", m.Name, cmp.Or(m.Kind, "-"), m.Size, m.Created.Format("2006-01-02 15:04"), strings.Join(ms, " "))
 	}
 	return tw.Flush()
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -309,7 +310,7 @@ func showConfig(c *cli.Context, s store.DB, id string) error {
 	fmt.Fprintf(w, "config %s: %s\n", id, shellJoin(v.Flags))
 	for _, cs := range v.Studies {
 		m, k, cnd := studyMetrics(store.Study{Key: cs.Key}), cs.Key, cs.Candidate
-		fmt.Fprintf(w, "study %s (%s on %dx %s, %s, workload %s, SLO %s): trials %s\n", cs.Study, servedName(k), k.GPUCount, k.GPU, k.Engine, k.Workload, orDash(k.SLO), strings.Join(cs.Trials, " "))
+		fmt.Fprintf(w, "study %s (%s on %dx %s, %s, workload %s, SLO %s): trials %s\n", cs.Study, servedName(k), k.GPUCount, k.GPU, k.Engine, k.Workload, cmp.Or(k.SLO, "-"), strings.Join(cs.Trials, " "))
 		if cnd.Throughput.N == 0 {
 			fmt.Fprintf(w, "  no usable measurement (%d failed)\n", cnd.Failed)
 			continue
@@ -429,7 +430,7 @@ func printTenants(w io.Writer, m *trial.Metrics) error {
 // vramLine is a trial's peak VRAM as `show` prints it: an estimate says so
 // and what it is made of; the device total only when one was read.
 func vramLine(r *trial.Result) string {
-	s := fmt.Sprintf("peak VRAM %.2f GiB (%s)", r.PeakVRAMGiB, orDash(r.VRAMSource))
+	s := fmt.Sprintf("peak VRAM %.2f GiB (%s)", r.PeakVRAMGiB, cmp.Or(r.VRAMSource, "-"))
 	if r.VRAMSource == tuner.VRAMEstimate {
 		s = fmt.Sprintf("peak VRAM ~%.2f GiB (estimated: --gpu-memory-utilization x GPU memory, not measured)", r.PeakVRAMGiB)
 	}
@@ -496,18 +497,11 @@ func studiesCommand() *cli.Command {
 					}
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%dx %s\t%s %s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Key.Model, r.Key.GPUCount, r.Key.GPU, r.Key.Engine, r.Key.EngineVersion,
-					r.Key.Workload, orDash(r.Key.SLO), r.Trials, strings.Join(states, " "), best, r.Created.Format(time.RFC3339))
+					r.Key.Workload, cmp.Or(r.Key.SLO, "-"), r.Trials, strings.Join(states, " "), best, r.Created.Format(time.RFC3339))
 			}
 			return tw.Flush()
 		},
 	}
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 func compareCommand() *cli.Command {

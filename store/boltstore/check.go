@@ -28,7 +28,7 @@ import (
 func (s *Store) Check(ctx context.Context) (store.CheckReport, error) {
 	rep := store.CheckReport{Path: s.path}
 	target := s
-	snap := filepath.Join(filepath.Dir(s.path), "."+filepath.Base(s.path)+".check-"+randomID())
+	snap := filepath.Join(filepath.Dir(s.path), "."+filepath.Base(s.path)+".check-"+store.RandomID())
 	defer os.Remove(snap)
 	if err := s.copyTo(ctx, snap, false); err == nil {
 		target = &Store{path: snap, opts: s.opts, log: s.log, noGate: true}
@@ -278,7 +278,7 @@ func (s *Store) Backup(ctx context.Context, dst string) error {
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("backup: %w", err)
 	}
-	tmp := abs + ".tmp-" + randomID()
+	tmp := abs + ".tmp-" + store.RandomID()
 	defer os.Remove(tmp)
 	if err := s.copyTo(ctx, tmp, true); err != nil {
 		return fmt.Errorf("backup to %s: %w", abs, err)

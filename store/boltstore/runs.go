@@ -190,6 +190,9 @@ func (s *Store) Run(ctx context.Context, id string) (store.Run, error) {
 func (s *Store) Runs(ctx context.Context, f store.RunFilter) ([]store.Run, error) {
 	out, err := list(ctx, s, bucketRuns, decodeRun)
 	out = slices.DeleteFunc(out, func(r store.Run) bool { return !f.Match(&r) })
+	if len(out) == 0 {
+		out = nil // none: nil (`bench list --json` prints null)
+	}
 	for i := range out {
 		s.reportState(&out[i])
 	}

@@ -83,6 +83,9 @@ func TestRunsLifecycle(t *testing.T) {
 		if len(ids) != len(tt.want) || (len(ids) > 0 && ids[0] != tt.want[0]) {
 			t.Errorf("Runs(%+v) = %v, want %v", tt.f, ids, tt.want)
 		}
+		if tt.want == nil && runs != nil {
+			t.Errorf("Runs(%+v) = %#v, want nil (JSON null)", tt.f, runs)
+		}
 	}
 }
 

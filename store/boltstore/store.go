@@ -2,8 +2,6 @@ package boltstore
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"github.com/vllm-tuner/tuner/store"
@@ -219,12 +217,6 @@ func (s *Store) sessionPath(id string) string {
 	return filepath.Join(s.sessionDir(), id+".lock")
 }
 
-func randomID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 // acquireSession creates and locks this writer's session file. It retries
 // when the file was removed between create and lock (a concurrent cleanup
 // took it for a dead session).
@@ -233,7 +225,7 @@ func (s *Store) acquireSession(ctx context.Context) error {
 		return err
 	}
 	for range 5 {
-		id := randomID()
+		id := store.RandomID()
 		p := s.sessionPath(id)
 		l, err := lockFile(ctx, p, true, time.Now().Add(s.opts.Timeout))
 		if err != nil {
@@ -287,7 +279,7 @@ func (s *Store) createIfMissing(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	tmp := s.path + ".new-" + randomID()
+	tmp := s.path + ".new-" + store.RandomID()
 	defer os.Remove(tmp)
 	db, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: s.opts.Timeout, NoSync: s.opts.NoSync})
 	if err != nil {

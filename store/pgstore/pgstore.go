@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -257,12 +256,6 @@ func (s *Store) tx(ctx context.Context, write bool, fn func(pgx.Tx) error) error
 	return s.scrub(err)
 }
 
-func randomID() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
-
 // Advisory lock keys: sessions and study locks in separate classes (the
 // two-int form), the low 32 bits of the ID as the key.
 const (
@@ -283,7 +276,7 @@ func (s *Store) startSession(ctx context.Context, cc *pgx.ConnConfig) error {
 		return err
 	}
 	for range 5 {
-		id := randomID()
+		id := store.RandomID()
 		var ok bool
 		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1, $2)", int32(classSession), lockKey(id)).Scan(&ok); err != nil {
 			conn.Close(ctx)
