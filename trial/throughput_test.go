@@ -195,14 +195,16 @@ func TestThroughputMatchesQueueingServer(t *testing.T) {
 				t.Fatalf("%d requests failed: %v", m.Failed, m.Errors)
 			}
 			got := m.OutputThroughput
-			from := qs.runStart(recs).Add(time.Duration(m.WindowStartS * float64(time.Second)))
+			start := qs.runStart(recs)
+			lag := qs.deliveryLag(recs, start)
+			from := start.Add(time.Duration(m.WindowStartS * float64(time.Second)))
 			emitted := qs.emittedRate(from, from.Add(time.Duration(m.DurationS*float64(time.Second))))
 			// On schedule: the server wrote at its analytic rate (a stall
 			// shifts writes, the absolute deadlines keep the rate).
 			onTime := math.Abs(emitted/tc.wantPerSecond-1) < 0.01
 			errPct := 100 * (got/tc.wantPerSecond - 1)
 			t.Logf("true %.1f tok/s (server on schedule: %v, latest write %v late, longest delivery %v): measured %.1f (%+.2f%%, window %s %.3f s), emitted in the window %.1f, vLLM bench's definition %.1f (%+.2f%%)",
-				tc.wantPerSecond, onTime, qs.late, qs.deliveryLag(recs, qs.runStart(recs)), got, errPct, m.ThroughputWindow, m.DurationS, emitted, m.BenchOutputThroughput, 100*(m.BenchOutputThroughput/tc.wantPerSecond-1))
+				tc.wantPerSecond, onTime, qs.late, lag, got, errPct, m.ThroughputWindow, m.DurationS, emitted, m.BenchOutputThroughput, 100*(m.BenchOutputThroughput/tc.wantPerSecond-1))
 			if !onTime {
 				// The truth is then unknown (the client lags as the server
 				// does, and a late server is not a steady one);
@@ -222,7 +224,6 @@ func TestThroughputMatchesQueueingServer(t *testing.T) {
 			// delivery lag over the window's length (a few hundredths of a
 			// percent on a quiet machine; at load 14 with the race detector
 			// a 1.47% gap came with tokens read tens of ms after writing).
-			lag := qs.deliveryLag(recs, qs.runStart(recs))
 			allow := 1 + 100*lag.Seconds()/m.DurationS
 			if d := 100 * (got/emitted - 1); math.Abs(d) > allow {
 				t.Errorf("output throughput %.1f tok/s is %+.2f%% off the %.1f tok/s the server wrote in the window (true rate %.1f; allowed %.2f%% with tokens read up to %v after their write)", got, d, emitted, tc.wantPerSecond, allow, lag)
