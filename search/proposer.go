@@ -60,8 +60,10 @@ type ProposerConfig struct {
 	Objectives pareto.Objectives // default store.DefaultObjectives("")
 	SLO        trial.SLO
 	// History is told before the first ask: observations with Weight >=
-	// SamplerMinWeight reach the sampler (warm start); all of them reach
-	// the scorer's Fit and count as tried when they are of this context.
+	// SamplerMinWeight reach the sampler and count as tried; all of them
+	// reach the scorer's Fit (another context's as a fading prior, see
+	// SurrogateScorer.Fit), but only this context's count towards
+	// MinScreenHistory.
 	History          []Observation
 	SamplerMinWeight float64 // default 1: only the study's own context
 	// Scorer screens candidates (nil: the sampler's own choice).
@@ -361,11 +363,15 @@ func (p *Proposer) Ask(ctx context.Context) (spaces.Config, error) {
 	return c, nil
 }
 
-// usable counts observations of this context with a measurement.
+// usable counts observations of this context with a measurement (weight at
+// least SamplerMinWeight). Another context's history does not start
+// screening: with it counted, a warm-started study screened from its second
+// trial on a surrogate that knew almost only the other context (see
+// SurrogateScorer.Fit).
 func (p *Proposer) usable() int {
 	n := 0
 	for _, o := range p.history {
-		if o.Result.Usable() {
+		if o.weight() >= p.cfg.SamplerMinWeight && o.Result.Usable() {
 			n++
 		}
 	}

@@ -1,0 +1,123 @@
+package search
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/surrogate"
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+// otherContext marks observations as another study's: weight 0.5 as tuner
+// search gives them, with their context when given.
+func otherContext(hist []Observation, tg *spaces.Target, w *trial.Workload) []Observation {
+	out := make([]Observation, len(hist))
+	for i, o := range hist {
+		o.Weight, o.Target, o.Workload = 0.5, tg, w
+		out[i] = o
+	}
+	return out
+}
+
+// TestWarmHistoryFadesInSurrogate: another study's trials are a prior that
+// fades as the study's own trials arrive, whatever their number. Fed into
+// one training set with the own trials, 150 trials of a study that measured
+// 3x the throughput in a context the features cannot tell apart (another
+// workload of the same target) outweighed 40 of the study's own (2.46x).
+func TestWarmHistoryFadesInSurrogate(t *testing.T) {
+	s := h100(t)
+	slo := trial.SLO{{Metric: "tpot_p99", Op: "<=", Limit: 40}}
+	tripled := func(c spaces.Config) *trial.Result {
+		r := synth(c)
+		if r.Usable() {
+			r.Levels[0].Metrics.OutputThroughput *= 3
+		}
+		return r
+	}
+	var cands []spaces.Config
+	for _, o := range randomHistory(t, s, 40, 5, synth) {
+		cands = append(cands, o.Config)
+	}
+	tg, w := s.Target(), smokeWorkload()
+	for _, tc := range []struct {
+		name   string
+		target *spaces.Target
+		w      *trial.Workload
+	}{
+		{"another study (tuner search: weight 0.5)", nil, nil},
+		{"named context (eval warm start)", tg, &w},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc, err := NewSurrogateScorer(s, smokeWorkload(), store.DefaultObjectives(""), slo, surrogate.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			other := otherContext(randomHistory(t, s, 150, 99, tripled), tc.target, tc.w)
+			ratio := func(own int) float64 {
+				hist := append(randomHistory(t, s, own, 7, synth), other...)
+				if err := sc.Fit(context.Background(), hist); err != nil {
+					t.Fatal(err)
+				}
+				preds, err := sc.Score(context.Background(), cands)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var sum float64
+				var n int
+				for i, c := range cands {
+					if r := synth(c); r.Usable() {
+						sum += math.Log(preds[i].Mean[0] / r.Metrics().OutputThroughput)
+						n++
+					}
+				}
+				return math.Exp(sum / float64(n))
+			}
+			r8, r40 := ratio(8), ratio(40)
+			t.Logf("predicted/true throughput: %.2f with 8 own trials, %.2f with 40", r8, r40)
+			if r40 >= r8 {
+				t.Fatalf("with 40 own trials the prediction is %.2fx the truth, with 8 %.2fx: the other context does not fade", r40, r8)
+			}
+			if r40 > 1.5 {
+				t.Fatalf("with 40 own trials (prior weight %d) the prediction is still %.2fx the truth", DefaultPriorWeight, r40)
+			}
+		})
+	}
+}
+
+// fitCounter is a Scorer and Fitter that counts fits and scores with synth.
+type fitCounter struct {
+	oracle
+	fits int
+}
+
+func (f *fitCounter) Fit(context.Context, []Observation) error { f.fits++; return nil }
+
+// TestScreeningWaitsForOwnMeasurements: screening (and the surrogate's
+// first fit) starts once the study has MinScreenHistory measurements of its
+// own; another context's history does not count towards it.
+func TestScreeningWaitsForOwnMeasurements(t *testing.T) {
+	s := h100(t)
+	objs := store.DefaultObjectives("")
+	for _, tc := range []struct {
+		name     string
+		hist     []Observation
+		wantFits bool // after the default and one more trial
+	}{
+		{"other context", otherContext(randomHistory(t, s, 20, 3, synth), nil, nil), false},
+		{"own context", randomHistory(t, s, 20, 3, synth), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fc := &fitCounter{oracle: oracle{objs}}
+			cfg := DefaultProposerConfig()
+			cfg.Space, cfg.Seed, cfg.Objectives, cfg.Scorer, cfg.History = s, 1, objs, fc, tc.hist
+			p := newProposer(t, cfg)
+			runProposer(t, p, 2, nil)
+			if got := fc.fits > 0; got != tc.wantFits {
+				t.Fatalf("after 2 asks with %s history the scorer was fitted %d times, want fitted %v", tc.name, fc.fits, tc.wantFits)
+			}
+		})
+	}
+}
