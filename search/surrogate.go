@@ -43,10 +43,6 @@ type SurrogateScorer struct {
 	own    int   // measured trials of the study's own context at the last fit
 
 	prior *priorModel
-	// transfer is a model of the history's other contexts alone (Fit),
-	// mixed in as the prior is while no prior is set.
-	transfer  *priorModel
-	transferN int // other-context samples transfer was trained on
 }
 
 // priorModel is a model trained elsewhere (a fleet's history, XGBoost in
@@ -188,36 +184,45 @@ func (pm *priorModel) complete() bool {
 	return !slices.Contains(pm.objIdx, -1) && !slices.Contains(pm.sloIdx, -1)
 }
 
-// Fit retrains on the history. With a prior (or other contexts' history),
-// too little history to train on is not an error: the prior scores alone.
+// OtherContextAfter is the number of the study's own measured trials from
+// which Fit trains on other contexts' observations too.
+const OtherContextAfter = 8
+
+// Fit retrains on the history. With a prior, too little history to train
+// on is not an error: the prior scores alone.
 //
 // Observations of another context (a Target or Workload of their own, or a
-// weight below 1: another study's trials) are a prior, not training data of
-// the study's own model: without a prior set, they train a model of their
-// own (again only when their number changes) that is mixed in as SetPrior's
-// is, with weight DefaultPriorWeight, so it steers the first trials and
-// fades as the study's own measurements arrive. Trained into one set with
-// the own trials, the 24 trials of a warm start outnumbered the study's
-// first ones: the tuner's warm start from 8B-H100-chat kept proposing
-// tensor_parallel_size 1 for Mixtral on two H100s (where it runs out of
-// memory) in up to 7 of its first 8 trials, and on the search-quality
-// evaluation (10 seeds, 24 trials) its median HV at 8 trials was 0.285
-// against 0.707 without the warm start.
+// weight below 1: another study's trials) join the training set only once
+// the study has OtherContextAfter measured trials of its own. Before, they
+// outnumber the own ones and stand in for them: warm-started from the
+// 24 trials of 8B-H100-chat, the tuner proposed tensor_parallel_size 1 for
+// Mixtral on two H100s (out of memory) in up to 7 of its first 8 trials. On
+// the search-quality evaluation (10 seeds, 24 trials) the warm start's
+// median HV at 8 trials was 0.285 on Mixtral and 0.180 on 8B-H100-chat
+// against 0.707 and 0.361 without it; training on the own trials alone
+// until then gave 0.68 and 0.27. Later they help: a model of them mixed in
+// as a fading prior instead (SetPrior's, weight 8) lowered the warm HV at 24
+// trials on 8B-H100-chat from 0.674 to 0.555, as the trees learn from the
+// context features how the other context differs only from enough own
+// trials.
 func (s *SurrogateScorer) Fit(ctx context.Context, history []Observation) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	hasPrior := s.prior != nil
-	s.mu.Unlock()
 	samples := make([]surrogate.Sample, 0, len(history))
-	var others []surrogate.Sample
 	own := 0
+	for _, o := range history {
+		if !otherContext(o) && o.Result != nil && o.Result.Usable() {
+			own++
+		}
+	}
 	for _, o := range history {
 		if o.Result != nil && o.Result.Failure == trial.FailInterrupted {
 			continue
 		}
-		other := o.Target != nil || o.Workload != nil || o.weight() < 1
+		if own < OtherContextAfter && otherContext(o) {
+			continue
+		}
 		sm := surrogate.Sample{Target: s.target, Workload: s.workload, Config: o.Config, Result: o.Result}
 		if o.Target != nil {
 			sm.Target = *o.Target
@@ -225,25 +230,13 @@ func (s *SurrogateScorer) Fit(ctx context.Context, history []Observation) error 
 		if o.Workload != nil {
 			sm.Workload = *o.Workload
 		}
-		switch {
-		case !other:
-			if o.Result != nil && o.Result.Usable() {
-				own++
-			}
-		case !hasPrior:
-			others = append(others, sm)
-			continue
-		}
 		samples = append(samples, sm)
-	}
-	if err := s.fitTransfer(others); err != nil {
-		return err
 	}
 	m, err := surrogate.Train(s.schema, samples, s.opts)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
-		if (s.prior != nil && s.prior.complete() || s.transfer != nil) && errors.Is(err, surrogate.ErrNoData) {
+		if s.prior != nil && s.prior.complete() && errors.Is(err, surrogate.ErrNoData) {
 			return nil
 		}
 		return fmt.Errorf("train surrogate on %d trials: %w", len(samples), err)
@@ -252,30 +245,10 @@ func (s *SurrogateScorer) Fit(ctx context.Context, history []Observation) error 
 	return nil
 }
 
-// fitTransfer trains the transfer model on the other contexts' samples
-// when their number changed since the last training (none: no transfer).
-func (s *SurrogateScorer) fitTransfer(others []surrogate.Sample) error {
-	s.mu.Lock()
-	done := s.transfer != nil && s.transferN == len(others)
-	s.mu.Unlock()
-	if done {
-		return nil
-	}
-	var pm *priorModel
-	if len(others) > 0 {
-		m, err := surrogate.Train(s.schema, others, s.opts)
-		switch {
-		case errors.Is(err, surrogate.ErrNoData):
-		case err != nil:
-			return fmt.Errorf("train surrogate on %d trials of other contexts: %w", len(others), err)
-		default:
-			pm = &priorModel{model: m, weight: DefaultPriorWeight, objIdx: s.objIdx, sloIdx: s.sloIdx}
-		}
-	}
-	s.mu.Lock()
-	s.transfer, s.transferN = pm, len(others)
-	s.mu.Unlock()
-	return nil
+// otherContext reports whether o was measured in another context than the
+// study's own.
+func otherContext(o Observation) bool {
+	return o.Target != nil || o.Workload != nil || o.weight() < 1
 }
 
 // Score predicts the candidates in the study's context.
@@ -285,9 +258,6 @@ func (s *SurrogateScorer) Score(ctx context.Context, cands []spaces.Config) ([]P
 	}
 	s.mu.Lock()
 	m, own, pm := s.model, s.own, s.prior
-	if pm == nil {
-		pm = s.transfer
-	}
 	s.mu.Unlock()
 	if m == nil && (pm == nil || !pm.complete()) {
 		return nil, ErrNotFitted
