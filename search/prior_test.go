@@ -3,7 +3,6 @@ package search
 import (
 	"context"
 	"errors"
-	"math"
 	"strings"
 	"testing"
 
@@ -56,21 +55,7 @@ func TestPriorScoresBeforeOwnHistoryAndFades(t *testing.T) {
 	if err := sc.SetPrior(trainPrior(t, sc, 150, 3), 8, s); err != nil {
 		t.Fatal(err)
 	}
-	meanRatio := func() float64 {
-		preds, err := sc.Score(context.Background(), cands)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var sum float64
-		var n int
-		for i, c := range cands {
-			if r := synth(c); r.Usable() {
-				sum += math.Log(preds[i].Mean[0] / r.Metrics().OutputThroughput)
-				n++
-			}
-		}
-		return math.Exp(sum / float64(n))
-	}
+	meanRatio := func() float64 { return throughputRatio(t, sc, cands) }
 	r0 := meanRatio()
 	t.Logf("prior alone: predicted/true throughput %.2f", r0)
 	if r0 < 2 || r0 > 4.5 {

@@ -63,25 +63,32 @@ func TestOtherContextWaitsForOwnTrials(t *testing.T) {
 			if err := sc.Fit(context.Background(), hist); err != nil {
 				t.Fatal(err)
 			}
-			preds, err := sc.Score(context.Background(), cands)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var sum float64
-			var n int
-			for i, c := range cands {
-				if r := synth(c); r.Usable() {
-					sum += math.Log(preds[i].Mean[0] / r.Metrics().OutputThroughput)
-					n++
-				}
-			}
-			r := math.Exp(sum / float64(n))
+			r := throughputRatio(t, sc, cands)
 			t.Logf("predicted/true throughput %.2f", r)
 			if r < tc.min || r > tc.max {
 				t.Fatalf("with %d own trials the surrogate predicts %.2fx the true throughput, want %.1f-%.1f", tc.own, r, tc.min, tc.max)
 			}
 		})
 	}
+}
+
+// throughputRatio is the geometric mean of sc's predicted over synth's true
+// throughput of the usable candidates.
+func throughputRatio(t *testing.T, sc *SurrogateScorer, cands []spaces.Config) float64 {
+	t.Helper()
+	preds, err := sc.Score(context.Background(), cands)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	var n int
+	for i, c := range cands {
+		if r := synth(c); r.Usable() {
+			sum += math.Log(preds[i].Mean[0] / r.Metrics().OutputThroughput)
+			n++
+		}
+	}
+	return math.Exp(sum / float64(n))
 }
 
 // fitCounter is a Scorer and Fitter that counts fits and scores with synth.
