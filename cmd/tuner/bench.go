@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -160,11 +159,7 @@ func benchRun(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	lvl := slog.LevelWarn
-	if c.Bool("verbose") {
-		lvl = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: lvl}))
+	log := cmdLogger(c)
 	dbPath, err := dbArg(c)
 	if err != nil {
 		return err
