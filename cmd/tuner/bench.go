@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -250,7 +249,7 @@ func benchShow(c *cli.Context) error {
 	return bench.WriteRun(c.App.Writer, &r, "text")
 }
 
-func benchExport(c *cli.Context) (err error) {
+func benchExport(c *cli.Context) error {
 	id, err := oneRunArg(c, "export")
 	if err != nil {
 		return err
@@ -263,20 +262,7 @@ func benchExport(c *cli.Context) (err error) {
 		return err
 	}
 	defer st.Close()
-	w := c.App.Writer
-	if p := c.String("output"); p != "" {
-		f, err := os.Create(p)
-		if err != nil {
-			return err
-		}
-		defer func() {
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-		}()
-		w = f
-	}
-	return tuner.WriteRunCSV(c.Context, st, &r, w)
+	return writeOutput(c.App.Writer, c.String("output"), func(w io.Writer) error { return tuner.WriteRunCSV(c.Context, st, &r, w) })
 }
 
 func benchPlot(c *cli.Context) error {
