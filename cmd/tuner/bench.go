@@ -14,6 +14,7 @@ import (
 	"github.com/vllm-tuner/tuner/bench"
 	"github.com/vllm-tuner/tuner/bounded"
 	"github.com/vllm-tuner/tuner/chart"
+	"github.com/vllm-tuner/tuner/internal/atomicfile"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/store/dbopen"
 	"github.com/vllm-tuner/tuner/trial"
@@ -338,7 +339,7 @@ func plotExt(out string) error {
 // writePlot writes a chart to out in the format its extension names
 // (.svg, .png or .html).
 func writePlot(out string, f chart.Figure) error {
-	return writeFileAtomic(out, func(w io.Writer) error { return chart.Render(w, f, strings.TrimPrefix(filepath.Ext(out), ".")) })
+	return atomicfile.Write(out, 0o644, func(w io.Writer) error { return chart.Render(w, f, strings.TrimPrefix(filepath.Ext(out), ".")) })
 }
 
 func writeBreakdownPlot(out, title string, bars []chart.BreakdownBar) error {
