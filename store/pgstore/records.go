@@ -54,14 +54,7 @@ func getStudy(ctx context.Context, q querier, id string, lock bool) (store.Study
 	if lock {
 		sql += " FOR UPDATE"
 	}
-	var raw string
-	if err := q.QueryRow(ctx, sql, id).Scan(&raw); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return store.Study{}, fmt.Errorf("study %s: %w", id, store.ErrNotFound)
-		}
-		return store.Study{}, err
-	}
-	return store.UnmarshalStudy([]byte(raw))
+	return getRecord(ctx, q, "study "+id, store.UnmarshalStudy, sql, id)
 }
 
 type querier interface {
@@ -146,14 +139,21 @@ func getTrial(ctx context.Context, q querier, studyID string, seq uint64, lock b
 	if lock {
 		sql += " FOR UPDATE"
 	}
+	return getRecord(ctx, q, "trial "+store.TrialID(studyID, seq), store.UnmarshalTrial, sql, studyID, int64(seq))
+}
+
+// getRecord reads the one record (a JSON text column) that sql selects and
+// decodes it; no row is store.ErrNotFound naming what ("study ID").
+func getRecord[T any](ctx context.Context, q querier, what string, decode func([]byte) (T, error), sql string, args ...any) (T, error) {
 	var raw string
-	if err := q.QueryRow(ctx, sql, studyID, int64(seq)).Scan(&raw); err != nil {
+	if err := q.QueryRow(ctx, sql, args...).Scan(&raw); err != nil {
+		var zero T
 		if errors.Is(err, pgx.ErrNoRows) {
-			return store.Trial{}, fmt.Errorf("trial %s: %w", store.TrialID(studyID, seq), store.ErrNotFound)
+			return zero, fmt.Errorf("%s: %w", what, store.ErrNotFound)
 		}
-		return store.Trial{}, err
+		return zero, err
 	}
-	return store.UnmarshalTrial([]byte(raw))
+	return decode([]byte(raw))
 }
 
 // collectTrials reads rows of trial records.
