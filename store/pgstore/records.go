@@ -487,45 +487,34 @@ func historyStates(q store.HistoryQuery) []string {
 // History returns the summaries of the matching trials, oldest first (by
 // start time, then study and sequence), as the bbolt store does.
 func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Summary, error) {
-	var out []store.Summary
-	err := s.tx(ctx, false, func(tx pgx.Tx) error {
-		ids, err := s.historyStudies(ctx, tx, q)
-		if err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, "SELECT study_id, sum FROM trials WHERE study_id = ANY($1) AND state = ANY($2)", ids, historyStates(q))
-		if err != nil {
-			return err
-		}
-		out, err = collectSummaries(rows)
-		return err
-	})
-	if err != nil {
-		return nil, s.wrapRead(err)
-	}
-	slices.SortStableFunc(out, store.CompareSummary)
-	return out, nil
+	return history(ctx, s, q, "study_id, sum", collectSummaries, store.CompareSummary)
 }
 
 // HistoryTrials is History with the full trial records.
 func (s *Store) HistoryTrials(ctx context.Context, q store.HistoryQuery) ([]store.Trial, error) {
-	var out []store.Trial
+	return history(ctx, s, q, "rec::text", collectTrials, store.CompareTrial)
+}
+
+// history reads cols of the trials q matches through collect, in compare's
+// order.
+func history[T any](ctx context.Context, s *Store, q store.HistoryQuery, cols string, collect func(pgx.Rows) ([]T, error), compare func(a, b T) int) ([]T, error) {
+	var out []T
 	err := s.tx(ctx, false, func(tx pgx.Tx) error {
 		ids, err := s.historyStudies(ctx, tx, q)
 		if err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, "SELECT rec::text FROM trials WHERE study_id = ANY($1) AND state = ANY($2)", ids, historyStates(q))
+		rows, err := tx.Query(ctx, "SELECT "+cols+" FROM trials WHERE study_id = ANY($1) AND state = ANY($2)", ids, historyStates(q))
 		if err != nil {
 			return err
 		}
-		out, err = collectTrials(rows)
+		out, err = collect(rows)
 		return err
 	})
 	if err != nil {
 		return nil, s.wrapRead(err)
 	}
-	slices.SortStableFunc(out, store.CompareTrial)
+	slices.SortStableFunc(out, compare)
 	return out, nil
 }
 
