@@ -150,11 +150,7 @@ func (s Scenario) Resolve() (*Problem, error) {
 	if err := search.ValidateLatency(s.Latency); err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
 	}
-	base, err := spaces.Default()
-	if err != nil {
-		return nil, err
-	}
-	sp, err := base.Resolve(t)
+	sp, err := spaces.ResolveDefault(t)
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
 	}

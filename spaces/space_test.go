@@ -21,11 +21,7 @@ func target(t testing.TB, model, gpu string, n int, version string) Target {
 
 func resolved(t testing.TB, tg Target) *Space {
 	t.Helper()
-	s, err := Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := s.Resolve(tg)
+	r, err := ResolveDefault(tg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -219,11 +219,7 @@ func historyMatrix(c *cli.Context) (*surrogate.Matrix, int, error) {
 	if !ok {
 		return nil, 0, usagef("--model and --gpu are required")
 	}
-	base, err := spaces.Default()
-	if err != nil {
-		return nil, 0, err
-	}
-	space, err := base.Resolve(t)
+	space, err := spaces.ResolveDefault(t)
 	if err != nil {
 		return nil, 0, asUsage(err)
 	}
