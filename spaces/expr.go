@@ -163,6 +163,22 @@ type exprParser struct {
 func (p *exprParser) peek() tok { return p.toks[p.i] }
 func (p *exprParser) next() tok { t := p.toks[p.i]; p.i++; return t }
 
+// maxExprDepth bounds the parser's recursion: a hostile "((((..." must be
+// an error, not a stack overflow.
+const maxExprDepth = 100
+
+// nest enters one level of nesting (a sub-expression or a unary operator);
+// the caller defers p.unnest, whatever nest returns.
+func (p *exprParser) nest() error {
+	p.depth++
+	if p.depth > maxExprDepth {
+		return fmt.Errorf("expression nested too deeply")
+	}
+	return nil
+}
+
+func (p *exprParser) unnest() { p.depth-- }
+
 var binPrec = map[string]int{
 	"||": 1, "&&": 2,
 	"==": 3, "!=": 3,
@@ -172,10 +188,10 @@ var binPrec = map[string]int{
 }
 
 func (p *exprParser) expr(minPrec int) (node, error) {
-	p.depth++
-	defer func() { p.depth-- }()
-	if p.depth > 100 {
-		return nil, fmt.Errorf("expression nested too deeply")
+	err := p.nest()
+	defer p.unnest()
+	if err != nil {
+		return nil, err
 	}
 	l, err := p.unary()
 	if err != nil {
@@ -200,10 +216,10 @@ func (p *exprParser) unary() (node, error) {
 	t := p.peek()
 	if t.kind == tOp && (t.text == "!" || t.text == "-") {
 		p.next()
-		p.depth++
-		defer func() { p.depth-- }()
-		if p.depth > 100 {
-			return nil, fmt.Errorf("expression nested too deeply")
+		err := p.nest()
+		defer p.unnest()
+		if err != nil {
+			return nil, err
 		}
 		x, err := p.unary()
 		if err != nil {
