@@ -167,17 +167,16 @@ func (p *exprParser) next() tok { t := p.toks[p.i]; p.i++; return t }
 // an error, not a stack overflow.
 const maxExprDepth = 100
 
-// nest enters one level of nesting (a sub-expression or a unary operator);
-// the caller defers p.unnest, whatever nest returns.
-func (p *exprParser) nest() error {
+// nested parses one level of nesting (an expression, or the operand of a
+// unary operator) with parse.
+func (p *exprParser) nested(parse func() (node, error)) (node, error) {
 	p.depth++
+	defer func() { p.depth-- }()
 	if p.depth > maxExprDepth {
-		return fmt.Errorf("expression nested too deeply")
+		return nil, fmt.Errorf("expression nested too deeply")
 	}
-	return nil
+	return parse()
 }
-
-func (p *exprParser) unnest() { p.depth-- }
 
 var binPrec = map[string]int{
 	"||": 1, "&&": 2,
@@ -188,11 +187,12 @@ var binPrec = map[string]int{
 }
 
 func (p *exprParser) expr(minPrec int) (node, error) {
-	err := p.nest()
-	defer p.unnest()
-	if err != nil {
-		return nil, err
-	}
+	return p.nested(func() (node, error) { return p.binary(minPrec) })
+}
+
+// binary is an operand followed by operators binding tighter than minPrec
+// (precedence climbing).
+func (p *exprParser) binary(minPrec int) (node, error) {
 	l, err := p.unary()
 	if err != nil {
 		return nil, err
@@ -216,12 +216,7 @@ func (p *exprParser) unary() (node, error) {
 	t := p.peek()
 	if t.kind == tOp && (t.text == "!" || t.text == "-") {
 		p.next()
-		err := p.nest()
-		defer p.unnest()
-		if err != nil {
-			return nil, err
-		}
-		x, err := p.unary()
+		x, err := p.nested(p.unary)
 		if err != nil {
 			return nil, err
 		}
