@@ -82,9 +82,8 @@ type ProposerConfig struct {
 	// negative: none).
 	RandomFraction float64
 	// MutationFraction is the share of the pool made by mutating the
-	// current feasible front (other contexts' fronts while this one has
-	// none): local search the surrogate can exploit (default 0.6; negative:
-	// none).
+	// current feasible front of this context: local search the surrogate
+	// can exploit (default 0.6; negative: none).
 	MutationFraction float64
 	Optimism         float64 // k in mean + k*std (default 1)
 	// RefineRounds is the number of rounds in which the best screened
@@ -513,9 +512,16 @@ func (p *Proposer) pool(sc scalariser, n int, screen bool) ([]spaces.Config, err
 	return out, nil
 }
 
-// parents are the unit vectors of the feasible front of this context, or of
-// the other contexts' fronts (each by its own objectives) while this one has
-// fewer than two members.
+// parents are the unit vectors of the feasible front of this context.
+// Other contexts' fronts are not mutated: they were parents while this
+// front had fewer than two members, and a warm start then spent its
+// opening next to another model's or GPU's best configs (Llama 70B on four
+// H100s warm-started from Qwen 72B on eight H200s; Mixtral on two H100s
+// from Llama 8B on one, tensor_parallel_size 1, out of memory). On the
+// search-quality evaluation (10 seeds, 24 trials) the warm start's median
+// HV at 8 trials rose from 0.452 to 0.691 on the 70B and from 0.285 to 0.550
+// on Mixtral without them (0.661 and 0.707 cold); the other context still
+// reaches the pruning and the surrogate.
 func (p *Proposer) parents() [][]float64 {
 	front := func(idx []int) [][]float64 {
 		var pts [][]float64
@@ -535,17 +541,7 @@ func (p *Proposer) parents() [][]float64 {
 		}
 		return out
 	}
-	own := front(p.front)
-	if len(own) >= 2 {
-		return own
-	}
-	var other []int
-	for k, o := range p.history {
-		if o.weight() < p.cfg.SamplerMinWeight {
-			other = append(other, k)
-		}
-	}
-	return append(own, front(other)...)
+	return front(p.front)
 }
 
 // lateSteps are the scales of a late search's mutation steps (one drawn per
