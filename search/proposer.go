@@ -765,7 +765,7 @@ func (p *Proposer) screen(ctx context.Context, pool []spaces.Config, sc scalaris
 		}
 		p.fitted, p.told = true, 0
 	}
-	front := p.normFront(sc.norm)
+	front := append(p.normFront(sc.norm), p.believed(ctx, sc.norm)...)
 	ref := normRef(fixedRef(p.cfg.Objectives, p.cfg.SLO, p.cfg.Space.Target()), sc.norm)
 	top := &hviTop{n: refineParents}
 	score := func(cands []spaces.Config) ([]acqScore, bool) {
@@ -818,6 +818,36 @@ func (p *Proposer) screen(ctx context.Context, pool []spaces.Config, sc scalaris
 	}
 	return pool[0]
 }
+
+// believed returns the surrogate's mean prediction of each config in flight
+// on other workers that it expects to be feasible, normalised by norm: a
+// "kriging believer" front, so the acquisition measures a candidate's gain
+// against what those configs will most likely add and does not send every
+// worker to the same spot. Nil when nothing is in flight or scoring fails.
+func (p *Proposer) believed(ctx context.Context, norm normaliser) [][]float64 {
+	if len(p.others) == 0 {
+		return nil
+	}
+	cfgs := make([]spaces.Config, 0, len(p.others))
+	for _, id := range slices.Sorted(maps.Keys(p.others)) {
+		cfgs = append(cfgs, p.others[id])
+	}
+	preds, err := p.cfg.Scorer.Score(ctx, cfgs)
+	if err != nil || len(preds) != len(cfgs) {
+		return nil
+	}
+	var out [][]float64
+	for _, pr := range preds {
+		if len(pr.Mean) == len(p.cfg.Objectives) && pr.PFeasible >= believeFeasible {
+			out = append(out, norm.apply(pr.Mean))
+		}
+	}
+	return out
+}
+
+// believeFeasible is the feasibility probability from which a config in
+// flight counts as a front member in believed.
+const believeFeasible = 0.5
 
 // refitAfter is the number of tells since the last fit that makes the
 // surrogate due for a refit.
