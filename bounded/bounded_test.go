@@ -47,9 +47,7 @@ func TestHostileRefused(t *testing.T) {
 
 func TestCheckYAML(t *testing.T) {
 	l := bounded.Limits{Bytes: 1 << 20, Depth: 4, Nodes: 30, Aliases: 2}
-	for _, tc := range []struct {
-		name, doc, want string // want "" when accepted
-	}{
+	cases := []checkCase{
 		{"flat", "a: 1\nb: [1, 2]\n", ""},
 		{"block depth 4", "a:\n  b:\n    c:\n      d: 1\n", ""},
 		{"block depth 5", "a:\n  b:\n    c:\n      d:\n        e: 1\n", "f:5: nesting depth over the limit of 4"},
@@ -66,15 +64,23 @@ func TestCheckYAML(t *testing.T) {
 		{"alias expanded", "a: &x [1,2,3,4,5,6,7,8,9,10,11,12]\nb: [*x, *x]\n", "f:2: node count with aliases expanded over the limit of 30"},
 		{"alias fine", "a: &x [1, 2]\nb: [*x, *x]\n", ""},
 		{"size", strings.Repeat("#", 2<<20), "f: size over the limit of 1048576 bytes"},
-	} {
+	}
+	checkCases(t, "CheckYAML", bounded.CheckYAML, l, cases)
+}
+
+// checkCase is a document and the error a check gives it ("" = accepted).
+type checkCase struct{ name, doc, want string }
+
+// checkCases runs check (CheckYAML or CheckJSON) on each case as file "f".
+func checkCases(t *testing.T, name string, check func(string, []byte, bounded.Limits) error, l bounded.Limits, cases []checkCase) {
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := bounded.CheckYAML("f", []byte(tc.doc), l)
 			got := ""
-			if err != nil {
+			if err := check("f", []byte(tc.doc), l); err != nil {
 				got = err.Error()
 			}
 			if got != tc.want {
-				t.Errorf("CheckYAML = %q, want %q", got, tc.want)
+				t.Errorf("%s = %q, want %q", name, got, tc.want)
 			}
 		})
 	}
@@ -82,26 +88,13 @@ func TestCheckYAML(t *testing.T) {
 
 func TestCheckJSON(t *testing.T) {
 	l := bounded.Limits{Bytes: 1 << 10, Depth: 3, Nodes: 10}
-	for _, tc := range []struct {
-		name, doc, want string
-	}{
+	checkCases(t, "CheckJSON", bounded.CheckJSON, l, []checkCase{
 		{"flat", `{"a": [1, 2.5e3, true, null, "x"]}`, ""},
 		{"depth", `{"a": [[[1]]]}`, "f:1: nesting depth over the limit of 3"},
 		{"brackets in strings", `{"a": "[[[[[\"[[[["}`, ""},
 		{"nodes", "[\n" + strings.Repeat("1,\n", 12) + "1]", "f:11: node count over the limit of 10"},
 		{"size", `"` + strings.Repeat("x", 2000) + `"`, "f: size over the limit of 1024 bytes"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := bounded.CheckJSON("f", []byte(tc.doc), l)
-			got := ""
-			if err != nil {
-				got = err.Error()
-			}
-			if got != tc.want {
-				t.Errorf("CheckJSON = %q, want %q", got, tc.want)
-			}
-		})
-	}
+	})
 }
 
 // Every YAML file the project ships passes the default limits.

@@ -44,3 +44,63 @@ func TestPruneGoal(t *testing.T) {
 		})
 	}
 }
+
+// TestSearchGoals: the tuner's HV at 8 and 24 trials, its recommendation
+// against the true best, and four workers against one are judged per
+// scenario against their thresholds (issue 28).
+func TestSearchGoals(t *testing.T) {
+	q := func(m float64) Quantiles { return Quantiles{Median: m, Q1: m, Q3: m, N: 10} }
+	curve := func(at8, at24 float64) []float64 {
+		c := make([]float64, 24)
+		for i := range c {
+			c[i] = at8
+			if i >= 23 {
+				c[i] = at24
+			}
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name             string
+		hv8, hv24, pick  float64
+		par1, par4       float64
+		want             map[string]bool // goal text prefix -> met
+		wantValueContain string
+	}{
+		{"all met", 0.75, 0.92, 0.995, 0.90, 0.88,
+			map[string]bool{"tuner median HV ratio >= 0.90 within 24": true, "tuner median HV ratio >= 0.70 within 8": true,
+				"recommended config >= 0.99": true, "4 workers' median HV ratio >= 0.95x": true}, "0.880 / 0.900 = 0.978"},
+		{"none met", 0.69, 0.89, 0.98, 0.90, 0.85,
+			map[string]bool{"tuner median HV ratio >= 0.90 within 24": false, "tuner median HV ratio >= 0.70 within 8": false,
+				"recommended config >= 0.99": false, "4 workers' median HV ratio >= 0.95x": false}, "0.850 / 0.900 = 0.944"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Report{
+				Scenarios: []ScenarioReport{{Name: "s", GPUs: 1}},
+				Summaries: []Summary{
+					{Scenario: "s", Strategy: StratTuner, Curve: curve(tc.hv8, tc.hv24), PickBestRatio: q(tc.pick)},
+					{Scenario: "s", Strategy: StratPar1, Curve: curve(0, tc.par1)},
+					{Scenario: "s", Strategy: StratPar4, Curve: curve(0, tc.par4)},
+				},
+			}
+			gs := goals(Config{Trials: 24}, r)
+			for prefix, met := range tc.want {
+				var found *Goal
+				for i := range gs {
+					if strings.HasPrefix(gs[i].Goal, prefix) {
+						found = &gs[i]
+					}
+				}
+				if found == nil {
+					t.Fatalf("no goal %q in %+v", prefix, gs)
+				}
+				if found.Met != met {
+					t.Errorf("%q (%s): met %v, want %v", found.Goal, found.Value, found.Met, met)
+				}
+				if strings.HasPrefix(prefix, "4 workers") && found.Value != tc.wantValueContain {
+					t.Errorf("parallel goal value %q, want %q", found.Value, tc.wantValueContain)
+				}
+			}
+		})
+	}
+}

@@ -36,20 +36,31 @@ type Scenario struct {
 	WarmFrom string `json:"warm_from,omitempty"`
 }
 
-// chatWorkload is a chat mix: medium prompts, medium answers, a closed loop
+// closedWorkload is a scenario's workload: a closed loop of conc users
 // (vLLM bench's --max-concurrency with --request-rate inf) so throughput
-// reflects the config and not an offered rate.
-func chatWorkload(n, conc int) trial.Workload {
+// reflects the config and not an offered rate, n requests of which the
+// first wave, arriving at once, is left out.
+func closedWorkload(name string, prompt, output trial.LengthDist, conc, n int) trial.Workload {
 	return trial.Workload{
-		Name:        "chat",
-		Prompt:      trial.LengthDist{Kind: "normal", Mean: 900, Std: 500, Min: 32, Max: 3500},
-		Output:      trial.LengthDist{Kind: "normal", Mean: 220, Std: 90, Min: 16, Max: 600},
+		Name:        name,
+		Prompt:      prompt,
+		Output:      output,
 		Arrival:     trial.Arrival{Kind: "closed", Concurrency: conc},
 		NumRequests: n,
-		Warmup:      conc, // the first wave arrives at once: leave it out
+		Warmup:      conc,
 		Seed:        7,
 	}
 }
+
+// chatWorkload is a chat mix: medium prompts, medium answers.
+func chatWorkload(n, conc int) trial.Workload {
+	return closedWorkload("chat",
+		trial.LengthDist{Kind: "normal", Mean: 900, Std: 500, Min: 32, Max: 3500},
+		trial.LengthDist{Kind: "normal", Mean: 220, Std: 90, Min: 16, Max: 600}, conc, n)
+}
+
+// uniform is token counts drawn uniformly from [lo, hi].
+func uniform(lo, hi int) trial.LengthDist { return trial.LengthDist{Kind: "uniform", Min: lo, Max: hi} }
 
 // DefaultScenarios are the four scenarios of issue 8.
 func DefaultScenarios() []Scenario {
@@ -62,30 +73,14 @@ func DefaultScenarios() []Scenario {
 		},
 		{
 			Name: "llama8b-a100-short", Model: "Llama-3.1-8B", GPU: "A100-80GB", GPUCount: 1, MaxModelLen: 4096,
-			Workload: trial.Workload{
-				Name:        "short-high-concurrency",
-				Prompt:      trial.LengthDist{Kind: "uniform", Min: 64, Max: 384},
-				Output:      trial.LengthDist{Kind: "uniform", Min: 32, Max: 160},
-				Arrival:     trial.Arrival{Kind: "closed", Concurrency: 256},
-				NumRequests: 300,
-				Warmup:      256,
-				Seed:        7,
-			},
-			SLO: "ttft_p99<=5000ms,tpot_p99<=100ms", Latency: "e2el_p99", E2ECapMS: 20000,
+			Workload: closedWorkload("short-high-concurrency", uniform(64, 384), uniform(32, 160), 256, 300),
+			SLO:      "ttft_p99<=5000ms,tpot_p99<=100ms", Latency: "e2el_p99", E2ECapMS: 20000,
 			WarmFrom: "llama8b-h100-chat",
 		},
 		{
 			Name: "llama70b-4xh100-long", Model: "Llama-3.1-70B", GPU: "H100-80GB", GPUCount: 4, MaxModelLen: 16384,
-			Workload: trial.Workload{
-				Name:        "long-prefill",
-				Prompt:      trial.LengthDist{Kind: "uniform", Min: 3000, Max: 9000},
-				Output:      trial.LengthDist{Kind: "uniform", Min: 64, Max: 256},
-				Arrival:     trial.Arrival{Kind: "closed", Concurrency: 24},
-				NumRequests: 150,
-				Warmup:      24,
-				Seed:        7,
-			},
-			SLO: "ttft_p99<=6000ms,tpot_p99<=100ms", Latency: "ttft_p99", DefaultTP: 4, E2ECapMS: 30000,
+			Workload: closedWorkload("long-prefill", uniform(3000, 9000), uniform(64, 256), 24, 150),
+			SLO:      "ttft_p99<=6000ms,tpot_p99<=100ms", Latency: "ttft_p99", DefaultTP: 4, E2ECapMS: 30000,
 			WarmFrom: "qwen72b-8xh200-chat",
 		},
 		{
@@ -150,11 +145,7 @@ func (s Scenario) Resolve() (*Problem, error) {
 	if err := search.ValidateLatency(s.Latency); err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
 	}
-	base, err := spaces.Default()
-	if err != nil {
-		return nil, err
-	}
-	sp, err := base.Resolve(t)
+	sp, err := spaces.ResolveDefault(t)
 	if err != nil {
 		return nil, fmt.Errorf("scenario %s: %w", s.Name, err)
 	}

@@ -10,7 +10,8 @@ import (
 // SearchTable is the README's search table: per scenario and strategy the
 // median HV ratio at the first and last checkpoints (against the fixed
 // truth), GPU hours to GPUThresholds, and the truth check; with the seeds,
-// trials and wall time it came from.
+// trials and wall time it came from; and each goal with the scenarios that
+// meet it.
 func (r *Report) SearchTable() string {
 	var b strings.Builder
 	st := r.Settings
@@ -35,7 +36,39 @@ func (r *Report) SearchTable() string {
 	for _, sc := range r.Scenarios {
 		fmt.Fprintf(&b, "| %s | %d | %.4f (%d) | %d (%v) |\n", sc.Name, sc.Front, sc.JoinedHV, sc.FromRuns, sc.Polished, sc.Converged)
 	}
+	if len(r.Goals) > 0 {
+		fmt.Fprintf(&b, "\n| goal | met | per scenario |\n|---|---|---|\n")
+		for _, g := range goalGroups(r.Goals) {
+			met := 0
+			var vals []string
+			for _, x := range g {
+				v, _, _ := strings.Cut(x.Value, ";") // the headline figure
+				mark := "no"
+				if x.Met {
+					met, mark = met+1, "yes"
+				}
+				vals = append(vals, fmt.Sprintf("%s %s (%s)", x.Scenario, v, mark))
+			}
+			fmt.Fprintf(&b, "| %s | %d of %d | %s |\n", g[0].Goal, met, len(g), strings.Join(vals, ", "))
+		}
+	}
 	return b.String()
+}
+
+// goalGroups groups goals by their text, in order of first appearance.
+func goalGroups(gs []Goal) [][]Goal {
+	var out [][]Goal
+	at := map[string]int{}
+	for _, g := range gs {
+		i, ok := at[g.Goal]
+		if !ok {
+			i = len(out)
+			at[g.Goal] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], g)
+	}
+	return out
 }
 
 // Markers of the README's search table (ReplaceTable).

@@ -39,3 +39,26 @@ func TestReplaceTable(t *testing.T) {
 		t.Error("a file without markers was accepted")
 	}
 }
+
+// TestSearchTableGoals: the README block counts, per goal, the scenarios
+// that meet it, with each scenario's headline figure.
+func TestSearchTableGoals(t *testing.T) {
+	r := &Report{
+		Settings:  Settings{Seeds: 10, Trials: 24, Checkpoints: []int{8, 24}, Strategies: []string{StratTuner}},
+		Scenarios: []ScenarioReport{{Name: "a"}, {Name: "b"}},
+		Goals: []Goal{
+			{Goal: "g1", Scenario: "a", Value: "0.910", Met: true},
+			{Goal: "g2", Scenario: "a", Value: "tuner 12 vs random >24; to 0.80: x", Met: false},
+			{Goal: "g1", Scenario: "b", Value: "0.614", Met: false},
+		},
+	}
+	got := r.SearchTable()
+	for _, want := range []string{
+		"| g1 | 1 of 2 | a 0.910 (yes), b 0.614 (no) |\n",
+		"| g2 | 0 of 1 | a tuner 12 vs random >24 (no) |\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+}

@@ -38,11 +38,7 @@ func tinyDefault(t *testing.T) spaces.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := spaces.Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err := s.Resolve(spaces.Target{Model: m, GPU: g, GPUCount: 1})
+	rs, err := spaces.ResolveDefault(spaces.Target{Model: m, GPU: g, GPUCount: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,13 +18,7 @@ func trial500(b *testing.B) (spaces.Target, spaces.Config, trial.Workload, *Runn
 	w := trial.Workload{Name: "bench", Prompt: trial.LengthDist{Kind: "uniform", Min: 128, Max: 2048},
 		Output: trial.LengthDist{Kind: "uniform", Min: 32, Max: 512}, Arrival: trial.Arrival{Kind: "closed", Concurrency: 64},
 		NumRequests: 500, Seed: 1}
-	c := DefaultConfig()
-	c.Target = tg
-	r, err := NewRunner(c)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return tg, defaults(b, tg), w, r
+	return tg, defaults(b, tg), w, newRunner(b, tg)
 }
 
 // BenchmarkVirtualTrial500 is the 500-request trial (trial500), metric

@@ -91,13 +91,7 @@ func TestCalibrationKVCapacity(t *testing.T) {
 	tg.MaxModelLen = 8192
 	for _, v := range []string{"0.11.0", "0.21.0"} {
 		tg.EngineVersion = v
-		c := DefaultConfig()
-		c.Target = tg
-		r, err := NewRunner(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, plan, se := r.Start(defaults(t, tg, "gpu_memory_utilization", 0.92))
+		_, plan, se := newRunner(t, tg).Start(defaults(t, tg, "gpu_memory_utilization", 0.92))
 		if se != nil {
 			t.Fatal(se)
 		}

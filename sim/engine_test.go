@@ -3,22 +3,24 @@ package sim
 import (
 	"math"
 	"testing"
+
+	"github.com/vllm-tuner/tuner/spaces"
 )
 
 func newTestEngine(t *testing.T, kv ...any) *Engine {
 	t.Helper()
-	tg := h100(t, 1)
-	c := DefaultConfig()
-	c.Target = tg
-	r, err := NewRunner(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, plan, se := r.Start(defaults(t, tg, kv...))
+	return startEngine(t, h100(t, 1), nil, kv...)
+}
+
+// startEngine starts vLLM's default config on tg (with the overrides kv)
+// and returns its engine, built with opts.
+func startEngine(t *testing.T, tg spaces.Target, opts []EngineOption, kv ...any) *Engine {
+	t.Helper()
+	a, plan, se := newRunner(t, tg).Start(defaults(t, tg, kv...))
 	if se != nil {
 		t.Fatal(se)
 	}
-	return NewEngine(tg, a, CalibFor(tg.GPU), plan)
+	return NewEngine(tg, a, CalibFor(tg.GPU), plan, opts...)
 }
 
 // drive steps e until idle and returns each request's first-token time.
@@ -190,18 +192,7 @@ func TestBlockAccountingProperty(t *testing.T) {
 // average; --slowdown on vllm-sim is that option.
 func TestSlowdownScalesEveryStep(t *testing.T) {
 	run := func(opts ...EngineOption) (total float64, steps int) {
-		tg := h100(t, 1)
-		c := DefaultConfig()
-		c.Target = tg
-		r, err := NewRunner(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, plan, se := r.Start(defaults(t, tg))
-		if se != nil {
-			t.Fatal(se)
-		}
-		e := NewEngine(tg, a, CalibFor(tg.GPU), plan, opts...)
+		e := startEngine(t, h100(t, 1), opts)
 		for i := 0; i < 32; i++ {
 			e.Add(&Request{ID: i, PromptLen: 512 + 16*i, OutputLen: 64})
 		}

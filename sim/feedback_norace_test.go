@@ -21,13 +21,9 @@ import (
 func TestFeedbackAgreesWithBisection(t *testing.T) {
 	tg := h100(t, 1)
 	cfg := defaults(t, tg, "max_num_seqs", 64)
-	c := DefaultConfig()
-	c.Target = tg
-	c.Capacity = trial.CapacityConfig{MaxConcurrency: 1024, MaxRate: 10000, Levels: 20, Tolerance: 0.01, Rounds: 3}
-	r, err := NewRunner(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newRunner(t, tg, func(c *Config) {
+		c.Capacity = trial.CapacityConfig{MaxConcurrency: 1024, MaxRate: 10000, Levels: 20, Tolerance: 0.01, Rounds: 3}
+	})
 	for _, tc := range []struct {
 		name    string
 		in, out trial.LengthDist

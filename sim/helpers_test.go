@@ -20,11 +20,7 @@ func testTarget(t testing.TB, model, gpu string, count int) spaces.Target {
 // defaults returns vLLM's default config for the target, with overrides.
 func defaults(t testing.TB, tg spaces.Target, kv ...any) spaces.Config {
 	t.Helper()
-	s, err := spaces.Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err := s.Resolve(tg)
+	rs, err := spaces.ResolveDefault(tg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,11 +54,15 @@ func closedWorkload(in, out, conc, n int) trial.Workload {
 	}
 }
 
-// newRunner is a noise-free virtual runner for the target.
-func newRunner(t testing.TB, tg spaces.Target) *Runner {
+// newRunner is a noise-free virtual runner for the target; edits change
+// its config first.
+func newRunner(t testing.TB, tg spaces.Target, edits ...func(*Config)) *Runner {
 	t.Helper()
 	c := DefaultConfig()
 	c.Target = tg
+	for _, edit := range edits {
+		edit(&c)
+	}
 	r, err := NewRunner(c)
 	if err != nil {
 		t.Fatal(err)

@@ -50,13 +50,7 @@ func TestHostVirtualRunner(t *testing.T) {
 	w := closedWorkload(256, 128, 32, 200)
 	tp := func(h Host, start float64, cfg spaces.Config) float64 {
 		t.Helper()
-		c := DefaultConfig()
-		c.Target, c.Host, c.HostStart = tg, h, start
-		r, err := NewRunner(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := r.Run(context.Background(), cfg, w)
+		res, err := newRunner(t, tg, func(c *Config) { c.Host, c.HostStart = h, start }).Run(context.Background(), cfg, w)
 		if err != nil {
 			t.Fatal(err)
 		}

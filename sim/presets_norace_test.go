@@ -33,13 +33,7 @@ func TestPresetsMeaningfulOnCatalog(t *testing.T) {
 				for _, n := range []int{1, 2, 4, 8} {
 					tg, _ := cat.Target(m.Name, g.Name, n)
 					tg.MaxModelLen = 16384
-					c := DefaultConfig()
-					c.Target = tg
-					r, err := NewRunner(c)
-					if err != nil {
-						t.Fatal(err)
-					}
-					res, err := r.Run(context.Background(), defaults(t, tg, "tensor_parallel_size", n), w)
+					res, err := newRunner(t, tg).Run(context.Background(), defaults(t, tg, "tensor_parallel_size", n), w)
 					if err != nil {
 						t.Fatal(err)
 					}

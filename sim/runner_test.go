@@ -14,13 +14,8 @@ import (
 )
 
 func noisyRunner(t *testing.T, tg spaces.Target, seed uint64) *Runner {
-	c := DefaultConfig()
-	c.Target, c.Noise, c.Seed = tg, true, seed
-	r, err := NewRunner(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	t.Helper()
+	return newRunner(t, tg, func(c *Config) { c.Noise, c.Seed = true, seed })
 }
 
 func mixedWorkload() trial.Workload {
@@ -222,12 +217,7 @@ func TestRunnerFailures(t *testing.T) {
 
 func TestRunnerBadInputAndCancel(t *testing.T) {
 	tg := h100(t, 1)
-	c := DefaultConfig()
-	c.Target = tg
-	r, err := NewRunner(c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newRunner(t, tg)
 	w := closedWorkload(128, 16, 0, 10)
 	if _, err := r.Run(context.Background(), defaults(t, tg), w); !errors.Is(err, ErrBadInput) {
 		t.Errorf("concurrency 0: err %v, want ErrBadInput", err)
@@ -243,9 +233,7 @@ func TestRunnerBadInputAndCancel(t *testing.T) {
 	// Requests longer than max_model_len fail the trial as a config error
 	// (context_length), not the run.
 	tg.MaxModelLen = 1024
-	c.Target = tg
-	r, _ = NewRunner(c)
-	res, err := r.Run(context.Background(), defaults(t, tg), closedWorkload(1000, 100, 4, 10))
+	res, err := newRunner(t, tg).Run(context.Background(), defaults(t, tg), closedWorkload(1000, 100, 4, 10))
 	if err != nil || res.Status != trial.StatusFailed || res.Failure != trial.FailContextLength {
 		t.Errorf("too-long requests: err %v, result %s: %s", err, res.String(), res.Error)
 	}

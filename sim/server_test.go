@@ -487,6 +487,33 @@ func TestServeStopDrain(t *testing.T) {
 	// The bound is a liveness limit well under the 5 s that Shutdown's
 	// handling of unused connections took, not a speed measurement.
 	const returnsWithin = 3 * time.Second
+	returns := func(t *testing.T, done <-chan error, what string) {
+		t.Helper()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(returnsWithin):
+			t.Fatal(what)
+		}
+	}
+	// stream starts a streamed completion of n tokens and reads its first
+	// line.
+	stream := func(t *testing.T, addr string, n int) *bufio.Reader {
+		t.Helper()
+		resp, err := http.Post("http://"+addr+"/v1/completions", "application/json",
+			strings.NewReader(fmt.Sprintf(`{"prompt":"x","max_tokens":%d,"ignore_eos":true,"stream":true}`, n)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		r := bufio.NewReader(resp.Body)
+		if _, err := r.ReadString('\n'); err != nil { // the stream has started
+			t.Fatal(err)
+		}
+		return r
+	}
 	t.Run("idle connection, nothing in flight", func(t *testing.T) {
 		addr, cancel, done := serveForStop(t, time.Hour, "tiny")
 		conn, err := net.Dial("tcp", addr)
@@ -495,36 +522,13 @@ func TestServeStopDrain(t *testing.T) {
 		}
 		defer conn.Close()
 		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatal(err)
-			}
-		case <-time.After(returnsWithin):
-			t.Fatal("Serve still draining with no request in flight")
-		}
+		returns(t, done, "Serve still draining with no request in flight")
 	})
 	t.Run("in flight, bounded drain", func(t *testing.T) {
 		addr, cancel, done := serveForStop(t, 50*time.Millisecond, "tiny", "--time-scale", "20")
-		resp, err := http.Post("http://"+addr+"/v1/completions", "application/json",
-			strings.NewReader(`{"prompt":"x","max_tokens":1500,"ignore_eos":true,"stream":true}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		r := bufio.NewReader(resp.Body)
-		if _, err := r.ReadString('\n'); err != nil { // the stream has started
-			t.Fatal(err)
-		}
+		r := stream(t, addr, 1500)
 		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatal(err)
-			}
-		case <-time.After(returnsWithin):
-			t.Fatal("Serve did not bound the drain of a long request")
-		}
+		returns(t, done, "Serve did not bound the drain of a long request")
 		rest, _ := io.ReadAll(r)
 		if strings.Contains(string(rest), "[DONE]") {
 			t.Error("a 1500-token stream at time scale 20 completed within a 50 ms drain")
@@ -532,16 +536,7 @@ func TestServeStopDrain(t *testing.T) {
 	})
 	t.Run("in flight, completes within the drain", func(t *testing.T) {
 		addr, cancel, done := serveForStop(t, time.Hour, "tiny")
-		resp, err := http.Post("http://"+addr+"/v1/completions", "application/json",
-			strings.NewReader(`{"prompt":"x","max_tokens":200,"ignore_eos":true,"stream":true}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		r := bufio.NewReader(resp.Body)
-		if _, err := r.ReadString('\n'); err != nil {
-			t.Fatal(err)
-		}
+		r := stream(t, addr, 200)
 		cancel()
 		rest, _ := io.ReadAll(r)
 		if !strings.Contains(string(rest), "[DONE]") {

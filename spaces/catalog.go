@@ -251,7 +251,7 @@ func (c *Catalog) GPU(name string) (GPU, error) {
 			return g, nil
 		}
 	}
-	return GPU{}, fmt.Errorf("gpu %q: %w (known: %s)", name, ErrUnknownProfile, strings.Join(c.gpuNames(), ", "))
+	return GPU{}, fmt.Errorf("gpu %q: %w (known: %s)", name, ErrUnknownProfile, knownNames(c.GPUs, func(g GPU) string { return g.Name }))
 }
 
 // Model finds a model by name, alias or HF id (case-insensitive); for an HF id
@@ -270,7 +270,7 @@ func (c *Catalog) Model(name string) (Model, error) {
 			}
 		}
 	}
-	return Model{}, fmt.Errorf("model %q: %w (known: %s)", name, ErrUnknownProfile, strings.Join(c.modelNames(), ", "))
+	return Model{}, fmt.Errorf("model %q: %w (known: %s)", name, ErrUnknownProfile, knownNames(c.Models, func(m Model) string { return m.Name }))
 }
 
 // Target looks up a model and a GPU (as Model and GPU do) and returns the
@@ -300,20 +300,13 @@ func matches(q, name string, aliases []string) bool {
 	return false
 }
 
-func (c *Catalog) gpuNames() []string {
-	var out []string
-	for _, g := range c.GPUs {
-		out = append(out, g.Name)
+// knownNames is the names of a catalog's entries, sorted, for an unknown
+// profile's error.
+func knownNames[T any](entries []T, name func(T) string) string {
+	out := make([]string, len(entries))
+	for i, e := range entries {
+		out[i] = name(e)
 	}
 	sort.Strings(out)
-	return out
-}
-
-func (c *Catalog) modelNames() []string {
-	var out []string
-	for _, m := range c.Models {
-		out = append(out, m.Name)
-	}
-	sort.Strings(out)
-	return out
+	return strings.Join(out, ", ")
 }

@@ -163,6 +163,21 @@ type exprParser struct {
 func (p *exprParser) peek() tok { return p.toks[p.i] }
 func (p *exprParser) next() tok { t := p.toks[p.i]; p.i++; return t }
 
+// maxExprDepth bounds the parser's recursion: a hostile "((((..." must be
+// an error, not a stack overflow.
+const maxExprDepth = 100
+
+// nested parses one level of nesting (an expression, or the operand of a
+// unary operator) with parse.
+func (p *exprParser) nested(parse func() (node, error)) (node, error) {
+	p.depth++
+	defer func() { p.depth-- }()
+	if p.depth > maxExprDepth {
+		return nil, fmt.Errorf("expression nested too deeply")
+	}
+	return parse()
+}
+
 var binPrec = map[string]int{
 	"||": 1, "&&": 2,
 	"==": 3, "!=": 3,
@@ -172,11 +187,12 @@ var binPrec = map[string]int{
 }
 
 func (p *exprParser) expr(minPrec int) (node, error) {
-	p.depth++
-	defer func() { p.depth-- }()
-	if p.depth > 100 {
-		return nil, fmt.Errorf("expression nested too deeply")
-	}
+	return p.nested(func() (node, error) { return p.binary(minPrec) })
+}
+
+// binary is an operand followed by operators binding tighter than minPrec
+// (precedence climbing).
+func (p *exprParser) binary(minPrec int) (node, error) {
 	l, err := p.unary()
 	if err != nil {
 		return nil, err
@@ -200,12 +216,7 @@ func (p *exprParser) unary() (node, error) {
 	t := p.peek()
 	if t.kind == tOp && (t.text == "!" || t.text == "-") {
 		p.next()
-		p.depth++
-		defer func() { p.depth-- }()
-		if p.depth > 100 {
-			return nil, fmt.Errorf("expression nested too deeply")
-		}
-		x, err := p.unary()
+		x, err := p.nested(p.unary)
 		if err != nil {
 			return nil, err
 		}

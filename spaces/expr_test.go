@@ -63,6 +63,9 @@ func TestExpr(t *testing.T) {
 }
 
 func TestExprNestingLimit(t *testing.T) {
+	if _, err := ParseExpr(strings.Repeat("(", 40) + "!" + strings.Repeat("-", 40) + "1" + strings.Repeat(")", 40)); err != nil {
+		t.Fatalf("81 levels refused: %v", err)
+	}
 	if _, err := ParseExpr(strings.Repeat("(", 500) + "1" + strings.Repeat(")", 500)); err == nil {
 		t.Fatal("deep nesting accepted")
 	}

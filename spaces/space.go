@@ -201,6 +201,16 @@ func Default() (*Space, error) {
 	return s, nil
 }
 
+// ResolveDefault is the embedded space resolved for t: Default, then
+// Resolve.
+func ResolveDefault(t Target) (*Space, error) {
+	s, err := Default()
+	if err != nil {
+		return nil, err
+	}
+	return s.Resolve(t)
+}
+
 // Load reads a user space file and applies it on top of the default space:
 // listed params override fields (min, max, step, log, values, choices,
 // default, tune, fixed) or are removed with drop: true; listed constraints

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -21,11 +22,7 @@ func target(t testing.TB, model, gpu string, n int, version string) Target {
 
 func resolved(t testing.TB, tg Target) *Space {
 	t.Helper()
-	s, err := Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := s.Resolve(tg)
+	r, err := ResolveDefault(tg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -515,9 +512,27 @@ func TestCatalogTarget(t *testing.T) {
 	if tg, _ := DefaultCatalog().Target("tiny", "A100", 0); tg.GPUCount != 1 {
 		t.Errorf("gpus 0 gave %d GPUs, want 1", tg.GPUCount)
 	}
-	for _, bad := range [][2]string{{"no-such-model", "H100"}, {"Llama-3.1-8B", "TPU"}} {
-		if _, err := DefaultCatalog().Target(bad[0], bad[1], 1); !errors.Is(err, ErrUnknownProfile) {
-			t.Errorf("Target(%q, %q): %v, want ErrUnknownProfile", bad[0], bad[1], err)
+	// The error lists the known names, sorted: the models when the model
+	// is unknown, the GPUs when the GPU is.
+	cat := DefaultCatalog()
+	var models, gpus []string
+	for _, m := range cat.Models {
+		models = append(models, m.Name)
+	}
+	for _, g := range cat.GPUs {
+		gpus = append(gpus, g.Name)
+	}
+	slices.Sort(models)
+	slices.Sort(gpus)
+	for _, bad := range []struct{ model, gpu, known string }{
+		{"no-such-model", "H100", strings.Join(models, ", ")},
+		{"Llama-3.1-8B", "TPU", strings.Join(gpus, ", ")},
+	} {
+		_, err := cat.Target(bad.model, bad.gpu, 1)
+		if !errors.Is(err, ErrUnknownProfile) {
+			t.Errorf("Target(%q, %q): %v, want ErrUnknownProfile", bad.model, bad.gpu, err)
+		} else if !strings.HasSuffix(err.Error(), "(known: "+bad.known+")") {
+			t.Errorf("Target(%q, %q): %v, want the known names %s", bad.model, bad.gpu, err, bad.known)
 		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/vllm-tuner/tuner/trial/internal/fakestream"
 )
 
 // streamServer is a scripted OpenAI completions server: it streams
@@ -74,21 +76,8 @@ func (s *streamServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	ev := []byte("data: {\"id\":\"cmpl-" + req.id + "\",\"object\":\"text_completion\",\"created\":1,\"model\":\"m\",\"choices\":[{\"index\":0,\"text\":\" tok\",\"logprobs\":null,\"finish_reason\":null,\"stop_reason\":null}],\"usage\":null}\n\n")
-	var tick *time.Ticker
-	if s.gap > 0 {
-		tick = time.NewTicker(s.gap)
-		defer tick.Stop()
-	}
-	for i := range req.MaxTokens {
-		if i > 0 && tick != nil {
-			select {
-			case <-r.Context().Done():
-				return
-			case <-tick.C:
-			}
-		}
-		w.Write(ev)
-		fl.Flush()
+	if !fakestream.Tokens(r.Context(), w, ev, req.MaxTokens, s.gap) {
+		return
 	}
 	if req.StreamOptions.IncludeUsage {
 		fmt.Fprintf(w, "data: {\"id\":\"cmpl-x\",\"object\":\"text_completion\",\"created\":1,\"model\":\"m\",\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"total_tokens\":%d,\"completion_tokens\":%d}}\n\n",

@@ -41,11 +41,7 @@ func simTarget(t *testing.T) spaces.Target {
 
 func simConfig(t *testing.T, tg spaces.Target, kv map[string]spaces.Value) spaces.Config {
 	t.Helper()
-	s, err := spaces.Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err := s.Resolve(tg)
+	rs, err := spaces.ResolveDefault(tg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vllm-tuner/tuner/internal/atomicfile"
 	"github.com/vllm-tuner/tuner/store"
 )
 
@@ -33,25 +34,7 @@ func keepPending(dir string, rec store.Trial) (string, error) {
 		return "", err
 	}
 	path := filepath.Join(dir, rec.ID+".json")
-	tmp, err := os.CreateTemp(dir, ".pending-*")
-	if err != nil {
-		return "", err
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(b)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o600)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
+	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
 		return "", err
 	}
 	return path, nil

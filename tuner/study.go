@@ -44,11 +44,7 @@ func DefaultConfigID(k store.StudyKey) string {
 		return ""
 	}
 	t.EngineVersion = k.EngineVersion
-	sp, err := spaces.Default()
-	if err != nil {
-		return ""
-	}
-	r, err := sp.Resolve(t)
+	r, err := spaces.ResolveDefault(t)
 	if err != nil || r.Hash() != k.SpaceHash {
 		return ""
 	}

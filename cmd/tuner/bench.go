@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -16,6 +14,7 @@ import (
 	"github.com/vllm-tuner/tuner/bench"
 	"github.com/vllm-tuner/tuner/bounded"
 	"github.com/vllm-tuner/tuner/chart"
+	"github.com/vllm-tuner/tuner/internal/atomicfile"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/store/dbopen"
 	"github.com/vllm-tuner/tuner/trial"
@@ -160,11 +159,7 @@ func benchRun(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	lvl := slog.LevelWarn
-	if c.Bool("verbose") {
-		lvl = slog.LevelDebug
-	}
-	log := slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: lvl}))
+	log := cmdLogger(c)
 	dbPath, err := dbArg(c)
 	if err != nil {
 		return err
@@ -255,7 +250,7 @@ func benchShow(c *cli.Context) error {
 	return bench.WriteRun(c.App.Writer, &r, "text")
 }
 
-func benchExport(c *cli.Context) (err error) {
+func benchExport(c *cli.Context) error {
 	id, err := oneRunArg(c, "export")
 	if err != nil {
 		return err
@@ -268,20 +263,7 @@ func benchExport(c *cli.Context) (err error) {
 		return err
 	}
 	defer st.Close()
-	w := c.App.Writer
-	if p := c.String("output"); p != "" {
-		f, err := os.Create(p)
-		if err != nil {
-			return err
-		}
-		defer func() {
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-		}()
-		w = f
-	}
-	return tuner.WriteRunCSV(c.Context, st, &r, w)
+	return writeOutput(c.App.Writer, c.String("output"), func(w io.Writer) error { return tuner.WriteRunCSV(c.Context, st, &r, w) })
 }
 
 func benchPlot(c *cli.Context) error {
@@ -357,7 +339,7 @@ func plotExt(out string) error {
 // writePlot writes a chart to out in the format its extension names
 // (.svg, .png or .html).
 func writePlot(out string, f chart.Figure) error {
-	return writeFileAtomic(out, func(w io.Writer) error { return chart.Render(w, f, strings.TrimPrefix(filepath.Ext(out), ".")) })
+	return atomicfile.Write(out, 0o644, func(w io.Writer) error { return chart.Render(w, f, strings.TrimPrefix(filepath.Ext(out), ".")) })
 }
 
 func writeBreakdownPlot(out, title string, bars []chart.BreakdownBar) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -132,7 +133,7 @@ func benchCompare(c *cli.Context) error {
 		return err
 	}
 	if p := c.String("junit"); p != "" {
-		if err := writeFileWith(p, func(f *os.File) error { return gate.WriteJUnit(f, rep) }); err != nil {
+		if err := writeFileWith(p, func(w io.Writer) error { return gate.WriteJUnit(w, rep) }); err != nil {
 			return fmt.Errorf("--junit: %w", err)
 		}
 	}
@@ -164,7 +165,7 @@ func (e inconclusiveError) Error() string {
 }
 
 // writeFileWith creates path, writes it with fn and closes it.
-func writeFileWith(path string, fn func(f *os.File) error) (err error) {
+func writeFileWith(path string, fn func(io.Writer) error) (err error) {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -175,4 +176,13 @@ func writeFileWith(path string, fn func(f *os.File) error) (err error) {
 		}
 	}()
 	return fn(f)
+}
+
+// writeOutput writes with fn to the file an output flag names (created, or
+// truncated, as writeFileWith does), or to w (stdout) when path is "".
+func writeOutput(w io.Writer, path string, fn func(io.Writer) error) error {
+	if path == "" {
+		return fn(w)
+	}
+	return writeFileWith(path, fn)
 }

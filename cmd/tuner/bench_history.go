@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -81,7 +80,7 @@ func benchHistory(c *cli.Context) error {
 		return err
 	}
 	if plotPath != "" {
-		if err := writeFileWith(plotPath, func(f *os.File) error { return plotHistory(f, rep, filepath.Ext(plotPath)[1:]) }); err != nil {
+		if err := writeFileWith(plotPath, func(w io.Writer) error { return plotHistory(w, rep, filepath.Ext(plotPath)[1:]) }); err != nil {
 			return err
 		}
 		fmt.Fprintf(c.App.ErrWriter, "plot written to %s\n", plotPath)

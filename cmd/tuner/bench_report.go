@@ -2,7 +2,6 @@ package main
 
 import (
 	"io"
-	"os"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -60,10 +59,7 @@ func benchReportCommand() *cli.Command {
 				}
 				return rep.WriteMarkdown(w)
 			}
-			if p := c.String("out"); p != "" {
-				return writeFileWith(p, func(f *os.File) error { return write(f) })
-			}
-			return write(c.App.Writer)
+			return writeOutput(c.App.Writer, c.String("out"), write)
 		},
 	}
 }

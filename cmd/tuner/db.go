@@ -188,26 +188,20 @@ func dbExport(c *cli.Context) error {
 		return err
 	}
 	defer s.Close()
-	var w io.Writer = c.App.Writer
-	if out := c.String("output"); out != "" {
-		f, err := os.Create(out)
+	q := store.ExportQuery{StudyID: c.String("study")}
+	return writeOutput(c.App.Writer, c.String("output"), func(w io.Writer) error {
+		var err error
+		if format == "csv" {
+			err = store.ExportCSV(c.Context, s, w, q)
+		} else {
+			err = store.ExportJSONL(c.Context, s, w, q)
+		}
 		if err != nil {
 			return err
 		}
-		defer f.Close()
-		w = f
-	}
-	q := store.ExportQuery{StudyID: c.String("study")}
-	if format == "csv" {
-		err = store.ExportCSV(c.Context, s, w, q)
-	} else {
-		err = store.ExportJSONL(c.Context, s, w, q)
-	}
-	if err != nil {
-		return err
-	}
-	if f, ok := w.(*os.File); ok && f != os.Stdout {
-		return f.Sync()
-	}
-	return nil
+		if f, ok := w.(*os.File); ok && f != os.Stdout {
+			return f.Sync()
+		}
+		return nil
+	})
 }

@@ -24,11 +24,7 @@ import (
 func dbWithTrials(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "tuner.db")
-	s, err := boltstore.Open(ctx, path, boltstore.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, s := newTestDB(t)
 	defer s.Close()
 	st, err := s.EnsureStudy(ctx, store.StudyKey{Model: "m", GPU: "H100-80GB", Engine: "sim", Workload: "chat"})
 	if err != nil {

@@ -68,20 +68,35 @@ func noSimProcesses(t *testing.T, simBin string) {
 	}
 }
 
-func TestE2ESearchSimRecommendRemeasure(t *testing.T) {
-	tunerBin, simBin := binaries(t)
-	db := filepath.Join(t.TempDir(), "e2e.db")
-	code, out, errb := runBin(t, tunerBin, simSearchArgs(db, simBin, "--trials", "4", "--finalists", "1", "--repeats", "2")...)
+// simSearch runs tuner search on vllm-sim (simSearchArgs with extra) into
+// db; it must exit 0, leave no vllm-sim process and make one study, which
+// comes back with its trials and search's stderr.
+func simSearch(t *testing.T, tunerBin, simBin, db string, extra ...string) (store.Study, []store.Trial, string) {
+	t.Helper()
+	code, out, errb := runBin(t, tunerBin, simSearchArgs(db, simBin, extra...)...)
 	if code != 0 {
-		t.Fatalf("search --engine sim: exit %d\n%s\n%s", code, out, errb)
+		t.Fatalf("search %s: exit %d\n%s\n%s", strings.Join(extra, " "), code, out, errb)
 	}
 	noSimProcesses(t, simBin)
 	s := openTestStore(t, db)
 	studies, _ := s.Studies(context.Background())
-	if len(studies) != 1 || studies[0].Key.Engine != "sim" {
-		t.Fatalf("studies %+v", studies)
+	if len(studies) != 1 {
+		t.Fatalf("studies %+v, want one", studies)
 	}
-	ts, _ := s.Trials(context.Background(), studies[0].ID, store.TrialFilter{})
+	ts, err := s.Trials(context.Background(), studies[0].ID, store.TrialFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return studies[0], ts, errb
+}
+
+func TestE2ESearchSimRecommendRemeasure(t *testing.T) {
+	tunerBin, simBin := binaries(t)
+	db := filepath.Join(t.TempDir(), "e2e.db")
+	st, ts, errb := simSearch(t, tunerBin, simBin, db, "--trials", "4", "--finalists", "1", "--repeats", "2")
+	if st.Key.Engine != "sim" {
+		t.Fatalf("study %+v, want engine sim", st)
+	}
 	search, repeats := 0, 0
 	for _, tr := range ts {
 		if tr.Repeat == 0 {

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"path/filepath"
 	"testing"
 
-	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -16,17 +14,10 @@ import (
 func TestE2ESearchChatEndpoint(t *testing.T) {
 	tunerBin, simBin := binaries(t)
 	db := filepath.Join(t.TempDir(), "e2e.db")
-	code, out, errb := runBin(t, tunerBin, simSearchArgs(db, simBin, "--endpoint", "chat", "--trials", "2", "--finalists", "1", "--repeats", "1")...)
-	if code != 0 {
-		t.Fatalf("search --endpoint chat: exit %d\n%s\n%s", code, out, errb)
+	st, ts, _ := simSearch(t, tunerBin, simBin, db, "--endpoint", "chat", "--trials", "2", "--finalists", "1", "--repeats", "1")
+	if st.Key.Workload != "short-high-concurrency+chat-endpoint" {
+		t.Fatalf("study %+v", st)
 	}
-	noSimProcesses(t, simBin)
-	s := openTestStore(t, db)
-	studies, _ := s.Studies(context.Background())
-	if len(studies) != 1 || studies[0].Key.Workload != "short-high-concurrency+chat-endpoint" {
-		t.Fatalf("studies %+v", studies)
-	}
-	ts, _ := s.Trials(context.Background(), studies[0].ID, store.TrialFilter{})
 	if len(ts) < 2 {
 		t.Fatalf("%d trials", len(ts))
 	}

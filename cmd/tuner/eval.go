@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"io"
-	"log/slog"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -102,7 +101,7 @@ func runEvalSearch(c *cli.Context) error {
 	}
 	cfg.OutDir = c.String("out")
 	cfg.Progress = c.App.ErrWriter
-	cfg.Logger = evalLogger(c)
+	cfg.Logger = cmdLogger(c)
 	rep, err := eval.Execute(c.Context, cfg)
 	if f := c.String("readme"); f != "" && rep != nil && (err == nil || errors.Is(err, eval.ErrTruthBeaten)) {
 		if werr := eval.ReplaceTable(f, rep.SearchTable()); werr != nil {
@@ -137,15 +136,6 @@ func writeEvalReport(c *cli.Context, err error, rep any, text func(io.Writer) er
 		return writeJSON(c.App.Writer, rep)
 	}
 	return text(c.App.Writer)
-}
-
-// evalLogger logs warnings (everything with --verbose) to stderr.
-func evalLogger(c *cli.Context) *slog.Logger {
-	lvl := slog.LevelWarn
-	if c.Bool("verbose") {
-		lvl = slog.LevelDebug
-	}
-	return slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: lvl}))
 }
 
 func splitList(s string) []string {

@@ -41,7 +41,7 @@ func runEvalWorkloads(c *cli.Context) error {
 		return err
 	}
 	cfg := eval.WorkloadEvalConfig{SimBin: bin, Targets: eval.DefaultWorkloadTargets(), TimeScale: c.Float64("time-scale"),
-		Progress: c.App.ErrWriter, Logger: evalLogger(c)}
+		Progress: c.App.ErrWriter, Logger: cmdLogger(c)}
 	if v := c.String("workloads"); v != "" {
 		cfg.Workloads = splitList(v)
 	}

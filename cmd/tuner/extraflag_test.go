@@ -1,13 +1,10 @@
 package main
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/vllm-tuner/tuner/store"
 )
 
 // A space file that adds vLLM flags the tuner does not model: each trial's
@@ -18,14 +15,7 @@ func TestE2ESpaceExtraFlag(t *testing.T) {
 	dir := t.TempDir()
 	space := "../../examples/extra-flags-space.yaml" // the README's example
 	db := filepath.Join(dir, "e2e.db")
-	code, out, errb := runBin(t, tunerBin, simSearchArgs(db, simBin, "--trials", "3", "--repeats", "1", "--space", space)...)
-	if code != 0 {
-		t.Fatalf("search: exit %d\n%s\n%s", code, out, errb)
-	}
-	noSimProcesses(t, simBin)
-	s := openTestStore(t, db)
-	studies, _ := s.Studies(context.Background())
-	ts, _ := s.Trials(context.Background(), studies[0].ID, store.TrialFilter{})
+	_, ts, _ := simSearch(t, tunerBin, simBin, db, "--trials", "3", "--repeats", "1", "--space", space)
 	if len(ts) < 3 {
 		t.Fatalf("%d trials", len(ts))
 	}

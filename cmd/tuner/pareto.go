@@ -5,14 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/vllm-tuner/tuner/chart"
+	"github.com/vllm-tuner/tuner/internal/atomicfile"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
@@ -162,28 +161,7 @@ func frontChart(v frontView, sel selection) chart.Figure {
 
 // writeChart writes the plot atomically (temp file, then rename).
 func writeChart(path, format string, v frontView, sel selection) error {
-	return writeFileAtomic(path, func(w io.Writer) error { return chart.Render(w, frontChart(v, sel), format) })
-}
-
-// writeFileAtomic writes a file through render: a temp file beside it,
-// renamed into place once complete.
-func writeFileAtomic(path string, render func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := render(tmp); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil { // CreateTemp makes 0600
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return atomicfile.Write(path, 0o644, func(w io.Writer) error { return chart.Render(w, frontChart(v, sel), format) })
 }
 
 func printFront(w io.Writer, v frontView, sel selection) error {

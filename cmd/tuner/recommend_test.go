@@ -12,7 +12,6 @@ import (
 	"github.com/vllm-tuner/tuner/sim"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
-	"github.com/vllm-tuner/tuner/store/boltstore"
 	"github.com/vllm-tuner/tuner/trial"
 	"github.com/vllm-tuner/tuner/tuner"
 )
@@ -131,11 +130,7 @@ func TestRecommendBadFlagsBeforeDB(t *testing.T) {
 func crossStudyDB(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "tuner.db")
-	s, err := boltstore.Open(ctx, path, boltstore.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, s := newTestDB(t)
 	defer s.Close()
 	def := spaces.NewConfig(map[string]spaces.Value{"max_num_seqs": spaces.IntValue(256)})
 	fast := spaces.NewConfig(map[string]spaces.Value{"max_num_seqs": spaces.IntValue(512)})

@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
-	"github.com/vllm-tuner/tuner/store/boltstore"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -18,11 +16,7 @@ import (
 // (allowed by --slo) and short outputs, and recommend says so on stderr.
 func TestRecommendWarnsAboutHiddenFailures(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "tuner.db")
-	s, err := boltstore.Open(ctx, path, boltstore.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, s := newTestDB(t)
 	st, err := s.EnsureStudy(ctx, store.StudyKey{Model: "m", GPU: "H100-80GB", Engine: "sim", Workload: "chat"})
 	if err != nil {
 		t.Fatal(err)

@@ -74,6 +74,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// newTestDB creates a database in t's temp directory and opens it for
+// writing; the caller closes it (before a tuner command opens the file).
+func newTestDB(t *testing.T) (string, *boltstore.Store) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tuner.db")
+	s, err := boltstore.Open(context.Background(), path, boltstore.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, s
+}
+
 func openTestStore(t *testing.T, db string) *boltstore.Store {
 	t.Helper()
 	s, err := boltstore.Open(context.Background(), db, boltstore.Options{ReadOnly: true})

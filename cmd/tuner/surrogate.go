@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/vllm-tuner/tuner/bounded"
+	"github.com/vllm-tuner/tuner/internal/atomicfile"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/store/dbopen"
@@ -219,11 +219,7 @@ func historyMatrix(c *cli.Context) (*surrogate.Matrix, int, error) {
 	if !ok {
 		return nil, 0, usagef("--model and --gpu are required")
 	}
-	base, err := spaces.Default()
-	if err != nil {
-		return nil, 0, err
-	}
-	space, err := base.Resolve(t)
+	space, err := spaces.ResolveDefault(t)
 	if err != nil {
 		return nil, 0, asUsage(err)
 	}
@@ -332,27 +328,19 @@ func surrogateExport(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(schemaOut, writeBytes(append(sb, '\n'))); err != nil {
+	if err := atomicfile.WriteFile(schemaOut, append(sb, '\n'), 0o644); err != nil {
 		return err
 	}
 	if out == "" {
 		_, err := c.App.Writer.Write(data.Bytes())
 		return err
 	}
-	if err := writeFileAtomic(out, writeBytes(data.Bytes())); err != nil {
+	if err := atomicfile.WriteFile(out, data.Bytes(), 0o644); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.App.ErrWriter, "wrote %d rows x %d features from %d studies to %s (schema %s)\n",
 		len(m.X), len(m.Schema.Features), nStudies, out, schemaOut)
 	return nil
-}
-
-// writeBytes is a writeFileAtomic renderer of b.
-func writeBytes(b []byte) func(io.Writer) error {
-	return func(w io.Writer) error {
-		_, err := w.Write(b)
-		return err
-	}
 }
 
 func surrogateEval(c *cli.Context) error {

@@ -79,19 +79,9 @@ func (s *Store) Job(ctx context.Context, id string) (store.Job, error) {
 	}
 	var j store.Job
 	err = s.view(ctx, func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketJobs)
-		var v []byte
-		if b != nil {
-			v = b.Get(jobKey(seq))
-		}
-		if v == nil {
-			return fmt.Errorf("job %s: %w", id, store.ErrNotFound)
-		}
 		var err error
-		if j, err = decodeJob(v); err != nil {
-			return corrupt(tx, err)
-		}
-		return nil
+		j, err = getRecord(tx, bucketJobs, jobKey(seq), "job "+id, decodeJob)
+		return err
 	})
 	return j, err
 }

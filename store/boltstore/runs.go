@@ -112,18 +112,14 @@ func (s *Store) updateRun(ctx context.Context, id string, fn func(tx *bolt.Tx, r
 		return err
 	}
 	return s.update(ctx, func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketRuns)
-		if b == nil || b.Get(key) == nil {
-			return fmt.Errorf("run %s: %w", id, store.ErrNotFound)
-		}
-		r, err := decodeRun(b.Get(key))
+		r, err := getRecord(tx, bucketRuns, key, "run "+id, decodeRun)
 		if err != nil {
-			return corrupt(tx, err)
+			return err
 		}
 		if err := fn(tx, &r); err != nil {
 			return err
 		}
-		return putJSON(b, key, &r)
+		return putJSON(tx.Bucket(bucketRuns), key, &r)
 	})
 }
 

@@ -142,18 +142,7 @@ func (s *Store) Schedule(ctx context.Context, id string) (store.Schedule, error)
 
 // getSchedule reads schedule seq in tx (ErrNotFound).
 func getSchedule(tx *bolt.Tx, seq uint64) (store.Schedule, error) {
-	var v []byte
-	if b := tx.Bucket(bucketSchedules); b != nil {
-		v = b.Get(seqKey(seq))
-	}
-	if v == nil {
-		return store.Schedule{}, fmt.Errorf("schedule %s: %w", store.ScheduleID(seq), store.ErrNotFound)
-	}
-	sc, err := store.UnmarshalSchedule(v)
-	if err != nil {
-		return sc, corrupt(tx, err)
-	}
-	return sc, nil
+	return getRecord(tx, bucketSchedules, seqKey(seq), "schedule "+store.ScheduleID(seq), store.UnmarshalSchedule)
 }
 
 // Schedules lists every schedule, oldest first.

@@ -310,6 +310,25 @@ func syncDir(dir string) {
 // without an error.
 var errNoChange = errors.New("no change")
 
+// getRecord decodes the record under key in bucket: none (or no bucket)
+// is store.ErrNotFound naming what ("job ID"), one that does not decode
+// marks the file corrupt.
+func getRecord[T any](tx *bolt.Tx, bucket, key []byte, what string, decode func([]byte) (T, error)) (T, error) {
+	var raw []byte
+	if b := tx.Bucket(bucket); b != nil {
+		raw = b.Get(key)
+	}
+	var zero T
+	if raw == nil {
+		return zero, fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	r, err := decode(raw)
+	if err != nil {
+		return zero, corrupt(tx, err)
+	}
+	return r, nil
+}
+
 // list is every record of a bucket (none: nil) in key order, as decode
 // reads it; a record it cannot read is damage to the file.
 func list[T any](ctx context.Context, s *Store, bucket []byte, decode func([]byte) (T, error)) ([]T, error) {

@@ -72,15 +72,7 @@ func (s *Store) Study(ctx context.Context, id string) (store.Study, error) {
 }
 
 func getStudy(tx *bolt.Tx, id string) (store.Study, error) {
-	raw := tx.Bucket(bucketStudies).Get([]byte(id))
-	if raw == nil {
-		return store.Study{}, fmt.Errorf("study %s: %w", id, store.ErrNotFound)
-	}
-	st, err := decodeStudy(raw, false)
-	if err != nil {
-		return store.Study{}, corrupt(tx, err)
-	}
-	return st, nil
+	return getRecord(tx, bucketStudies, []byte(id), "study "+id, func(b []byte) (store.Study, error) { return decodeStudy(b, false) })
 }
 
 // Studies lists every study, oldest first.

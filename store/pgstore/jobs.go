@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -70,14 +69,7 @@ func (s *Store) Job(ctx context.Context, id string) (store.Job, error) {
 	}
 	var j store.Job
 	err = s.tx(ctx, false, func(tx pgx.Tx) error {
-		var raw string
-		if err := tx.QueryRow(ctx, "SELECT rec::text FROM jobs WHERE seq = $1", int64(seq)).Scan(&raw); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("job %s: %w", id, store.ErrNotFound)
-			}
-			return err
-		}
-		j, err = store.UnmarshalJob([]byte(raw))
+		j, err = getRecord(ctx, tx, "job "+id, store.UnmarshalJob, "SELECT rec::text FROM jobs WHERE seq = $1", int64(seq))
 		return err
 	})
 	return j, s.wrapRead(err)

@@ -25,15 +25,7 @@ import (
 func TestLeases(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.DB(t)
-	open := func() *pgstore.Store {
-		s, err := pgstore.Open(ctx, pgstore.Config{URL: url})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	a, b := open(), open()
+	a, b := openPG(t, url), openPG(t, url)
 	st, err := a.EnsureStudy(ctx, storetest.Key("m", "g", "chat", ""))
 	if err != nil {
 		t.Fatal(err)

@@ -86,12 +86,7 @@ func TestConcurrentWriters(t *testing.T) {
 	url := pgtest.DB(t)
 	var stores []*pgstore.Store
 	for range 3 {
-		s, err := pgstore.Open(ctx, pgstore.Config{URL: url})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close()
-		stores = append(stores, s)
+		stores = append(stores, openPG(t, url))
 	}
 	st, err := stores[0].EnsureStudy(ctx, storetest.Key("m", "g", "chat", ""))
 	if err != nil {
@@ -194,11 +189,7 @@ func TestMigrations(t *testing.T) {
 	if _, err := pgstore.Open(ctx, pgstore.Config{URL: url, ReadOnly: true}); !errors.Is(err, store.ErrNeedsMigration) {
 		t.Fatalf("read-only open of an empty database: %v, want ErrNeedsMigration", err)
 	}
-	s, err := pgstore.Open(ctx, pgstore.Config{URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openPG(t, url)
 	n, err := s.Migrate(ctx)
 	if err != nil || n != pgstore.SchemaVersion() {
 		t.Fatalf("second migrate: schema %d (%v), want %d", n, err, pgstore.SchemaVersion())
@@ -218,10 +209,7 @@ func TestMigrations(t *testing.T) {
 func TestMigrateBinarySummaries(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.DB(t)
-	s, err := pgstore.Open(ctx, pgstore.Config{URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openPG(t, url)
 	studies := storetest.Script(t, s, 11, 8)
 	s.Close()
 	conn, err := pgx.Connect(ctx, url)
@@ -240,10 +228,7 @@ func TestMigrateBinarySummaries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s, err = pgstore.Open(ctx, pgstore.Config{URL: url}); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s = openPG(t, url)
 	if rep, err := s.Check(ctx); err != nil || len(rep.Problems) > 0 || rep.Trials != 3*8+1 {
 		t.Fatalf("check after migration: %+v, %v", rep, err)
 	}
@@ -363,11 +348,7 @@ func TestCopyRoundTrip(t *testing.T) {
 func TestCheck(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.DB(t)
-	s, err := pgstore.Open(ctx, pgstore.Config{URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openPG(t, url)
 	studies := storetest.Script(t, s, 3, 10)
 	rep, err := s.Check(ctx)
 	if err != nil || rep.Studies != 3 || rep.Trials != 31 || rep.Running != 1 || rep.Fronts == 0 || rep.Models != 1 {

@@ -54,14 +54,7 @@ func getStudy(ctx context.Context, q querier, id string, lock bool) (store.Study
 	if lock {
 		sql += " FOR UPDATE"
 	}
-	var raw string
-	if err := q.QueryRow(ctx, sql, id).Scan(&raw); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return store.Study{}, fmt.Errorf("study %s: %w", id, store.ErrNotFound)
-		}
-		return store.Study{}, err
-	}
-	return store.UnmarshalStudy([]byte(raw))
+	return getRecord(ctx, q, "study "+id, store.UnmarshalStudy, sql, id)
 }
 
 type querier interface {
@@ -146,14 +139,21 @@ func getTrial(ctx context.Context, q querier, studyID string, seq uint64, lock b
 	if lock {
 		sql += " FOR UPDATE"
 	}
+	return getRecord(ctx, q, "trial "+store.TrialID(studyID, seq), store.UnmarshalTrial, sql, studyID, int64(seq))
+}
+
+// getRecord reads the one record (a JSON text column) that sql selects and
+// decodes it; no row is store.ErrNotFound naming what ("study ID").
+func getRecord[T any](ctx context.Context, q querier, what string, decode func([]byte) (T, error), sql string, args ...any) (T, error) {
 	var raw string
-	if err := q.QueryRow(ctx, sql, studyID, int64(seq)).Scan(&raw); err != nil {
+	if err := q.QueryRow(ctx, sql, args...).Scan(&raw); err != nil {
+		var zero T
 		if errors.Is(err, pgx.ErrNoRows) {
-			return store.Trial{}, fmt.Errorf("trial %s: %w", store.TrialID(studyID, seq), store.ErrNotFound)
+			return zero, fmt.Errorf("%s: %w", what, store.ErrNotFound)
 		}
-		return store.Trial{}, err
+		return zero, err
 	}
-	return store.UnmarshalTrial([]byte(raw))
+	return decode([]byte(raw))
 }
 
 // collectTrials reads rows of trial records.
@@ -487,45 +487,34 @@ func historyStates(q store.HistoryQuery) []string {
 // History returns the summaries of the matching trials, oldest first (by
 // start time, then study and sequence), as the bbolt store does.
 func (s *Store) History(ctx context.Context, q store.HistoryQuery) ([]store.Summary, error) {
-	var out []store.Summary
-	err := s.tx(ctx, false, func(tx pgx.Tx) error {
-		ids, err := s.historyStudies(ctx, tx, q)
-		if err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, "SELECT study_id, sum FROM trials WHERE study_id = ANY($1) AND state = ANY($2)", ids, historyStates(q))
-		if err != nil {
-			return err
-		}
-		out, err = collectSummaries(rows)
-		return err
-	})
-	if err != nil {
-		return nil, s.wrapRead(err)
-	}
-	slices.SortStableFunc(out, store.CompareSummary)
-	return out, nil
+	return history(ctx, s, q, "study_id, sum", collectSummaries, store.CompareSummary)
 }
 
 // HistoryTrials is History with the full trial records.
 func (s *Store) HistoryTrials(ctx context.Context, q store.HistoryQuery) ([]store.Trial, error) {
-	var out []store.Trial
+	return history(ctx, s, q, "rec::text", collectTrials, store.CompareTrial)
+}
+
+// history reads cols of the trials q matches through collect, in compare's
+// order.
+func history[T any](ctx context.Context, s *Store, q store.HistoryQuery, cols string, collect func(pgx.Rows) ([]T, error), compare func(a, b T) int) ([]T, error) {
+	var out []T
 	err := s.tx(ctx, false, func(tx pgx.Tx) error {
 		ids, err := s.historyStudies(ctx, tx, q)
 		if err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, "SELECT rec::text FROM trials WHERE study_id = ANY($1) AND state = ANY($2)", ids, historyStates(q))
+		rows, err := tx.Query(ctx, "SELECT "+cols+" FROM trials WHERE study_id = ANY($1) AND state = ANY($2)", ids, historyStates(q))
 		if err != nil {
 			return err
 		}
-		out, err = collectTrials(rows)
+		out, err = collect(rows)
 		return err
 	})
 	if err != nil {
 		return nil, s.wrapRead(err)
 	}
-	slices.SortStableFunc(out, store.CompareTrial)
+	slices.SortStableFunc(out, compare)
 	return out, nil
 }
 

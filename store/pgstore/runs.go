@@ -66,15 +66,7 @@ func (s *Store) updateRun(ctx context.Context, id string, fn func(tx pgx.Tx, seq
 		return err
 	}
 	err = s.tx(ctx, true, func(tx pgx.Tx) error {
-		var raw string
-		err := tx.QueryRow(ctx, "SELECT rec::text FROM bench_runs WHERE seq = $1 FOR UPDATE", int64(seq)).Scan(&raw)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("run %s: %w", id, store.ErrNotFound)
-		}
-		if err != nil {
-			return err
-		}
-		r, err := store.DecodeRun([]byte(raw))
+		r, err := getRecord(ctx, tx, "run "+id, store.DecodeRun, "SELECT rec::text FROM bench_runs WHERE seq = $1 FOR UPDATE", int64(seq))
 		if err != nil {
 			return err
 		}

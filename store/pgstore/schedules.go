@@ -61,14 +61,7 @@ func lockSchedule(ctx context.Context, tx pgx.Tx, id string) (store.Schedule, er
 	if err != nil {
 		return store.Schedule{}, err
 	}
-	var raw string
-	if err := tx.QueryRow(ctx, "SELECT rec::text FROM schedules WHERE seq = $1 FOR UPDATE", int64(seq)).Scan(&raw); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return store.Schedule{}, fmt.Errorf("schedule %s: %w", id, store.ErrNotFound)
-		}
-		return store.Schedule{}, err
-	}
-	return store.UnmarshalSchedule([]byte(raw))
+	return getRecord(ctx, tx, "schedule "+id, store.UnmarshalSchedule, "SELECT rec::text FROM schedules WHERE seq = $1 FOR UPDATE", int64(seq))
 }
 
 func putSchedule(ctx context.Context, tx pgx.Tx, sc store.Schedule) error {
@@ -121,14 +114,7 @@ func (s *Store) Schedule(ctx context.Context, id string) (store.Schedule, error)
 		if err != nil {
 			return err
 		}
-		var raw string
-		if err := tx.QueryRow(ctx, "SELECT rec::text FROM schedules WHERE seq = $1", int64(seq)).Scan(&raw); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("schedule %s: %w", id, store.ErrNotFound)
-			}
-			return err
-		}
-		sc, err = store.UnmarshalSchedule([]byte(raw))
+		sc, err = getRecord(ctx, tx, "schedule "+id, store.UnmarshalSchedule, "SELECT rec::text FROM schedules WHERE seq = $1", int64(seq))
 		return err
 	})
 	return sc, s.wrapRead(err)

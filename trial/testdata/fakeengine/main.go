@@ -25,6 +25,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/vllm-tuner/tuner/trial/internal/fakestream"
 )
 
 type opts struct {
@@ -313,23 +315,9 @@ func main() {
 			os.Exit(1)
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
-		fl := w.(http.Flusher)
 		ev := []byte(`data: {"id":"cmpl-1","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" t","logprobs":null,"finish_reason":null,"stop_reason":null}],"usage":null}` + "\n\n")
-		var tick *time.Ticker
-		if o.gap > 0 {
-			tick = time.NewTicker(o.gap)
-			defer tick.Stop()
-		}
-		for i := range req.MaxTokens {
-			if i > 0 && tick != nil {
-				select {
-				case <-r.Context().Done():
-					return
-				case <-tick.C:
-				}
-			}
-			w.Write(ev)
-			fl.Flush()
+		if !fakestream.Tokens(r.Context(), w, ev, req.MaxTokens, o.gap) {
+			return
 		}
 		fmt.Fprintf(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":%d,\"completion_tokens\":%d,\"total_tokens\":%d}}\n\ndata: [DONE]\n\n",
 			len(req.Prompt), req.MaxTokens, len(req.Prompt)+req.MaxTokens)
