@@ -28,8 +28,10 @@ func ExtraStrategies() []Strategy {
 // ParallelStrategy is the tuner's proposer (TunerStrategy's, cold) driven as Workers workers of one shared study are: each trial
 // takes its simulated time (startup + measurement); when one ends its
 // result is told and that worker asks again while the others' configs are
-// in flight (told to the proposer as pending: never proposed, and a
-// constant liar for TPE). Trials are numbered in the order they were
+// in flight (told to the proposer as pending: never proposed, a constant
+// liar for TPE, front members at the surrogate's predicted mean in
+// screening, and trials spent in the count that starts the late phase; see
+// search.Proposer.SetPending). Trials are numbered in the order they were
 // asked (claimed), so HV@N compares the first N claims with the
 // sequential search (Workers 1) on the same code path.
 type ParallelStrategy struct {

@@ -22,11 +22,7 @@ import (
 // $TUNER_SCHEDULE_SCREENSHOT when set). On a bbolt file and on PostgreSQL.
 func TestSchedulesInBrowser(t *testing.T) {
 	browser := findBrowser(t)
-	forBackends(t, func(t *testing.T, open func() store.DB) {
-		db := open()
-		defer db.Close()
-		schedulesInBrowser(t, browser, db)
-	})
+	onEachBackend(t, func(t *testing.T, db store.DB) { schedulesInBrowser(t, browser, db) })
 }
 
 func schedulesInBrowser(t *testing.T, browser string, db store.DB) {

@@ -172,11 +172,7 @@ func decodeAs[T any](t *testing.T, code int, body string, want int) T {
 // next slot from then (the paused slot is not caught up). On a bbolt file
 // and on PostgreSQL.
 func TestScheduleFiresSkipsAndPauses(t *testing.T) {
-	forBackends(t, func(t *testing.T, open func() store.DB) {
-		db := open()
-		defer db.Close()
-		firesSkipsAndPauses(t, db)
-	})
+	onEachBackend(t, firesSkipsAndPauses)
 }
 
 func firesSkipsAndPauses(t *testing.T, db store.DB) {
@@ -309,15 +305,21 @@ func forBackends(t *testing.T, fn func(t *testing.T, open func() store.DB)) {
 	})
 }
 
+// onEachBackend runs fn on a bbolt file and on a PostgreSQL database,
+// opened once and closed when fn returns.
+func onEachBackend(t *testing.T, fn func(t *testing.T, db store.DB)) {
+	forBackends(t, func(t *testing.T, open func() store.DB) {
+		db := open()
+		defer db.Close()
+		fn(t, db)
+	})
+}
+
 // TestScheduleAPIErrors: bad bodies are 400 naming the field (the cron
 // parser's own message quoted), a name in use 409, a missing schedule 404;
 // writes need the token. On a bbolt file and on PostgreSQL.
 func TestScheduleAPIErrors(t *testing.T) {
-	forBackends(t, func(t *testing.T, open func() store.DB) {
-		db := open()
-		defer db.Close()
-		scheduleAPIErrors(t, db)
-	})
+	onEachBackend(t, scheduleAPIErrors)
 }
 
 func scheduleAPIErrors(t *testing.T, db store.DB) {

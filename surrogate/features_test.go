@@ -214,14 +214,7 @@ func TestParseSchemaRejects(t *testing.T) {
 
 func FuzzSchema(f *testing.F) {
 	tg := spaces.Target{Model: spaces.DefaultCatalog().Models[0], GPU: spaces.DefaultCatalog().GPUs[0], GPUCount: 1}
-	sp, err := spaces.Default()
-	if err != nil {
-		f.Fatal(err)
-	}
-	r, err := sp.Resolve(tg)
-	if err != nil {
-		f.Fatal(err)
-	}
+	r := resolved(f, tg)
 	s := NewSchema(r)
 	s.Targets = DefaultObjectives()
 	b, _ := json.Marshal(s)

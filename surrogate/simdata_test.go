@@ -40,11 +40,7 @@ func mustTarget(t testing.TB, model, gpu string, count int) spaces.Target {
 
 func resolved(t testing.TB, tg spaces.Target) *spaces.Space {
 	t.Helper()
-	s, err := spaces.Default()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := s.Resolve(tg)
+	r, err := spaces.ResolveDefault(tg)
 	if err != nil {
 		t.Fatal(err)
 	}

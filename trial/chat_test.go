@@ -27,13 +27,8 @@ type chatReq struct {
 		Role    string `json:"role"`
 		Content string `json:"content"`
 	} `json:"messages"`
-	MaxCompletionTokens int  `json:"max_completion_tokens"`
-	MaxTokens           int  `json:"max_tokens"`
-	IgnoreEOS           bool `json:"ignore_eos"`
-	Stream              bool `json:"stream"`
-	StreamOptions       struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
+	MaxCompletionTokens int `json:"max_completion_tokens"`
+	streamFields
 }
 
 func (s *chatServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -29,15 +29,21 @@ type streamServer struct {
 }
 
 type completionReq struct {
-	Model         string `json:"model"`
-	Prompt        []int  `json:"prompt"`
-	MaxTokens     int    `json:"max_tokens"`
-	IgnoreEOS     bool   `json:"ignore_eos"`
-	Stream        bool   `json:"stream"`
+	Model  string `json:"model"`
+	Prompt []int  `json:"prompt"`
+	streamFields
+	id string
+}
+
+// streamFields are the fields of vLLM bench's streamed request bodies that
+// the completions and the chat endpoint share.
+type streamFields struct {
+	MaxTokens     int  `json:"max_tokens"`
+	IgnoreEOS     bool `json:"ignore_eos"`
+	Stream        bool `json:"stream"`
 	StreamOptions struct {
 		IncludeUsage bool `json:"include_usage"`
 	} `json:"stream_options"`
-	id string
 }
 
 func (s *streamServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -188,11 +188,21 @@ func TestDriveGateAndCancel(t *testing.T) {
 		t.Fatalf("gate open loop: %d records, want 12", len(recs))
 	}
 
-	hang := newStreamServer(t, &streamServer{first: time.Hour})
-	c2 := NewClient(hang, "m", 0)
+	// Cancel once the four requests the concurrency allows have reached the
+	// server (not after a fixed delay: on a loaded machine the client may
+	// not have sent them yet).
+	hs := &streamServer{first: time.Hour}
+	c2 := NewClient(newStreamServer(t, hs), "m", 0)
 	defer c2.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(50*time.Millisecond, cancel)
+	go func() {
+		// Bounded, so a client that never sends four fails the count below
+		// instead of hanging.
+		for end := time.Now().Add(time.Minute); hs.requests.Load() < 4 && time.Now().Before(end); {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
 	recs = c2.Drive(ctx, specsN(8, 8, 2), Load{Concurrency: 4}, nil)
 	if len(recs) != 4 {
 		t.Fatalf("cancel: %d records issued, want 4", len(recs))

@@ -54,25 +54,15 @@ func paretoCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "machine-readable output"},
 		),
 		Action: func(c *cli.Context) error {
-			var extra trial.SLO
-			if v := c.String("slo"); v != "" {
-				var err error
-				if extra, err = trial.ParseSLO(v); err != nil {
-					return usagef("--slo: %v", err)
-				}
+			extra, _, err := frontFlags(c)
+			if err != nil {
+				return err
 			}
-			if c.Float64("k") < 0 {
-				return usagef("--k must be >= 0")
-			}
-			s, err := openReader(c)
+			s, sel, err := openSelection(c)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			sel, err := selectStudies(c.Context, c, s)
-			if err != nil {
-				return err
-			}
 			if !c.Bool("json") {
 				fmt.Fprintln(c.App.ErrWriter, sel.describe())
 			}

@@ -55,6 +55,38 @@ func (sel selection) describe() string {
 	return s
 }
 
+// frontFlags checks the flags pareto and recommend share, before the
+// database is opened so that a typo is a usage error and not "no
+// database": --k, and --slo (given reports whether it was).
+func frontFlags(c *cli.Context) (slo trial.SLO, given bool, err error) {
+	if c.Float64("k") < 0 {
+		return trial.SLO{}, false, usagef("--k must be >= 0")
+	}
+	v := c.String("slo")
+	if v == "" {
+		return trial.SLO{}, false, nil
+	}
+	if slo, err = trial.ParseSLO(v); err != nil {
+		return trial.SLO{}, false, usagef("--slo: %v", err)
+	}
+	return slo, true, nil
+}
+
+// openSelection opens the database read-only and selects the studies the
+// flags name (selectStudies); the caller closes the database.
+func openSelection(c *cli.Context) (store.DB, selection, error) {
+	s, err := openReader(c)
+	if err != nil {
+		return nil, selection{}, err
+	}
+	sel, err := selectStudies(c.Context, c, s)
+	if err != nil {
+		s.Close()
+		return nil, selection{}, err
+	}
+	return s, sel, nil
+}
+
 func selectStudies(ctx context.Context, c *cli.Context, s store.DB) (selection, error) {
 	if id := c.String("study"); id != "" {
 		st, err := s.Study(ctx, id)
@@ -157,31 +189,18 @@ func recommendCommand() *cli.Command {
 			if err != nil {
 				return usagef("%v", err)
 			}
-			if c.Float64("k") < 0 {
-				return usagef("--k must be >= 0")
+			sloFlag, sloGiven, err := frontFlags(c)
+			if err != nil {
+				return err
 			}
-			// Every flag is checked before the database is opened, so that a
-			// typo is a usage error and not "no database".
-			var sloFlag *trial.SLO
-			if v := c.String("slo"); v != "" {
-				slo, err := trial.ParseSLO(v)
-				if err != nil {
-					return usagef("--slo: %v", err)
-				}
-				sloFlag = &slo
-			}
-			s, err := openReader(c)
+			s, sel, err := openSelection(c)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
-			sel, err := selectStudies(c.Context, c, s)
-			if err != nil {
-				return err
-			}
 			slo := sel.Newest.SLO()
-			if sloFlag != nil {
-				slo = *sloFlag
+			if sloGiven {
+				slo = sloFlag
 			}
 			trials, err := trialsOf(c.Context, s, sel.Studies)
 			if err != nil {
