@@ -61,9 +61,9 @@ type ProposerConfig struct {
 	SLO        trial.SLO
 	// History is told before the first ask: observations with Weight >=
 	// SamplerMinWeight reach the sampler and count as tried; all of them
-	// reach the scorer's Fit (another context's as a fading prior, see
-	// SurrogateScorer.Fit), but only this context's count towards
-	// MinScreenHistory.
+	// reach the scorer's Fit (another context's only once the study has
+	// measured trials of its own, see SurrogateScorer.Fit), but only this
+	// context's count towards MinScreenHistory.
 	History          []Observation
 	SamplerMinWeight float64 // default 1: only the study's own context
 	// Scorer screens candidates (nil: the sampler's own choice).
