@@ -514,7 +514,8 @@ func (p *Proposer) pool(sc scalariser, n int, screen bool) ([]spaces.Config, err
 	return out, nil
 }
 
-// parents are the unit vectors of the feasible front of this context.
+// parents are the unit vectors of the feasible front of this context
+// (p.front, kept per tell).
 // Other contexts' fronts are not mutated: they were parents while this
 // front had fewer than two members, and a warm start then spent its
 // opening next to another model's or GPU's best configs (Llama 70B on four
@@ -525,25 +526,11 @@ func (p *Proposer) pool(sc scalariser, n int, screen bool) ([]spaces.Config, err
 // on Mixtral without them (0.661 and 0.707 cold); the other context still
 // reaches the pruning and the surrogate.
 func (p *Proposer) parents() [][]float64 {
-	front := func(idx []int) [][]float64 {
-		var pts [][]float64
-		var cfgs []spaces.Config
-		for _, k := range idx {
-			if e := p.outs[k]; e.feasible {
-				pts = append(pts, e.vals)
-				cfgs = append(cfgs, p.history[k].Config)
-			}
-		}
-		var out [][]float64
-		if len(pts) == 0 {
-			return nil
-		}
-		for _, i := range pareto.Front(pts, p.cfg.Objectives.Directions()) {
-			out = append(out, p.unitVector(cfgs[i]))
-		}
-		return out
+	out := make([][]float64, len(p.front))
+	for i, k := range p.front {
+		out[i] = p.unitVector(p.history[k].Config)
 	}
-	return front(p.front)
+	return out
 }
 
 // lateSteps are the scales of a late search's mutation steps (one drawn per
@@ -626,8 +613,8 @@ func (p *Proposer) studyDrawer(sc scalariser, screen bool) (func() (map[string]s
 			return nil, fmt.Errorf("tell goptuna study: %w", err)
 		}
 	}
-	for _, id := range slices.Sorted(maps.Keys(p.others)) {
-		tp, ok := p.paramsOf(p.others[id])
+	for _, c := range p.inFlight() {
+		tp, ok := p.paramsOf(c)
 		if !ok || len(told) == 0 {
 			continue
 		}
@@ -842,10 +829,7 @@ func (p *Proposer) believed(ctx context.Context, norm normaliser) [][]float64 {
 	if len(p.others) == 0 {
 		return nil
 	}
-	cfgs := make([]spaces.Config, 0, len(p.others))
-	for _, id := range slices.Sorted(maps.Keys(p.others)) {
-		cfgs = append(cfgs, p.others[id])
-	}
+	cfgs := p.inFlight()
 	preds, err := p.cfg.Scorer.Score(ctx, cfgs)
 	if err != nil || len(preds) != len(cfgs) {
 		return nil
@@ -887,6 +871,16 @@ func (p *Proposer) isPending(id string) bool {
 func liarValue(told []float64) float64 {
 	s := slices.Sorted(slices.Values(told))
 	return s[len(s)/2]
+}
+
+// inFlight is the configs other workers run now (SetPending), by ID: the
+// order the sampler and the scorer are told them in, the same every ask.
+func (p *Proposer) inFlight() []spaces.Config {
+	out := make([]spaces.Config, 0, len(p.others))
+	for _, id := range slices.Sorted(maps.Keys(p.others)) {
+		out = append(out, p.others[id])
+	}
+	return out
 }
 
 // SetPending replaces the configs that other workers of the study run now:

@@ -164,7 +164,9 @@ func (e inconclusiveError) Error() string {
 		e.rep.New, e.rep.Base, 100*e.rep.Threshold, strings.Join(parts, "; "))
 }
 
-// writeFileWith creates path, writes it with fn and closes it.
+// writeFileWith creates path, writes it with fn, flushes it to disk when
+// it is a regular file (not a pipe or a device such as /dev/stdout) and
+// closes it.
 func writeFileWith(path string, fn func(io.Writer) error) (err error) {
 	f, err := os.Create(path)
 	if err != nil {
@@ -175,7 +177,13 @@ func writeFileWith(path string, fn func(io.Writer) error) (err error) {
 			err = cerr
 		}
 	}()
-	return fn(f)
+	if err := fn(f); err != nil {
+		return err
+	}
+	if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+		return f.Sync()
+	}
+	return nil
 }
 
 // writeOutput writes with fn to the file an output flag names (created, or

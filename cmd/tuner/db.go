@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -190,18 +189,9 @@ func dbExport(c *cli.Context) error {
 	defer s.Close()
 	q := store.ExportQuery{StudyID: c.String("study")}
 	return writeOutput(c.App.Writer, c.String("output"), func(w io.Writer) error {
-		var err error
 		if format == "csv" {
-			err = store.ExportCSV(c.Context, s, w, q)
-		} else {
-			err = store.ExportJSONL(c.Context, s, w, q)
+			return store.ExportCSV(c.Context, s, w, q)
 		}
-		if err != nil {
-			return err
-		}
-		if f, ok := w.(*os.File); ok && f != os.Stdout {
-			return f.Sync()
-		}
-		return nil
+		return store.ExportJSONL(c.Context, s, w, q)
 	})
 }
