@@ -29,12 +29,7 @@
 //     hold more, since a front's best config usually sits just inside an SLO
 //     bound. Past the opening (LateAfter trials of the study's own) the
 //     search refines: every second ask may bisect, and mutations mix fine
-//     and coarse steps. From twice LateAfter trials on, every second ask
-//     may be a line-search step of the pick (the feasible config best on
-//     the first objective, the one recommended): a small step along the
-//     numeric axis that correlates most with that objective, finer after a
-//     step past an SLO bound, ended when a step passes the peak or gains
-//     under 1%. A config is never proposed twice (by ID); the final
+//     and coarse steps. A config is never proposed twice (by ID); the final
 //     re-measurement and its conservative ranking (median - k*MAD) belong to
 //     the loop (tuner.Aggregate).
 //   - SurrogateScorer: the Scorer over package surrogate (retrained on the

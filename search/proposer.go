@@ -117,21 +117,10 @@ type ProposerConfig struct {
 	// 8 trials unchanged by construction.
 	LateAfter       int
 	LateBisectEvery int // default 2; negative: BisectEvery throughout
-	// LateLineEvery makes every n-th ask from twice LateAfter trials on a
-	// line-search step of the pick when there is one to make (default 2,
-	// the asks bisection leaves; negative: never): see Proposer.lineSearch.
-	// On the search-quality evaluation (24 trials) it raised the median
-	// pick on the A100 short-request scenario from 0.902 to 0.950 of the
-	// true best (20 seeds) and left the HV@24 sum flat (2.795 -> 2.790 on
-	// the four scenarios it moves at 20 seeds, 3.444 -> 3.453 on the other
-	// four at 10). Steps from the 9th trial on, every 4th ask, lifted that
-	// pick to 0.970 but cost 0.19 of the HV@24 sum over the eight: they
-	// take screened asks that find the front's low-latency configs.
-	LateLineEvery int
-	StartupTrials int // TPE: random trials before modelling (default 8)
-	EICandidates  int // TPE: candidates per suggestion (default 24; 8 for screening pools)
-	MaxAttempts   int // draws per returned candidate before ErrExhausted (default 64)
-	Logger        *slog.Logger
+	StartupTrials   int // TPE: random trials before modelling (default 8)
+	EICandidates    int // TPE: candidates per suggestion (default 24; 8 for screening pools)
+	MaxAttempts     int // draws per returned candidate before ErrExhausted (default 64)
+	Logger          *slog.Logger
 }
 
 // DefaultProposerConfig returns the defaults (Space still to be set).
@@ -152,7 +141,6 @@ func DefaultProposerConfig() ProposerConfig {
 		BisectEvery:         3,
 		LateAfter:           8,
 		LateBisectEvery:     2,
-		LateLineEvery:       2,
 		StartupTrials:       8,
 		EICandidates:        24,
 		MaxAttempts:         64,
@@ -228,10 +216,6 @@ func (c *ProposerConfig) fill() error {
 	if c.LateBisectEvery < 0 {
 		c.LateBisectEvery = c.BisectEvery
 	}
-	if c.LateLineEvery == 0 {
-		c.LateLineEvery = d.LateLineEvery
-	}
-	c.LateLineEvery = max(0, c.LateLineEvery)
 	if c.StartupTrials <= 0 {
 		c.StartupTrials = d.StartupTrials
 	}
@@ -361,13 +345,6 @@ func (p *Proposer) Ask(ctx context.Context) (spaces.Config, error) {
 			return c, nil
 		}
 	}
-	if screen && p.lineDue() {
-		if c, ok := p.lineSearch(); ok {
-			p.cfg.Logger.Debug("pick line search", "config", c.ID())
-			p.pending[c.ID()] = c
-			return c, nil
-		}
-	}
 	n := 1
 	if screen {
 		n = p.cfg.Candidates
@@ -385,15 +362,6 @@ func (p *Proposer) Ask(ctx context.Context) (spaces.Config, error) {
 	}
 	p.pending[c.ID()] = c
 	return c, nil
-}
-
-// lineDue reports whether this ask is a pick line-search step: every
-// LateLineEvery-th ask once this study (with other workers' claims) has
-// twice LateAfter trials, so the steps start from a pick the opening and
-// the late search have already placed (see ProposerConfig.LateLineEvery).
-func (p *Proposer) lineDue() bool {
-	every := p.cfg.LateLineEvery
-	return p.cfg.LateAfter > 0 && every > 0 && len(p.sampler)+len(p.others) >= 2*p.cfg.LateAfter && (p.asks-1)%every == 0
 }
 
 // usable counts observations of this context with a measurement (weight at
@@ -921,7 +889,13 @@ func (p *Proposer) inFlight() []spaces.Config {
 // screening counts each the scorer expects to be feasible as a front
 // member at its predicted mean (believed), so proposals do not crowd one
 // region. Without configs in flight the proposer does exactly what it
-// does alone (the sequential tuner's figures are unchanged).
+// does alone (the sequential tuner's figures are unchanged). Tried and
+// dropped: taking, for the unscreened asks before MinScreenHistory own
+// measurements, the one of 16 sampler draws farthest from every config
+// tried or in flight: par4 HV@8 summed over the eight scenarios fell from
+// 4.725 to 4.420 (70B 0.605 -> 0.322: far from the default is off its one
+// good layout) and HV@24 at 20 seeds fell on Qwen 72B (0.738 -> 0.606) and
+// the 70B (0.800 -> 0.764), rising on 8B-H100 (0.525 -> 0.593).
 func (p *Proposer) SetPending(cfgs []spaces.Config) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -170,8 +170,7 @@ func TestRefitScheduleGrowsWithHistory(t *testing.T) {
 			hist := randomHistory(t, s, tc.history-1, 1, synth)
 			def := s.DefaultConfig()
 			hist = append(hist, Observation{Config: def, Result: synth(def)})
-			// No pick line steps: they skip screening, so they would not fit.
-			p := newProposer(t, ProposerConfig{Space: s, Seed: 3, Scorer: fs, History: hist, LateLineEvery: -1})
+			p := newProposer(t, ProposerConfig{Space: s, Seed: 3, Scorer: fs, History: hist})
 			runProposer(t, p, tc.asks, synth)
 			if fs.fits < tc.minFits || fs.fits > tc.maxFits {
 				t.Fatalf("Fit called %d times in %d asks on %d trials of history, want %d-%d", fs.fits, tc.asks, tc.history, tc.minFits, tc.maxFits)
