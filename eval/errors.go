@@ -25,9 +25,25 @@ const TruthSlack = 0.005
 
 // TruthBeatenError names the scenarios whose truth was beaten.
 type TruthBeatenError struct {
-	Scenarios []string  // scenario names
-	Ratios    []float64 // joined HV / truth HV, per scenario
-	Configs   []int     // run configs on the joined front, per scenario
+	Scenarios []string      // scenario names
+	Ratios    []float64     // joined HV / truth HV, per scenario
+	Configs   []int         // run configs on the joined front, per scenario
+	Beyond    [][]RunConfig // those configs, where they were tried (may be fewer than Configs)
+}
+
+// RunConfig is a config a run tried: which strategy, seed and search trial
+// (0 for a final re-measurement), and its true objective vector.
+type RunConfig struct {
+	Strategy string    `json:"strategy"`
+	Seed     uint64    `json:"seed"`
+	Trial    int       `json:"trial"`
+	ConfigID string    `json:"config_id"`
+	Flags    string    `json:"flags"`
+	Vec      []float64 `json:"true_vec"`
+}
+
+func (c RunConfig) String() string {
+	return fmt.Sprintf("%s seed %d trial %d, config %s %s", c.Strategy, c.Seed, c.Trial, c.ConfigID, fmtVec(c.Vec))
 }
 
 func (e *TruthBeatenError) Error() string {
@@ -36,7 +52,17 @@ func (e *TruthBeatenError) Error() string {
 		if i > 0 {
 			msg += "; "
 		}
-		msg += fmt.Sprintf("%s: x%.4f (%d configs)", s, e.Ratios[i], e.Configs[i])
+		msg += fmt.Sprintf("%s: x%.4f (%d configs", s, e.Ratios[i], e.Configs[i])
+		if i < len(e.Beyond) && len(e.Beyond[i]) > 0 {
+			const shown = 3 // the report's beyond_truth lists them all, with their flags
+			for _, c := range e.Beyond[i][:min(shown, len(e.Beyond[i]))] {
+				msg += "; " + c.String()
+			}
+			if len(e.Beyond[i]) > shown {
+				msg += fmt.Sprintf("; %d more", len(e.Beyond[i])-shown)
+			}
+		}
+		msg += ")"
 	}
 	return fmt.Sprintf("%v by more than %.1f%%: %s (the truth's optimiser missed these configs: see polish in eval/polish.go)", ErrTruthBeaten, 100*TruthSlack, msg)
 }
@@ -52,6 +78,7 @@ func TruthCheck(rep *Report) error {
 			e.Scenarios = append(e.Scenarios, sc.Name)
 			e.Ratios = append(e.Ratios, sc.JoinedHV)
 			e.Configs = append(e.Configs, sc.FromRuns)
+			e.Beyond = append(e.Beyond, sc.BeyondTruth)
 		}
 	}
 	if len(e.Scenarios) == 0 {

@@ -58,18 +58,21 @@ type ScenarioReport struct {
 	// front joined with every truly feasible config any run tried, over
 	// TrueHV, and FromRuns the members of that joined front that came from
 	// runs: above 1 + TruthSlack the truth was beaten (ErrTruthBeaten).
-	Front          int       `json:"front"`
-	FromRuns       int       `json:"front_from_runs"`
-	JoinedHV       float64   `json:"joined_hv_ratio"`
-	Polished       int       `json:"polished"`  // the truth's polish evaluations
-	Converged      bool      `json:"converged"` // the polish refined every front member to convergence
-	TrueHV         float64   `json:"true_hv"`
-	Ref            []float64 `json:"ref"`
-	TrueHVStrict   float64   `json:"true_hv_strict"`
-	RefStrict      []float64 `json:"ref_strict"`
-	BestThroughput float64   `json:"best_throughput"`
-	Default        Truth     `json:"default"`
-	DefaultFlags   string    `json:"default_flags"`
+	// BeyondTruth are those members, where they were tried: what the
+	// truth's optimiser missed.
+	Front          int         `json:"front"`
+	FromRuns       int         `json:"front_from_runs"`
+	BeyondTruth    []RunConfig `json:"beyond_truth,omitempty"`
+	JoinedHV       float64     `json:"joined_hv_ratio"`
+	Polished       int         `json:"polished"`  // the truth's polish evaluations
+	Converged      bool        `json:"converged"` // the polish refined every front member to convergence
+	TrueHV         float64     `json:"true_hv"`
+	Ref            []float64   `json:"ref"`
+	TrueHVStrict   float64     `json:"true_hv_strict"`
+	RefStrict      []float64   `json:"ref_strict"`
+	BestThroughput float64     `json:"best_throughput"`
+	Default        Truth       `json:"default"`
+	DefaultFlags   string      `json:"default_flags"`
 	frontVecs      [][]float64
 }
 
@@ -185,9 +188,9 @@ func buildReport(ctx context.Context, cfg Config, states []*scenarioState, strat
 		// the runs' truly feasible configs joined with it measure whether
 		// the truth still holds (TruthCheck).
 		type member struct {
-			cfg     spaces.Config
-			vec     []float64
-			fromRun bool
+			cfg spaces.Config
+			vec []float64
+			run *RunConfig // nil: the truth's
 		}
 		// A run's config that ties a truth point is not from the runs: the
 		// truth keeps one config per point (distinctPoints), its twins tie.
@@ -195,13 +198,14 @@ func buildReport(ctx context.Context, cfg Config, states []*scenarioState, strat
 		seen := map[string]bool{}
 		for _, f := range gt.Front {
 			seen[f.ID], seen[vecKey(f.Vec)] = true, true
-			all = append(all, member{f.Config, f.Vec, false})
+			all = append(all, member{f.Config, f.Vec, nil})
 		}
 		for _, r := range scRuns {
 			for _, t := range r.Trials {
 				if t.found() && !seen[t.ConfigID] && !seen[vecKey(t.True.Vec)] {
 					seen[t.ConfigID] = true
-					all = append(all, member{t.Config, t.True.Vec, true})
+					all = append(all, member{t.Config, t.True.Vec, &RunConfig{Strategy: r.Strategy, Seed: r.Seed, Trial: t.Number,
+						ConfigID: t.ConfigID, Flags: strings.Join(t.Config.Flags(), " "), Vec: t.True.Vec}})
 				}
 			}
 		}
@@ -214,7 +218,7 @@ func buildReport(ctx context.Context, cfg Config, states []*scenarioState, strat
 			joined = append(joined, all[i])
 		}
 		for _, m := range all {
-			if !m.fromRun {
+			if m.run == nil {
 				front = append(front, m)
 			}
 		}
@@ -238,8 +242,9 @@ func buildReport(ctx context.Context, cfg Config, states []*scenarioState, strat
 		var jvecs [][]float64
 		for _, m := range joined {
 			jvecs = append(jvecs, m.vec)
-			if m.fromRun {
+			if m.run != nil {
 				sr.FromRuns++
+				sr.BeyondTruth = append(sr.BeyondTruth, *m.run)
 			}
 		}
 		sr.TrueHV, sr.frontVecs = hvOf(fvecs, p, gt.Ref), fvecs

@@ -18,6 +18,20 @@ func TestTruthCheck(t *testing.T) {
 	if len(tb.Scenarios) != 1 || tb.Scenarios[0] != "b" || tb.Configs[0] != 3 || !strings.Contains(err.Error(), "b: x1.0200 (3 configs)") {
 		t.Errorf("error %+v: %v", tb, err)
 	}
+	// The configs that beat it are named, three at most (the report has all).
+	run := func(seed uint64) RunConfig {
+		return RunConfig{Strategy: "tuner-warm", Seed: seed, Trial: 23, ConfigID: "0123abcd", Vec: []float64{3105.4, 37.04, 791.2}}
+	}
+	rep.Scenarios[1].BeyondTruth = []RunConfig{run(6), run(7), run(8), run(9)}
+	msg := TruthCheck(rep).Error()
+	for _, want := range []string{"b: x1.0200 (3 configs; tuner-warm seed 6 trial 23, config 0123abcd (3105, 37.04, 791.2);", "seed 8 trial 23", "; 1 more)"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q lacks %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "seed 9") {
+		t.Errorf("error %q lists more than three configs", msg)
+	}
 	rep.Scenarios = rep.Scenarios[:1]
 	if err := TruthCheck(rep); err != nil {
 		t.Errorf("within the slack: %v", err)
