@@ -190,7 +190,8 @@ func buildReport(ctx context.Context, cfg Config, states []*scenarioState, strat
 		type member struct {
 			cfg spaces.Config
 			vec []float64
-			run *RunConfig // nil: the truth's
+			run *Run   // nil: the truth's
+			t   *Trial // the run's trial
 		}
 		// A run's config that ties a truth point is not from the runs: the
 		// truth keeps one config per point (distinctPoints), its twins tie.
@@ -198,14 +199,14 @@ func buildReport(ctx context.Context, cfg Config, states []*scenarioState, strat
 		seen := map[string]bool{}
 		for _, f := range gt.Front {
 			seen[f.ID], seen[vecKey(f.Vec)] = true, true
-			all = append(all, member{f.Config, f.Vec, nil})
+			all = append(all, member{f.Config, f.Vec, nil, nil})
 		}
 		for _, r := range scRuns {
-			for _, t := range r.Trials {
+			for i := range r.Trials {
+				t := &r.Trials[i]
 				if t.found() && !seen[t.ConfigID] && !seen[vecKey(t.True.Vec)] {
 					seen[t.ConfigID] = true
-					all = append(all, member{t.Config, t.True.Vec, &RunConfig{Strategy: r.Strategy, Seed: r.Seed, Trial: t.Number,
-						ConfigID: t.ConfigID, Flags: strings.Join(t.Config.Flags(), " "), Vec: t.True.Vec}})
+					all = append(all, member{t.Config, t.True.Vec, r, t})
 				}
 			}
 		}
@@ -244,7 +245,9 @@ func buildReport(ctx context.Context, cfg Config, states []*scenarioState, strat
 			jvecs = append(jvecs, m.vec)
 			if m.run != nil {
 				sr.FromRuns++
-				sr.BeyondTruth = append(sr.BeyondTruth, *m.run)
+				// Flags rendered here, for the few on the joined front only.
+				sr.BeyondTruth = append(sr.BeyondTruth, RunConfig{Strategy: m.run.Strategy, Seed: m.run.Seed, Trial: m.t.Number,
+					ConfigID: m.t.ConfigID, Flags: strings.Join(m.cfg.Flags(), " "), Vec: m.vec})
 			}
 		}
 		sr.TrueHV, sr.frontVecs = hvOf(fvecs, p, gt.Ref), fvecs

@@ -364,15 +364,15 @@ func (p *Proposer) Ask(ctx context.Context) (spaces.Config, error) {
 	return c, nil
 }
 
-// usable counts observations of this context with a measurement (weight at
-// least SamplerMinWeight). Another context's history does not start
+// usable counts observations of this context (p.sampler: weight at least
+// SamplerMinWeight) with a measurement. Another context's history does not start
 // screening: with it counted, a warm-started study screened from its second
 // trial on a surrogate that knew almost only the other context (see
 // SurrogateScorer.Fit).
 func (p *Proposer) usable() int {
 	n := 0
-	for _, o := range p.history {
-		if o.weight() >= p.cfg.SamplerMinWeight && o.Result.Usable() {
+	for _, k := range p.sampler {
+		if p.history[k].Result.Usable() {
 			n++
 		}
 	}
