@@ -54,10 +54,6 @@ func paretoCommand() *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "machine-readable output"},
 		),
 		Action: func(c *cli.Context) error {
-			extra, _, err := frontFlags(c)
-			if err != nil {
-				return err
-			}
 			s, sel, err := openSelection(c)
 			if err != nil {
 				return err
@@ -66,7 +62,7 @@ func paretoCommand() *cli.Command {
 			if !c.Bool("json") {
 				fmt.Fprintln(c.App.ErrWriter, sel.describe())
 			}
-			v, err := buildFrontView(c.Context, s, sel, extra, c.Bool("group"), c.Float64("k"))
+			v, err := buildFrontView(c.Context, s, sel, sel.SLOFlag, c.Bool("group"), c.Float64("k"))
 			if err != nil {
 				return err
 			}

@@ -38,6 +38,9 @@ type selection struct {
 	// Skipped counts the matching studies left out (another GPU setup,
 	// engine, workload or objective than the newest's).
 	Skipped int
+	// SLOFlag is --slo's bounds, SLOGiven whether it was passed.
+	SLOFlag  trial.SLO
+	SLOGiven bool
 }
 
 // describe says which studies a command used, for stderr.
@@ -72,9 +75,14 @@ func frontFlags(c *cli.Context) (slo trial.SLO, given bool, err error) {
 	return slo, true, nil
 }
 
-// openSelection opens the database read-only and selects the studies the
-// flags name (selectStudies); the caller closes the database.
+// openSelection checks the front flags (frontFlags), opens the database
+// read-only and selects the studies the flags name (selectStudies); the
+// caller closes the database.
 func openSelection(c *cli.Context) (store.DB, selection, error) {
+	slo, given, err := frontFlags(c)
+	if err != nil {
+		return nil, selection{}, err
+	}
 	s, err := openReader(c)
 	if err != nil {
 		return nil, selection{}, err
@@ -84,6 +92,7 @@ func openSelection(c *cli.Context) (store.DB, selection, error) {
 		s.Close()
 		return nil, selection{}, err
 	}
+	sel.SLOFlag, sel.SLOGiven = slo, given
 	return s, sel, nil
 }
 
@@ -189,18 +198,14 @@ func recommendCommand() *cli.Command {
 			if err != nil {
 				return usagef("%v", err)
 			}
-			sloFlag, sloGiven, err := frontFlags(c)
-			if err != nil {
-				return err
-			}
 			s, sel, err := openSelection(c)
 			if err != nil {
 				return err
 			}
 			defer s.Close()
 			slo := sel.Newest.SLO()
-			if sloGiven {
-				slo = sloFlag
+			if sel.SLOGiven {
+				slo = sel.SLOFlag
 			}
 			trials, err := trialsOf(c.Context, s, sel.Studies)
 			if err != nil {
