@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -22,7 +23,7 @@ func TestLoadScenariosExample(t *testing.T) {
 	if long.MaxModelLen != 32768 || long.Workload.Prompt.Min != 8000 || moe.Model != "Mixtral-8x7B" || moe.GPUCount != 2 {
 		t.Errorf("long-context %+v, MoE %+v", long, moe)
 	}
-	if q.Name != "qwen7b-l40s-short" || q.Model != "Qwen2.5-7B" || q.GPUCount != 1 || q.Workload.Name != "short-high-concurrency" ||
+	if q.Name != "qwen7b-l40s-short" || q.Model != "Qwen2.5-7B" || q.GPUCount != 1 || !reflect.DeepEqual(q.Workload, shortWorkload()) ||
 		q.Latency != "tpot_p99" || q.E2ECapMS != 25000 || q.WarmFrom != "llama8b-a100-short" {
 		t.Errorf("first scenario %+v", q)
 	}
