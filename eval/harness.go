@@ -361,11 +361,14 @@ func groundTruth(ctx context.Context, cfg Config, sc Scenario, progress func(str
 			progress("%-22s ground truth from cache (key %s): %d configs sampled, front %d, HV %.4g", sc.Name, key, gt.Evaluated, len(gt.Front), gt.HV)
 			st.truth, st.cached = gt, true
 			return st, nil
-		case errors.Is(err, ErrStaleCache):
-			progress("%-22s ground-truth cache is stale (%v): recomputing", sc.Name, err)
-		case errors.Is(err, errOldFormat):
+		case errors.Is(err, ErrStaleCache), errors.Is(err, errOldFormat):
+			// A file of the same sample stage (the same simulator, space,
+			// scenario and sample plan: another polish or format) is a
+			// front of that sample's configs: the polish starts from it,
+			// so a recomputed truth holds at least the old one's
+			// hypervolume.
 			sampled = loadSampled(cfg.CacheDir, cacheName(sc.Name, cfg.Plan), keys.Sample)
-			progress("%-22s ground-truth cache is an older format: recomputing (sample stage reused: %v)", sc.Name, sampled != nil)
+			progress("%-22s ground-truth cache is stale or an older format (%v): recomputing (sample stage reused: %v)", sc.Name, err, sampled != nil)
 		case errors.Is(err, fs.ErrNotExist):
 			progress("%-22s no ground-truth cache: computing", sc.Name)
 		default:

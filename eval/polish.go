@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -25,6 +26,10 @@ func vecsOf(ms []frontMember) [][]float64 {
 	}
 	return out
 }
+
+// truthFunc evaluates a config noise-free (Evaluator.Truth; a test's
+// synthetic problem).
+type truthFunc func(context.Context, spaces.Config) (Truth, error)
 
 // polishResult is what polish found.
 type polishResult struct {
@@ -63,9 +68,10 @@ const (
 )
 
 // descend improves objective j (direction d) from s by coordinate descent:
-// every other level of each discrete flag and walks along each numeric
-// axis, a move kept when the config meets the SLO and is better in j,
-// until a sweep keeps none. look evaluates (see polish).
+// every other level of each discrete flag, walks along each numeric axis
+// and every other split of the GPUs between TP and DP (layoutAxis), a move
+// kept when the config meets the SLO and is better in j, until a sweep
+// keeps none. look evaluates (see polish).
 func descend(sp *spaces.Space, s frontMember, j int, d pareto.Direction, look func(string, spaces.Config) (Truth, bool, error)) error {
 	cur := s
 	better := func(axis string, c spaces.Config) (bool, error) {
@@ -102,9 +108,25 @@ func descend(sp *spaces.Space, s frontMember, j int, d pareto.Direction, look fu
 				}
 			}
 		}
+		for _, c := range sp.Resplits(cur.cfg) {
+			ok, err := better(layoutAxis, c)
+			if err != nil {
+				return err
+			}
+			moved = moved || ok
+		}
 	}
 	return nil
 }
+
+// layoutAxis names the coordinate that re-splits the GPUs between TP and
+// DP in one move (spaces.Space.Resplits) in the polish's probe counts.
+// Changing tensor_parallel_size or data_parallel_size alone cannot: the
+// Qwen2-72B truth on 8 H200s (149 points, 144 at TP 4 x DP 2, 5 at 8 x 1)
+// was beaten by 1.3% of its hypervolume by an 8 x 1 config a search found.
+// Where a config has one layout (one GPU) there is no such move, so the
+// polish evaluates exactly what it did before the move existed.
+const layoutAxis = "layout"
 
 // levelAnchors is the number of front points (largest hypervolume
 // contributions first, and the best throughput) at whose numeric values
@@ -112,29 +134,70 @@ func descend(sp *spaces.Space, s frontMember, j int, d pareto.Direction, look fu
 const levelAnchors = 3
 
 // polish optimises the noise-free simulator from a sampled front, in three
-// stages. Edges: single-objective descents from the best configs of pool
+// stages, each parallel layout (TP x DP) on its own front: a probe at a
+// layout "enters the front" when it enters that layout's own front (the
+// non-dominated configs evaluated at that layout), and the truth's front is
+// the overall front of them all. Edges: single-objective descents from the best configs of pool
 // (the sample's feasible configs) and a seeded sample, per objective (see
 // descend). Levels: at the numeric values of the levelAnchors front points
 // holding the most hypervolume, every combination of the discrete flags'
 // levels (a seeded sample of maxCombos of them where the product is
-// larger). Refinement: coordinate search around each front member, largest
-// hypervolume contribution first: every other level of each discrete flag,
+// larger). Refinement: coordinate search around each member of the own
+// front of every layout that has a member on the overall front, largest
+// hypervolume contribution (to its layout's front) first: every other split
+// of the GPUs between TP and DP (layoutAxis), every other level of each
+// discrete flag,
 // and along each numeric axis in each direction a walk that starts at 1/8
 // of the range, keeps its step while the probe enters the front (the
 // member moved there) and halves it when not, down to one unit. A config
 // that enters the front is itself a member to refine; the search has
-// converged when every member holding polishMinShare of the hypervolume was
-// refined, or stops when budget evaluations were spent. Axes that never
-// moved the front in axisGiveUp probes are left out. Random samples miss
+// converged when every such member holding polishMinShare of the overall
+// front's hypervolume (in its layout's front) was refined, or stops when
+// budget evaluations were spent. Axes that never moved the front in
+// axisGiveUp probes are left out. Random samples miss
 // the configs right at the SLO bounds, which hold most of a front's
 // hypervolume; searches find them, so without this the truth was beaten.
-func polish(ctx context.Context, p *Problem, ev *Evaluator, front, pool []frontMember, ref []float64, budget, maxCombos int, seed uint64, progress func(done, total int)) (polishResult, error) {
+// Refining every layout on the front, not only the global front's members:
+// the 8 x 1 part of the Qwen2-72B front above held 5 points and a search
+// beat it there. With one layout the layouts' fronts are the overall front
+// (same members, same order) and the polish is what it was without them.
+func polish(ctx context.Context, p *Problem, truth truthFunc, front, pool []frontMember, ref []float64, budget, maxCombos int, seed uint64, progress func(done, total int)) (polishResult, error) {
 	res := polishResult{front: slices.Clone(front), failed: map[string]int{}}
 	dirs := p.Objectives.Directions()
 	seen := map[string]bool{}
 	probed := map[string]bool{}
 	for _, m := range front {
 		seen[m.cfg.ID()] = true
+	}
+	// own is each layout's own front, the members in the order they joined:
+	// the front's, then the pool's that no member of their layout
+	// dominates. ComputeTruth's front is the pool's front, so with one
+	// layout no pool member joins and own's only front is res.front.
+	own := map[spaces.Layout][]frontMember{}
+	insert := func(ms *[]frontMember, m frontMember) bool {
+		add, drop := pareto.Insert(vecsOf(*ms), m.vec, dirs)
+		if !add {
+			return false
+		}
+		for _, i := range slices.Backward(drop) {
+			*ms = slices.Delete(*ms, i, i+1)
+		}
+		*ms = append(*ms, m)
+		return true
+	}
+	for _, m := range front {
+		l := spaces.LayoutOf(m.cfg)
+		own[l] = append(own[l], m)
+	}
+	for _, m := range pool {
+		if !seen[m.cfg.ID()] {
+			l := spaces.LayoutOf(m.cfg)
+			ms := own[l]
+			if insert(&ms, m) {
+				seen[m.cfg.ID()] = true // a member already
+			}
+			own[l] = ms
+		}
 	}
 	tries, wins := map[string]int{}, map[string]int{}
 	errBudget := context.DeadlineExceeded // sentinel: budget spent
@@ -143,7 +206,7 @@ func polish(ctx context.Context, p *Problem, ev *Evaluator, front, pool []frontM
 	look := func(axis string, c spaces.Config) (Truth, bool, error) {
 		id := c.ID()
 		if seen[id] {
-			t, err := ev.Truth(ctx, c)
+			t, err := truth(ctx, c)
 			return t, false, err
 		}
 		if res.evals >= budget {
@@ -158,7 +221,7 @@ func polish(ctx context.Context, p *Problem, ev *Evaluator, front, pool []frontM
 		if progress != nil && res.evals%100 == 0 {
 			progress(res.evals, budget)
 		}
-		t, err := ev.Truth(ctx, c)
+		t, err := truth(ctx, c)
 		if err != nil {
 			return t, false, err
 		}
@@ -170,14 +233,15 @@ func polish(ctx context.Context, p *Problem, ev *Evaluator, front, pool []frontM
 			return t, false, nil
 		}
 		res.feasible++
-		add, drop := pareto.Insert(vecsOf(res.front), t.Vec, dirs)
-		if !add {
+		m := frontMember{cfg: c, vec: t.Vec}
+		insert(&res.front, m)
+		l := spaces.LayoutOf(c)
+		ms := own[l]
+		joined := insert(&ms, m)
+		own[l] = ms
+		if !joined {
 			return t, false, nil
 		}
-		for _, i := range slices.Backward(drop) {
-			res.front = slices.Delete(res.front, i, i+1)
-		}
-		res.front = append(res.front, frontMember{cfg: c, vec: t.Vec})
 		wins[axis]++
 		return t, true, nil
 	}
@@ -187,6 +251,13 @@ func polish(ctx context.Context, p *Problem, ev *Evaluator, front, pool []frontM
 	}
 	tuned := p.Space.Tuned()
 	probe := func(m frontMember) error {
+		if tries[layoutAxis] < axisGiveUp || wins[layoutAxis] > 0 {
+			for _, c := range p.Space.Resplits(m.cfg) {
+				if _, err := try(layoutAxis, c); err != nil {
+					return err
+				}
+			}
+		}
 		for _, prm := range tuned {
 			if tries[prm.Name] >= axisGiveUp && wins[prm.Name] == 0 {
 				continue
@@ -213,25 +284,43 @@ func polish(ctx context.Context, p *Problem, ev *Evaluator, front, pool []frontM
 		}
 		return nil
 	}
+	// ranked returns the members of the own fronts of the layouts on the
+	// overall front, largest contribution to their layout's front first,
+	// the contributions by ID and the overall front's hypervolume.
 	ranked := func() ([]frontMember, map[string]float64, float64) {
 		// Members with equal objective vectors (flags the simulator
 		// ignores) are one point: its contribution counts once.
-		var uniq [][]float64
-		at := map[string]int{}
+		uniqOf := func(ms []frontMember) ([][]float64, map[string]int) {
+			var uniq [][]float64
+			at := map[string]int{}
+			for _, m := range ms {
+				k := fmt.Sprint(m.vec)
+				if _, ok := at[k]; !ok {
+					at[k] = len(uniq)
+					uniq = append(uniq, m.vec)
+				}
+			}
+			return uniq, at
+		}
+		uniq, _ := uniqOf(res.front)
+		total, _ := pareto.Hypervolume(uniq, dirs, ref)
+		var layouts []spaces.Layout
 		for _, m := range res.front {
-			k := fmt.Sprint(m.vec)
-			if _, ok := at[k]; !ok {
-				at[k] = len(uniq)
-				uniq = append(uniq, m.vec)
+			if l := spaces.LayoutOf(m.cfg); !slices.Contains(layouts, l) {
+				layouts = append(layouts, l)
 			}
 		}
-		contrib := contributions(uniq, dirs, ref)
-		total, _ := pareto.Hypervolume(uniq, dirs, ref)
+		slices.SortFunc(layouts, func(a, b spaces.Layout) int { return cmp.Or(a.TP-b.TP, a.DP-b.DP) })
 		byID := map[string]float64{}
-		for _, m := range res.front {
-			byID[m.cfg.ID()] = contrib[at[fmt.Sprint(m.vec)]]
+		var out []frontMember
+		for _, l := range layouts {
+			uniq, at := uniqOf(own[l])
+			contrib := contributions(uniq, dirs, ref)
+			for _, m := range own[l] {
+				byID[m.cfg.ID()] = contrib[at[fmt.Sprint(m.vec)]]
+			}
+			out = append(out, own[l]...)
 		}
-		out := slices.Clone(res.front)
 		sort.SliceStable(out, func(a, b int) bool { return byID[out[a].cfg.ID()] > byID[out[b].cfg.ID()] })
 		return out, byID, total
 	}

@@ -95,8 +95,7 @@ func (p *Problem) record(n int, phase string, cfg spaces.Config, res *trial.Resu
 	t := Trial{Number: n, Phase: phase, ConfigID: cfg.ID(), Config: cfg, Status: res.Status, Failure: res.Failure, result: res}
 	j := p.judge(res)
 	t.Measured, t.MeasuredFeasible, t.MeasuredE2EP99 = j.Vec, j.Feasible, j.E2EP99
-	gpus := max(1, cfg.Int("tensor_parallel_size")) * max(1, cfg.Int("data_parallel_size"))
-	t.GPUSeconds = (res.Phases.StartupS + res.Phases.MeasureS) * float64(gpus)
+	t.GPUSeconds = (res.Phases.StartupS + res.Phases.MeasureS) * float64(spaces.LayoutOf(cfg).GPUs())
 	t.ScreenedOut = res.Failure == trial.FailScreenedOut
 	return t
 }

@@ -29,6 +29,12 @@ import (
 // format 5 adds the edge descents (multi-start, one objective each).
 const TruthFormat = 5
 
+// layoutsFormat is the version of the polish's handling of parallel
+// layouts, part of the truth key of problems with more than one (see
+// KeysOf): 1 re-splits the GPUs between TP and DP in one move and refines
+// each layout's own front.
+const layoutsFormat = 1
+
 // sampleFormat is the version of the sample stage alone (the random,
 // grid and refine configs): its key, SampleKey, names a front that a polish
 // may start from (format-2 caches are exactly such fronts).
@@ -152,18 +158,29 @@ func KeysOf(ctx context.Context, p *Problem, plan SamplePlan) (TruthKeys, error)
 	if err != nil {
 		return TruthKeys{}, err
 	}
-	hash := func(f int, plan SamplePlan) string {
+	hash := func(f int, plan SamplePlan, layouts int) string {
 		b, _ := json.Marshal(struct {
 			F        int
 			Scenario string
 			Space    string
 			Plan     SamplePlan
 			Sim      string
-		}{f, p.Scenario.hash(), p.Space.Hash(), plan, fp})
+			Layouts  int `json:",omitempty"`
+		}{f, p.Scenario.hash(), p.Space.Hash(), plan, fp, layouts})
 		h := sha256.Sum256(b)
 		return hex.EncodeToString(h[:8])
 	}
-	return TruthKeys{Truth: hash(TruthFormat, plan), Sample: hash(sampleFormat, plan.samplePart())}, nil
+	// The polish's layout moves and per-layout fronts (polish, layoutAxis)
+	// change the truth only where a config has another layout: on one GPU
+	// the space's gpus-available constraint leaves 1 x 1 whatever the other
+	// flags (the default config, expert parallelism off, is the config
+	// most layouts accept), the polish evaluates the same configs in the
+	// same order, and those truths keep their key.
+	layouts := 0
+	if len(p.Space.Resplits(p.Space.DefaultConfig())) > 0 {
+		layouts = layoutsFormat
+	}
+	return TruthKeys{Truth: hash(TruthFormat, plan, layouts), Sample: hash(sampleFormat, plan.samplePart(), 0)}, nil
 }
 
 // ComputeTruth evaluates the plan's sample: the default config, the
@@ -216,7 +233,7 @@ func ComputeTruth(ctx context.Context, p *Problem, ev *Evaluator, plan SamplePla
 			pool = append(pool, frontMember{cfg: cfgs[k], vec: t.Vec})
 		}
 	}
-	pol, err := polish(ctx, p, ev, front, pool, gt.Ref, plan.Polish, plan.Levels, plan.Seed, progress)
+	pol, err := polish(ctx, p, ev.Truth, front, pool, gt.Ref, plan.Polish, plan.Levels, plan.Seed, progress)
 	if err != nil {
 		return nil, err
 	}
