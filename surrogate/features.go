@@ -579,6 +579,35 @@ func targetMaxLen(t spaces.Target, cfg spaces.Config) int {
 // derived holds the roofline estimates of one config in one context. They
 // are deliberately crude (no efficiency factors): the trees learn the
 // corrections, the estimates carry the scale across models and GPUs.
+//
+// Measured and dropped: a layout estimate. The step reads the weights once
+// and leaves out the prompts chunked prefill adds to the steps and the
+// all-reduces of tensor parallelism, so more TP is free and a replica's
+// throughput halves with TP: on Qwen2-72B on 8 H200s (chat, 128 clients,
+// compute-bound) it puts TP 4 x DP 2 at 0.57x TP 8 where the simulator has
+// 1.09x. A fuller step (decode + prefill tokens capped by the token budget,
+// with TP > 1 two all-reduces per layer of (TP-1)/TP x 2 x hidden x dtype
+// bytes per token over interconnect_gbs) ranks them as the simulator does
+// (1.26x), used as a factor on the crude step so that one-GPU targets keep
+// it bit for bit. With the relayout move (see search's mutate), tuner eval
+// search --seeds 10 --trials 24, median HV@8 / HV@24 (main 798d496:
+// Llama 70B 4xH100 0.661/0.764, Mixtral 2xH100 0.707/0.886, Qwen 72B
+// 8xH200 0.531/0.686; relayout alone 0.697/0.773, 0.624/0.816, 0.523/0.588):
+//   - factor full/crude anchored at TP 1 x DP 1 (a model that needs several
+//     GPUs gets the fuller step's shape): 0.027/0.581, 0.624/0.820,
+//     0.565/0.819 (Qwen pick 0.888 -> 0.973, 210 of 240 trials at 4 x 2);
+//   - anchored at the all-TP layout (GPUs x 1 keeps the crude step): 0.416/
+//     0.771, 0.624/0.794, 0.366/0.446 (203 of Qwen's 217 feasible trials
+//     at max_num_seqs >= 128, the high-TPOT end; Llama 70B spends 23 trials
+//     on TP 2 x DP 2, which fails to start at the default 0.9 utilisation);
+//   - one factor per layout from the default config: 0.000/0.754, 0.624/
+//     0.807, 0.383/0.589 (52 Llama 70B trials at TP 2).
+//
+// Every variant lowered the three-scenario sums (main 1.899/2.336); code on
+// branch w-surr-layout (fdcb048, 458f61b, 8bc8a6f in that order;
+// TestDerivedLayout checks the ranking against the simulator). Earlier,
+// prefill counted in every config's step (no anchor; w-layout 5ae56b6)
+// lowered the eight-scenario sums HV@8 5.10 -> 4.05, HV@24 6.26 -> 6.08.
 type derived struct {
 	tp, dp, seqs           float64
 	maxLen, ctxMean        float64
