@@ -559,7 +559,8 @@ func (p *Proposer) late() bool {
 // roofline screens 4 x 2 out: see surrogate's derived) and cost Mixtral on
 // 2 H100s HV@8 0.707 -> 0.624, HV@24 0.886 -> 0.816; with the surrogate's
 // layout estimates it reached 4 x 2 in 200-210 of 240 trials but no variant
-// raised the multi-GPU sums (figures in surrogate's derived).
+// raised the multi-GPU sums, nor did the relayout over spaces' Resplits on
+// the polished truths (figures in surrogate's derived).
 func (p *Proposer) mutate(x []float64) map[string]spaces.Value {
 	late := p.late()
 	y := append([]float64(nil), x...)

@@ -608,6 +608,15 @@ func targetMaxLen(t spaces.Target, cfg spaces.Config) int {
 // TestDerivedLayout checks the ranking against the simulator). Earlier,
 // prefill counted in every config's step (no anchor; w-layout 5ae56b6)
 // lowered the eight-scenario sums HV@8 5.10 -> 4.05, HV@24 6.26 -> 6.08.
+// On the polished truths (main 7a4b81c: Llama 70B 0.661/0.764, Qwen 72B
+// 0.511/0.660, Mixtral 0.707/0.886; sums 1.879/2.310), the per-layout factor
+// with relayout over spaces' Resplits and a screen of configs whose KV pool
+// cannot hold one max_model_len sequence: 0.000/0.782, 0.347/0.550, 0.618/
+// 0.854 (sums 0.965/2.186; Qwen 198 of 240 trials at 4 x 2, where 165 of the
+// front's 177 are; Llama 45 of its first 80 at TP 2 x DP 1, 16 failing at
+// utilisation 0.96-0.98 on the CUDA-graph pool, which the screen leaves
+// out); the screen alone: 0.646/0.758, 0.498/0.660, 0.683/0.882 (sums
+// 1.827/2.300). Code on branches w-surr2 and w-surr2-screen.
 type derived struct {
 	tp, dp, seqs           float64
 	maxLen, ctxMean        float64
