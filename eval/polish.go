@@ -3,7 +3,6 @@ package eval
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -185,18 +184,21 @@ func polish(ctx context.Context, p *Problem, truth truthFunc, front, pool []fron
 		*ms = append(*ms, m)
 		return true
 	}
+	// joinOwn inserts m into its layout's own front.
+	joinOwn := func(m frontMember) bool {
+		l := spaces.LayoutOf(m.cfg)
+		ms := own[l]
+		ok := insert(&ms, m)
+		own[l] = ms
+		return ok
+	}
 	for _, m := range front {
 		l := spaces.LayoutOf(m.cfg)
 		own[l] = append(own[l], m)
 	}
 	for _, m := range pool {
-		if !seen[m.cfg.ID()] {
-			l := spaces.LayoutOf(m.cfg)
-			ms := own[l]
-			if insert(&ms, m) {
-				seen[m.cfg.ID()] = true // a member already
-			}
-			own[l] = ms
+		if !seen[m.cfg.ID()] && joinOwn(m) {
+			seen[m.cfg.ID()] = true // a member already
 		}
 	}
 	tries, wins := map[string]int{}, map[string]int{}
@@ -235,11 +237,7 @@ func polish(ctx context.Context, p *Problem, truth truthFunc, front, pool []fron
 		res.feasible++
 		m := frontMember{cfg: c, vec: t.Vec}
 		insert(&res.front, m)
-		l := spaces.LayoutOf(c)
-		ms := own[l]
-		joined := insert(&ms, m)
-		own[l] = ms
-		if !joined {
+		if !joinOwn(m) {
 			return t, false, nil
 		}
 		wins[axis]++
@@ -294,7 +292,7 @@ func polish(ctx context.Context, p *Problem, truth truthFunc, front, pool []fron
 			var uniq [][]float64
 			at := map[string]int{}
 			for _, m := range ms {
-				k := fmt.Sprint(m.vec)
+				k := vecKey(m.vec)
 				if _, ok := at[k]; !ok {
 					at[k] = len(uniq)
 					uniq = append(uniq, m.vec)
@@ -317,7 +315,7 @@ func polish(ctx context.Context, p *Problem, truth truthFunc, front, pool []fron
 			uniq, at := uniqOf(own[l])
 			contrib := contributions(uniq, dirs, ref)
 			for _, m := range own[l] {
-				byID[m.cfg.ID()] = contrib[at[fmt.Sprint(m.vec)]]
+				byID[m.cfg.ID()] = contrib[at[vecKey(m.vec)]]
 			}
 			out = append(out, own[l]...)
 		}
@@ -368,16 +366,16 @@ func polish(ctx context.Context, p *Problem, truth truthFunc, front, pool []fron
 			best = m
 		}
 	}
-	anchors[fmt.Sprint(best.vec)] = best
+	anchors[vecKey(best.vec)] = best
 	for _, m := range all {
 		if len(anchors) >= levelAnchors {
 			break
 		}
-		anchors[fmt.Sprint(m.vec)] = m
+		anchors[vecKey(m.vec)] = m
 	}
 	combos := levelCombos(p.Space, maxCombos, rand.New(rand.NewPCG(seed, 0x6c65_7665)))
 	for _, m := range all {
-		if _, ok := anchors[fmt.Sprint(m.vec)]; !ok || anchors[fmt.Sprint(m.vec)].cfg.ID() != m.cfg.ID() {
+		if _, ok := anchors[vecKey(m.vec)]; !ok || anchors[vecKey(m.vec)].cfg.ID() != m.cfg.ID() {
 			continue
 		}
 		for _, lv := range combos {
@@ -402,11 +400,11 @@ func polish(ctx context.Context, p *Problem, truth truthFunc, front, pool []fron
 		taken := map[string]bool{}
 		for _, m := range order {
 			if probed[m.cfg.ID()] {
-				taken[fmt.Sprint(m.vec)] = true
+				taken[vecKey(m.vec)] = true
 			}
 		}
 		for _, m := range order {
-			k := fmt.Sprint(m.vec)
+			k := vecKey(m.vec)
 			if probed[m.cfg.ID()] {
 				continue
 			}

@@ -273,7 +273,7 @@ func newServer(o ServeOptions, lg *vlog) (*server, *StartupError) {
 	}
 	count := o.GPUCount
 	if count <= 0 {
-		count = max(1, o.Engine.Int("tensor_parallel_size")) * max(1, o.Engine.Int("data_parallel_size"))
+		count = spaces.LayoutOf(o.Engine).GPUs()
 	}
 	t := spaces.Target{Model: model, GPU: gpu, GPUCount: count, EngineVersion: o.Version}
 	engine, tuned := o.Machine.Effective(t, o.Engine)
