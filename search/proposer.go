@@ -164,67 +164,36 @@ func (c *ProposerConfig) fill() error {
 	if err := c.Objectives.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	if c.SamplerMinWeight <= 0 {
-		c.SamplerMinWeight = d.SamplerMinWeight
-	}
-	if c.Candidates <= 0 {
-		c.Candidates = d.Candidates
-	}
-	if c.MinScreenHistory <= 0 {
-		c.MinScreenHistory = d.MinScreenHistory
-	}
-	if c.RefitEvery <= 0 {
-		c.RefitEvery = d.RefitEvery
-	}
-	// Zero means the default; a negative value means none.
-	if c.RefitGrowth == 0 {
-		c.RefitGrowth = d.RefitGrowth
-	}
-	if c.RandomFraction == 0 {
-		c.RandomFraction = d.RandomFraction
-	}
-	if c.MutationFraction == 0 {
-		c.MutationFraction = d.MutationFraction
-	}
-	c.RandomFraction, c.MutationFraction = max(0, c.RandomFraction), max(0, c.MutationFraction)
+	// Unset fields take the default: cmp.Or(max(0, v), d) where any v <= 0
+	// is unset, cmp.Or(v, d) where zero is unset and a negative value means
+	// something (none, or another field's value).
+	c.SamplerMinWeight = cmp.Or(max(0, c.SamplerMinWeight), d.SamplerMinWeight)
+	c.Candidates = cmp.Or(max(0, c.Candidates), d.Candidates)
+	c.MinScreenHistory = cmp.Or(max(0, c.MinScreenHistory), d.MinScreenHistory)
+	c.RefitEvery = cmp.Or(max(0, c.RefitEvery), d.RefitEvery)
+	c.RefitGrowth = cmp.Or(c.RefitGrowth, d.RefitGrowth)
+	c.RandomFraction = max(0, cmp.Or(c.RandomFraction, d.RandomFraction))
+	c.MutationFraction = max(0, cmp.Or(c.MutationFraction, d.MutationFraction))
 	if c.RandomFraction+c.MutationFraction > 1 {
 		return fmt.Errorf("%w: random fraction %v + mutation fraction %v outside [0, 1]", ErrConfig, c.RandomFraction, c.MutationFraction)
 	}
 	if c.Optimism < 0 {
 		return fmt.Errorf("%w: optimism %v < 0", ErrConfig, c.Optimism)
 	}
-	if c.RefineRounds == 0 {
-		c.RefineRounds = d.RefineRounds
-	}
-	c.RefineRounds = max(0, c.RefineRounds)
-	if c.FeasibilityExponent == 0 {
-		c.FeasibilityExponent = d.FeasibilityExponent
-	}
+	c.RefineRounds = max(0, cmp.Or(c.RefineRounds, d.RefineRounds))
+	c.FeasibilityExponent = cmp.Or(c.FeasibilityExponent, d.FeasibilityExponent)
 	if c.FeasibilityExponent < 0 {
 		c.FeasibilityExponent = 1
 	}
-	if c.BisectEvery == 0 {
-		c.BisectEvery = d.BisectEvery
-	}
-	c.BisectEvery = max(0, c.BisectEvery)
-	if c.LateAfter == 0 {
-		c.LateAfter = d.LateAfter
-	}
-	if c.LateBisectEvery == 0 {
-		c.LateBisectEvery = d.LateBisectEvery
-	}
+	c.BisectEvery = max(0, cmp.Or(c.BisectEvery, d.BisectEvery))
+	c.LateAfter = cmp.Or(c.LateAfter, d.LateAfter)
+	c.LateBisectEvery = cmp.Or(c.LateBisectEvery, d.LateBisectEvery)
 	if c.LateBisectEvery < 0 {
 		c.LateBisectEvery = c.BisectEvery
 	}
-	if c.StartupTrials <= 0 {
-		c.StartupTrials = d.StartupTrials
-	}
-	if c.EICandidates <= 0 {
-		c.EICandidates = d.EICandidates
-	}
-	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = d.MaxAttempts
-	}
+	c.StartupTrials = cmp.Or(max(0, c.StartupTrials), d.StartupTrials)
+	c.EICandidates = cmp.Or(max(0, c.EICandidates), d.EICandidates)
+	c.MaxAttempts = cmp.Or(max(0, c.MaxAttempts), d.MaxAttempts)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
