@@ -26,8 +26,9 @@ import (
 // keeps only what the eval reads (the front, not every evaluated config);
 // format 4 makes the polish an optimiser (the discrete levels enumerated,
 // numeric walks with halving steps down to one unit, until convergence);
-// format 5 adds the edge descents (multi-start, one objective each).
-const TruthFormat = 5
+// format 5 adds the edge descents (multi-start, one objective each);
+// format 6 repairs the polish's probes that break a constraint (admitted).
+const TruthFormat = 6
 
 // layoutsFormat is the version of the polish's handling of parallel
 // layouts, part of the truth key of problems with more than one (see

@@ -143,6 +143,33 @@ func TestDescend(t *testing.T) {
 	}
 }
 
+// TestDescendRepairs: a descent whose best lies across a constraint reaches
+// it through repaired probes. Minimising the token budget from 2048 at 800
+// sequences stops at 800 (max_num_batched_tokens >= max_num_seqs) unless a
+// probe below is repaired by lowering max_num_seqs with it.
+func TestDescendRepairs(t *testing.T) {
+	p := quickProblem(t)
+	start, ok := validConfig(p.Space, p.Space.DefaultConfig().With("enable_chunked_prefill", spaces.BoolValue(true)).
+		With("max_num_seqs", spaces.IntValue(800)).With("max_num_batched_tokens", spaces.IntValue(2048)))
+	if !ok {
+		t.Fatal("start config invalid")
+	}
+	prm, _ := p.Space.Param("max_num_batched_tokens")
+	var best float64 = math.Inf(1)
+	look := func(_ string, c spaces.Config) (Truth, bool, error) {
+		v, _ := c.Get("max_num_batched_tokens")
+		best = math.Min(best, v.Float())
+		return Truth{Vec: []float64{v.Float()}, Feasible: true}, false, nil
+	}
+	t0, _, _ := look("", start)
+	if err := descend(p.Space, frontMember{cfg: start, vec: t0.Vec}, 0, pareto.Minimize, look); err != nil {
+		t.Fatal(err)
+	}
+	if best != prm.Min {
+		t.Errorf("descent reached %v batched tokens, want the range's %v", best, prm.Min)
+	}
+}
+
 func distinctVecs(vecs [][]float64) int {
 	seen := map[string]bool{}
 	for _, v := range vecs {
