@@ -16,7 +16,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/vllm-tuner/tuner/search"
-	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/surrogate"
 )
 
@@ -353,7 +352,7 @@ func groundTruth(ctx context.Context, cfg Config, sc Scenario, progress func(str
 	}
 	key := keys.Truth
 	st.evalMS = time.Since(t0).Seconds() * 1000 / fingerprintProbes
-	var sampled []spaces.Config
+	var sampled *SampleStage
 	if cfg.CacheDir != "" {
 		gt, err := LoadTruth(cfg.CacheDir, cacheName(sc.Name, cfg.Plan), key)
 		switch {

@@ -14,6 +14,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"slices"
 	"testing"
 
 	"github.com/vllm-tuner/tuner/pareto"
@@ -128,6 +129,23 @@ func TestTruthCache(t *testing.T) {
 	}
 	if _, err := LoadTruth(dir, "y", key); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing cache: %v, want not exist", err)
+	}
+
+	// A polish started from the cached sample stage keeps its reference
+	// point: the front alone may lack the sample's worst feasible latency
+	// that sets it where the SLO does not bound the latency objective.
+	st := loadSampled(dir, "x", keys.Sample)
+	if st == nil || len(st.Front) != len(gt.Front) || !slices.Equal(st.Ref, gt.Ref) {
+		t.Fatalf("sample stage of the cache: %+v", st)
+	}
+	st.Ref = slices.Clone(gt.Ref)
+	st.Ref[1] *= 2
+	again, err := ComputeTruth(ctx, p, ev, plan, keys, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(again.Ref, st.Ref) || !(again.HV >= gt.HV) {
+		t.Errorf("recomputed from the sample stage: ref %v (want %v), HV %v (first %v)", again.Ref, st.Ref, again.HV, gt.HV)
 	}
 }
 
