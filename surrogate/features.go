@@ -617,6 +617,31 @@ func targetMaxLen(t spaces.Target, cfg spaces.Config) int {
 // utilisation 0.96-0.98 on the CUDA-graph pool, which the screen leaves
 // out); the screen alone: 0.646/0.758, 0.498/0.660, 0.683/0.882 (sums
 // 1.827/2.300). Code on branches w-surr2 and w-surr2-screen.
+//
+// Measured and dropped: the token budget's physics as separate features
+// (issue 28: the near-best configs sit at low max_num_batched_tokens, which
+// the features above read only for TTFT). tuner eval search --seeds 10
+// --trials 24 on the format-5 truths, sums of HV@8 / HV@24 / pick over the
+// eight scenarios (main 54e9d24: 4.951/6.203/7.741):
+//   - A: the largest CUDA-graph capture size min(2 x max_num_seqs, 512), 0
+//     with enforce_eager, and log(budget / capture size): 4.786/6.062/7.737
+//     (70B HV@8 0.661 -> 0.554, Qwen 7B HV@24 0.706 -> 0.656);
+//   - B: A plus a mixed step (the decode step's roofline with min(budget -
+//     batch, batch x prompt / output) prefill tokens added to the compute)
+//     and its ratio to the decode step: 5.066/6.046/7.749 (Qwen 72B HV@24
+//     0.660 -> 0.551, Llama 8B H100 0.614 -> 0.544; picks 70B 0.976 ->
+//     0.985, RAG 0.970 -> 0.976; trials at budget <= 1024: RAG 9 -> 52 of
+//     370, 70B 33 -> 61, Mixtral 46 -> 76);
+//   - C: B with the mixed step carrying up to a p90 prompt where that is
+//     more than the steady demand: 5.036/6.131/7.733 (Qwen 72B HV@24 0.557,
+//     Mixtral pick 0.981 -> 0.973; a Qwen 72B run beat the truth x1.0075);
+//   - D: B's mixed step and ratio without the capture features: 4.834/
+//     6.127/7.729 (Mixtral pick 0.981 -> 0.969, HV@24 0.886 -> 0.842; Qwen
+//     72B HV@24 0.574; Mistral HV@24 0.836 -> 0.902).
+//
+// All moved the searches towards low budgets but none raised the pick sum by
+// more than 0.01, and each lowered HV@24 (seed IQR 0.1-0.2 per scenario).
+// Code on branch w-feat (d75c832 B, 304728e C, c4f30d2 D).
 type derived struct {
 	tp, dp, seqs           float64
 	maxLen, ctxMean        float64
