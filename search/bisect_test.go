@@ -116,6 +116,7 @@ func TestBisectSkipsShadowedPairs(t *testing.T) {
 	near := obs(40, 4096, 3760, 14)    // infeasible, better TPOT
 	farther := obs(20, 4096, 5000, 12) // infeasible, past near
 	aside := obs(200, 512, 2000, 20)   // infeasible, another axis
+	between := obs(70, 4096, 900, 35)  // feasible, dominated: between the incumbent and near, past their midpoint
 	pc := DefaultProposerConfig()
 	pc.Space, pc.SLO, pc.Objectives = sp, slo, store.DefaultObjectives("tpot_p99")
 	pc.History = []Observation{inc, near}
@@ -133,6 +134,8 @@ func TestBisectSkipsShadowedPairs(t *testing.T) {
 		{"nearest pair", []Observation{inc, near, farther}, nil, true, mid.Int("max_num_seqs")},
 		{"its midpoint in flight, farther pair past it", []Observation{inc, near, farther}, []spaces.Config{mid}, false, 0},
 		{"its midpoint in flight, a pair on another axis", []Observation{inc, near, farther, aside}, []spaces.Config{mid}, true, 200},
+		{"a config measured past its midpoint", []Observation{inc, near, between}, nil, false, 0},
+		{"a config in flight past its midpoint", []Observation{inc, near}, []spaces.Config{between.Config}, true, mid.Int("max_num_seqs")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pc.History = tc.hist
