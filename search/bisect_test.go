@@ -85,3 +85,69 @@ func TestBisectTowardBound(t *testing.T) {
 		t.Errorf("bisection without an infeasible better trial: %v", c)
 	}
 }
+
+// A midpoint nearer to a config already tried or in flight than to the
+// incumbent is not bisected: with the nearest pair's midpoint in flight, the
+// farther pair in the same direction (past it) is skipped, and a pair in
+// another direction is bisected instead.
+func TestBisectSkipsShadowedPairs(t *testing.T) {
+	sp := h100(t)
+	slo, err := trial.ParseSLO("ttft_p99<=1000ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := func(seqs, tokens int) spaces.Config {
+		c, err := sp.Normalize(spaces.NewConfig(map[string]spaces.Value{
+			"max_num_seqs":           spaces.IntValue(seqs),
+			"max_num_batched_tokens": spaces.IntValue(tokens),
+			"kv_cache_dtype":         spaces.StringValue("fp8"),
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	obs := func(seqs, tokens int, ttft, tpot float64) Observation {
+		m := trial.Metrics{Completed: 100, OutputThroughput: 4000,
+			TTFT: trial.Dist{P99: ttft}, TPOT: trial.Dist{P99: tpot}, ITL: trial.Dist{P99: tpot}, E2EL: trial.Dist{P99: ttft + 200*tpot}}
+		return Observation{Config: cfg(seqs, tokens), Result: &trial.Result{Status: trial.StatusOK, Levels: []trial.Level{{Metrics: m}}, PeakVRAMGiB: 60}}
+	}
+	inc := obs(200, 4096, 400, 30)     // feasible: the incumbent
+	near := obs(40, 4096, 3760, 14)    // infeasible, better TPOT
+	farther := obs(20, 4096, 5000, 12) // infeasible, past near
+	aside := obs(200, 512, 2000, 20)   // infeasible, another axis
+	between := obs(70, 4096, 900, 35)  // feasible, dominated: between the incumbent and near, past their midpoint
+	pc := DefaultProposerConfig()
+	pc.Space, pc.SLO, pc.Objectives = sp, slo, store.DefaultObjectives("tpot_p99")
+	pc.History = []Observation{inc, near}
+	mid, ok := newProposer(t, pc).bisect(newProposer(t, pc).scalariser())
+	if !ok {
+		t.Fatal("no bisection of the nearest pair")
+	}
+	for _, tc := range []struct {
+		name     string
+		hist     []Observation
+		pending  []spaces.Config
+		wantOK   bool
+		wantSeqs int // 0: any
+	}{
+		{"nearest pair", []Observation{inc, near, farther}, nil, true, mid.Int("max_num_seqs")},
+		{"its midpoint in flight, farther pair past it", []Observation{inc, near, farther}, []spaces.Config{mid}, false, 0},
+		{"its midpoint in flight, a pair on another axis", []Observation{inc, near, farther, aside}, []spaces.Config{mid}, true, 200},
+		{"a config measured past its midpoint", []Observation{inc, near, between}, nil, false, 0},
+		{"a config in flight past its midpoint", []Observation{inc, near}, []spaces.Config{between.Config}, true, mid.Int("max_num_seqs")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pc.History = tc.hist
+			p := newProposer(t, pc)
+			p.SetPending(tc.pending)
+			c, ok := p.bisect(p.scalariser())
+			if ok != tc.wantOK {
+				t.Fatalf("bisect ok = %v (%v), want %v", ok, c, tc.wantOK)
+			}
+			if ok && tc.wantSeqs != 0 && c.Int("max_num_seqs") != tc.wantSeqs {
+				t.Errorf("bisected to %v, want max_num_seqs %d", c, tc.wantSeqs)
+			}
+		})
+	}
+}
