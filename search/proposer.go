@@ -898,7 +898,18 @@ func (p *Proposer) inFlight() []spaces.Config {
 // tried or in flight: par4 HV@8 summed over the eight scenarios fell from
 // 4.725 to 4.420 (70B 0.605 -> 0.322: far from the default is off its one
 // good layout) and HV@24 at 20 seeds fell on Qwen 72B (0.738 -> 0.606) and
-// the 70B (0.800 -> 0.764), rising on 8B-H100 (0.525 -> 0.593).
+// the 70B (0.800 -> 0.764), rising on 8B-H100 (0.525 -> 0.593). Also
+// measured and dropped (par1,par4, 10 seeds, 24 trials, format-5 truths,
+// base 54e9d24 par4 HV@24 sum 6.274): a late phase counting only results
+// (branch w-par 31f61f4; 6.221, Mixtral 0.803 -> 0.757, 70B 0.804 ->
+// 0.747); bisection's shadowed pairs counting configs in flight too (see
+// probedAt). Where par4 loses is the opening: it claims four configs before
+// any result and screens only from two usable ones, so claims 2-5 are
+// unscreened draws (8B-H100: 36 in the first 8 claims of 8 seeds against 9,
+// nearly all infeasible); on Mixtral the TP 1 draws fail to start in 42-92 s
+// while TP 2 trials take 170-300 s, and each fast failure sends its worker
+// back to another unscreened draw (35 failures in the first 8 claims of 10
+// seeds against 16; none once screening starts).
 func (p *Proposer) SetPending(cfgs []spaces.Config) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
