@@ -54,12 +54,16 @@ func (p *Proposer) bisect(sc scalariser) (spaces.Config, bool) {
 		return hv
 	}
 	obs, outs := p.samplerObs(), p.samplerOuts()
+	xs := make([][]float64, len(obs)) // unit vectors, computed once per ask
+	for i, o := range obs {
+		xs[i] = p.unitVector(o.Config)
+	}
 	var inc []float64
 	incVol := -1.0
-	for i, o := range obs {
+	for i := range obs {
 		if outs[i].feasible {
 			if v := box(outs[i].vals); v > incVol {
-				incVol, inc = v, p.unitVector(o.Config)
+				incVol, inc = v, xs[i]
 			}
 		}
 	}
@@ -71,24 +75,17 @@ func (p *Proposer) bisect(sc scalariser) (spaces.Config, bool) {
 		dist float64
 	}
 	var cands []far
-	for i, o := range obs {
+	for i := range obs {
 		e := outs[i]
 		if e.failed || e.feasible || box(e.vals) <= incVol {
 			continue
 		}
-		x := p.unitVector(o.Config)
-		d := 0.0
-		for k, dm := range p.dims {
-			if dm.levels == nil {
-				d += (x[k] - inc[k]) * (x[k] - inc[k])
-			}
-		}
-		if d > bisectResolution*bisectResolution {
-			cands = append(cands, far{x, d})
+		if d := p.numDist2(xs[i], inc); d > bisectResolution*bisectResolution {
+			cands = append(cands, far{xs[i], d})
 		}
 	}
 	slices.SortStableFunc(cands, func(a, b far) int { return cmp.Compare(a.dist, b.dist) })
-	probed := p.probedAt(inc)
+	probed := p.sameLevels(xs, inc)
 	seen := map[string]bool{}
 	for _, c := range cands {
 		y := append([]float64(nil), inc...)
@@ -107,26 +104,41 @@ func (p *Proposer) bisect(sc scalariser) (spaces.Config, bool) {
 	return spaces.Config{}, false
 }
 
-// probedAt returns the unit vectors of the measured configs of this
-// context that have inc's levels: the points a bisection from inc could
+// numDist2 is the squared distance of two unit vectors in their numeric
+// coordinates (levels left out: bisection keeps the incumbent's).
+func (p *Proposer) numDist2(a, b []float64) float64 {
+	d := 0.0
+	for k, dm := range p.dims {
+		if dm.levels == nil {
+			d += (a[k] - b[k]) * (a[k] - b[k])
+		}
+	}
+	return d
+}
+
+// sameLevels returns the unit vectors of xs (this context's measured
+// configs) that have inc's levels: the points a bisection from inc could
 // land next to. Configs in flight on other workers do not shadow: with
 // them par4's HV@24 sum fell to 6.153 (70B 0.721, 8B-H100 0.474) where
 // measured ones alone give 6.213.
-func (p *Proposer) probedAt(inc []float64) [][]float64 {
+func (p *Proposer) sameLevels(xs [][]float64, inc []float64) [][]float64 {
 	var out [][]float64
-	add := func(c spaces.Config) {
-		x := p.unitVector(c)
-		for k, dm := range p.dims {
-			if dm.levels != nil && x[k] != inc[k] {
-				return
-			}
+	for _, x := range xs {
+		if p.levelsEqual(x, inc) {
+			out = append(out, x)
 		}
-		out = append(out, x)
-	}
-	for _, o := range p.samplerObs() {
-		add(o.Config)
 	}
 	return out
+}
+
+// levelsEqual reports whether two unit vectors have the same levels.
+func (p *Proposer) levelsEqual(a, b []float64) bool {
+	for k, dm := range p.dims {
+		if dm.levels != nil && a[k] != b[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // shadowed reports whether a probed point lies nearer to the midpoint y
@@ -136,16 +148,5 @@ func (p *Proposer) probedAt(inc []float64) [][]float64 {
 // bisection of a farther pair, taken while the nearest pair's midpoint was
 // tried or in flight, was infeasible (8 of 8, par1 and par4).
 func (p *Proposer) shadowed(y []float64, r2 float64, probed [][]float64) bool {
-	for _, q := range probed {
-		d := 0.0
-		for k, dm := range p.dims {
-			if dm.levels == nil {
-				d += (q[k] - y[k]) * (q[k] - y[k])
-			}
-		}
-		if d < r2*(1-1e-9) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc(probed, func(q []float64) bool { return p.numDist2(q, y) < r2*(1-1e-9) })
 }
