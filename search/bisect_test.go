@@ -151,3 +151,48 @@ func TestBisectSkipsShadowedPairs(t *testing.T) {
 		})
 	}
 }
+
+// Boxes are measured against the SLO's latency limit itself, also when a
+// trial measured above the limit widens the history's range: the incumbent
+// is then the low-latency config, not the throughput end a reference beyond
+// the limit would favour, and bisection walks from it toward the trial that
+// missed only its TTFT bound.
+func TestBisectExactReference(t *testing.T) {
+	sp := h100(t)
+	slo, err := trial.ParseSLO("ttft_p99<=1000ms,tpot_p99<=25ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := func(seqs int, thr, ttft, tpot float64) Observation {
+		c, err := sp.Normalize(spaces.NewConfig(map[string]spaces.Value{
+			"max_num_seqs":           spaces.IntValue(seqs),
+			"max_num_batched_tokens": spaces.IntValue(4096),
+			"kv_cache_dtype":         spaces.StringValue("fp8"),
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := trial.Metrics{Completed: 100, OutputThroughput: thr,
+			TTFT: trial.Dist{P99: ttft}, TPOT: trial.Dist{P99: tpot}, ITL: trial.Dist{P99: tpot}, E2EL: trial.Dist{P99: ttft + 200*tpot}}
+		return Observation{Config: c, Result: &trial.Result{Status: trial.StatusOK, Levels: []trial.Level{{Metrics: m}}, PeakVRAMGiB: 60}}
+	}
+	pc := DefaultProposerConfig()
+	pc.Space, pc.SLO, pc.Objectives = sp, slo, store.DefaultObjectives("tpot_p99")
+	pc.History = []Observation{
+		obs(1024, 3700, 500, 30), // over the TPOT limit: the history's latency range reaches 30 ms
+		obs(200, 6000, 500, 22),  // feasible, 3 ms of slack: box 18,000
+		obs(60, 3000, 900, 15),   // feasible, 10 ms of slack: box 30,000, the incumbent
+		obs(20, 3000, 4000, 10),  // over the TTFT limit only: box 45,000 were it feasible
+	}
+	p := newProposer(t, pc)
+	c, ok := p.bisect(p.scalariser())
+	if !ok {
+		t.Fatal("no bisection")
+	}
+	// Against a reference beyond the limit (the history's worst latency plus
+	// 10%), the 200-sequence config would hold more than the 60-sequence one
+	// and the midpoint would lie between 200 and 20.
+	if s := c.Int("max_num_seqs"); s <= 20 || s >= 60 {
+		t.Errorf("bisected to max_num_seqs %d, want between the infeasible 20 and the incumbent's 60", s)
+	}
+}
