@@ -3,6 +3,7 @@ package surrogate
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -184,15 +185,17 @@ func TestSchemaFileRoundTrip(t *testing.T) {
 }
 
 func TestParseSchemaRejects(t *testing.T) {
-	good := `{"version":1,"features":[{"name":"max_num_seqs","kind":"log","source":"param:max_num_seqs","default":5.5},{"name":"gpu.memory_gib","kind":"num","source":"gpu:memory_gib"}]}`
+	v := fmt.Sprintf(`"version":%d`, SchemaVersion)
+	good := `{` + v + `,"features":[{"name":"max_num_seqs","kind":"log","source":"param:max_num_seqs","default":5.5},{"name":"gpu.memory_gib","kind":"num","source":"gpu:memory_gib"}]}`
 	if _, err := ParseSchema([]byte(good)); err != nil {
 		t.Fatal(err)
 	}
 	cases := map[string]string{
 		"not json":       `hello`,
-		"version":        strings.Replace(good, `"version":1`, `"version":2`, 1),
-		"unknown field":  strings.Replace(good, `"version":1`, `"version":1,"extra":3`, 1),
-		"no features":    `{"version":1,"features":[]}`,
+		"older version":  strings.Replace(good, v, fmt.Sprintf(`"version":%d`, SchemaVersion-1), 1),
+		"newer version":  strings.Replace(good, v, fmt.Sprintf(`"version":%d`, SchemaVersion+1), 1),
+		"unknown field":  strings.Replace(good, v, v+`,"extra":3`, 1),
+		"no features":    `{` + v + `,"features":[]}`,
 		"bad name":       strings.Replace(good, `"name":"max_num_seqs"`, `"name":"max num=seqs"`, 1),
 		"duplicate":      strings.Replace(good, `"name":"gpu.memory_gib"`, `"name":"max_num_seqs"`, 1),
 		"unknown source": strings.Replace(good, `gpu:memory_gib`, `gpu:colour`, 1),
@@ -267,13 +270,15 @@ func TestDerivedTTFT(t *testing.T) {
 		seqs, budget      int
 		chunked           bool
 		queued            bool
-		moreStepsThanBase bool
+		moreStepsThanBase bool // or a prefill queue
 	}{
 		{"slots for every client", 128, 8192, true, false, false},
 		{"exactly enough slots", 64, 8192, true, false, false},
 		{"fewer slots than clients", 32, 8192, true, true, false},
 		{"small token budget", 128, 512, true, false, true},
-		{"small budget without chunking", 128, 512, false, false, false},
+		// One step per prompt, but 64 clients' prompts (174 tokens per step
+		// of demand) queue for the 448 tokens a step lets in.
+		{"small budget without chunking", 128, 512, false, false, true},
 	}
 	_, base, _ := at(128, 8192, true)
 	for _, c := range cases {
@@ -294,5 +299,49 @@ func TestDerivedTTFT(t *testing.T) {
 	q, _, _ := at(32, 8192, true)
 	if q < 100 || q > 60000 {
 		t.Errorf("queue %v ms for 64 clients on 32 slots", q)
+	}
+}
+
+// A token budget's two faces: TPOT rises with it (the prompts let in beside
+// the decodes make fewer but slower, compute-bound steps), and TTFT climbs a
+// cliff as the budget left beside the decodes nears the prompts' demand
+// (Llama 8B on an H100, 96 chat clients, 900-token prompts: about 390
+// tokens per step against 416 at a budget of 512).
+func TestDerivedTPOTBudget(t *testing.T) {
+	tg := mustTarget(t, "Llama-3.1-8B", "H100", 1)
+	space := resolved(t, tg)
+	s := NewSchema(space)
+	w := chatWorkload(100)
+	w.Prompt = trial.LengthDist{Kind: "normal", Mean: 900, Std: 500, Min: 32, Max: 3500}
+	w.Arrival.Concurrency = 96
+	enc := s.Encoder(tg, w)
+	at := func(budget int) (tpot, ttft float64) {
+		t.Helper()
+		c, err := space.Normalize(spaces.NewConfig(map[string]spaces.Value{
+			"max_num_seqs":           spaces.IntValue(96),
+			"max_num_batched_tokens": spaces.IntValue(budget),
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := enc.Encode(c)
+		return math.Exp(x[s.Index("derived.est_tpot_ms")]), math.Exp(x[s.Index("derived.est_ttft_ms")])
+	}
+	budgets := []int{512, 740, 1024, 2048}
+	tpots, ttfts := make([]float64, len(budgets)), make([]float64, len(budgets))
+	for i, b := range budgets {
+		tpots[i], ttfts[i] = at(b)
+		if i > 0 && tpots[i] <= tpots[i-1] {
+			t.Errorf("TPOT %v ms at a budget of %d, not above %v ms at %d", tpots[i], b, tpots[i-1], budgets[i-1])
+		}
+		if i > 0 && ttfts[i] >= ttfts[i-1] {
+			t.Errorf("TTFT %v ms at a budget of %d, not below %v ms at %d", ttfts[i], b, ttfts[i-1], budgets[i-1])
+		}
+	}
+	if ttfts[0] < 3*ttfts[1] {
+		t.Errorf("TTFT %v ms at 512 against %v ms at 740: no cliff where the prefill demand nears the budget", ttfts[0], ttfts[1])
+	}
+	if tpots[3] > 2*tpots[0] {
+		t.Errorf("TPOT %v ms at 2048 against %v ms at 512: more than the prefill's share of the steps explains", tpots[3], tpots[0])
 	}
 }
