@@ -641,7 +641,12 @@ func targetMaxLen(t spaces.Target, cfg spaces.Config) int {
 //
 // All moved the searches towards low budgets but none raised the pick sum by
 // more than 0.01, and each lowered HV@24 (seed IQR 0.1-0.2 per scenario).
-// Code on branch w-feat (d75c832 B, 304728e C, c4f30d2 D).
+// Code on branch w-feat (d75c832 B, 304728e C, c4f30d2 D). The same physics
+// in the baselines themselves did (newDerived's tpotMS, the prefill queue in
+// ttftMS, e2elMS on the mixed TPOT): with bisection on the exact SLO limit,
+// on the format-6 truths, 4.930/6.354/7.747 -> 5.680/6.679/7.753; the mixed
+// TPOT alone 5.039/6.637/7.768 but 8B-H100 HV@8 0.000 (first trials at 512
+// tokens, where TTFT fails), without E2EL on it 5.612/6.739/7.746.
 type derived struct {
 	tp, dp, seqs           float64
 	maxLen, ctxMean        float64
