@@ -96,21 +96,8 @@ func TestBisectSkipsShadowedPairs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := func(seqs, tokens int) spaces.Config {
-		c, err := sp.Normalize(spaces.NewConfig(map[string]spaces.Value{
-			"max_num_seqs":           spaces.IntValue(seqs),
-			"max_num_batched_tokens": spaces.IntValue(tokens),
-			"kv_cache_dtype":         spaces.StringValue("fp8"),
-		}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
 	obs := func(seqs, tokens int, ttft, tpot float64) Observation {
-		m := trial.Metrics{Completed: 100, OutputThroughput: 4000,
-			TTFT: trial.Dist{P99: ttft}, TPOT: trial.Dist{P99: tpot}, ITL: trial.Dist{P99: tpot}, E2EL: trial.Dist{P99: ttft + 200*tpot}}
-		return Observation{Config: cfg(seqs, tokens), Result: &trial.Result{Status: trial.StatusOK, Levels: []trial.Level{{Metrics: m}}, PeakVRAMGiB: 60}}
+		return bisectObs(t, sp, seqs, tokens, 4000, ttft, tpot)
 	}
 	inc := obs(200, 4096, 400, 30)     // feasible: the incumbent
 	near := obs(40, 4096, 3760, 14)    // infeasible, better TPOT
@@ -164,17 +151,7 @@ func TestBisectExactReference(t *testing.T) {
 		t.Fatal(err)
 	}
 	obs := func(seqs int, thr, ttft, tpot float64) Observation {
-		c, err := sp.Normalize(spaces.NewConfig(map[string]spaces.Value{
-			"max_num_seqs":           spaces.IntValue(seqs),
-			"max_num_batched_tokens": spaces.IntValue(4096),
-			"kv_cache_dtype":         spaces.StringValue("fp8"),
-		}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := trial.Metrics{Completed: 100, OutputThroughput: thr,
-			TTFT: trial.Dist{P99: ttft}, TPOT: trial.Dist{P99: tpot}, ITL: trial.Dist{P99: tpot}, E2EL: trial.Dist{P99: ttft + 200*tpot}}
-		return Observation{Config: c, Result: &trial.Result{Status: trial.StatusOK, Levels: []trial.Level{{Metrics: m}}, PeakVRAMGiB: 60}}
+		return bisectObs(t, sp, seqs, 4096, thr, ttft, tpot)
 	}
 	pc := DefaultProposerConfig()
 	pc.Space, pc.SLO, pc.Objectives = sp, slo, store.DefaultObjectives("tpot_p99")
@@ -195,4 +172,21 @@ func TestBisectExactReference(t *testing.T) {
 	if s := c.Int("max_num_seqs"); s <= 20 || s >= 60 {
 		t.Errorf("bisected to max_num_seqs %d, want between the infeasible 20 and the incumbent's 60", s)
 	}
+}
+
+// bisectObs is a measured trial of the h100 space at max_num_seqs seqs, a
+// token budget of tokens and the fp8 KV cache.
+func bisectObs(t *testing.T, sp *spaces.Space, seqs, tokens int, thr, ttft, tpot float64) Observation {
+	t.Helper()
+	c, err := sp.Normalize(spaces.NewConfig(map[string]spaces.Value{
+		"max_num_seqs":           spaces.IntValue(seqs),
+		"max_num_batched_tokens": spaces.IntValue(tokens),
+		"kv_cache_dtype":         spaces.StringValue("fp8"),
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := trial.Metrics{Completed: 100, OutputThroughput: thr,
+		TTFT: trial.Dist{P99: ttft}, TPOT: trial.Dist{P99: tpot}, ITL: trial.Dist{P99: tpot}, E2EL: trial.Dist{P99: ttft + 200*tpot}}
+	return Observation{Config: c, Result: &trial.Result{Status: trial.StatusOK, Levels: []trial.Level{{Metrics: m}}, PeakVRAMGiB: 60}}
 }
