@@ -67,9 +67,25 @@ type ProposerConfig struct {
 	History          []Observation
 	SamplerMinWeight float64 // default 1: only the study's own context
 	// Scorer screens candidates (nil: the sampler's own choice).
-	Scorer           Scorer
-	Candidates       int // pool size when screening (default 256)
-	MinScreenHistory int // usable observations before screening (default 2: the surrogate learns the ratio to its roofline estimate, so two trials already steer it)
+	Scorer     Scorer
+	Candidates int // pool size when screening (default 256)
+	// MinScreenHistory is the number of usable observations of this
+	// context before screening (default 2: the surrogate learns the ratio
+	// to its roofline estimate, so two trials already steer it). Measured
+	// and dropped (branch w-open; tuner,par4, 10 seeds, 24 trials,
+	// format-6 truths, before the budget-aware estimates; base tuner
+	// HV@8 / HV@24 / pick sums 4.930 / 6.354 / 7.747, par4 HV@8 / HV@24
+	// 4.204 / 6.213): 1 (the roofline calibrated by vLLM's default alone
+	// screens trial 1; the surrogate then trains on one trial) 4.860 /
+	// 6.123 / 7.746, par4 4.757 / 6.145 (8B-H100 HV@24 0.621 -> 0.510, 70B
+	// HV@8 0.661 -> 0.458); 0 (the roofline alone before any result)
+	// 4.775 / 6.134 / 7.751, par4 4.916 / 6.271; that with a relative
+	// spread of at least 0.7 for the SLO probabilities of a model of
+	// fewer than two trials 4.593 / 5.976 / 7.748, par4 5.149 / 6.092. A
+	// model of one trial or none has no spread (its members agree), while
+	// the roofline's own error varies between configs by a log-ratio std
+	// of 0.6-0.9 for TPOT p99 and 1.6 for TTFT p99.
+	MinScreenHistory int
 	RefitEvery       int // tells between Fit calls at least (default 1)
 	// RefitGrowth refits only once the history has grown by this fraction
 	// since the last fit (default 0.04; negative: every RefitEvery tells).
@@ -909,7 +925,13 @@ func (p *Proposer) inFlight() []spaces.Config {
 // nearly all infeasible); on Mixtral the TP 1 draws fail to start in 42-92 s
 // while TP 2 trials take 170-300 s, and each fast failure sends its worker
 // back to another unscreened draw (35 failures in the first 8 claims of 10
-// seeds against 16; none once screening starts).
+// seeds against 16; none once screening starts). Screening every ask while
+// configs are in flight, on the roofline estimates alone before any result
+// (branch w-open 224210a), raised par4's HV@8 sum from 4.204 to 4.916 and
+// HV@24 from 6.213 to 6.271 before the budget-aware estimates (Qwen 7B HV@8
+// 0.147 -> 0.790, 70B 0.605 -> 0.441); with them, 4.806 / 6.634 -> 5.157 /
+// 6.674 (Mixtral HV@8 0.452 -> 0.810, HV@24 0.854 -> 0.988; but 8B-H100 HV@8
+// 0.518 -> 0.081, Qwen 72B 0.483 -> 0.342), so it is not in.
 func (p *Proposer) SetPending(cfgs []spaces.Config) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
