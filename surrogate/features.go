@@ -691,11 +691,14 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	bw := t.GPU.BandwidthGBs * 1e9
 	weightsB := t.Model.WeightBytes() / d.tp
 	perTokFlops := 2 * t.Model.ParamsB * 1e9 / d.tp
-	step := func(batch float64) float64 { // seconds per decode step of one replica
+	// stepWith is the seconds of one replica's step decoding batch sequences
+	// with extra prompt tokens beside them; step a decode-only one.
+	stepWith := func(batch, extra float64) float64 {
 		mem := (weightsB + batch*d.ctxMean*d.kvBPT) / math.Max(bw, 1)
-		comp := batch * perTokFlops / math.Max(flops, 1)
+		comp := (batch + extra) * perTokFlops / math.Max(flops, 1)
 		return math.Max(mem, comp)
 	}
+	step := func(batch float64) float64 { return stepWith(batch, 0) }
 	capacity := math.Min(d.seqs, d.kvTokens/d.ctxMean)
 	capacity = math.Max(capacity, 1)
 	outMean := math.Max(c.OutputMean, 1)
@@ -736,13 +739,15 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	turnover := outMean * s * 1000 / capacity // ms between slot releases
 	d.queueMS = math.Max(0, inflight-capacity) * turnover
 	budget := cfgOr(cfg, "max_num_batched_tokens", 8192)
-	chunk := math.Max(16, budget-d.batch)
+	room := math.Max(16, budget-d.batch) // prompt tokens a step lets in beside the decodes
+	chunk := room
 	prompt := math.Max(1, c.PromptP90)
 	if cfg.Has("enable_chunked_prefill") && !cfg.Bool("enable_chunked_prefill") {
 		chunk = prompt // a whole prompt per step, or none
 	}
 	steps := math.Ceil(prompt / chunk)
-	perChunkMS := math.Min(chunk, prompt) * perTokFlops / math.Max(flops, 1) * 1000
+	piece := math.Min(chunk, prompt)
+	perChunkMS := piece * perTokFlops / math.Max(flops, 1) * 1000
 	d.ttftMS = d.queueMS + steps*(d.stepMS+perChunkMS)
 
 	// TPOT: decodes share steps with the prompts that replace finished
@@ -754,17 +759,14 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	// near-best configs of most evaluation fronts sit at budgets of 512-900
 	// tokens, where the TPOT bound is met.
 	demand := d.batch * math.Max(c.PromptMean, 1) / outMean
-	memS := (weightsB + d.batch*d.ctxMean*d.kvBPT) / math.Max(bw, 1)
-	stepOf := func(tokens float64) float64 { return math.Max(memS, tokens*perTokFlops/math.Max(flops, 1)) }
-	piece := math.Min(chunk, prompt)
 	mixed := math.Min(1, demand/piece) // share of the steps that carry prefill
-	d.tpotMS = 1000 * (mixed*stepOf(d.batch+piece) + (1-mixed)*stepOf(d.batch))
+	d.tpotMS = 1000 * (mixed*stepWith(d.batch, piece) + (1-mixed)*s)
 	// Prefill is a queue served at budget - batch tokens per step: as the
 	// demand nears that, prompts wait for each other (M/M/1's rho / (1 -
 	// rho) services, rho capped at 0.95). On Llama 8B on an H100 (96 chat
 	// clients, 900-token prompts) this is the TTFT cliff between budgets of
 	// 512 and 740 tokens.
-	rho := math.Min(0.95, demand/math.Max(16, budget-d.batch))
+	rho := math.Min(0.95, demand/room)
 	d.ttftMS += rho / (1 - rho) * steps * (d.stepMS + perChunkMS)
 	d.e2elMS = d.ttftMS + outMean*d.tpotMS
 	return d
