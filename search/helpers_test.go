@@ -137,6 +137,15 @@ func runProposer(t testing.TB, p *Proposer, n int, run func(spaces.Config) *tria
 	return out
 }
 
+// searchHV runs a proposer of cfg for n trials (synth, or run when given)
+// and returns hvOf its history against ref, in cfg's objectives and SLO.
+func searchHV(t testing.TB, cfg ProposerConfig, n int, run func(spaces.Config) *trial.Result, ref []float64) float64 {
+	t.Helper()
+	p := newProposer(t, cfg)
+	runProposer(t, p, n, run)
+	return hvOf(t, p.History(), cfg.Objectives, cfg.SLO, ref)
+}
+
 func newProposer(t testing.TB, cfg ProposerConfig) *Proposer {
 	t.Helper()
 	p, err := NewProposer(cfg)

@@ -74,9 +74,7 @@ func TestScreeningImprovesHypervolume(t *testing.T) {
 		sp := h100(t)
 		run := func(cfg ProposerConfig) float64 {
 			cfg.Space, cfg.Seed, cfg.SLO, cfg.Objectives = sp, uint64(seed), slo, objs
-			p := newProposer(t, cfg)
-			runProposer(t, p, n, nil)
-			return hvOf(t, p.History(), objs, slo, ref)
+			return searchHV(t, cfg, n, nil, ref)
 		}
 		plain += run(ProposerConfig{Sampler: SamplerTPE})
 		random += run(ProposerConfig{Sampler: SamplerRandom})
@@ -106,9 +104,7 @@ func TestSimSearchBeatsRandom(t *testing.T) {
 		s := h100(t)
 		run := func(cfg ProposerConfig) float64 {
 			cfg.Space, cfg.Seed, cfg.Objectives, cfg.SLO = s, uint64(seed), objs, slo
-			p := newProposer(t, cfg)
-			runProposer(t, p, n, simRun(t, s, uint64(seed)))
-			return hvOf(t, p.History(), objs, slo, ref)
+			return searchHV(t, cfg, n, simRun(t, s, uint64(seed)), ref)
 		}
 		sc, err := NewSurrogateScorer(s, smokeWorkload(), objs, slo, surrogate.Options{})
 		if err != nil {
