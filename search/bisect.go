@@ -70,17 +70,17 @@ func (p *Proposer) bisect(sc scalariser) (spaces.Config, bool) {
 		return hv
 	}
 	obs, outs := p.samplerObs(), p.samplerOuts()
-	xs := make([][]float64, len(obs)) // unit vectors, computed once per ask
-	for i, o := range obs {
-		xs[i] = p.unitVector(o.Config)
-	}
+	xs := make([][]float64, len(obs)) // unit vectors and
+	vols := make([]float64, len(obs)) // boxes, computed once per ask
 	var inc []float64
 	incVol := -1.0
-	for i := range obs {
-		if outs[i].feasible {
-			if v := box(outs[i].vals); v > incVol {
-				incVol, inc = v, xs[i]
-			}
+	for i, o := range obs {
+		xs[i] = p.unitVector(o.Config)
+		if !outs[i].failed {
+			vols[i] = box(outs[i].vals)
+		}
+		if outs[i].feasible && vols[i] > incVol {
+			incVol, inc = vols[i], xs[i]
 		}
 	}
 	if inc == nil {
@@ -93,7 +93,7 @@ func (p *Proposer) bisect(sc scalariser) (spaces.Config, bool) {
 	var cands []far
 	for i := range obs {
 		e := outs[i]
-		if e.failed || e.feasible || box(e.vals) <= incVol {
+		if e.failed || e.feasible || vols[i] <= incVol {
 			continue
 		}
 		if d := p.numDist2(xs[i], inc); d > bisectResolution*bisectResolution {
