@@ -18,6 +18,9 @@ type Truth struct {
 	Feasible bool               `json:"feasible"`      // started, served and met the SLO
 	Failure  trial.FailureClass `json:"failure,omitempty"`
 	E2EP99   float64            `json:"e2el_p99,omitempty"` // ms, for the grid's cap
+	// Violation is how far a served config misses the SLO
+	// (trial.SLO.Violation; 0 when it meets it).
+	Violation float64 `json:"violation,omitempty"`
 }
 
 // Evaluator gives the noise-free truth of configs of one problem, memoised
@@ -88,7 +91,7 @@ func (p *Problem) judge(res *trial.Result) Truth {
 		vec[i] = v
 	}
 	met, _ := p.SLO.Check(res.Metrics())
-	return Truth{Vec: vec, Feasible: met, E2EP99: res.Metrics().E2EL.P99}
+	return Truth{Vec: vec, Feasible: met, E2EP99: res.Metrics().E2EL.P99, Violation: p.SLO.Violation(res.Metrics())}
 }
 
 // sampleConfig draws a config uniformly from the space (log-uniform for log

@@ -28,8 +28,10 @@ import (
 // format 4 makes the polish an optimiser (the discrete levels enumerated,
 // numeric walks with halving steps down to one unit, until convergence);
 // format 5 adds the edge descents (multi-start, one objective each);
-// format 6 repairs the polish's probes that break a constraint (admitted).
-const TruthFormat = 6
+// format 6 repairs the polish's probes that break a constraint (admitted);
+// format 7 restores the edge descents' level moves that just miss the SLO
+// (restore) and records each config's violation.
+const TruthFormat = 7
 
 // layoutsFormat is the version of the polish's handling of parallel
 // layouts, part of the truth key of problems with more than one (see

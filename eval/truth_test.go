@@ -170,6 +170,55 @@ func TestDescendRepairs(t *testing.T) {
 	}
 }
 
+// TestDescendRestores: a level move that is better but just misses the SLO
+// is pulled back within it along a numeric axis (restore), so the descent
+// reaches a feasible pocket no single move enters; a move that misses by
+// more than restoreMax is not restored. Objective 0, minimised: 10 with
+// the KV cache in auto, 0 in fp8, where the SLO holds only for token
+// budgets in [1900, 2000] and the violation grows with the distance.
+func TestDescendRestores(t *testing.T) {
+	p := quickProblem(t)
+	start, ok := validConfig(p.Space, p.Space.DefaultConfig().With("kv_cache_dtype", spaces.StringValue("auto")).
+		With("max_num_seqs", spaces.IntValue(8)).With("max_num_batched_tokens", spaces.IntValue(4096)))
+	if !ok {
+		t.Fatal("start config invalid")
+	}
+	for _, tc := range []struct {
+		name  string
+		scale float64 // violation per batched token outside the window
+		want  float64 // best objective reached
+	}{
+		{"small miss restored", 1e-5, 0},
+		{"large miss left", 1e-3, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			best := math.Inf(1)
+			look := func(_ string, c spaces.Config) (Truth, bool, error) {
+				kv, _ := c.Get("kv_cache_dtype")
+				mbt, _ := c.Get("max_num_batched_tokens")
+				tr := Truth{Vec: []float64{10}, Feasible: true}
+				if kv.String() == "fp8" {
+					tr.Vec[0] = 0
+					if d := math.Max(1900-mbt.Float(), mbt.Float()-2000); d > 0 {
+						tr.Feasible, tr.Violation = false, tc.scale*d
+					}
+				}
+				if tr.Feasible {
+					best = math.Min(best, tr.Vec[0])
+				}
+				return tr, false, nil
+			}
+			t0, _, _ := look("", start)
+			if err := descend(p.Space, frontMember{cfg: start, vec: t0.Vec}, 0, pareto.Minimize, look); err != nil {
+				t.Fatal(err)
+			}
+			if best != tc.want {
+				t.Errorf("descent reached %v, want %v", best, tc.want)
+			}
+		})
+	}
+}
+
 func distinctVecs(vecs [][]float64) int {
 	seen := map[string]bool{}
 	for _, v := range vecs {

@@ -73,36 +73,7 @@ func evaluate(o Observation, objs pareto.Objectives, slo trial.SLO) outcome {
 		vals[i] = v
 	}
 	ok, _ := slo.Check(r.Metrics())
-	return outcome{vals: vals, feasible: ok, violation: sloViolation(slo, r.Metrics())}
-}
-
-// sloViolation sums the relative excess over every violated bound, so a
-// config that misses a 500 ms limit by 50 ms scores 0.1.
-func sloViolation(slo trial.SLO, m *trial.Metrics) float64 {
-	total := 0.0
-	if m.Overloaded && m.OfferedRate > 0 {
-		// The shortfall of an overloaded run (its latencies mean nothing).
-		total += math.Max(1-m.AchievedRate/m.OfferedRate, 1e-6)
-	}
-	for _, b := range slo.Effective() {
-		v, ok := m.Value(b.Metric)
-		if !ok {
-			total += 1
-			continue
-		}
-		den := math.Max(math.Abs(b.Limit), 1e-9)
-		switch b.Op {
-		case "<=", "<":
-			if v > b.Limit || (b.Op == "<" && v == b.Limit) {
-				total += math.Max((v-b.Limit)/den, 1e-6)
-			}
-		case ">=", ">":
-			if v < b.Limit || (b.Op == ">" && v == b.Limit) {
-				total += math.Max((b.Limit-v)/den, 1e-6)
-			}
-		}
-	}
-	return total
+	return outcome{vals: vals, feasible: ok, violation: slo.Violation(r.Metrics())}
 }
 
 // normaliser maps objective vectors to minimisation space scaled to [0, 1]

@@ -159,6 +159,41 @@ func (s SLO) Check(m *Metrics) (bool, []string) {
 	return len(bad) == 0, bad
 }
 
+// Violation sums the relative excess of m over every bound of the
+// effective SLO it breaks (a config that misses a 500 ms limit by 50 ms
+// scores 0.1), plus the shortfall of an overloaded run, whose latencies
+// mean nothing: 0 exactly when Check holds, so searches can rank the
+// configs that miss the SLO by how far they miss it.
+func (s SLO) Violation(m *Metrics) float64 {
+	total := 0.0
+	if m.Overloaded {
+		short := 1e-6
+		if m.OfferedRate > 0 {
+			short = math.Max(1-m.AchievedRate/m.OfferedRate, short)
+		}
+		total += short
+	}
+	for _, b := range s.Effective() {
+		v, ok := m.Value(b.Metric)
+		if !ok {
+			total++
+			continue
+		}
+		den := math.Max(math.Abs(b.Limit), 1e-9)
+		switch b.Op {
+		case "<=", "<":
+			if v > b.Limit || (b.Op == "<" && v == b.Limit) {
+				total += math.Max((v-b.Limit)/den, 1e-6)
+			}
+		case ">=", ">":
+			if v < b.Limit || (b.Op == ">" && v == b.Limit) {
+				total += math.Max((b.Limit-v)/den, 1e-6)
+			}
+		}
+	}
+	return total
+}
+
 // Relaxed is s with every bound loosened by the share m (upper limits
 // raised, lower ones lowered by m x |limit|): "within m of the SLO", as a
 // short, noisier measurement is judged before it is measured in full.

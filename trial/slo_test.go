@@ -1,6 +1,7 @@
 package trial
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -69,5 +70,41 @@ func TestSLOErrorRateBound(t *testing.T) {
 		if _, err := ParseSLO(bad); err == nil {
 			t.Errorf("ParseSLO(%q) accepted", bad)
 		}
+	}
+}
+
+// TestSLOViolation: the relative excess over each broken bound, summed,
+// with an overloaded run's shortfall; zero exactly where Check holds.
+func TestSLOViolation(t *testing.T) {
+	tests := []struct {
+		name string
+		slo  string
+		m    Metrics
+		want float64
+	}{
+		{"met", "ttft_p99<=500ms,tpot_p99<=50ms", Metrics{TTFT: Dist{P99: 400}, TPOT: Dist{P99: 50}}, 0},
+		{"one latency over", "ttft_p99<=500ms,tpot_p99<=50ms", Metrics{TTFT: Dist{P99: 550}, TPOT: Dist{P99: 20}}, 0.1},
+		{"two over", "ttft_p99<=500ms,tpot_p99<=50ms", Metrics{TTFT: Dist{P99: 550}, TPOT: Dist{P99: 75}}, 0.6},
+		{"floor under", "output_throughput>=1000", Metrics{OutputThroughput: 900}, 0.1},
+		{"strict bound at its limit", "tpot_p99<50ms", Metrics{TPOT: Dist{P99: 50}}, 1e-6},
+		{"implicit error-rate bound", "", Metrics{ErrorRate: 0.02}, 1},
+		{"overloaded open loop", "", Metrics{Overloaded: true, OfferedRate: 10, AchievedRate: 8}, 0.2},
+		{"overloaded without a rate", "", Metrics{Overloaded: true}, 1e-6},
+		{"metric not measured", "prefix_cache_hit_rate>=0.5", Metrics{}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			slo, err := ParseSLO(tt.slo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := slo.Violation(&tt.m)
+			if math.Abs(got-tt.want) > 1e-9 {
+				t.Errorf("Violation = %g, want %g", got, tt.want)
+			}
+			if met, bad := slo.Check(&tt.m); met != (got == 0) {
+				t.Errorf("Check = %v (%v) but Violation = %g", met, bad, got)
+			}
+		})
 	}
 }
