@@ -1,6 +1,7 @@
 package search
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -440,6 +441,55 @@ func TestPruneStaticJointMemory(t *testing.T) {
 	}
 	if cut == 0 || kept == 0 {
 		t.Errorf("cut %d, kept %d of the TP x utilisation grid: want both", cut, kept)
+	}
+}
+
+// TestPruneStaticExperts: Mixtral-8x7B (87 GiB of BF16 weights) on 2 H100s
+// fits at TP 1 only with expert parallelism over 2 replicas, which splits
+// the experts between the GPUs. The static-memory constraint rules out
+// every other TP 1 config but vLLM's default (TP 1 x DP 1, which Validate
+// admits, the search's baseline) and nothing the simulator's startup
+// memory plan can start, at every layout and utilisation.
+func TestPruneStaticExperts(t *testing.T) {
+	s := testSpace(t, "Mixtral-8x7B", "H100-80GB", 2)
+	out, _ := Prune(s, nil, DefaultPruneOptions())
+	def := out.DefaultConfig()
+	if err := out.Validate(def); err != nil {
+		t.Fatalf("default config invalid after pruning: %v", err)
+	}
+	tg := *s.Target()
+	base := def.With("kv_cache_dtype", spaces.StringValue("fp8"))
+	kept := map[string]int{}
+	for _, l := range []struct {
+		tp, dp int
+		ep     bool
+	}{{1, 1, false}, {1, 2, false}, {1, 2, true}, {2, 1, false}, {2, 1, true}} {
+		name := fmt.Sprintf("TP %d x DP %d, expert parallel %v", l.tp, l.dp, l.ep)
+		for u := 0.70; u <= 0.98+1e-9; u += 0.01 {
+			cfg, err := out.Normalize(base.With("tensor_parallel_size", spaces.IntValue(l.tp)).With("data_parallel_size", spaces.IntValue(l.dp)).
+				With("enable_expert_parallel", spaces.BoolValue(l.ep)).With("gpu_memory_utilization", spaces.FloatValue(math.Round(u*100)/100)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := sim.ResolveArgs(tg, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, serr := sim.PlanMemory(tg, a)
+			valid := out.Validate(cfg) == nil
+			if serr == nil && !valid {
+				t.Errorf("%s, util %.2f starts in the simulator but was pruned", name, u)
+			}
+			if valid {
+				kept[name]++
+			}
+		}
+	}
+	for name, want := range map[string]bool{"TP 1 x DP 1, expert parallel false": false, "TP 1 x DP 2, expert parallel false": false,
+		"TP 1 x DP 2, expert parallel true": true, "TP 2 x DP 1, expert parallel false": true} {
+		if got := kept[name] > 0; got != want {
+			t.Errorf("%s: %d configs kept, want any: %v", name, kept[name], want)
+		}
 	}
 }
 

@@ -275,7 +275,10 @@ func (s *Space) env(c Config) Env {
 }
 
 // DefaultConfig is vLLM's default configuration for the target: every active
-// parameter at its fixed value or vLLM default. It is always admissible.
+// parameter at its fixed value or vLLM default. It is always admissible
+// (Validate): a search measures it first, as the baseline, even where a
+// constraint says it cannot start (Mixtral-8x7B at vLLM's TP 1 on 80 GiB
+// GPUs), so such a constraint can rule out the rest of what fails with it.
 func (s *Space) DefaultConfig() Config {
 	m := map[string]Value{}
 	for _, p := range s.Params {
@@ -330,8 +333,9 @@ func coerce(p *Param, v Value) (Value, error) {
 }
 
 // Validate checks a config against the ranges and the constraints. A
-// parameter at its vLLM default is always in range (the default config is
-// admissible even when a user narrowed the range). The error wraps
+// parameter at its vLLM default is always in range and the default config
+// meets every constraint (it is admissible even when a user narrowed the
+// range or a constraint rules out its layout). The error wraps
 // ErrInvalidConfig and, for a constraint, is a *ConstraintError.
 func (s *Space) Validate(c Config) error {
 	var errs []error
@@ -363,7 +367,7 @@ func (s *Space) Validate(c Config) error {
 		if err != nil {
 			return fmt.Errorf("%w: constraint %s: %w", ErrInvalidConfig, k.Name, err)
 		}
-		if !ok {
+		if !ok && c.ID() != s.DefaultConfig().ID() {
 			return fmt.Errorf("%w: %w", ErrInvalidConfig, &ConstraintError{Constraint: k.Name, Expr: k.Src, Message: k.Message})
 		}
 	}
