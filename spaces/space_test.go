@@ -201,6 +201,20 @@ func TestDefaultAlwaysAdmissible(t *testing.T) {
 	if err := r.Validate(c.With("max_num_seqs", IntValue(512))); err == nil {
 		t.Fatal("512 outside the user range accepted")
 	}
+	// Nor a constraint that rules out its layout (a TP level that cannot
+	// hold the weights): it still rules out every other config there.
+	e, err := ParseExpr("tensor_parallel_size != 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Constraints = append(r.Constraints, Constraint{Name: "no-tp1", Expr: e, Src: "tensor_parallel_size != 1"})
+	if err := r.Validate(c); err != nil {
+		t.Fatalf("default config rejected by a constraint: %v", err)
+	}
+	var ce *ConstraintError
+	if err := r.Validate(c.With("max_num_seqs", IntValue(64))); !errors.As(err, &ce) || ce.Constraint != "no-tp1" {
+		t.Fatalf("a non-default config at TP 1: %v, want the no-tp1 constraint's error", err)
+	}
 }
 
 // randomConfig draws a config from the tuned params of s (not necessarily
