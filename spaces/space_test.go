@@ -215,6 +215,15 @@ func TestDefaultAlwaysAdmissible(t *testing.T) {
 	if err := r.Validate(c.With("max_num_seqs", IntValue(64))); !errors.As(err, &ce) || ce.Constraint != "no-tp1" {
 		t.Fatalf("a non-default config at TP 1: %v, want the no-tp1 constraint's error", err)
 	}
+	// isDefault, which Validate asks instead of building the default, is
+	// equality with it.
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, cfg := range []Config{c, c.Without("max_num_seqs"), c.With("max_num_seqs", IntValue(1024)), c.With("unknown", IntValue(1)),
+		randomConfig(r, rng), randomConfig(r, rng), randomConfig(r, rng)} {
+		if got, want := r.isDefault(cfg), cfg.Equal(c); got != want {
+			t.Errorf("isDefault(%s) = %v, want %v", cfg, got, want)
+		}
+	}
 }
 
 // randomConfig draws a config from the tuned params of s (not necessarily
