@@ -76,21 +76,21 @@ const (
 // it meets the SLO (restore).
 func descend(sp *spaces.Space, s frontMember, j int, d pareto.Direction, look func(string, spaces.Config) (Truth, bool, error)) error {
 	cur := s
-	_, err := climb(sp, s.cfg, look, func(axis string, c spaces.Config, t Truth) (bool, error) {
+	_, err := climb(sp, s.cfg, look, func(axis string, c spaces.Config, t Truth) (spaces.Config, bool, error) {
 		if t.Vec == nil || !d.Better(t.Vec[j], cur.vec[j]) {
-			return false, nil
+			return c, false, nil
 		}
 		if !t.Feasible {
 			if !levelMove(sp, axis) || t.Violation > restoreMax {
-				return false, nil
+				return c, false, nil
 			}
 			var err error
 			if c, t, err = restore(sp, c, t, j, d, cur.vec[j], look); err != nil || !t.Feasible {
-				return false, err
+				return c, false, err
 			}
 		}
 		cur = frontMember{cfg: c, vec: t.Vec}
-		return true, nil
+		return c, true, nil
 	})
 	return err
 }
@@ -125,15 +125,15 @@ func levelMove(sp *spaces.Space, axis string) bool {
 // search that found them beat the truth by 15% of its hypervolume).
 func restore(sp *spaces.Space, c spaces.Config, t Truth, j int, d pareto.Direction, bound float64, look func(string, spaces.Config) (Truth, bool, error)) (spaces.Config, Truth, error) {
 	_, err := climb(sp, c, func(_ string, n spaces.Config) (Truth, bool, error) { return look(restoreAxis, n) },
-		func(_ string, n spaces.Config, nt Truth) (bool, error) {
+		func(_ string, n spaces.Config, nt Truth) (spaces.Config, bool, error) {
 			if nt.Vec == nil || nt.Violation >= t.Violation || !d.Better(nt.Vec[j], bound) {
-				return false, nil
+				return n, false, nil
 			}
 			c, t = n, nt
 			if t.Feasible {
-				return true, errRestored // the rest of the sweep is not needed
+				return n, true, errRestored // the rest of the sweep is not needed
 			}
-			return true, nil
+			return n, true, nil
 		})
 	if err == errRestored {
 		err = nil
@@ -147,17 +147,18 @@ var errRestored = errors.New("restored")
 // climb is the coordinate search of descend and restore: from c, every
 // other level of each level axis, walks along each numeric axis and every
 // other split of the GPUs between TP and DP (layoutAxis), each probe
-// evaluated by look and kept when keep says so (keep records the move),
-// until a sweep keeps none. It returns the config last kept.
-func climb(sp *spaces.Space, c spaces.Config, look func(string, spaces.Config) (Truth, bool, error), keep func(axis string, c spaces.Config, t Truth) (bool, error)) (spaces.Config, error) {
+// evaluated by look and judged by keep, which returns the config to move
+// to (the probe, or where descend restored it) and whether to move, until
+// a sweep moves no more. It returns the config it moved to last.
+func climb(sp *spaces.Space, c spaces.Config, look func(string, spaces.Config) (Truth, bool, error), keep func(axis string, probe spaces.Config, t Truth) (spaces.Config, bool, error)) (spaces.Config, error) {
 	try := func(axis string, n spaces.Config) (bool, error) {
 		t, _, err := look(axis, n)
 		if err != nil {
 			return false, err
 		}
-		ok, err := keep(axis, n, t)
+		to, ok, err := keep(axis, n, t)
 		if ok {
-			c = n
+			c = to
 		}
 		return ok, err
 	}
