@@ -410,38 +410,57 @@ func TestPruneStaticJointMemory(t *testing.T) {
 	if err := out.Validate(out.DefaultConfig()); err != nil {
 		t.Errorf("default config invalid after pruning: %v", err)
 	}
-	tg := *s.Target()
 	base := out.DefaultConfig().With("kv_cache_dtype", spaces.StringValue("fp8"))
 	cut, kept := 0, 0
 	for _, tp := range []int{2, 4} {
-		for u := 0.70; u <= 0.98+1e-9; u += 0.01 {
-			cfg, err := out.Normalize(base.With("tensor_parallel_size", spaces.IntValue(tp)).
-				With("gpu_memory_utilization", spaces.FloatValue(math.Round(u*100)/100)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			a, err := sim.ResolveArgs(tg, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, serr := sim.PlanMemory(tg, a)
-			valid := out.Validate(cfg) == nil
-			if serr == nil && !valid {
-				t.Errorf("TP %d util %.2f starts in the simulator but was pruned", tp, u)
-			}
+		for _, cfg := range utilGrid(t, out, base.With("tensor_parallel_size", spaces.IntValue(tp))) {
+			valid := keptIfStarts(t, s, out, cfg)
 			if valid {
 				kept++
 			} else {
 				cut++
 			}
 			if tp == 4 && !valid {
-				t.Errorf("TP 4 util %.2f pruned: the weights fit at any utilisation", u)
+				t.Errorf("TP 4 %s pruned: the weights fit at any utilisation", cfg)
 			}
 		}
 	}
 	if cut == 0 || kept == 0 {
 		t.Errorf("cut %d, kept %d of the TP x utilisation grid: want both", cut, kept)
 	}
+}
+
+// utilGrid returns c normalised in out at every gpu_memory_utilization
+// from 0.70 to 0.98 in steps of 0.01.
+func utilGrid(t *testing.T, out *spaces.Space, c spaces.Config) []spaces.Config {
+	t.Helper()
+	var cfgs []spaces.Config
+	for u := 0.70; u <= 0.98+1e-9; u += 0.01 {
+		cfg, err := out.Normalize(c.With("gpu_memory_utilization", spaces.FloatValue(math.Round(u*100)/100)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfgs = append(cfgs, cfg)
+	}
+	return cfgs
+}
+
+// keptIfStarts reports whether the pruned space out admits cfg, and fails
+// the test when it does not though the simulator's startup memory plan for
+// s's target starts it (static pruning removes only what certainly fails).
+func keptIfStarts(t *testing.T, s, out *spaces.Space, cfg spaces.Config) bool {
+	t.Helper()
+	tg := *s.Target()
+	a, err := sim.ResolveArgs(tg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, serr := sim.PlanMemory(tg, a)
+	valid := out.Validate(cfg) == nil
+	if serr == nil && !valid {
+		t.Errorf("%s starts in the simulator but was pruned", cfg)
+	}
+	return valid
 }
 
 // TestPruneStaticExperts: Mixtral-8x7B (87 GiB of BF16 weights) on 2 H100s
@@ -457,7 +476,6 @@ func TestPruneStaticExperts(t *testing.T) {
 	if err := out.Validate(def); err != nil {
 		t.Fatalf("default config invalid after pruning: %v", err)
 	}
-	tg := *s.Target()
 	base := def.With("kv_cache_dtype", spaces.StringValue("fp8"))
 	kept := map[string]int{}
 	for _, l := range []struct {
@@ -465,22 +483,10 @@ func TestPruneStaticExperts(t *testing.T) {
 		ep     bool
 	}{{1, 1, false}, {1, 2, false}, {1, 2, true}, {2, 1, false}, {2, 1, true}} {
 		name := fmt.Sprintf("TP %d x DP %d, expert parallel %v", l.tp, l.dp, l.ep)
-		for u := 0.70; u <= 0.98+1e-9; u += 0.01 {
-			cfg, err := out.Normalize(base.With("tensor_parallel_size", spaces.IntValue(l.tp)).With("data_parallel_size", spaces.IntValue(l.dp)).
-				With("enable_expert_parallel", spaces.BoolValue(l.ep)).With("gpu_memory_utilization", spaces.FloatValue(math.Round(u*100)/100)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			a, err := sim.ResolveArgs(tg, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, serr := sim.PlanMemory(tg, a)
-			valid := out.Validate(cfg) == nil
-			if serr == nil && !valid {
-				t.Errorf("%s, util %.2f starts in the simulator but was pruned", name, u)
-			}
-			if valid {
+		layout := base.With("tensor_parallel_size", spaces.IntValue(l.tp)).With("data_parallel_size", spaces.IntValue(l.dp)).
+			With("enable_expert_parallel", spaces.BoolValue(l.ep))
+		for _, cfg := range utilGrid(t, out, layout) {
+			if keptIfStarts(t, s, out, cfg) {
 				kept[name]++
 			}
 		}
