@@ -293,11 +293,12 @@ func (pr *pruner) static() {
 		}
 		return weights/tp + kv, shared, experts
 	}
-	// need is the least of them at a TP level: the experts over every GPU.
+	// need is the least of them at a TP level: the experts over the most
+	// replicas.
 	need := func(tp float64) float64 {
 		dense, shared, experts := parts(tp)
 		if experts > 0 {
-			return math.Min(dense, shared+experts/math.Max(1, float64(t.GPUCount)/tp))
+			return math.Min(dense, shared+experts/replicas(tp, float64(t.GPUCount)))
 		}
 		return dense
 	}
@@ -391,7 +392,7 @@ func (pr *pruner) jointMemory(util *spaces.Param, tpVals []float64, maxLen int, 
 			ors = append(ors, fmt.Sprintf("gpu_memory_utilization >= %.4f", floor))
 			why = append(why, fmt.Sprintf(">= %.3f", floor))
 		}
-		dp := math.Max(1, math.Floor(gpus/tp)) // the most replicas at this TP
+		dp := replicas(tp, gpus)
 		if a, b := ceil(shared), ceil(experts); experts > 0 && a+b/dp <= util.Max {
 			// The experts split over the replicas: util >= a + b / DP.
 			ors = append(ors, fmt.Sprintf("enable_expert_parallel && gpu_memory_utilization >= %.4f + %.4f / data_parallel_size", a, b))
@@ -427,6 +428,10 @@ func (pr *pruner) jointMemory(util *spaces.Param, tpVals []float64, maxLen int, 
 	})
 	pr.note(util.Name, "static memory: %s (weights/TP + one %d-token sequence's KV)", strings.Join(notes, ", "), maxLen)
 }
+
+// replicas is the most data-parallel replicas of tp GPUs each that gpus
+// hold (at least one).
+func replicas(tp, gpus float64) float64 { return math.Max(1, math.Floor(gpus/tp)) }
 
 // memoryShare is the fraction of the pruned (TP x utilisation) ranges the
 // static-memory constraint removes: per TP level, the part of the
