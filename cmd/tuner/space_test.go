@@ -56,7 +56,7 @@ func TestSpaceCommand(t *testing.T) {
 		{"default", []string{"space"}, 0, []string{"max_num_seqs", "--max-num-batched-tokens", "1024 if gpu.memory_gib >= 70", "chunked-prefill-budget"}, nil},
 		{"resolved A100", []string{"space", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "A100-80GB"}, 0, []string{"resolved for Llama-3.1-8B on 1x A100-80GB", "256 ", "pruning: none (no evidence to prune on)"}, nil},
 		{"static memory pruning", []string{"space", "--model", "Llama-3.1-70B", "--gpu", "H100-80GB", "--gpus", "4", "--max-model-len", "8192"}, 0,
-			[]string{"0 trials of history", "of the tuned volume removed", "static memory: TP 2 needs >= 0.8"}, nil},
+			[]string{"0 trials of history", "of the tuned volume removed", "static memory: TP 1 cannot fit (vLLM's default only), TP 2 needs >= 0.8"}, nil},
 		{"no prune", []string{"space", "--model", "Llama-3.1-70B", "--gpu", "H100-80GB", "--gpus", "4", "--no-prune"}, 0, []string{"pruning: none (pruning disabled)"}, nil},
 		{"bad slo", []string{"space", "--model", "Llama-3.1-8B", "--gpu", "H100-80GB", "--slo", "ttft_p99<=fast"}, 2, nil, []string{"--slo"}},
 		{"bad latency", []string{"space", "--model", "Llama-3.1-8B", "--gpu", "H100-80GB", "--latency", "speed"}, 2, nil, []string{"--latency"}},
