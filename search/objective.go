@@ -72,8 +72,8 @@ func evaluate(o Observation, objs pareto.Objectives, slo trial.SLO) outcome {
 		}
 		vals[i] = v
 	}
-	ok, _ := slo.Check(r.Metrics())
-	return outcome{vals: vals, feasible: ok, violation: slo.Violation(r.Metrics())}
+	viol := slo.Violation(r.Metrics()) // 0 exactly where Check holds
+	return outcome{vals: vals, feasible: viol == 0, violation: viol}
 }
 
 // normaliser maps objective vectors to minimisation space scaled to [0, 1]

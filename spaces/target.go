@@ -281,15 +281,24 @@ func (s *Space) env(c Config) Env {
 // GPUs), so such a constraint can rule out the rest of what fails with it.
 func (s *Space) DefaultConfig() Config {
 	m := map[string]Value{}
-	for _, p := range s.Params {
-		switch {
-		case p.Fixed != nil:
-			m[p.Name] = *p.Fixed
-		case p.Tune:
-			m[p.Name] = p.Default
+	for i := range s.Params {
+		if v, ok := s.Params[i].defaultValue(); ok {
+			m[s.Params[i].Name] = v
 		}
 	}
 	return NewConfig(m)
+}
+
+// defaultValue is p's value in the default config: its fixed value, or
+// vLLM's default when it is tuned; ok is false for an inactive parameter.
+func (p *Param) defaultValue() (Value, bool) {
+	switch {
+	case p.Fixed != nil:
+		return *p.Fixed, true
+	case p.Tune:
+		return p.Default, true
+	}
+	return Value{}, false
 }
 
 // isDefault reports whether c is DefaultConfig(), without building it:
@@ -298,15 +307,12 @@ func (s *Space) DefaultConfig() Config {
 // default config made a rejection twice as slow.
 func (s *Space) isDefault(c Config) bool {
 	n := 0
-	for _, p := range s.Params {
-		want := p.Default
-		switch {
-		case p.Fixed != nil:
-			want = *p.Fixed
-		case !p.Tune:
+	for i := range s.Params {
+		want, ok := s.Params[i].defaultValue()
+		if !ok {
 			continue
 		}
-		if v, ok := c.Get(p.Name); !ok || !v.Equal(want) {
+		if v, ok := c.Get(s.Params[i].Name); !ok || !v.Equal(want) {
 			return false
 		}
 		n++

@@ -175,20 +175,11 @@ func (s SLO) Violation(m *Metrics) float64 {
 	}
 	for _, b := range s.Effective() {
 		v, ok := m.Value(b.Metric)
-		if !ok {
+		switch {
+		case !ok || math.IsNaN(v):
 			total++
-			continue
-		}
-		den := math.Max(math.Abs(b.Limit), 1e-9)
-		switch b.Op {
-		case "<=", "<":
-			if v > b.Limit || (b.Op == "<" && v == b.Limit) {
-				total += math.Max((v-b.Limit)/den, 1e-6)
-			}
-		case ">=", ">":
-			if v < b.Limit || (b.Op == ">" && v == b.Limit) {
-				total += math.Max((b.Limit-v)/den, 1e-6)
-			}
+		case !b.Holds(v):
+			total += math.Max(math.Abs(v-b.Limit)/math.Max(math.Abs(b.Limit), 1e-9), 1e-6)
 		}
 	}
 	return total
