@@ -91,6 +91,7 @@ func TestSLOViolation(t *testing.T) {
 		{"overloaded open loop", "", Metrics{Overloaded: true, OfferedRate: 10, AchievedRate: 8}, 0.2},
 		{"overloaded without a rate", "", Metrics{Overloaded: true}, 1e-6},
 		{"metric not measured", "prefix_cache_hit_rate>=0.5", Metrics{}, 1},
+		{"metric NaN", "tpot_p99<=50ms", Metrics{TPOT: Dist{P99: math.NaN()}}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
