@@ -70,29 +70,15 @@ const bisectResolution = 0.03
 // Mixtral 0.773 -> 0.739, 70B 0.800 -> 0.757): a second worker on another
 // bound found more than a second point on the same one.
 func (p *Proposer) bisect(sc scalariser) (spaces.Config, bool) {
-	ref := exactRef(fixedRef(p.cfg.Objectives, p.cfg.SLO, p.cfg.Space.Target()), sc.norm)
-	dirs := minDirs(len(p.cfg.Objectives))
-	box := func(vals []float64) float64 { // the hypervolume one config holds alone
-		hv, _ := pareto.Hypervolume([][]float64{sc.norm.apply(vals)}, dirs, ref)
-		return hv
-	}
-	obs, outs := p.samplerObs(), p.samplerOuts()
-	xs := make([][]float64, len(obs)) // unit vectors and
-	vols := make([]float64, len(obs)) // boxes, computed once per ask
-	var inc []float64
-	incVol := -1.0
-	for i, o := range obs {
-		xs[i] = p.unitVector(o.Config)
-		if !outs[i].failed {
-			vols[i] = box(outs[i].vals)
-		}
-		if outs[i].feasible && vols[i] > incVol {
-			incVol, inc = vols[i], xs[i]
-		}
-	}
-	if inc == nil {
+	obs, outs, vols, k := p.incumbent(sc)
+	if k < 0 {
 		return spaces.Config{}, false
 	}
+	xs := make([][]float64, len(obs)) // unit vectors, computed once per ask
+	for i, o := range obs {
+		xs[i] = p.unitVector(o.Config)
+	}
+	inc, incVol := xs[k], vols[k]
 	type far struct {
 		x    []float64
 		dist float64
@@ -125,6 +111,27 @@ func (p *Proposer) bisect(sc scalariser) (spaces.Config, bool) {
 		}
 	}
 	return spaces.Config{}, false
+}
+
+// incumbent returns the sampler's observations and outcomes, the box each
+// usable one holds alone against the objectives' fixed worst point, and the
+// index of the incumbent (the feasible one with the largest box; -1 when
+// none is feasible).
+func (p *Proposer) incumbent(sc scalariser) (obs []Observation, outs []outcome, vols []float64, inc int) {
+	ref := exactRef(fixedRef(p.cfg.Objectives, p.cfg.SLO, p.cfg.Space.Target()), sc.norm)
+	dirs := minDirs(len(p.cfg.Objectives))
+	obs, outs = p.samplerObs(), p.samplerOuts()
+	vols = make([]float64, len(obs))
+	inc = -1
+	for i := range obs {
+		if !outs[i].failed {
+			vols[i], _ = pareto.Hypervolume([][]float64{sc.norm.apply(outs[i].vals)}, dirs, ref)
+		}
+		if outs[i].feasible && (inc < 0 || vols[i] > vols[inc]) {
+			inc = i
+		}
+	}
+	return obs, outs, vols, inc
 }
 
 // numDist2 is the squared distance of two unit vectors in their numeric

@@ -323,6 +323,13 @@ func (p *Proposer) Ask(ctx context.Context) (spaces.Config, error) {
 	if p.late() && every > 0 {
 		every = p.cfg.LateBisectEvery
 	}
+	if screen && p.late() {
+		if c, ok := p.relayout(sc); ok {
+			p.cfg.Logger.Debug("relayout", "config", c.ID())
+			p.pending[c.ID()] = c
+			return c, nil
+		}
+	}
 	if screen && every > 0 && p.asks%every == 0 {
 		if c, ok := p.bisect(sc); ok {
 			p.cfg.Logger.Debug("boundary bisection", "config", c.ID())
@@ -536,14 +543,14 @@ func (p *Proposer) late() bool {
 // the search is late), levels to a random level.
 //
 // TP and DP change one at a time, which cannot re-split the GPUs (from
-// TP 8 x DP 1 on 8 GPUs: 4 x 1 idles half, 8 x 2 is invalid); on Qwen2-72B on
-// 8 H200s the tuner ran 233 of 240 trials (10 seeds x 24) at TP 8 where 144
-// of the true front's 149 configs are TP 4 x DP 2. A relayout move (TP and
-// DP one coordinate, moved to another valid layout using at least as many
-// GPUs; branch w-surr-layout, 6ec1a4a) alone changed nothing there (the surrogate's
-// roofline screens 4 x 2 out: see surrogate's derived) and cost Mixtral on
-// 2 H100s HV@8 0.707 -> 0.624, HV@24 0.886 -> 0.816; with the surrogate's
-// layout estimates it reached 4 x 2 in 200-210 of 240 trials but no variant
+// TP 8 x DP 1 on 8 GPUs: 4 x 1 idles half, 8 x 2 is invalid): the late
+// search's relayout moves the incumbent to each other layout once. A
+// relayout move among the mutations (TP and DP one coordinate, moved to
+// another valid layout using at least as many GPUs; branch w-surr-layout,
+// 6ec1a4a) changed nothing on Qwen 72B (the surrogate's roofline screens
+// 4 x 2 out: see surrogate's derived) and cost Mixtral on 2 H100s HV@8
+// 0.707 -> 0.624, HV@24 0.886 -> 0.816; with the surrogate's layout
+// estimates it reached 4 x 2 in 200-210 of 240 trials but no variant
 // raised the multi-GPU sums, nor did the relayout over spaces' Resplits on
 // the polished truths (figures in surrogate's derived).
 //
@@ -769,6 +776,15 @@ func completeTrial(tp *trialParams, value float64) goptuna.FrozenTrial {
 // candidates by mutating them and scoring the mutants (RefineRounds times),
 // and returns the config to run; on a scorer error it logs and returns the
 // sampler's first choice.
+//
+// Measured and dropped (tuner eval search --strategies tuner,par4, 10
+// seeds, 24 trials, format-7 truths; main a12fa1b sums of tuner HV@8 /
+// HV@24 / pick 5.725 / 6.575 / 7.754, par4 HV@24 6.599): every fourth late
+// ask scored by the gain in the best feasible throughput alone (the
+// objective a recommendation maximises), to reach the picks' last 1-3%:
+// 5.725 / 6.610 / 7.744, par4 6.529; four refinement rounds instead of two
+// (as many mutants in all): 5.447 / 6.514 / 7.748 (Qwen 7B HV@8 0.696 ->
+// 0.495, Mixtral 0.880 -> 0.817).
 func (p *Proposer) screen(ctx context.Context, pool []spaces.Config, sc scalariser) spaces.Config {
 	if f, ok := p.cfg.Scorer.(Fitter); ok && (!p.fitted || p.told >= p.refitAfter()) {
 		if err := f.Fit(ctx, append([]Observation(nil), p.history...)); err != nil {

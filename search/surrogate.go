@@ -204,7 +204,12 @@ const OtherContextAfter = 8
 // as a fading prior instead (SetPrior's, weight 8) lowered the warm HV at 24
 // trials on 8B-H100-chat from 0.674 to 0.555, as the trees learn from the
 // context features how the other context differs only from enough own
-// trials.
+// trials. Re-measured once the static-memory constraint kept TP levels that
+// cannot fit out of the space (2026-12-06, tuner,tuner-warm, 10 seeds, 24
+// trials, format-7 truths, with the late relayout): from the second own
+// trial instead of the 8th, the warm start's HV@8 / HV@24 sums over the
+// eight scenarios fell from 5.815 / 6.670 to 5.133 / 6.561 (70B long HV@8
+// 0.676 -> 0.404, Mixtral 0.880 -> 0.714).
 func (s *SurrogateScorer) Fit(ctx context.Context, history []Observation) error {
 	if err := ctx.Err(); err != nil {
 		return err
