@@ -32,7 +32,9 @@ import (
 // vLLM's default or a random draw (one try per layout, sequences shared:
 // 5.687 / 6.510 / 7.803, Mixtral HV@8 0.880 -> 0.842, Qwen 72B HV@24
 // 0.741; two tries and sequences kept: 5.576 / 6.384 / 7.820, Qwen 72B
-// HV@24 0.637 with most of its trials at max_num_seqs 512-1024).
+// HV@24 0.637 with most of its trials at max_num_seqs 512-1024); from the
+// study's 5th trial: 5.636 / 6.575 / 7.815, par4 6.665 (Mixtral HV@8 0.880
+// -> 0.796, Qwen 72B 0.481 -> 0.476).
 func (p *Proposer) relayout(sc scalariser) (spaces.Config, bool) {
 	if len(p.cfg.Space.Resplits(p.cfg.Space.DefaultConfig())) == 0 {
 		return spaces.Config{}, false // one layout (one GPU)
