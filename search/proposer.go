@@ -516,7 +516,12 @@ func (p *Proposer) pool(sc scalariser, n int, screen bool) ([]spaces.Config, err
 // search-quality evaluation (10 seeds, 24 trials) the warm start's median
 // HV at 8 trials rose from 0.452 to 0.691 on the 70B and from 0.285 to 0.550
 // on Mixtral without them (0.661 and 0.707 cold); the other context still
-// reaches the pruning and the surrogate.
+// reaches the pruning and the surrogate. Also measured and dropped
+// (2026-12-06, tuner,tuner-warm, 10 seeds, 24 trials, format-7 truths): the
+// unscreened second trial taken from the other context's configs, its
+// feasible one with the largest box first: warm HV@8 sum 5.815 -> 5.716
+// (Qwen 7B 0.740 -> 0.675, Mistral 0.702 -> 0.663; on the 8B H100 chat no
+// config of the A100 study meets this study's SLO, so nothing moved).
 func (p *Proposer) parents() [][]float64 {
 	out := make([][]float64, len(p.front))
 	for i, k := range p.front {
