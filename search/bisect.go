@@ -34,6 +34,11 @@ const bisectResolution = 0.03
 // --strategies tuner,par4, 10 seeds, 24 trials, format-7 truths, sums
 // over the eight scenarios: HV@8 5.725 -> 5.778, HV@24 6.575 -> 6.576,
 // pick 7.754 -> 7.748; par4 HV@24 6.599 -> 6.565 (Qwen 72B 0.688 -> 0.650).
+// Also dropped (same command, with the relayout; base 5.725 / 6.556 /
+// 7.827, par4 6.607): every second late bisection from the feasible config
+// of highest throughput toward an infeasible one of higher throughput, for
+// the picks: 5.725 / 6.625 / 7.834, par4 6.515 (Qwen 7B par4 0.845 ->
+// 0.771).
 //
 // Boxes are measured against the objectives' fixed worst point as it is
 // (exactRef: 0 tok/s, the SLO's latency limit, all GPU memory), the point
