@@ -113,7 +113,12 @@ type ProposerConfig struct {
 	// kept choosing configs far past a bound (TTFT at max_num_seqs below
 	// the client count) whose optimistic gain outweighed even odds. On the
 	// search-quality evaluation (10 seeds, with BisectEvery) k = 3 raised
-	// the median HV at 24 trials on 3 of 4 scenarios.
+	// the median HV at 24 trials on 3 of 4 scenarios. Re-measured with
+	// today's surrogate (2026-12-06, tuner,par4, 10 seeds, 24 trials,
+	// format-7 truths, sums over eight scenarios of HV@8 / HV@24 / pick,
+	// k = 3: 5.725 / 6.556 / 7.827, par4 HV@8 / HV@24 5.023 / 6.607): k = 2
+	// gave 5.419 / 6.698 / 7.778, par4 5.246 / 6.609 (70B HV@8 0.676 ->
+	// 0.468, Qwen 7B 0.696 -> 0.601).
 	FeasibilityExponent float64
 	// BisectEvery makes every n-th ask a boundary bisection (default 3;
 	// negative: never): see Proposer.bisect.
