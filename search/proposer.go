@@ -135,7 +135,11 @@ type ProposerConfig struct {
 	// evaluation); after 8 trials, with bisection every second ask,
 	// they raised the median HV at 24 trials from 0.51 to 0.61 on
 	// 8B-H100-chat and the sum over the eight scenarios by 0.09, HV at
-	// 8 trials unchanged by construction.
+	// 8 trials unchanged by construction. Re-measured with the relayout
+	// (2026-12-06, tuner,par4, 10 seeds, 24 trials, format-7 truths; sums
+	// of HV@8 / HV@24 / pick 5.725 / 6.556 / 7.827, par4 HV@8 / HV@24
+	// 5.023 / 6.607): LateAfter 6 gave 5.540 / 6.515 / 7.821, par4 4.532 /
+	// 6.462 (par4 8B-H100 HV@8 0.518 -> 0.230, Mixtral 0.769 -> 0.560).
 	LateAfter       int
 	LateBisectEvery int // default 2; negative: BisectEvery throughout
 	StartupTrials   int // TPE: random trials before modelling (default 8)
