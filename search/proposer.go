@@ -247,6 +247,7 @@ type Proposer struct {
 	outs    []outcome
 	sampler []int
 	front   []int           // indexes of the sampler's feasible front, ascending (kept per tell)
+	flags   []string        // flags[k] is otherFlags(history[k].Config) (see relayout)
 	params  []*trialParams  // history[k] in goptuna's representation (built on first use)
 	tried   map[string]bool // config IDs of this context's observations
 	pending map[string]spaces.Config
@@ -284,6 +285,7 @@ func (p *Proposer) add(o Observation) {
 	}
 	p.history = append(p.history, o)
 	p.outs = append(p.outs, evaluate(o, p.cfg.Objectives, p.cfg.SLO))
+	p.flags = append(p.flags, otherFlags(o.Config))
 	if o.weight() >= p.cfg.SamplerMinWeight {
 		p.tried[o.Config.ID()] = true
 		p.sampler = append(p.sampler, len(p.history)-1)

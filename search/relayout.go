@@ -39,23 +39,16 @@ func (p *Proposer) relayout(sc scalariser) (spaces.Config, bool) {
 	if len(p.cfg.Space.Resplits(p.cfg.Space.DefaultConfig())) == 0 {
 		return spaces.Config{}, false // one layout (one GPU)
 	}
-	obs, outs, _, k := p.incumbent(sc)
-	if k < 0 {
-		return spaces.Config{}, false
-	}
-	moves := p.cfg.Space.Resplits(obs[k].Config)
-	cur := spaces.LayoutOf(obs[k].Config)
 	done := map[spaces.Layout]bool{}
-	flags := map[string][]spaces.Layout{} // the layouts each set of other flags ran at
-	for i, o := range obs {
-		l := spaces.LayoutOf(o.Config)
-		done[l] = done[l] || outs[i].feasible
-		key := otherFlags(o.Config)
-		if !slices.Contains(flags[key], l) {
-			flags[key] = append(flags[key], l)
+	at := map[string][]spaces.Layout{} // the layouts each set of other flags ran at
+	for _, k := range p.sampler {
+		l := spaces.LayoutOf(p.history[k].Config)
+		done[l] = done[l] || p.outs[k].feasible
+		if !slices.Contains(at[p.flags[k]], l) {
+			at[p.flags[k]] = append(at[p.flags[k]], l)
 		}
 	}
-	for _, ls := range flags {
+	for _, ls := range at {
 		if len(ls) > 1 { // flags run at two layouts: a move made already
 			for _, l := range ls {
 				done[l] = true
@@ -68,6 +61,12 @@ func (p *Proposer) relayout(sc scalariser) (spaces.Config, bool) {
 	for _, c := range p.others {
 		done[spaces.LayoutOf(c)] = true
 	}
+	obs, _, _, k := p.incumbent(sc)
+	if k < 0 {
+		return spaces.Config{}, false
+	}
+	moves := p.cfg.Space.Resplits(obs[k].Config)
+	cur := spaces.LayoutOf(obs[k].Config)
 	far := func(l spaces.Layout) float64 { return math.Abs(math.Log2(float64(l.TP)) - math.Log2(float64(cur.TP))) }
 	slices.SortStableFunc(moves, func(a, b spaces.Config) int {
 		return cmp.Compare(far(spaces.LayoutOf(a)), far(spaces.LayoutOf(b)))
