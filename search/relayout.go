@@ -18,7 +18,7 @@ import (
 // Mutation changes TP or DP alone, which cannot re-split the GPUs, and the
 // surrogate's roofline cannot rank layouts (see surrogate's derived), so a
 // layout the opening met only with a random draw's poor flags was never
-// seen with good ones: on Qwen2-72B on 8 H200s the tuner ran 226 of 240
+// seen with good ones: on Qwen2-72B on 8 H200s the tuner ran 233 of 240
 // trials at TP 8 where 158 of the true front's 167 configs are TP 4 x DP 2.
 // tuner eval search --strategies tuner,par4, 10 seeds, 24 trials, format-7
 // truths, sums over the eight scenarios (main a12fa1b: tuner HV@8 / HV@24
