@@ -252,6 +252,9 @@ type Proposer struct {
 	tried   map[string]bool // config IDs of this context's observations
 	pending map[string]spaces.Config
 	others  map[string]spaces.Config // in flight on other workers (SetPending)
+	// layouts reports whether the space admits more than one parallel
+	// layout (see relayout); fixed with the space, so found once.
+	layouts bool
 	cma     *cmaState
 	told    int // tells since the last Fit
 	fitted  bool
@@ -269,6 +272,7 @@ func NewProposer(cfg ProposerConfig) (*Proposer, error) {
 		rng:     rand.New(rand.NewPCG(cfg.Seed, 0x5ea4c4)),
 		tried:   map[string]bool{},
 		pending: map[string]spaces.Config{},
+		layouts: len(cfg.Space.Resplits(cfg.Space.DefaultConfig())) > 0,
 	}
 	for _, o := range cfg.History {
 		p.add(o)

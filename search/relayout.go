@@ -36,7 +36,7 @@ import (
 // study's 5th trial: 5.636 / 6.575 / 7.815, par4 6.665 (Mixtral HV@8 0.880
 // -> 0.796, Qwen 72B 0.481 -> 0.476).
 func (p *Proposer) relayout(sc scalariser) (spaces.Config, bool) {
-	if len(p.cfg.Space.Resplits(p.cfg.Space.DefaultConfig())) == 0 {
+	if !p.layouts {
 		return spaces.Config{}, false // one layout (one GPU)
 	}
 	done := map[spaces.Layout]bool{}

@@ -81,7 +81,8 @@ func TestRelayout(t *testing.T) {
 	one := DefaultProposerConfig()
 	one.Space = h100(t)
 	one.History = []Observation{{Config: one.Space.DefaultConfig(), Result: ok(3000)}}
-	if c, found := newProposer(t, one).relayout(newProposer(t, one).scalariser()); found {
+	r := newProposer(t, one)
+	if c, found := r.relayout(r.scalariser()); found {
 		t.Fatalf("relayout on one GPU: %v", c)
 	}
 }
