@@ -318,18 +318,14 @@ func (r *summaryReader) fail(what string) {
 	r.b = nil
 }
 
-func (r *summaryReader) uvarint(what string) uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail(what)
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
+func (r *summaryReader) uvarint(what string) uint64 { return readVar(r, what, binary.Uvarint) }
 
-func (r *summaryReader) varint(what string) int64 {
-	v, n := binary.Varint(r.b)
+func (r *summaryReader) varint(what string) int64 { return readVar(r, what, binary.Varint) }
+
+// readVar consumes one varint decoded by read (binary.Uvarint or
+// binary.Varint); a short or overlong one fails the reader.
+func readVar[T int64 | uint64](r *summaryReader, what string, read func([]byte) (T, int)) T {
+	v, n := read(r.b)
 	if n <= 0 {
 		r.fail(what)
 		return 0
