@@ -467,7 +467,8 @@ func (p *Proposer) accept(m map[string]spaces.Value, seen map[string]bool) (spac
 
 // pool draws up to n distinct, valid, untried candidates: sampler draws and,
 // when screening, a MutationFraction share of mutated front members and a
-// RandomFraction share of uniform draws.
+// RandomFraction share of uniform draws; once the search is late, the
+// incumbent's level neighbours join them (levelNeighbours).
 func (p *Proposer) pool(sc scalariser, n int, screen bool) ([]spaces.Config, error) {
 	seen := map[string]bool{}
 	var out []spaces.Config
@@ -515,6 +516,9 @@ func (p *Proposer) pool(sc scalariser, n int, screen bool) ([]spaces.Config, err
 		}
 		return m, nil
 	})
+	if screen && p.late() {
+		out = append(out, p.levelNeighbours(sc, seen)...)
+	}
 	if len(out) == 0 {
 		return nil, ErrExhausted
 	}

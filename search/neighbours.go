@@ -1,0 +1,46 @@
+package search
+
+import "github.com/vllm-tuner/tuner/spaces"
+
+// levelNeighbours returns the incumbent's level neighbours not yet tried,
+// pending or in seen: the incumbent with one level parameter (a bool, a
+// choice, a listed value, TP or DP) moved to another of its levels, every
+// other value kept. Once the search is late they join the screening pool,
+// where the acquisition weighs them like any candidate.
+//
+// Bisection keeps the incumbent's levels and mutation moves a level with
+// probability 2/d, together with other coordinates, so a late search kept
+// the levels its opening happened to meet: on Llama 70B on four H100s the
+// best config of 7 of 10 seeds ran long_prefill_token_threshold 512 where
+// the truth's best runs 1024 (TTFT p99 median 2,834 ms against 1,976). tuner eval search --strategies
+// tuner,par4, 10 seeds, 24 trials, format-7 truths, sums over the eight
+// scenarios (main f8e7015: HV@8 / HV@24 / pick 5.725 / 6.556 / 7.827,
+// par4 HV@24 6.607): with them 5.725 / 6.653 / 7.823, par4 6.618 (70B
+// HV@24 0.790 -> 0.863, its best configs' TTFT p99 median 2,384 ms; Qwen
+// 72B 0.737 -> 0.772; 8B-H100 0.703 -> 0.685). Mistral 7B on long
+// documents still runs 512 where its truth runs 1024: the surrogate does
+// not rank the move higher. Measured and dropped: every fourth late ask
+// the best-screened neighbour alone, whatever else the pool held: 5.725 /
+// 6.606 / 7.797, par4 6.551 (Mixtral HV@24 0.954 -> 0.919).
+func (p *Proposer) levelNeighbours(sc scalariser, seen map[string]bool) []spaces.Config {
+	obs, _, _, k := p.incumbent(sc)
+	if k < 0 {
+		return nil
+	}
+	inc := p.unitVector(obs[k].Config)
+	var out []spaces.Config
+	for i, d := range p.dims {
+		n := len(d.levels)
+		for j := range n {
+			if n < 2 || float64(j)/float64(n-1) == inc[i] {
+				continue
+			}
+			y := append([]float64(nil), inc...)
+			y[i] = (float64(j) + 0.5) / float64(n) // the middle of level j's share of [0, 1] (dim.fromUnit)
+			if c, ok := p.accept(p.fromUnitVector(y), seen); ok {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
