@@ -84,7 +84,10 @@ type ProposerConfig struct {
 	// fewer than two trials 4.593 / 5.976 / 7.748, par4 5.149 / 6.092. A
 	// model of one trial or none has no spread (its members agree), while
 	// the roofline's own error varies between configs by a log-ratio std
-	// of 0.6-0.9 for TPOT p99 and 1.6 for TTFT p99.
+	// of 0.6-0.9 for TPOT p99 and 1.6 for TTFT p99. Re-measured with
+	// today's surrogate (2026-12-06, main f8e7015, format-7 truths; sums
+	// 5.725 / 6.556 / 7.827, par4 5.023 / 6.607): 1 gave 5.554 / 6.555 /
+	// 7.834, par4 4.896 / 6.479 (70B HV@8 0.676 -> 0.478).
 	MinScreenHistory int
 	RefitEvery       int // tells between Fit calls at least (default 1)
 	// RefitGrowth refits only once the history has grown by this fraction
