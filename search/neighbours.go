@@ -21,7 +21,14 @@ import "github.com/vllm-tuner/tuner/spaces"
 // documents still runs 512 where its truth runs 1024: the surrogate does
 // not rank the move higher. Measured and dropped: every fourth late ask
 // the best-screened neighbour alone, whatever else the pool held: 5.725 /
-// 6.606 / 7.797, par4 6.551 (Mixtral HV@24 0.954 -> 0.919).
+// 6.606 / 7.797, par4 6.551 (Mixtral HV@24 0.954 -> 0.919); the
+// neighbours from the first screened ask on: 5.746 / 6.684 / 7.809, par4
+// 6.618; numeric one-axis steps of the incumbent (0.015, 0.04, 0.1 each
+// way) added: 5.725 / 6.627 / 7.807, par4 6.632. Within the seeds' noise
+// of this, not kept for lack of a clear gain: the neighbours of the
+// feasible config of highest throughput too (the one a recommendation
+// picks) 5.725 / 6.647 / 7.818, par4 6.661; those of every front member
+// 5.725 / 6.654 / 7.820, par4 6.623.
 func (p *Proposer) levelNeighbours(sc scalariser, seen map[string]bool) []spaces.Config {
 	obs, _, _, k := p.incumbent(sc)
 	if k < 0 {
