@@ -17,7 +17,12 @@ import (
 // / 7.827, par4 HV@24 6.607): 0.01 gave 5.725 / 6.566 / 7.826, 0.015 5.725
 // / 6.567 / 7.828, par4 6.607 both: few pairs come that close. On the 8B
 // H100 chat the late search stalls at max_num_seqs 89-93 (the truth's
-// best runs 85-86) with no trial below it, so no pair to bisect.
+// best runs 85-86) with no trial below it, so no pair to bisect. Measured
+// and dropped for that (same command; main 7789e76: 5.725 / 6.653 / 7.823,
+// par4 6.618): a late bisection ask that finds no pair steps the incumbent
+// along one numeric axis instead (±0.03 or ±0.08, the screened best): 5.725
+// / 6.599 / 7.801, par4 6.509 (8B-H100 0.685 -> 0.706, Qwen 7B 0.757 ->
+// 0.799; 70B 0.863 -> 0.813, Mixtral 0.954 -> 0.923).
 const bisectResolution = 0.03
 
 // bisect proposes the midpoint between the incumbent and the nearest
