@@ -21,7 +21,11 @@ import "github.com/vllm-tuner/tuner/spaces"
 // documents still runs 512 where its truth runs 1024: the surrogate does
 // not rank the move higher. Measured and dropped: every fourth late ask
 // the best-screened neighbour alone, whatever else the pool held: 5.725 /
-// 6.606 / 7.797, par4 6.551 (Mixtral HV@24 0.954 -> 0.919); the
+// 6.606 / 7.797, par4 6.551 (Mixtral HV@24 0.954 -> 0.919); that at the
+// opening's 4th and 7th asks instead, to leave the first feasible trial's
+// levels sooner (main 7789e76): 5.509 / 6.709 / 7.821, par4 HV@8 / HV@24
+// 5.023 / 6.618 -> 4.666 / 6.633 (8B-H100 HV@8 0.631 -> 0.537, 70B 0.676
+// -> 0.580); the
 // neighbours from the first screened ask on: 5.746 / 6.684 / 7.809, par4
 // 6.618; numeric one-axis steps of the incumbent (0.015, 0.04, 0.1 each
 // way) added: 5.725 / 6.627 / 7.807, par4 6.632. Within the seeds' noise
