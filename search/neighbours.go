@@ -38,17 +38,15 @@ func (p *Proposer) levelNeighbours(sc scalariser, seen map[string]bool) []spaces
 	if k < 0 {
 		return nil
 	}
-	inc := p.unitVector(obs[k].Config)
+	inc := obs[k].Config
 	var out []spaces.Config
-	for i, d := range p.dims {
-		n := len(d.levels)
-		for j := range n {
-			if n < 2 || float64(j)/float64(n-1) == inc[i] {
-				continue
+	for _, d := range p.dims {
+		cur, _ := inc.Get(d.p.Name)
+		for _, l := range d.levels {
+			if d.unit(l) == d.unit(cur) {
+				continue // the incumbent's own level
 			}
-			y := append([]float64(nil), inc...)
-			y[i] = (float64(j) + 0.5) / float64(n) // the middle of level j's share of [0, 1] (dim.fromUnit)
-			if c, ok := p.accept(p.fromUnitVector(y), seen); ok {
+			if c, ok := p.acceptConfig(inc.With(d.p.Name, l), seen); ok {
 				out = append(out, c)
 			}
 		}

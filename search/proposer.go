@@ -468,6 +468,14 @@ func (p *Proposer) accept(m map[string]spaces.Value, seen map[string]bool) (spac
 	return c, true
 }
 
+// acceptConfig is accept for a config built outside the unit cube (a
+// relayout move, a level neighbour): it goes through the cube first, so
+// its values are clamped and snapped to this space's ranges and levels as
+// every drawn candidate's are.
+func (p *Proposer) acceptConfig(c spaces.Config, seen map[string]bool) (spaces.Config, bool) {
+	return p.accept(p.fromUnitVector(p.unitVector(c)), seen)
+}
+
 // pool draws up to n distinct, valid, untried candidates: sampler draws and,
 // when screening, a MutationFraction share of mutated front members and a
 // RandomFraction share of uniform draws; once the search is late, the

@@ -79,11 +79,11 @@ func (p *Proposer) relayout(sc scalariser) (spaces.Config, bool) {
 		}
 		if c.Has("max_num_seqs") {
 			seqs := spaces.IntValue(max(1, int(math.Round(float64(c.Int("max_num_seqs")*cur.DP)/float64(l.DP)))))
-			if s, ok := p.accept(p.fromUnitVector(p.unitVector(c.With("max_num_seqs", seqs))), seen); ok {
+			if s, ok := p.acceptConfig(c.With("max_num_seqs", seqs), seen); ok {
 				return s, true
 			}
 		}
-		if s, ok := p.accept(p.fromUnitVector(p.unitVector(c)), seen); ok {
+		if s, ok := p.acceptConfig(c, seen); ok {
 			return s, true
 		}
 	}
