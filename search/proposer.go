@@ -258,6 +258,7 @@ type Proposer struct {
 	// layouts reports whether the space admits more than one parallel
 	// layout (see relayout); fixed with the space, so found once.
 	layouts bool
+	incMemo incumbentMemo // see incumbent
 	cma     *cmaState
 	told    int // tells since the last Fit
 	fitted  bool
