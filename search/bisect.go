@@ -90,9 +90,9 @@ func (p *Proposer) bisect(sc scalariser) (spaces.Config, bool) {
 	if k < 0 {
 		return spaces.Config{}, false
 	}
-	xs := make([][]float64, len(obs)) // unit vectors, computed once per ask
-	for i, o := range obs {
-		xs[i] = p.unitVector(o.Config)
+	xs := make([][]float64, len(obs)) // obs[i] is history[sampler[i]]
+	for i, k := range p.sampler {
+		xs[i] = p.units[k]
 	}
 	inc, incVol := xs[k], vols[k]
 	type far struct {

@@ -3,6 +3,7 @@ package search
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/c-bata/goptuna/cmaes"
 	"gonum.org/v1/gonum/mat"
@@ -49,7 +50,7 @@ func (c *cmaState) init(p *Proposer, sc scalariser) error {
 	for _, k := range p.sampler {
 		if v := sc.value(p.outs[k]); v < best {
 			best = v
-			mean = p.unitVector(p.history[k].Config)
+			mean = slices.Clone(p.units[k])
 			sigma = cmaSigmaWarm
 		}
 	}

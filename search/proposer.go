@@ -251,6 +251,7 @@ type Proposer struct {
 	sampler []int
 	front   []int           // indexes of the sampler's feasible front, ascending (kept per tell)
 	flags   []string        // flags[k] is otherFlags(history[k].Config) (see relayout)
+	units   [][]float64     // units[k] is unitVector(history[k].Config): bisection reads all of them each late ask
 	params  []*trialParams  // history[k] in goptuna's representation (built on first use)
 	tried   map[string]bool // config IDs of this context's observations
 	pending map[string]spaces.Config
@@ -294,6 +295,7 @@ func (p *Proposer) add(o Observation) {
 	p.history = append(p.history, o)
 	p.outs = append(p.outs, evaluate(o, p.cfg.Objectives, p.cfg.SLO))
 	p.flags = append(p.flags, otherFlags(o.Config))
+	p.units = append(p.units, p.unitVector(o.Config))
 	if o.weight() >= p.cfg.SamplerMinWeight {
 		p.tried[o.Config.ID()] = true
 		p.sampler = append(p.sampler, len(p.history)-1)
@@ -556,7 +558,7 @@ func (p *Proposer) pool(sc scalariser, n int, screen bool) ([]spaces.Config, err
 func (p *Proposer) parents() [][]float64 {
 	out := make([][]float64, len(p.front))
 	for i, k := range p.front {
-		out[i] = p.unitVector(p.history[k].Config)
+		out[i] = p.units[k]
 	}
 	return out
 }

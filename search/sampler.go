@@ -1,8 +1,10 @@
 package search
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"sync"
 
@@ -76,7 +78,7 @@ type tpeSampler struct {
 	candidates int // expected-improvement candidates per suggestion
 	params     tpe.ParzenEstimatorParams
 	cache      map[string]*tpeModel
-	complete   []goptuna.FrozenTrial // the study's complete trials (nil: not read yet)
+	complete   []ranked // the study's complete trials, best first (nil: not read yet)
 }
 
 func newTPESampler(rng *rand.Rand, startup, candidates int) *tpeSampler {
@@ -136,9 +138,18 @@ func (s *tpeSampler) Sample(study *goptuna.Study, _ goptuna.FrozenTrial, name st
 	return sampleUniform(s.rng, dist)
 }
 
-// trials returns the study's complete trials, read once per sampler (a
-// study snapshot): goptuna copies every trial on each read.
-func (s *tpeSampler) trials(study *goptuna.Study) ([]goptuna.FrozenTrial, error) {
+// ranked is one complete trial's value (lower is better) and internal
+// parameters.
+type ranked struct {
+	y      float64
+	params map[string]float64
+}
+
+// trials returns the study's complete trials, best first (ties in the
+// study's order), read and sorted once per sampler (a study snapshot):
+// goptuna copies every trial on each read, and every parameter splits the
+// same ranking.
+func (s *tpeSampler) trials(study *goptuna.Study) ([]ranked, error) {
 	if s.complete != nil {
 		return s.complete, nil
 	}
@@ -146,12 +157,18 @@ func (s *tpeSampler) trials(study *goptuna.Study) ([]goptuna.FrozenTrial, error)
 	if err != nil {
 		return nil, err
 	}
-	s.complete = make([]goptuna.FrozenTrial, 0, len(all))
+	s.complete = make([]ranked, 0, len(all))
 	for _, t := range all {
-		if t.State == goptuna.TrialStateComplete {
-			s.complete = append(s.complete, t)
+		if t.State != goptuna.TrialStateComplete {
+			continue
 		}
+		y := t.Value
+		if study.Direction() == goptuna.StudyDirectionMaximize {
+			y = -y
+		}
+		s.complete = append(s.complete, ranked{y, t.InternalParams})
 	}
+	slices.SortStableFunc(s.complete, func(a, b ranked) int { return cmp.Compare(a.y, b.y) })
 	return s.complete, nil
 }
 
@@ -162,27 +179,14 @@ func (s *tpeSampler) observe(study *goptuna.Study, name string) (*tpeModel, erro
 	if err != nil {
 		return nil, err
 	}
-	type pair struct{ x, y float64 }
-	var ps []pair
+	var xs []float64
 	for _, t := range trials {
-		if x, ok := t.InternalParams[name]; ok {
-			y := t.Value
-			if study.Direction() == goptuna.StudyDirectionMaximize {
-				y = -y
-			}
-			ps = append(ps, pair{x, y})
+		if x, ok := t.params[name]; ok {
+			xs = append(xs, x)
 		}
 	}
-	sort.SliceStable(ps, func(i, j int) bool { return ps[i].y < ps[j].y })
-	m := &tpeModel{n: len(ps)}
-	nb := tpe.DefaultGamma(len(ps))
-	for i, p := range ps {
-		if i < nb {
-			m.below = append(m.below, p.x)
-		} else {
-			m.above = append(m.above, p.x)
-		}
-	}
+	nb := min(len(xs), tpe.DefaultGamma(len(xs)))
+	m := &tpeModel{n: len(xs), below: xs[:nb:nb], above: xs[nb:]}
 	return m, nil
 }
 
