@@ -41,12 +41,15 @@ func Hypervolume(points [][]float64, dirs []Direction, ref []float64) (float64, 
 			return 0, fmt.Errorf("%w: reference coordinate %d is NaN", ErrDimension, j)
 		}
 	}
-	var pts [][]float64
+	// One backing array for every point: the search sweeps fronts of
+	// hundreds of points for each candidate it scores.
+	pts := make([][]float64, 0, len(points))
+	buf := make([]float64, len(points)*d)
 	for i, p := range points {
 		if len(p) != d {
 			return 0, fmt.Errorf("%w: point %d has %d coordinates, want %d", ErrDimension, i, len(p), d)
 		}
-		q := make([]float64, d)
+		q := buf[i*d : (i+1)*d : (i+1)*d]
 		in := true
 		for j, dir := range dirs {
 			q[j] = p[j] * dir.sign()
@@ -140,7 +143,7 @@ func (s *staircase) insert(qx, qy float64) {
 // hv3 sweeps z upwards in minimisation space; every point beats r.
 func hv3(pts [][]float64, r []float64) float64 {
 	slices.SortFunc(pts, func(a, b []float64) int { return cmp.Compare(a[2], b[2]) })
-	s := staircase{rx: r[0], ry: r[1]}
+	s := staircase{rx: r[0], ry: r[1], xs: make([]float64, 0, len(pts)), ys: make([]float64, 0, len(pts))}
 	vol := 0.0
 	for i, p := range pts {
 		s.insert(p[0], p[1])

@@ -176,10 +176,15 @@ func (c Config) Equal(o Config) bool {
 
 // Canonical is the sorted "name=value" form that ID hashes.
 func (c Config) Canonical() string {
-	var b strings.Builder
+	var b strings.Builder // written piecewise: the search hashes thousands of configs per ask
 	for _, k := range c.Names() {
 		v := c.v[k]
-		fmt.Fprintf(&b, "%s:%s=%s\n", k, v.kind, v.String())
+		b.WriteString(k)
+		b.WriteByte(':')
+		b.WriteString(string(v.kind))
+		b.WriteByte('=')
+		b.WriteString(v.String())
+		b.WriteByte('\n')
 	}
 	return b.String()
 }
