@@ -27,18 +27,66 @@ var ErrDimension = errors.New("dimension mismatch")
 // is the sum of area × slab height, O(n log n + n·s) for a staircase of s
 // points (worst case O(n²)).
 func Hypervolume(points [][]float64, dirs []Direction, ref []float64) (float64, error) {
+	pts, r, err := minSpace(points, dirs, ref)
+	if err != nil {
+		return 0, err
+	}
+	return volume(pts, r), nil
+}
+
+// Contribution returns the hypervolume p adds to points (same dirs and ref
+// as Hypervolume): Hypervolume(points ∪ {p}) − Hypervolume(points), computed
+// as p's own box less the volume the points dominate inside it (each point
+// clipped to the box), so a candidate's gain costs one sweep instead of two
+// and does not lose digits to the difference of two large volumes.
+func Contribution(points [][]float64, p []float64, dirs []Direction, ref []float64) (float64, error) {
+	if len(p) != len(dirs) {
+		return 0, fmt.Errorf("%w: point has %d coordinates, want %d", ErrDimension, len(p), len(dirs))
+	}
+	one, r, err := minSpace([][]float64{p}, dirs, ref)
+	if err != nil || len(one) == 0 { // p does not beat ref: it adds nothing
+		return 0, err
+	}
+	q := one[0]
+	clipped, _, err := minSpace(points, dirs, ref)
+	if err != nil {
+		return 0, err
+	}
+	own := 1.0
+	for j := range q {
+		own *= r[j] - q[j]
+	}
+	for _, c := range clipped {
+		dominated := true // c weakly dominates q
+		for j := range c {
+			if c[j] > q[j] {
+				dominated = false
+			}
+			c[j] = max(c[j], q[j])
+		}
+		if dominated {
+			return 0, nil
+		}
+	}
+	return max(0, own-volume(clipped, r)), nil
+}
+
+// minSpace checks the dimensions and returns the points that strictly beat
+// ref, and ref, in minimisation space (copies: the sweeps sort and clip
+// them).
+func minSpace(points [][]float64, dirs []Direction, ref []float64) ([][]float64, []float64, error) {
 	d := len(dirs)
 	if len(ref) != d {
-		return 0, fmt.Errorf("%w: reference point has %d coordinates, want %d", ErrDimension, len(ref), d)
+		return nil, nil, fmt.Errorf("%w: reference point has %d coordinates, want %d", ErrDimension, len(ref), d)
 	}
 	if d < 1 || d > 3 {
-		return 0, fmt.Errorf("%w: hypervolume supports 1 to 3 objectives, got %d", ErrDimension, d)
+		return nil, nil, fmt.Errorf("%w: hypervolume supports 1 to 3 objectives, got %d", ErrDimension, d)
 	}
 	r := make([]float64, d)
 	for j, dir := range dirs {
 		r[j] = ref[j] * dir.sign()
 		if math.IsNaN(r[j]) {
-			return 0, fmt.Errorf("%w: reference coordinate %d is NaN", ErrDimension, j)
+			return nil, nil, fmt.Errorf("%w: reference coordinate %d is NaN", ErrDimension, j)
 		}
 	}
 	// One backing array for every point: the search sweeps fronts of
@@ -47,7 +95,7 @@ func Hypervolume(points [][]float64, dirs []Direction, ref []float64) (float64, 
 	buf := make([]float64, len(points)*d)
 	for i, p := range points {
 		if len(p) != d {
-			return 0, fmt.Errorf("%w: point %d has %d coordinates, want %d", ErrDimension, i, len(p), d)
+			return nil, nil, fmt.Errorf("%w: point %d has %d coordinates, want %d", ErrDimension, i, len(p), d)
 		}
 		q := buf[i*d : (i+1)*d : (i+1)*d]
 		in := true
@@ -61,17 +109,22 @@ func Hypervolume(points [][]float64, dirs []Direction, ref []float64) (float64, 
 			pts = append(pts, q)
 		}
 	}
-	switch d {
+	return pts, r, nil
+}
+
+// volume is the hypervolume of points in minimisation space that all beat r.
+func volume(pts [][]float64, r []float64) float64 {
+	switch len(r) {
 	case 1:
 		best := r[0]
 		for _, p := range pts {
 			best = min(best, p[0])
 		}
-		return r[0] - best, nil
+		return r[0] - best
 	case 2:
-		return hv2(pts, r[0], r[1]), nil
+		return hv2(pts, r[0], r[1])
 	}
-	return hv3(pts, r), nil
+	return hv3(pts, r)
 }
 
 // hv2 is the 2-D sweep in minimisation space; every point beats (rx, ry).

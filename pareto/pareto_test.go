@@ -330,6 +330,40 @@ func TestHypervolumeCases(t *testing.T) {
 	}
 }
 
+func TestContribution(t *testing.T) {
+	// The gain of one point is the difference of the two volumes, whatever
+	// the dimension, directions, ties and points outside ref.
+	r := rand.New(rand.NewPCG(13, 14))
+	for iter := range 600 {
+		d := 1 + iter%3
+		dirs := []Direction{Minimize, Maximize, Minimize}[:d]
+		ref := []float64{8, 0, 8}[:d]
+		pts := randPoints(r, r.IntN(30), d, iter%4 < 2)
+		p := randPoints(r, 1, d, iter%4 < 2)[0]
+		if iter%7 == 0 && len(pts) > 0 {
+			p = slices.Clone(pts[r.IntN(len(pts))]) // a tie: adds nothing
+		}
+		before, err := Hypervolume(pts, dirs, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, _ := Hypervolume(append(slices.Clone(pts), p), dirs, ref)
+		got, err := Contribution(pts, p, dirs, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := after - before; math.Abs(got-want) > hvEps*max(1, after) {
+			t.Fatalf("d=%d points %v, p %v: contribution %v, difference %v", d, pts, p, got, want)
+		}
+	}
+	if _, err := Contribution([][]float64{{1, 2}}, []float64{1}, dirs2, []float64{0, 10}); err == nil {
+		t.Error("short point: want error")
+	}
+	if _, err := Contribution([][]float64{{1}}, []float64{1, 2}, dirs2, []float64{0, 10}); err == nil {
+		t.Error("short front point: want error")
+	}
+}
+
 func TestHypervolumeFrontInvariant(t *testing.T) {
 	// Dominated points never change the hypervolume.
 	r := rand.New(rand.NewPCG(11, 12))

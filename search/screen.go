@@ -71,7 +71,6 @@ func acquisition(preds []Prediction, front [][]float64, sc scalariser, k, kf flo
 			ref[j] = hvRef
 		}
 	}
-	base, _ := pareto.Hypervolume(front, dirs, ref)
 	out := make([]acqScore, len(preds))
 	ys := make([][]float64, len(preds))
 	pfs := make([]float64, len(preds))
@@ -108,8 +107,8 @@ func acquisition(preds []Prediction, front [][]float64, sc scalariser, k, kf flo
 			continue
 		}
 		if !weaklyDominated(front, ys[i]) { // else it adds nothing: skip the sweep
-			if hv, err := pareto.Hypervolume(append(front[:len(front):len(front)], ys[i]), dirs, ref); err == nil {
-				out[i].hvi = math.Max(0, hv-base) * pfs[i]
+			if hvi, err := pareto.Contribution(front, ys[i], dirs, ref); err == nil {
+				out[i].hvi = hvi * pfs[i]
 			}
 		}
 		top.add(out[i].hvi)
