@@ -67,10 +67,21 @@ func TestLateMutationSteps(t *testing.T) {
 		t.Errorf("share of fine steps: %.3f early, %.3f late (want at least 0.08 more)", ef, lf)
 	}
 
-	// Never late when LateAfter is negative; LateBisectEvery < 0 keeps BisectEvery.
+	// The acquisition is less cautious once late.
+	if k, kl := early.feasibilityExponent(), late.feasibilityExponent(); k != 3 || kl != 2 {
+		t.Errorf("feasibility exponent %v early, %v late (want 3 and 2)", k, kl)
+	}
+
+	// Never late when LateAfter is negative; LateBisectEvery < 0 keeps
+	// BisectEvery, LateFeasibilityExponent < 0 FeasibilityExponent.
 	pc.LateAfter, pc.LateBisectEvery = -1, -1
 	never := newProposer(t, pc)
 	if never.late() || never.cfg.LateBisectEvery != never.cfg.BisectEvery {
 		t.Errorf("LateAfter -1: late %v, late bisection every %d (bisection every %d)", never.late(), never.cfg.LateBisectEvery, never.cfg.BisectEvery)
+	}
+	pc.LateAfter, pc.LateFeasibilityExponent = 0, -1
+	same := newProposer(t, pc)
+	if !same.late() || same.feasibilityExponent() != same.cfg.FeasibilityExponent {
+		t.Errorf("LateFeasibilityExponent -1: late %v, exponent %v (want FeasibilityExponent %v)", same.late(), same.feasibilityExponent(), same.cfg.FeasibilityExponent)
 	}
 }
