@@ -134,7 +134,9 @@ type ProposerConfig struct {
 	// HV@24 6.618): late k = 2 5.725 / 6.754 / 7.827, par4 6.674 (HV@24 up
 	// on six scenarios: 8B-H100 0.685 -> 0.707, Qwen 7B 0.757 -> 0.780,
 	// Mistral 0.783 -> 0.807; par4 Mixtral 0.940 -> 0.898); late k = 1
-	// 5.725 / 6.715 / 7.812, par4 6.608.
+	// 5.725 / 6.715 / 7.812, par4 6.608. At 20 seeds (same command): k = 3
+	// 5.607 / 6.637 / 7.823, par4 6.698; late k = 2 5.607 / 6.730 / 7.822,
+	// par4 6.704 (HV@24 up on seven scenarios, Mixtral 0.954 -> 0.948).
 	LateFeasibilityExponent float64
 	// BisectEvery makes every n-th ask a boundary bisection (default 3;
 	// negative: never): see Proposer.bisect.
