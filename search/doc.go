@@ -20,9 +20,9 @@
 //     the study for candidates (TPE or random; CMA-ES runs goptuna's
 //     cmaes.Optimizer across asks, one weight vector per generation). With a
 //     Scorer and enough history, a pool of sampler draws, mutations of the
-//     front and uniform draws is screened by P(feasible)^3 x expected
-//     hypervolume improvement (optimistic mean + k std) and refined by
-//     mutating the best; the best candidate runs. Every third ask is a
+//     front and uniform draws is screened by P(feasible)^3 (squared once
+//     late) x expected hypervolume improvement (optimistic mean + k std)
+//     and refined by mutating the best; the best candidate runs. Every third ask is a
 //     boundary bisection instead when there is one to make: the midpoint
 //     between the incumbent (the feasible config holding the most
 //     hypervolume on its own) and the nearest infeasible trial that would
