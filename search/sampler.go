@@ -68,8 +68,9 @@ func sampleUniform(r *rand.Rand, dist any) (float64, error) {
 
 // tpeSampler is the independent tree-structured Parzen estimator (Bergstra
 // et al. 2011) as goptuna's tpe.Sampler runs it, from one seeded source. It
-// reads the study's complete trials once per parameter and caches the
-// estimators: build one sampler per study snapshot (Proposer does, per ask).
+// reads and ranks the study's complete trials once and caches each
+// parameter's estimators: build one sampler per study snapshot (Proposer
+// does, per ask).
 type tpeSampler struct {
 	mu         sync.Mutex
 	rng        *rand.Rand
