@@ -79,9 +79,16 @@ func TestLateMutationSteps(t *testing.T) {
 	if never.late() || never.cfg.LateBisectEvery != never.cfg.BisectEvery {
 		t.Errorf("LateAfter -1: late %v, late bisection every %d (bisection every %d)", never.late(), never.cfg.LateBisectEvery, never.cfg.BisectEvery)
 	}
-	pc.LateAfter, pc.LateFeasibilityExponent = 0, -1
-	same := newProposer(t, pc)
-	if !same.late() || same.feasibilityExponent() != same.cfg.FeasibilityExponent {
-		t.Errorf("LateFeasibilityExponent -1: late %v, exponent %v (want FeasibilityExponent %v)", same.late(), same.feasibilityExponent(), same.cfg.FeasibilityExponent)
+	for _, tc := range []struct{ k, late, want float64 }{
+		{3, -1, 3}, // negative: FeasibilityExponent throughout
+		{-1, 0, 1}, // k = 1 set, late unset: never more cautious late
+		{4, 0, 2},
+		{4, 3, 3},
+	} {
+		pc.LateAfter, pc.FeasibilityExponent, pc.LateFeasibilityExponent = 0, tc.k, tc.late
+		p := newProposer(t, pc)
+		if got := p.feasibilityExponent(); !p.late() || got != tc.want {
+			t.Errorf("FeasibilityExponent %v, LateFeasibilityExponent %v: late %v, exponent %v (want %v)", tc.k, tc.late, p.late(), got, tc.want)
+		}
 	}
 }

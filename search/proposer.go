@@ -130,8 +130,8 @@ type ProposerConfig struct {
 	// 0.468, Qwen 7B 0.696 -> 0.601).
 	FeasibilityExponent float64
 	// LateFeasibilityExponent replaces FeasibilityExponent once the search
-	// is late (see LateAfter; default 2, negative: FeasibilityExponent
-	// throughout). The opening needs the caution (k = 2 throughout cost
+	// is late (see LateAfter; default 2, or FeasibilityExponent where that
+	// is lower; negative: FeasibilityExponent throughout). The opening needs the caution (k = 2 throughout cost
 	// HV@8, above); late, the incumbent sits at a bound and the gains left
 	// are past configs the ensemble gives even odds, so less caution finds
 	// them. tuner eval search --strategies tuner,par4, 10 seeds, 24 trials,
@@ -235,7 +235,7 @@ func (c *ProposerConfig) fill() error {
 	if c.FeasibilityExponent < 0 {
 		c.FeasibilityExponent = 1
 	}
-	c.LateFeasibilityExponent = cmp.Or(c.LateFeasibilityExponent, d.LateFeasibilityExponent)
+	c.LateFeasibilityExponent = cmp.Or(c.LateFeasibilityExponent, min(d.LateFeasibilityExponent, c.FeasibilityExponent))
 	if c.LateFeasibilityExponent < 0 {
 		c.LateFeasibilityExponent = c.FeasibilityExponent
 	}
