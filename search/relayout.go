@@ -34,7 +34,14 @@ import (
 // 0.741; two tries and sequences kept: 5.576 / 6.384 / 7.820, Qwen 72B
 // HV@24 0.637 with most of its trials at max_num_seqs 512-1024); from the
 // study's 5th trial: 5.636 / 6.575 / 7.815, par4 6.665 (Mixtral HV@8 0.880
-// -> 0.796, Qwen 72B 0.481 -> 0.476).
+// -> 0.796, Qwen 72B 0.481 -> 0.476). Also dropped (2026-12-06, same
+// command on the three multi-GPU scenarios, with the late squared
+// feasibility): a layout counted as done only once a move reached it, not
+// once any trial there was feasible (8 of 10 seeds on Qwen 72B keep TP 8
+// after a random draw's feasible but poor TP 4 x DP 2 trial): at 10 seeds
+// tuner HV@24 sum 2.611 -> 2.624, par4 2.468 -> 2.522 (Mixtral 0.898 ->
+// 0.934); at 20 seeds 2.594 -> 2.585 (Mixtral 0.948 -> 0.936), par4 2.517
+// -> 2.530, picks 2.923 -> 2.919: within the seeds' noise.
 func (p *Proposer) relayout(sc scalariser) (spaces.Config, bool) {
 	if !p.layouts {
 		return spaces.Config{}, false // one layout (one GPU)
