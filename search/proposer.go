@@ -164,8 +164,14 @@ type ProposerConfig struct {
 	// of HV@8 / HV@24 / pick 5.725 / 6.556 / 7.827, par4 HV@8 / HV@24
 	// 5.023 / 6.607): LateAfter 6 gave 5.540 / 6.515 / 7.821, par4 4.532 /
 	// 6.462 (par4 8B-H100 HV@8 0.518 -> 0.230, Mixtral 0.769 -> 0.560).
-	LateAfter       int
-	LateBisectEvery int // default 2; negative: BisectEvery throughout
+	LateAfter int
+	// LateBisectEvery is BisectEvery once late (default 2; negative:
+	// BisectEvery throughout). Re-measured with the late squared
+	// feasibility (2026-12-06, tuner,par4, 10 seeds, 24 trials, format-7
+	// truths; 5.725 / 6.754 / 7.827, par4 HV@24 6.674): every third late
+	// ask gave 5.725 / 6.643 / 7.834, par4 6.531 (70B 0.877 -> 0.770):
+	// the less cautious screening does not replace the bisections.
+	LateBisectEvery int
 	StartupTrials   int // TPE: random trials before modelling (default 8)
 	EICandidates    int // TPE: candidates per suggestion (default 24; 8 for screening pools)
 	MaxAttempts     int // draws per returned candidate before ErrExhausted (default 64)
