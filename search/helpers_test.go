@@ -154,3 +154,21 @@ func newProposer(t testing.TB, cfg ProposerConfig) *Proposer {
 	}
 	return p
 }
+
+// weaklyDominated reports whether a member of front (minimisation space) is
+// no worse than y in every coordinate.
+func weaklyDominated(front [][]float64, y []float64) bool {
+	for _, f := range front {
+		worse := false
+		for j, v := range f {
+			if v > y[j] {
+				worse = true
+				break
+			}
+		}
+		if !worse {
+			return true
+		}
+	}
+	return false
+}

@@ -38,12 +38,11 @@ func (p *Proposer) levelNeighbours(sc scalariser, seen map[string]bool) []spaces
 	if k < 0 {
 		return nil
 	}
-	inc := obs[k].Config
+	inc, cur := obs[k].Config, p.units[p.sampler[k]] // obs[k] is history[sampler[k]]
 	var out []spaces.Config
-	for _, d := range p.dims {
-		cur, _ := inc.Get(d.p.Name)
+	for i, d := range p.dims {
 		for _, l := range d.levels {
-			if d.unit(l) == d.unit(cur) {
+			if d.unit(l) == cur[i] {
 				continue // the incumbent's own level
 			}
 			if c, ok := p.acceptConfig(inc.With(d.p.Name, l), seen); ok {

@@ -106,10 +106,8 @@ func acquisition(preds []Prediction, front [][]float64, sc scalariser, k, kf flo
 			out[i] = acqScore{hvi: -0.5, tie: math.Inf(-1)}
 			continue
 		}
-		if !weaklyDominated(front, ys[i]) { // else it adds nothing: skip the sweep
-			if hvi, err := pareto.Contribution(front, ys[i], dirs, ref); err == nil {
-				out[i].hvi = hvi * pfs[i]
-			}
+		if hvi, err := pareto.Contribution(front, ys[i], dirs, ref); err == nil { // 0 when weakly dominated
+			out[i].hvi = hvi * pfs[i]
 		}
 		top.add(out[i].hvi)
 	}
@@ -160,24 +158,6 @@ func (t *hviTop) add(v float64) {
 // excludes reports whether a gain of at most bound cannot enter the n best.
 func (t *hviTop) excludes(bound float64) bool {
 	return t != nil && len(t.vals) == t.n && t.n > 0 && bound < t.vals[0]
-}
-
-// weaklyDominated reports whether a member of front (minimisation space) is
-// no worse than y in every coordinate.
-func weaklyDominated(front [][]float64, y []float64) bool {
-	for _, f := range front {
-		worse := false
-		for j, v := range f {
-			if v > y[j] {
-				worse = true
-				break
-			}
-		}
-		if !worse {
-			return true
-		}
-	}
-	return false
 }
 
 // best returns the index of the best score (-1 for none).
