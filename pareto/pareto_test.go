@@ -278,12 +278,18 @@ func TestHypervolumeBruteForce(t *testing.T) {
 	}
 }
 
+// mixedDirs returns the first d of (minimise, maximise, minimise) and their
+// reference point (8, 0, 8), inside randPoints' range so that some points
+// do not beat it: the mixed-direction cases.
+func mixedDirs(d int) ([]Direction, []float64) {
+	return []Direction{Minimize, Maximize, Minimize}[:d], []float64{8, 0, 8}[:d]
+}
+
 func TestHypervolumeGrid(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	for iter := range 60 {
 		d := 2 + iter%2
-		dirs := []Direction{Minimize, Maximize, Minimize}[:d]
-		ref := []float64{8, 0, 8}[:d]
+		dirs, ref := mixedDirs(d)
 		pts := randPoints(r, 1+r.IntN(25), d, true)
 		got, err := Hypervolume(pts, dirs, ref)
 		if err != nil {
@@ -336,8 +342,7 @@ func TestContribution(t *testing.T) {
 	r := rand.New(rand.NewPCG(13, 14))
 	for iter := range 600 {
 		d := 1 + iter%3
-		dirs := []Direction{Minimize, Maximize, Minimize}[:d]
-		ref := []float64{8, 0, 8}[:d]
+		dirs, ref := mixedDirs(d)
 		pts := randPoints(r, r.IntN(30), d, iter%4 < 2)
 		p := randPoints(r, 1, d, iter%4 < 2)[0]
 		if iter%7 == 0 && len(pts) > 0 {
