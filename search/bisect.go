@@ -90,10 +90,7 @@ func (p *Proposer) bisect(sc scalariser) (spaces.Config, bool) {
 	if k < 0 {
 		return spaces.Config{}, false
 	}
-	xs := make([][]float64, len(obs)) // obs[i] is history[sampler[i]]
-	for i, k := range p.sampler {
-		xs[i] = p.units[k]
-	}
+	xs := p.ownUnits() // xs[i] is obs[i]'s
 	inc, incVol := xs[k], vols[k]
 	type far struct {
 		x    []float64

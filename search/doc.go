@@ -27,7 +27,9 @@
 //     between the incumbent (the feasible config holding the most
 //     hypervolume on its own) and the nearest infeasible trial that would
 //     hold more, since a front's best config usually sits just inside an SLO
-//     bound. Past the opening (LateAfter trials of the study's own) the
+//     bound; once late, an ask with no pair to bisect probes instead: the
+//     incumbent moved along one numeric axis to where the surrogate places
+//     a bound. Past the opening (LateAfter trials of the study's own) the
 //     search refines: every second ask may bisect, mutations mix fine
 //     and coarse steps, the incumbent with one level changed joins the
 //     pool (levelNeighbours: bisection keeps levels), and each other

@@ -166,7 +166,8 @@ type ProposerConfig struct {
 	// 6.462 (par4 8B-H100 HV@8 0.518 -> 0.230, Mixtral 0.769 -> 0.560).
 	LateAfter int
 	// LateBisectEvery is BisectEvery once late (default 2; negative:
-	// BisectEvery throughout). Re-measured with the late squared
+	// BisectEvery throughout); a late bisection ask with no pair to bisect
+	// probes a predicted bound instead (see Proposer.probe). Re-measured with the late squared
 	// feasibility (2026-12-06, tuner,par4, 10 seeds, 24 trials, format-7
 	// truths; 5.725 / 6.754 / 7.827, par4 HV@24 6.674): every third late
 	// ask gave 5.725 / 6.643 / 7.834, par4 6.531 (70B 0.877 -> 0.770):
@@ -388,6 +389,13 @@ func (p *Proposer) Ask(ctx context.Context) (spaces.Config, error) {
 			p.cfg.Logger.Debug("boundary bisection", "config", c.ID())
 			p.pending[c.ID()] = c
 			return c, nil
+		}
+		if p.late() {
+			if c, ok := p.probe(ctx, sc); ok {
+				p.cfg.Logger.Debug("boundary probe", "config", c.ID())
+				p.pending[c.ID()] = c
+				return c, nil
+			}
 		}
 	}
 	n := 1
@@ -865,12 +873,8 @@ func completeTrial(tp *trialParams, value float64) goptuna.FrozenTrial {
 // (as many mutants in all): 5.447 / 6.514 / 7.748 (Qwen 7B HV@8 0.696 ->
 // 0.495, Mixtral 0.880 -> 0.817).
 func (p *Proposer) screen(ctx context.Context, pool []spaces.Config, sc scalariser) spaces.Config {
-	if f, ok := p.cfg.Scorer.(Fitter); ok && (!p.fitted || p.told >= p.refitAfter()) {
-		if err := f.Fit(ctx, append([]Observation(nil), p.history...)); err != nil {
-			p.cfg.Logger.Warn("surrogate fit failed; using the sampler's choice", "err", err)
-			return pool[0]
-		}
-		p.fitted, p.told = true, 0
+	if !p.fit(ctx) {
+		return pool[0]
 	}
 	front := append(p.normFront(sc.norm), p.believed(ctx, sc.norm)...)
 	ref := normRef(fixedRef(p.cfg.Objectives, p.cfg.SLO, p.cfg.Space.Target()), sc.norm)
@@ -924,6 +928,19 @@ func (p *Proposer) screen(ctx context.Context, pool []spaces.Config, sc scalaris
 		return pool[i]
 	}
 	return pool[0]
+}
+
+// fit refits the scorer when due (see RefitEvery, RefitGrowth); false when
+// the fit failed (logged: the caller falls back to the sampler's choice).
+func (p *Proposer) fit(ctx context.Context) bool {
+	if f, ok := p.cfg.Scorer.(Fitter); ok && (!p.fitted || p.told >= p.refitAfter()) {
+		if err := f.Fit(ctx, append([]Observation(nil), p.history...)); err != nil {
+			p.cfg.Logger.Warn("surrogate fit failed; using the sampler's choice", "err", err)
+			return false
+		}
+		p.fitted, p.told = true, 0
+	}
+	return true
 }
 
 // believed returns the scorer's mean prediction of each config in flight

@@ -1,0 +1,141 @@
+package search
+
+import (
+	"context"
+	"testing"
+
+	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/store"
+	"github.com/vllm-tuner/tuner/trial"
+)
+
+// With no infeasible trial past the TTFT bound, bisection has no pair; the
+// probe moves the incumbent along max_num_seqs to where the scorer places
+// the bound, its other values kept, and nowhere when the scorer sees no
+// better box along any axis.
+func TestProbeTowardPredictedBound(t *testing.T) {
+	sp := h100(t)
+	slo, err := trial.ParseSLO("ttft_p99<=1000ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := func(seqs int) spaces.Config {
+		c, err := sp.Normalize(spaces.NewConfig(map[string]spaces.Value{
+			"max_num_seqs":           spaces.IntValue(seqs),
+			"max_num_batched_tokens": spaces.IntValue(4096),
+			"gpu_memory_utilization": spaces.FloatValue(0.7),
+			"kv_cache_dtype":         spaces.StringValue("fp8"),
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	// Fewer sequences: lower TPOT, higher TTFT (clients wait for a slot);
+	// the other axes change nothing.
+	ttft := func(seqs int) float64 {
+		if seqs < 96 {
+			return 400 + float64(96-seqs)*60
+		}
+		return 400
+	}
+	tpot := func(seqs int) float64 { return 10 + float64(seqs)/10 }
+	result := func(seqs int) *trial.Result {
+		m := trial.Metrics{Completed: 100, OutputThroughput: 4000,
+			TTFT: trial.Dist{P99: ttft(seqs)}, TPOT: trial.Dist{P99: tpot(seqs)}, ITL: trial.Dist{P99: tpot(seqs)}, E2EL: trial.Dist{P99: ttft(seqs) + 200*tpot(seqs)}}
+		return &trial.Result{Status: trial.StatusOK, Levels: []trial.Level{{Metrics: m}}, PeakVRAMGiB: 56}
+	}
+	// A scorer that knows the model: P(feasible) falls from 1 to 0 at the bound.
+	knows := ScorerFunc(func(_ context.Context, cands []spaces.Config) ([]Prediction, error) {
+		out := make([]Prediction, len(cands))
+		for i, c := range cands {
+			s := c.Int("max_num_seqs")
+			pf := 0.0
+			if ttft(s) <= 1000 {
+				pf = 1
+			}
+			out[i] = Prediction{Mean: []float64{4000, tpot(s), 56}, Std: []float64{0, 0, 0}, PFeasible: pf}
+		}
+		return out, nil
+	})
+	pc := DefaultProposerConfig()
+	pc.Space, pc.SLO, pc.Objectives, pc.Scorer = sp, slo, store.DefaultObjectives("tpot_p99"), knows
+	for _, s := range []int{200, 300, 400, 250, 350, 500, 600, 700} { // all feasible, 200 the incumbent
+		pc.History = append(pc.History, Observation{Config: cfg(s), Result: result(s), Weight: 1})
+	}
+	p := newProposer(t, pc)
+	if _, ok := p.bisect(p.scalariser()); ok {
+		t.Fatal("bisection found a pair with nothing infeasible")
+	}
+	c, ok := p.probe(context.Background(), p.scalariser())
+	if !ok {
+		t.Fatal("no probe")
+	}
+	if s := c.Int("max_num_seqs"); s < 86 || s > 92 {
+		t.Errorf("probe at max_num_seqs %d, want 86-92 (the bound is at 86)", s)
+	}
+	if c.Int("max_num_batched_tokens") != 4096 || c.Float("gpu_memory_utilization") != 0.7 || c.Str("kv_cache_dtype") != "fp8" {
+		t.Errorf("probe moved more than max_num_seqs: %v", c)
+	}
+
+	// A scorer that sees no gain along any axis: no probe.
+	flat := ScorerFunc(func(_ context.Context, cands []spaces.Config) ([]Prediction, error) {
+		out := make([]Prediction, len(cands))
+		for i := range cands {
+			out[i] = Prediction{Mean: []float64{4000, 30, 56}, Std: []float64{0, 0, 0}, PFeasible: 1}
+		}
+		return out, nil
+	})
+	pc.Scorer = flat
+	q := newProposer(t, pc)
+	if c, ok := q.probe(context.Background(), q.scalariser()); ok {
+		t.Errorf("probe %v with no predicted gain", c)
+	}
+}
+
+// A side of the incumbent counts as explored when a measured config with its
+// levels lies there along the axis, every other numeric value near the
+// incumbent's.
+func TestProbeExplored(t *testing.T) {
+	pc := DefaultProposerConfig()
+	pc.Space = h100(t)
+	p := newProposer(t, pc)
+	seqs, tokens := -1, -1
+	for i, d := range p.dims {
+		switch d.p.Name {
+		case "max_num_seqs":
+			seqs = i
+		case "max_num_batched_tokens":
+			tokens = i
+		}
+	}
+	inc := make([]float64, len(p.dims))
+	for i := range inc {
+		inc[i] = 0.5
+	}
+	at := func(moves map[int]float64) []float64 {
+		x := append([]float64(nil), inc...)
+		for i, dx := range moves {
+			x[i] += dx
+		}
+		return x
+	}
+	for _, tc := range []struct {
+		name   string
+		probed [][]float64
+		axis   int
+		side   float64
+		want   bool
+	}{
+		{"nothing measured", nil, seqs, -1, false},
+		{"below, same tokens", [][]float64{at(map[int]float64{seqs: -0.2})}, seqs, -1, true},
+		{"below, asked above", [][]float64{at(map[int]float64{seqs: -0.2})}, seqs, 1, false},
+		{"below, tokens moved too", [][]float64{at(map[int]float64{seqs: -0.2, tokens: 0.1})}, seqs, -1, false},
+		{"below, tokens within resolution", [][]float64{at(map[int]float64{seqs: -0.2, tokens: bisectResolution / 2})}, seqs, -1, true},
+		{"the incumbent itself", [][]float64{inc}, seqs, -1, false},
+	} {
+		if got := p.explored(tc.probed, inc, tc.axis, tc.side); got != tc.want {
+			t.Errorf("%s: explored %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
