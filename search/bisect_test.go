@@ -13,33 +13,8 @@ import (
 // bisection walks toward it along max_num_seqs, keeping the incumbent's
 // levels.
 func TestBisectTowardBound(t *testing.T) {
-	sp := h100(t)
-	slo, err := trial.ParseSLO("ttft_p99<=1000ms")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := func(seqs int) spaces.Config {
-		c, err := sp.Normalize(spaces.NewConfig(map[string]spaces.Value{
-			"max_num_seqs":           spaces.IntValue(seqs),
-			"max_num_batched_tokens": spaces.IntValue(4096),
-			"kv_cache_dtype":         spaces.StringValue("fp8"),
-		}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	// Fewer sequences: lower TPOT, higher TTFT (clients wait for a slot).
-	result := func(seqs int) *trial.Result {
-		ttft := 400.0
-		if seqs < 96 {
-			ttft = 400 + float64(96-seqs)*60
-		}
-		tpot := 10 + float64(seqs)/10
-		m := trial.Metrics{Completed: 100, OutputThroughput: 4000,
-			TTFT: trial.Dist{P99: ttft}, TPOT: trial.Dist{P99: tpot}, ITL: trial.Dist{P99: tpot}, E2EL: trial.Dist{P99: ttft + 200*tpot}}
-		return &trial.Result{Status: trial.StatusOK, Levels: []trial.Level{{Metrics: m}}, PeakVRAMGiB: 60}
-	}
+	b := newTTFTBound(t)
+	sp, slo, cfg, result := b.sp, b.slo, b.cfg, b.result
 	pc := DefaultProposerConfig()
 	pc.Space, pc.SLO, pc.Objectives = sp, slo, store.DefaultObjectives("tpot_p99")
 	pc.History = []Observation{

@@ -172,3 +172,51 @@ func weaklyDominated(front [][]float64, y []float64) bool {
 	}
 	return false
 }
+
+// ttftBound is a synthetic engine whose best config sits at a TTFT bound:
+// fewer sequences lower TPOT and raise TTFT (clients wait for a slot), so
+// under ttft_p99<=1000ms the bound is at 86 sequences. cfg gives the config
+// at a max_num_seqs (fp8, 4096 batched tokens, utilisation 0.7); the other
+// values change nothing.
+type ttftBound struct {
+	t   testing.TB
+	sp  *spaces.Space
+	slo trial.SLO
+}
+
+func newTTFTBound(t testing.TB) ttftBound {
+	slo, err := trial.ParseSLO("ttft_p99<=1000ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ttftBound{t, h100(t), slo}
+}
+
+func (b ttftBound) ttft(seqs int) float64 {
+	if seqs < 96 {
+		return 400 + float64(96-seqs)*60
+	}
+	return 400
+}
+
+func (b ttftBound) tpot(seqs int) float64 { return 10 + float64(seqs)/10 }
+
+func (b ttftBound) cfg(seqs int) spaces.Config {
+	c, err := b.sp.Normalize(spaces.NewConfig(map[string]spaces.Value{
+		"max_num_seqs":           spaces.IntValue(seqs),
+		"max_num_batched_tokens": spaces.IntValue(4096),
+		"gpu_memory_utilization": spaces.FloatValue(0.7),
+		"kv_cache_dtype":         spaces.StringValue("fp8"),
+	}))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return c
+}
+
+func (b ttftBound) result(seqs int) *trial.Result {
+	ttft, tpot := b.ttft(seqs), b.tpot(seqs)
+	m := trial.Metrics{Completed: 100, OutputThroughput: 4000,
+		TTFT: trial.Dist{P99: ttft}, TPOT: trial.Dist{P99: tpot}, ITL: trial.Dist{P99: tpot}, E2EL: trial.Dist{P99: ttft + 200*tpot}}
+	return &trial.Result{Status: trial.StatusOK, Levels: []trial.Level{{Metrics: m}}, PeakVRAMGiB: 56}
+}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/store"
-	"github.com/vllm-tuner/tuner/trial"
 )
 
 // With no infeasible trial past the TTFT bound, bisection has no pair; the
@@ -14,37 +13,8 @@ import (
 // the bound, its other values kept, and nowhere when the scorer sees no
 // better box along any axis.
 func TestProbeTowardPredictedBound(t *testing.T) {
-	sp := h100(t)
-	slo, err := trial.ParseSLO("ttft_p99<=1000ms")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := func(seqs int) spaces.Config {
-		c, err := sp.Normalize(spaces.NewConfig(map[string]spaces.Value{
-			"max_num_seqs":           spaces.IntValue(seqs),
-			"max_num_batched_tokens": spaces.IntValue(4096),
-			"gpu_memory_utilization": spaces.FloatValue(0.7),
-			"kv_cache_dtype":         spaces.StringValue("fp8"),
-		}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	// Fewer sequences: lower TPOT, higher TTFT (clients wait for a slot);
-	// the other axes change nothing.
-	ttft := func(seqs int) float64 {
-		if seqs < 96 {
-			return 400 + float64(96-seqs)*60
-		}
-		return 400
-	}
-	tpot := func(seqs int) float64 { return 10 + float64(seqs)/10 }
-	result := func(seqs int) *trial.Result {
-		m := trial.Metrics{Completed: 100, OutputThroughput: 4000,
-			TTFT: trial.Dist{P99: ttft(seqs)}, TPOT: trial.Dist{P99: tpot(seqs)}, ITL: trial.Dist{P99: tpot(seqs)}, E2EL: trial.Dist{P99: ttft(seqs) + 200*tpot(seqs)}}
-		return &trial.Result{Status: trial.StatusOK, Levels: []trial.Level{{Metrics: m}}, PeakVRAMGiB: 56}
-	}
+	b := newTTFTBound(t)
+	sp, slo, cfg, result, ttft, tpot := b.sp, b.slo, b.cfg, b.result, b.ttft, b.tpot
 	// A scorer that knows the model: P(feasible) falls from 1 to 0 at the bound.
 	knows := ScorerFunc(func(_ context.Context, cands []spaces.Config) ([]Prediction, error) {
 		out := make([]Prediction, len(cands))
