@@ -57,7 +57,11 @@ const probeFeasible = 0.5
 // throughput, valued by its throughput, for the picks: 5.725 / 6.749 /
 // 7.826, par4 6.651 (Qwen 7B 0.825 -> 0.754); probes from the opening's
 // bisection asks on: 5.589 / 6.823 / 7.815 (70B HV@8 0.676 -> 0.501,
-// Qwen 72B 0.481 -> 0.585).
+// Qwen 72B 0.481 -> 0.585); where the incumbent has nothing to probe, the
+// second and third largest boxes probed in turn (with configs in flight
+// counted; 5.725 / 6.818 / 7.813, par4 6.720): 5.725 / 6.792 / 7.815,
+// par4 6.675 (Qwen 7B 0.825 -> 0.890, 70B 0.858 -> 0.776: the 70B's gains
+// are in levels, which the screening asks the probes replace move).
 func (p *Proposer) probe(ctx context.Context, sc scalariser) (spaces.Config, bool) {
 	obs, _, _, k := p.incumbent(sc)
 	if k < 0 || !p.fit(ctx) {
