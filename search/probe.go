@@ -156,11 +156,12 @@ func (p *Proposer) ownUnits() [][]float64 {
 	return out
 }
 
-// explored reports whether a measured config (probed: those with the
-// incumbent's levels) lies on side s of inc along numeric axis i with every
-// other numeric coordinate within bisectResolution of inc's: that side was
-// measured already, and what it held is in the history (a better config
-// would be the incumbent, an infeasible one bisection's partner).
+// explored reports whether a config measured or in flight (probed: those
+// with the incumbent's levels) lies on side s of inc along numeric axis i
+// with every other numeric coordinate within bisectResolution of inc's:
+// that side was measured already, and what it held is in the history (a
+// better config would be the incumbent, an infeasible one bisection's
+// partner), or will be.
 func (p *Proposer) explored(probed [][]float64, inc []float64, i int, s float64) bool {
 	for _, x := range probed {
 		if (x[i]-inc[i])*s <= 0 {
