@@ -22,7 +22,11 @@ import (
 // par4 6.618): a late bisection ask that finds no pair steps the incumbent
 // along one numeric axis instead (±0.03 or ±0.08, the screened best): 5.725
 // / 6.599 / 7.801, par4 6.509 (8B-H100 0.685 -> 0.706, Qwen 7B 0.757 ->
-// 0.799; 70B 0.863 -> 0.813, Mixtral 0.954 -> 0.923).
+// 0.799; 70B 0.863 -> 0.813, Mixtral 0.954 -> 0.923). What went in
+// instead is a probe of the bound the surrogate predicts (see probe). With
+// it, 0.01 here (bisection's and the probe's explored sides alike) gave
+// 5.725 / 6.760 / 7.818, par4 6.727, against 5.725 / 6.818 / 7.813, par4
+// 6.720 (70B 0.858 -> 0.777).
 const bisectResolution = 0.03
 
 // bisect proposes the midpoint between the incumbent and the nearest
