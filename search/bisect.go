@@ -143,20 +143,31 @@ func (p *Proposer) incumbent(sc scalariser) (obs []Observation, outs []outcome, 
 		return m.obs, m.outs, m.vols, m.inc
 	}
 	defer func() { p.incMemo = incumbentMemo{true, len(p.history), obs, outs, vols, inc} }()
-	ref := exactRef(fixedRef(p.cfg.Objectives, p.cfg.SLO, p.cfg.Space.Target()), sc.norm)
-	dirs := minDirs(len(p.cfg.Objectives))
+	box := p.boxer(sc)
 	obs, outs = p.samplerObs(), p.samplerOuts()
 	vols = make([]float64, len(obs))
 	inc = -1
 	for i := range obs {
 		if !outs[i].failed {
-			vols[i], _ = pareto.Hypervolume([][]float64{sc.norm.apply(outs[i].vals)}, dirs, ref)
+			vols[i] = box(outs[i].vals)
 		}
 		if outs[i].feasible && (inc < 0 || vols[i] > vols[inc]) {
 			inc = i
 		}
 	}
 	return obs, outs, vols, inc
+}
+
+// boxer returns the box an objective vector (own units) holds alone against
+// the objectives' fixed worst point (exactRef), in sc's normalised space:
+// how incumbent ranks measured configs and probe predicted ones.
+func (p *Proposer) boxer(sc scalariser) func(vals []float64) float64 {
+	ref := exactRef(fixedRef(p.cfg.Objectives, p.cfg.SLO, p.cfg.Space.Target()), sc.norm)
+	dirs := minDirs(len(p.cfg.Objectives))
+	return func(vals []float64) float64 {
+		v, _ := pareto.Hypervolume([][]float64{sc.norm.apply(vals)}, dirs, ref)
+		return v
+	}
 }
 
 // incumbentMemo is incumbent's result for a history of told observations.

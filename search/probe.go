@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 
-	"github.com/vllm-tuner/tuner/pareto"
 	"github.com/vllm-tuner/tuner/spaces"
 )
 
@@ -96,17 +95,13 @@ func (p *Proposer) probe(ctx context.Context, sc scalariser) (spaces.Config, boo
 				y := append([]float64(nil), inc...)
 				y[i] = math.Max(0, math.Min(1, inc[i]+s*t))
 				c, err := p.cfg.Space.Normalize(spaces.NewConfig(p.fromUnitVector(y)))
-				if err != nil || p.cfg.Space.Validate(c) != nil || seen[c.ID()] {
-					if y[i] == 0 || y[i] == 1 {
-						break
-					}
-					continue
+				if err == nil && p.cfg.Space.Validate(c) == nil && !seen[c.ID()] {
+					seen[c.ID()] = true
+					cands = append(cands, c)
+					l.n++
 				}
-				seen[c.ID()] = true
-				cands = append(cands, c)
-				l.n++
 				if y[i] == 0 || y[i] == 1 {
-					break
+					break // the range's end
 				}
 			}
 			if l.n > 0 {
@@ -118,14 +113,12 @@ func (p *Proposer) probe(ctx context.Context, sc scalariser) (spaces.Config, boo
 	if err != nil || len(preds) != len(cands) {
 		return spaces.Config{}, false
 	}
-	ref := exactRef(fixedRef(p.cfg.Objectives, p.cfg.SLO, p.cfg.Space.Target()), sc.norm)
-	dirs := minDirs(len(p.cfg.Objectives))
+	boxOf := p.boxer(sc)
 	box := func(pr Prediction) float64 {
 		if len(pr.Mean) != len(p.cfg.Objectives) {
 			return 0
 		}
-		v, _ := pareto.Hypervolume([][]float64{sc.norm.apply(pr.Mean)}, dirs, ref)
-		return v
+		return boxOf(pr.Mean)
 	}
 	base := box(preds[0])
 	best, bestGain := -1, 1.0
