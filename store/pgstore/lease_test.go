@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/store/pgstore"
 	"github.com/vllm-tuner/tuner/store/pgstore/pgtest"
@@ -188,14 +186,7 @@ func TestJoinAfterRestart(t *testing.T) {
 	}
 	// The outage outlasted every lease (as if a minute had passed).
 	endLease(t, url, tr.ID)
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "UPDATE workers SET until = now() - interval '1 second'"); err != nil {
-		t.Fatal(err)
-	}
+	execSQL(t, url, "UPDATE workers SET until = now() - interval '1 second'")
 	after := openPG(t, url)
 	if _, err := after.JoinStudy(ctx, st.ID, "d", time.Microsecond, nil); err != nil {
 		t.Fatal(err)

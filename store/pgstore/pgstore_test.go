@@ -212,22 +212,14 @@ func TestMigrateBinarySummaries(t *testing.T) {
 	s := openPG(t, url)
 	studies := storetest.Script(t, s, 11, 8)
 	s.Close()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Back to schema 5: a JSON summary column, no binary one.
-	_, err = conn.Exec(ctx, `ALTER TABLE trials ADD COLUMN summary json;
+	execSQL(t, url, `ALTER TABLE trials ADD COLUMN summary json;
 		UPDATE trials SET summary = '{}';
 		ALTER TABLE trials ALTER COLUMN summary SET NOT NULL;
 		ALTER TABLE trials DROP COLUMN sum;
 		ALTER TABLE trials DROP COLUMN lease_len;
 		ALTER TABLE workers DROP COLUMN lease_len;
 		DELETE FROM schema_migrations WHERE version >= 6`)
-	conn.Close(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	s = openPG(t, url)
 	if rep, err := s.Check(ctx); err != nil || len(rep.Problems) > 0 || rep.Trials != 3*8+1 {
 		t.Fatalf("check after migration: %+v, %v", rep, err)
@@ -354,20 +346,13 @@ func TestCheck(t *testing.T) {
 	if err != nil || rep.Studies != 3 || rep.Trials != 31 || rep.Running != 1 || rep.Fronts == 0 || rep.Models != 1 {
 		t.Fatalf("healthy check: %+v, %v", rep, err)
 	}
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
 	id := studies[0].ID
 	for _, sql := range []string{
 		"UPDATE fronts SET rec = json_build_object('v', 2, 'key', key, 'objectives', rec->'objectives', 'points', '[]'::json) WHERE key = 'study/" + id + "'",
 		"UPDATE trials SET state = 'ok' WHERE study_id = '" + id + "' AND seq = 2 AND state <> 'ok'",
 		"DELETE FROM trials WHERE study_id = '" + studies[2].ID + "' AND seq = 3",
 	} {
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			t.Fatal(err)
-		}
+		execSQL(t, url, sql)
 	}
 	rep, err = s.Check(ctx)
 	if !errors.Is(err, store.ErrCorrupt) {
@@ -485,13 +470,20 @@ func TestLeasedTrialOutlivesSession(t *testing.T) {
 // process's or a server restart's end.
 func endConnections(t *testing.T, url string) {
 	t.Helper()
+	execSQL(t, url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+}
+
+// execSQL runs sql on url's database over a connection of its own, behind
+// the store's back.
+func execSQL(t *testing.T, url, sql string, args ...any) {
+	t.Helper()
 	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, url)
+	conn, err := pgx.Connect(ctx, url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close(ctx)
-	if _, err := admin.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"); err != nil {
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, sql, args...); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -514,13 +506,5 @@ func endLease(t *testing.T, url, id string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "UPDATE trials SET lease_until = now() - interval '1 second' WHERE study_id = $1 AND seq = $2", sid, int64(seq)); err != nil {
-		t.Fatal(err)
-	}
+	execSQL(t, url, "UPDATE trials SET lease_until = now() - interval '1 second' WHERE study_id = $1 AND seq = $2", sid, int64(seq))
 }
