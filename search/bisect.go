@@ -89,6 +89,14 @@ const bisectResolution = 0.03
 // 2.837 -> 2.748 (8B-H100 0.525 -> 0.550, Qwen 72B 0.738 -> 0.702,
 // Mixtral 0.773 -> 0.739, 70B 0.800 -> 0.757): a second worker on another
 // bound found more than a second point on the same one.
+//
+// Also dropped (tuner,par4, 10 seeds, 24 trials, format-7 truths, with
+// probe's bounds halved on the model: 5.725 / 6.812 / 7.814, par4 6.730):
+// splitting the pair where the surrogate places the bound (its
+// P(feasible) crossing probeFeasible on the segment, kept within a quarter
+// of either end) instead of at the midpoint: 5.728 / 6.774 / 7.815, par4
+// 6.751 (par4 8B-H100 0.677 -> 0.755, 70B 0.842 -> 0.785; Qwen 72B 0.775
+// -> 0.738).
 func (p *Proposer) bisect(sc scalariser) (spaces.Config, bool) {
 	obs, outs, vols, k := p.incumbent(sc)
 	if k < 0 {

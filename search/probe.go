@@ -63,6 +63,22 @@ const probeFeasible = 0.5
 // are in levels, which the screening asks the probes replace move); a probe
 // only where the predicted box gains 5% or more: 5.725 / 6.838 / 7.813,
 // par4 6.645 (par4 8B-A100 0.935 -> 0.913, Qwen 7B 0.883 -> 0.849).
+// Re-measured on main f43fa72 (10 seeds: 5.725 / 6.818 / 7.814, par4
+// 6.720; 20 seeds: 5.607 / 6.827 / 7.813, par4 6.761) and dropped: each
+// line's bound halved six times on the model between its last step
+// above probeFeasible and the next (far from the incumbent the steps are
+// a quarter of the distance apart, and 8B-H100's bound in max_num_seqs is
+// a few sequences wide): at 10 seeds 5.725 / 6.812 / 7.814, par4 6.730
+// (8B-H100 0.712 -> 0.742, 8B-A100 0.903 -> 0.932, 70B 0.858 -> 0.814), at
+// 20 seeds 5.607 / 6.778 / 7.813, par4 6.749 (70B 0.832 -> 0.781, 8B-H100
+// 0.712 -> 0.727); three chained line moves (the probe moved again from
+// where the last move left it, a coordinate ascent on the model) 5.725 /
+// 6.842 / 7.813, par4 6.613 (par4 70B 0.842 -> 0.800, Qwen 72B 0.776 ->
+// 0.734), two 5.725 / 6.817 / 7.817, par4 6.680. Where 8B-H100 stalls the
+// model places the bound at 95 sequences, the truth near 90: the TTFT
+// log-ratio it learnt above the 96 clients (TTFT p99 885 ms, roofline 164)
+// multiplies the roofline's slot wait below them (see surrogate's
+// ObjectiveFor for a baseline without that, measured and dropped).
 func (p *Proposer) probe(ctx context.Context, sc scalariser) (spaces.Config, bool) {
 	obs, _, _, k := p.incumbent(sc)
 	if k < 0 || !p.fit(ctx) {
