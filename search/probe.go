@@ -77,8 +77,9 @@ const probeFeasible = 0.5
 // 0.734), two 5.725 / 6.817 / 7.817, par4 6.680. Where 8B-H100 stalls the
 // model places the bound at 95 sequences, the truth near 90: the TTFT
 // log-ratio it learnt above the 96 clients (TTFT p99 885 ms, roofline 164)
-// multiplies the roofline's slot wait below them (see surrogate's
-// ObjectiveFor for a baseline without that, measured and dropped).
+// multiplied the roofline's slot wait below them (since then the wait has
+// a factor of its own, fitted once a trial ran below the client count: see
+// surrogate's Objective.Offset).
 func (p *Proposer) probe(ctx context.Context, sc scalariser) (spaces.Config, bool) {
 	obs, _, _, k := p.incumbent(sc)
 	if k < 0 || !p.fit(ctx) {

@@ -70,14 +70,14 @@ func Evaluate(ctx context.Context, m *Matrix, opts Options, folds int) (*Report,
 	}
 	r := &Report{Folds: folds, Samples: n}
 	for k, o := range m.Objectives {
-		bi := m.Schema.Index(o.Baseline)
+		b := o.baselineOf(m.Schema)
 		var p, y []float64
 		for i := range m.X {
 			if math.IsNaN(m.Y[k][i]) {
 				continue
 			}
 			p = append(p, preds[i].Mean[k])
-			y = append(y, o.value(m.Y[k][i], o.logBaseline(m.Schema, bi, m.X[i])))
+			y = append(y, o.value(m.Y[k][i], b.logOf(m.X[i])))
 		}
 		r.Objectives = append(r.Objectives, ObjectiveCV{Name: o.Name, Metric: o.Metric, N: len(y),
 			R2: rSquared(p, y), MAPE: MAPE(p, y), Spearman: Spearman(p, y)})

@@ -164,9 +164,9 @@ func TestImportLightGBM(t *testing.T) {
 		t.Errorf("imported metrics %+v", imp.Metrics)
 	}
 	preds := imp.Predict(d.X)
-	bi := schema.Index(m.Objectives[k].Baseline)
+	base := m.Objectives[k].baselineOf(schema)
 	for i, p := range preds {
-		want := m.Objectives[k].value(b.TrainMargin[i], m.Objectives[k].logBaseline(schema, bi, d.X[i]))
+		want := m.Objectives[k].value(b.TrainMargin[i], base.logOf(d.X[i]))
 		if math.Abs(p.Mean[0]-want) > 1e-9*want {
 			t.Fatalf("row %d: %v, want %v", i, p.Mean[0], want)
 		}

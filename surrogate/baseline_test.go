@@ -1,0 +1,131 @@
+package surrogate
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/vllm-tuner/tuner/spaces"
+)
+
+func TestFitScales(t *testing.T) {
+	// Rows are (metric, offset, rest): the baseline column holds
+	// offset + rest, the offset column the offset.
+	type row struct{ v, off, rest float64 }
+	tests := []struct {
+		name          string
+		rows          []row
+		scale, oscale float64
+	}{
+		{"no rows", nil, 1, 1},
+		{"unmeasured rows only", []row{{math.NaN(), 0, 10}}, 1, 1},
+		{"no offset anywhere", []row{{50, 0, 10}, {100, 0, 20}, {60, 0, 10}}, 5, 5},
+		{"offsets only: the plain ratio", []row{{40, 10, 10}, {90, 20, 10}, {30, 5, 5}}, 3, 3},
+		{"both: fitted apart", []row{{50, 0, 10}, {100, 0, 20}, {70, 10, 10}, {90, 20, 10}, {130, 40, 10}}, 5, 2},
+		{"offset rows below the rest's share are left out", []row{{50, 0, 10}, {40, 10, 10}}, 5, 5},
+	}
+	b := baseline{idx: 0, off: 1, scale: 1, oscale: 1}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var xs [][]float64
+			var vals []float64
+			for _, r := range tt.rows {
+				xs = append(xs, []float64{r.off + r.rest, r.off})
+				vals = append(vals, r.v)
+			}
+			s, o := fitScales(b, xs, vals)
+			if s != tt.scale || o != tt.oscale {
+				t.Errorf("scales %v, %v; want %v, %v", s, o, tt.scale, tt.oscale)
+			}
+		})
+	}
+}
+
+// TestTTFTBelowSlots trains TTFT p99 on simulated trials that mostly run
+// at least as many sequences as the 64 clients, with a few below, and
+// predicts configs below: with the slot wait fitted apart from the rest of
+// the estimate the predictions are nearer the simulator than a single
+// log-ratio to the whole estimate, which multiplies the wait by the
+// prefill's error.
+func TestTTFTBelowSlots(t *testing.T) {
+	tg := mustTarget(t, "Llama-3.1-8B", "H100", 1)
+	w := chatWorkload(120)
+	seqs := func(lo, hi int) func(spaces.Config) bool {
+		return func(c spaces.Config) bool { n := c.Int("max_num_seqs"); return n >= lo && n < hi }
+	}
+	train := append(simSamples(t, tg, w, 60, 41, seqs(64, 4096)), simSamples(t, tg, w, 4, 42, seqs(48, 64))...)
+	test := simSamples(t, tg, w, 30, 43, seqs(16, 48))
+	schema := NewSchema(resolved(t, tg))
+	split := ObjectiveFor("ttft_p99")
+	plain := split
+	plain.Offset = ""
+	errOf := func(o Objective) (float64, Objective) {
+		t.Helper()
+		opts := DefaultOptions()
+		opts.Objectives = []Objective{o}
+		trained, err := Train(schema, train, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := trained.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := Unmarshal(b) // the fitted scales travel with the model
+		if err != nil {
+			t.Fatal(err)
+		}
+		var x [][]float64
+		var want []float64
+		for _, smp := range test {
+			if v, ok := smp.Result.Objective("ttft_p99"); ok && smp.Result.Usable() {
+				x, want = append(x, schema.Encoder(tg, w).Encode(smp.Config)), append(want, v)
+			}
+		}
+		if len(x) < 10 {
+			t.Fatalf("%d usable test trials", len(x))
+		}
+		var errs []float64
+		for i, p := range s.Predict(x) {
+			errs = append(errs, math.Abs(math.Log(p.Mean[0]/want[i])))
+		}
+		slices.Sort(errs)
+		return errs[len(errs)/2], s.Objectives[0]
+	}
+	es, fitted := errOf(split)
+	ep, _ := errOf(plain)
+	if !(fitted.Scale > 0 && fitted.OffsetScale > 0) {
+		t.Fatalf("scales not fitted: %+v", fitted)
+	}
+	t.Logf("median |log(pred/true)| below the client count: split %.3f (scales %.2f, wait %.2f), plain %.3f", es, fitted.Scale, fitted.OffsetScale, ep)
+	if es >= ep {
+		t.Errorf("split baseline's median log error %.3f, plain %.3f: want smaller", es, ep)
+	}
+}
+
+func TestObjectiveOffsetChecked(t *testing.T) {
+	s := NewSchema(resolved(t, mustTarget(t, "Llama-3.1-8B", "H100", 1)))
+	ok := ObjectiveFor("ttft_p99")
+	tests := []struct {
+		name string
+		edit func(*Objective)
+		ok   bool
+	}{
+		{"as built", func(*Objective) {}, true},
+		{"fitted", func(o *Objective) { o.Scale, o.OffsetScale = 5.4, 1.9 }, true},
+		{"unknown offset", func(o *Objective) { o.Offset = "derived.nope" }, false},
+		{"log offset", func(o *Objective) { o.Offset = "derived.est_ttft_ms" }, false},
+		{"offset without baseline", func(o *Objective) { o.Baseline = "" }, false},
+		{"negative scale", func(o *Objective) { o.Scale = -1 }, false},
+		{"NaN offset scale", func(o *Objective) { o.OffsetScale = math.NaN() }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := ok
+			tt.edit(&o)
+			if err := o.check(s); (err == nil) != tt.ok {
+				t.Errorf("check = %v, want ok %v", err, tt.ok)
+			}
+		})
+	}
+}
