@@ -63,32 +63,42 @@ const probeFeasible = 0.5
 // are in levels, which the screening asks the probes replace move); a probe
 // only where the predicted box gains 5% or more: 5.725 / 6.838 / 7.813,
 // par4 6.645 (par4 8B-A100 0.935 -> 0.913, Qwen 7B 0.883 -> 0.849).
-// Re-measured on main f43fa72 (10 seeds: 5.725 / 6.818 / 7.814, par4
-// 6.720; 20 seeds: 5.607 / 6.827 / 7.813, par4 6.761) and dropped: each
-// line's bound halved six times on the model between its last step
-// above probeFeasible and the next (far from the incumbent the steps are
-// a quarter of the distance apart, and 8B-H100's bound in max_num_seqs is
-// a few sequences wide): at 10 seeds 5.725 / 6.812 / 7.814, par4 6.730
-// (8B-H100 0.712 -> 0.742, 8B-A100 0.903 -> 0.932, 70B 0.858 -> 0.814), at
-// 20 seeds 5.607 / 6.778 / 7.813, par4 6.749 (70B 0.832 -> 0.781, 8B-H100
-// 0.712 -> 0.727); three chained line moves (the probe moved again from
-// where the last move left it, a coordinate ascent on the model) 5.725 /
-// 6.842 / 7.813, par4 6.613 (par4 70B 0.842 -> 0.800, Qwen 72B 0.776 ->
-// 0.734), two 5.725 / 6.817 / 7.817, par4 6.680. Where 8B-H100 stalls the
-// model places the bound at 95 sequences, the truth near 90: the TTFT
-// log-ratio it learnt above the 96 clients (TTFT p99 885 ms, roofline 164)
-// multiplied the roofline's slot wait below them (since then the wait has
-// a factor of its own, fitted once a trial ran below the client count: see
-// surrogate's Objective.Offset).
+// Each line's bound is then halved six times on the model, between its
+// last step above probeFeasible and the next: far from the incumbent the
+// steps are a quarter of the distance apart (from 587 sequences: 108, 84)
+// and 8B-H100's bound in max_num_seqs is a few sequences wide. Same
+// command, with the slot wait's own factor in the surrogate (main dae818c;
+// 10 seeds 5.984 / 6.919 / 7.819, par4 6.754; 20 seeds 5.795 / 6.913 /
+// 7.825, par4 6.768): at 10 seeds 5.984 / 7.017 / 7.819, par4 6.811, at 20
+// seeds 5.795 / 7.009 / 7.821, par4 6.824 (8B-H100 0.728 -> 0.817, par4
+// 0.694 -> 0.741, par4 Qwen 72B 0.755 -> 0.788; 70B 0.893 -> 0.898).
+// Before that factor (main f43fa72; 20 seeds 5.607 / 6.827 / 7.813, par4
+// 6.761) the halvings gave 5.607 / 6.778 / 7.813, par4 6.749 (70B 0.832 ->
+// 0.781, 8B-H100 0.712 -> 0.727): the model placed 8B-H100's bound at 95
+// sequences, the truth near 90, as its TTFT log-ratio learnt above the 96
+// clients (TTFT p99 885 ms, roofline 164) multiplied the roofline's slot
+// wait below them (see surrogate's Objective.Offset). Also dropped (10
+// seeds, main f43fa72: 5.725 / 6.818 / 7.814, par4 6.720): three chained
+// line moves (the probe moved again from where the last move left it, a
+// coordinate ascent on the model) 5.725 / 6.842 / 7.813, par4 6.613 (par4
+// 70B 0.842 -> 0.800, Qwen 72B 0.776 -> 0.734), two 5.725 / 6.817 / 7.817,
+// par4 6.680.
 func (p *Proposer) probe(ctx context.Context, sc scalariser) (spaces.Config, bool) {
 	obs, _, _, k := p.incumbent(sc)
 	if k < 0 || !p.fit(ctx) {
 		return spaces.Config{}, false
 	}
 	inc := p.units[p.sampler[k]]
-	type line struct{ from, n int }
+	// A line is the incumbent moved along axis i to side s; ts[m] is the
+	// distance of its m-th candidate.
+	type line struct {
+		i       int
+		s       float64
+		from, n int
+		ts      []float64
+	}
 	var cands []spaces.Config
-	var lines []line
+	var lines []*line
 	seen := map[string]bool{}
 	cands = append(cands, obs[k].Config)
 	xs := p.ownUnits()
@@ -99,6 +109,12 @@ func (p *Proposer) probe(ctx context.Context, sc scalariser) (spaces.Config, boo
 		xs = append(xs, p.unitVector(c))
 	}
 	probed := p.sameLevels(xs, inc)
+	at := func(i int, s, t float64) (spaces.Config, bool) {
+		y := append([]float64(nil), inc...)
+		y[i] = math.Max(0, math.Min(1, inc[i]+s*t))
+		c, err := p.cfg.Space.Normalize(spaces.NewConfig(p.fromUnitVector(y)))
+		return c, err == nil && p.cfg.Space.Validate(c) == nil
+	}
 	for i, d := range p.dims {
 		if d.levels != nil {
 			continue
@@ -107,17 +123,15 @@ func (p *Proposer) probe(ctx context.Context, sc scalariser) (spaces.Config, boo
 			if p.explored(probed, inc, i, s) {
 				continue
 			}
-			l := line{from: len(cands)}
+			l := &line{i: i, s: s, from: len(cands)}
 			for _, t := range probeSteps {
-				y := append([]float64(nil), inc...)
-				y[i] = math.Max(0, math.Min(1, inc[i]+s*t))
-				c, err := p.cfg.Space.Normalize(spaces.NewConfig(p.fromUnitVector(y)))
-				if err == nil && p.cfg.Space.Validate(c) == nil && !seen[c.ID()] {
+				if c, ok := at(i, s, t); ok && !seen[c.ID()] {
 					seen[c.ID()] = true
 					cands = append(cands, c)
+					l.ts = append(l.ts, t)
 					l.n++
 				}
-				if y[i] == 0 || y[i] == 1 {
+				if inc[i]+s*t <= 0 || inc[i]+s*t >= 1 {
 					break // the range's end
 				}
 			}
@@ -130,15 +144,17 @@ func (p *Proposer) probe(ctx context.Context, sc scalariser) (spaces.Config, boo
 	if err != nil || len(preds) != len(cands) {
 		return spaces.Config{}, false
 	}
-	boxOf := p.boxer(sc)
-	box := func(pr Prediction) float64 {
-		if len(pr.Mean) != len(p.cfg.Objectives) {
-			return 0
-		}
-		return boxOf(pr.Mean)
+	// Each line's bound: its last candidate the model expects feasible
+	// (lo) and the first it does not (hi), then halved on the model alone:
+	// the geometric steps are a quarter of the distance apart far from the
+	// incumbent, and bounds in max_num_seqs are a few sequences wide.
+	type bound struct {
+		l      *line
+		lo, hi float64
+		c      spaces.Config
+		pr     Prediction
 	}
-	base := box(preds[0])
-	best, bestGain := -1, 1.0
+	var bounds []*bound
 	for _, l := range lines {
 		j := -1
 		for m := l.from; m < l.from+l.n && preds[m].PFeasible >= probeFeasible; m++ {
@@ -147,15 +163,65 @@ func (p *Proposer) probe(ctx context.Context, sc scalariser) (spaces.Config, boo
 		if j < 0 {
 			continue // the incumbent sits at the bound: bisection's part
 		}
-		if g := box(preds[j]) / math.Max(base, 1e-300); g > bestGain && !p.tried[cands[j].ID()] && !p.isPending(cands[j].ID()) {
-			best, bestGain = j, g
+		b := &bound{l: l, lo: l.ts[j-l.from], hi: -1, c: cands[j], pr: preds[j]}
+		if j+1 < l.from+l.n {
+			b.hi = l.ts[j+1-l.from]
+		}
+		bounds = append(bounds, b)
+	}
+	for range probeHalvings {
+		var open []*bound
+		var mids []spaces.Config
+		for _, b := range bounds {
+			if b.hi < 0 {
+				continue
+			}
+			c, ok := at(b.l.i, b.l.s, (b.lo+b.hi)/2)
+			if !ok || c.ID() == b.c.ID() {
+				b.hi = -1
+				continue
+			}
+			open, mids = append(open, b), append(mids, c)
+		}
+		if len(mids) == 0 {
+			break
+		}
+		mp, err := p.cfg.Scorer.Score(ctx, mids)
+		if err != nil || len(mp) != len(mids) {
+			break
+		}
+		for m, b := range open {
+			if mp[m].PFeasible >= probeFeasible {
+				b.lo, b.c, b.pr = (b.lo+b.hi)/2, mids[m], mp[m]
+			} else {
+				b.hi = (b.lo + b.hi) / 2
+			}
 		}
 	}
-	if best < 0 {
+	boxOf := p.boxer(sc)
+	box := func(pr Prediction) float64 {
+		if len(pr.Mean) != len(p.cfg.Objectives) {
+			return 0
+		}
+		return boxOf(pr.Mean)
+	}
+	base := box(preds[0])
+	var best *bound
+	bestGain := 1.0
+	for _, b := range bounds {
+		if g := box(b.pr) / math.Max(base, 1e-300); g > bestGain && !p.tried[b.c.ID()] && !p.isPending(b.c.ID()) {
+			best, bestGain = b, g
+		}
+	}
+	if best == nil {
 		return spaces.Config{}, false
 	}
-	return cands[best], true
+	return best.c, true
 }
+
+// probeHalvings is how many times probe halves each line's predicted
+// bound on the model.
+const probeHalvings = 6
 
 // ownUnits is the unit vectors of the sampler's observations.
 func (p *Proposer) ownUnits() [][]float64 {
