@@ -96,7 +96,10 @@ const bisectResolution = 0.03
 // P(feasible) crossing probeFeasible on the segment, kept within a quarter
 // of either end) instead of at the midpoint: 5.728 / 6.774 / 7.815, par4
 // 6.751 (par4 8B-H100 0.677 -> 0.755, 70B 0.842 -> 0.785; Qwen 72B 0.775
-// -> 0.738).
+// -> 0.738). Re-measured with the slot wait's own factor in the surrogate
+// and the probe's halvings (main 1e975e9: 5.984 / 7.017 / 7.819, par4
+// 6.811): 5.971 / 6.986 / 7.828, par4 6.861 (par4 70B 0.839 -> 0.870;
+// 8B-H100 0.829 -> 0.806), still not in.
 func (p *Proposer) bisect(sc scalariser) (spaces.Config, bool) {
 	obs, outs, vols, k := p.incumbent(sc)
 	if k < 0 {
