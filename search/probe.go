@@ -90,12 +90,12 @@ func (p *Proposer) probe(ctx context.Context, sc scalariser) (spaces.Config, boo
 	}
 	inc := p.units[p.sampler[k]]
 	// A line is the incumbent moved along axis i to side s; ts[m] is the
-	// distance of its m-th candidate.
+	// distance of its m-th candidate, cands[from+m].
 	type line struct {
-		i       int
-		s       float64
-		from, n int
-		ts      []float64
+		i    int
+		s    float64
+		from int
+		ts   []float64
 	}
 	var cands []spaces.Config
 	var lines []*line
@@ -129,13 +129,12 @@ func (p *Proposer) probe(ctx context.Context, sc scalariser) (spaces.Config, boo
 					seen[c.ID()] = true
 					cands = append(cands, c)
 					l.ts = append(l.ts, t)
-					l.n++
 				}
 				if inc[i]+s*t <= 0 || inc[i]+s*t >= 1 {
 					break // the range's end
 				}
 			}
-			if l.n > 0 {
+			if len(l.ts) > 0 {
 				lines = append(lines, l)
 			}
 		}
@@ -157,14 +156,15 @@ func (p *Proposer) probe(ctx context.Context, sc scalariser) (spaces.Config, boo
 	var bounds []*bound
 	for _, l := range lines {
 		j := -1
-		for m := l.from; m < l.from+l.n && preds[m].PFeasible >= probeFeasible; m++ {
+		end := l.from + len(l.ts)
+		for m := l.from; m < end && preds[m].PFeasible >= probeFeasible; m++ {
 			j = m
 		}
 		if j < 0 {
 			continue // the incumbent sits at the bound: bisection's part
 		}
 		b := &bound{l: l, lo: l.ts[j-l.from], hi: -1, c: cands[j], pr: preds[j]}
-		if j+1 < l.from+l.n {
+		if j+1 < end {
 			b.hi = l.ts[j+1-l.from]
 		}
 		bounds = append(bounds, b)

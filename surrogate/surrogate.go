@@ -332,6 +332,8 @@ func fitScales(b baseline, xs [][]float64, vals []float64) (scale, oscale float6
 			withOff = append(withOff, row{v, off, rest})
 		}
 	}
+	// The upper median, not trial.Median's interpolated one: the figures
+	// in ObjectiveFor's comment were measured with it.
 	med := func(xs []float64) float64 {
 		slices.Sort(xs)
 		return xs[len(xs)/2]
@@ -756,14 +758,18 @@ func (s *Surrogate) Predict(x [][]float64) []Prediction {
 	zsum := make([]float64, n)
 	vsum := make([]float64, n)
 	vsq := make([]float64, n)
+	lb := make([]float64, n) // each row's log baseline, once per objective, not per member
 	for k, o := range s.Objectives {
 		clear(zsum)
 		clear(vsum)
 		clear(vsq)
+		for i := range lb {
+			lb[i] = s.bases[k].logOf(x[i])
+		}
 		for _, p := range s.models[k] {
 			predict(p, buf)
 			for i, z := range buf {
-				v := o.value(z, s.bases[k].logOf(x[i]))
+				v := o.value(z, lb[i])
 				zsum[i] += z
 				vsum[i] += v
 				vsq[i] += v * v
@@ -771,7 +777,7 @@ func (s *Surrogate) Predict(x [][]float64) []Prediction {
 		}
 		m := float64(len(s.models[k]))
 		for i := range out {
-			out[i].Mean[k] = o.value(zsum[i]/m, s.bases[k].logOf(x[i]))
+			out[i].Mean[k] = o.value(zsum[i]/m, lb[i])
 			mv := vsum[i] / m
 			out[i].Std[k] = math.Sqrt(math.Max(0, vsq[i]/m-mv*mv))
 		}
