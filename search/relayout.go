@@ -41,7 +41,15 @@ import (
 // after a random draw's feasible but poor TP 4 x DP 2 trial): at 10 seeds
 // tuner HV@24 sum 2.611 -> 2.624, par4 2.468 -> 2.522 (Mixtral 0.898 ->
 // 0.934); at 20 seeds 2.594 -> 2.585 (Mixtral 0.948 -> 0.936), par4 2.517
-// -> 2.530, picks 2.923 -> 2.919: within the seeds' noise.
+// -> 2.530, picks 2.923 -> 2.919: within the seeds' noise. And
+// (2026-12-06, 10 seeds, Qwen 72B): the move's max_num_seqs placed by the
+// model (the largest predicted box it expects feasible along the axis),
+// HV@24 0.776 -> 0.794, par4 unchanged, but the model has not seen the
+// layout then (it put 56 sequences per replica at TPOT 48.5 ms where they
+// run 38.9); with surrogate's group scales, a move that missed the SLO
+// retried once so: HV@24 0.780 -> 0.761, par4 0.748 -> 0.735, pick 0.972
+// -> 0.982 (one retry found 58 sequences, 0.881 of the best throughput;
+// another went to 852 at TPOT 47.6 ms).
 func (p *Proposer) relayout(sc scalariser) (spaces.Config, bool) {
 	if !p.layouts {
 		return spaces.Config{}, false // one layout (one GPU)
