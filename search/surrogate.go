@@ -210,6 +210,10 @@ const OtherContextAfter = 8
 // trial instead of the 8th, the warm start's HV@8 / HV@24 sums over the
 // eight scenarios fell from 5.815 / 6.670 to 5.133 / 6.561 (70B long HV@8
 // 0.676 -> 0.404, Mixtral 0.880 -> 0.714).
+// With surrogate's group scales (a baseline factor per context and
+// layout) the same change is neutral, not worth the earlier start
+// (2026-12-06, same command: 5.959 / 6.901 -> 5.975 / 6.883; 8B-H100 HV@8
+// 0.643 -> 0.597, Mistral 0.681 -> 0.724).
 func (s *SurrogateScorer) Fit(ctx context.Context, history []Observation) error {
 	if err := ctx.Err(); err != nil {
 		return err
