@@ -32,7 +32,13 @@ import "github.com/vllm-tuner/tuner/spaces"
 // of this, not kept for lack of a clear gain: the neighbours of the
 // feasible config of highest throughput too (the one a recommendation
 // picks) 5.725 / 6.647 / 7.818, par4 6.661; those of every front member
-// 5.725 / 6.654 / 7.820, par4 6.623.
+// 5.725 / 6.654 / 7.820, par4 6.623. Dropped too (2026-12-06, main
+// 01589c5: 5.984 / 7.023 / 7.841, par4 HV@24 6.847): every fourth late ask
+// the neighbour, ranked by the acquisition, whose level no feasible trial
+// of the study had run (async scheduling, off in the default config, is
+// on in most truths' best boxes and was tried 0-2 times in some seeds):
+// 5.984 / 7.028 / 7.827, par4 6.776 (Mixtral 0.963 -> 0.994, 8B-H100
+// 0.829 -> 0.790, par4 70B 0.904 -> 0.830).
 func (p *Proposer) levelNeighbours(sc scalariser, seen map[string]bool) []spaces.Config {
 	obs, _, _, k := p.incumbent(sc)
 	if k < 0 {
