@@ -61,36 +61,8 @@ func TestTTFTBelowSlots(t *testing.T) {
 	plain.Offset = ""
 	errOf := func(o Objective) (float64, Objective) {
 		t.Helper()
-		opts := DefaultOptions()
-		opts.Objectives = []Objective{o}
-		trained, err := Train(schema, train, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := trained.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := Unmarshal(b) // the fitted scales travel with the model
-		if err != nil {
-			t.Fatal(err)
-		}
-		var x [][]float64
-		var want []float64
-		for _, smp := range test {
-			if v, ok := smp.Result.Objective("ttft_p99"); ok && smp.Result.Usable() {
-				x, want = append(x, schema.Encoder(tg, w).Encode(smp.Config)), append(want, v)
-			}
-		}
-		if len(x) < 10 {
-			t.Fatalf("%d usable test trials", len(x))
-		}
-		var errs []float64
-		for i, p := range s.Predict(x) {
-			errs = append(errs, math.Abs(math.Log(p.Mean[0]/want[i])))
-		}
-		slices.Sort(errs)
-		return errs[len(errs)/2], s.Objectives[0]
+		m := trainRoundTrip(t, schema, o, train) // the fitted scales travel with the model
+		return medianLogError(t, m, schema.Encoder(tg, w), test, "ttft_p99"), m.Objectives[0]
 	}
 	es, fitted := errOf(split)
 	ep, _ := errOf(plain)
@@ -162,40 +134,11 @@ func TestGroupScales(t *testing.T) {
 	plain.GroupScales = map[string]float64{} // fitted already: none
 	trainOn := func(o Objective, samples []Sample) *Surrogate {
 		t.Helper()
-		opts := DefaultOptions()
-		opts.Objectives = []Objective{o}
-		trained, err := Train(schema, samples, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := trained.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := Unmarshal(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
+		return trainRoundTrip(t, schema, o, samples)
 	}
-	errOf := func(s *Surrogate) float64 {
+	errOf := func(m *Surrogate) float64 {
 		t.Helper()
-		var x [][]float64
-		var want []float64
-		for _, smp := range test {
-			if v, ok := smp.Result.Objective("output_throughput"); ok && smp.Result.Usable() {
-				x, want = append(x, schema.Encoder(tg, w).Encode(smp.Config)), append(want, v)
-			}
-		}
-		if len(x) < 10 {
-			t.Fatalf("%d usable test trials", len(x))
-		}
-		var errs []float64
-		for i, p := range s.Predict(x) {
-			errs = append(errs, math.Abs(math.Log(p.Mean[0]/want[i])))
-		}
-		slices.Sort(errs)
-		return errs[len(errs)/2]
+		return medianLogError(t, m, schema.Encoder(tg, w), test, "output_throughput")
 	}
 	g := trainOn(grouped, train)
 	if n := len(g.Objectives[0].GroupScales); n != 2 {
@@ -209,4 +152,47 @@ func TestGroupScales(t *testing.T) {
 	if gs := trainOn(grouped, tp8).Objectives[0].GroupScales; gs != nil {
 		t.Errorf("one layout fitted group scales %v, want none", gs)
 	}
+}
+
+// trainRoundTrip trains a surrogate of one objective on samples and returns
+// it marshalled and read back, as a study's saved model is.
+func trainRoundTrip(t *testing.T, schema *Schema, o Objective, samples []Sample) *Surrogate {
+	t.Helper()
+	opts := DefaultOptions()
+	opts.Objectives = []Objective{o}
+	trained, err := Train(schema, samples, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := trained.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := Unmarshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// medianLogError is the median |log(predicted / measured)| of metric over
+// the usable test samples (at least 10 of them).
+func medianLogError(t *testing.T, m *Surrogate, enc *Encoder, test []Sample, metric string) float64 {
+	t.Helper()
+	var x [][]float64
+	var want []float64
+	for _, smp := range test {
+		if v, ok := smp.Result.Objective(metric); ok && smp.Result.Usable() {
+			x, want = append(x, enc.Encode(smp.Config)), append(want, v)
+		}
+	}
+	if len(x) < 10 {
+		t.Fatalf("%d usable test trials", len(x))
+	}
+	var errs []float64
+	for i, p := range m.Predict(x) {
+		errs = append(errs, math.Abs(math.Log(p.Mean[0]/want[i])))
+	}
+	slices.Sort(errs)
+	return errs[len(errs)/2]
 }
