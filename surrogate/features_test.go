@@ -222,7 +222,7 @@ func FuzzSchema(f *testing.F) {
 	s.Targets = DefaultObjectives()
 	b, _ := json.Marshal(s)
 	f.Add(b)
-	f.Add([]byte(`{"version":1,"features":[{"name":"a","kind":"onehot","source":"param:x","choice":"y"}]}`))
+	f.Add([]byte(`{"version":2,"features":[{"name":"a","kind":"onehot","source":"param:x","choice":"y"}]}`))
 	cfg := r.DefaultConfig()
 	w := chatWorkload(20)
 	f.Fuzz(func(t *testing.T, data []byte) {
