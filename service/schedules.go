@@ -157,7 +157,25 @@ func (s *Server) fire(ctx context.Context, sc store.Schedule, now time.Time) (ti
 			f.Reason = missedText(c, sc.NextFire, now) + "; run once now (catch-up)"
 		}
 	}
+	// The firing's event goes out before a worker can claim its job
+	// (claim takes s.mu): published after, a bench job that failed at once
+	// had its "failed" before its "queued", and the hub then replayed it
+	// as queued to every client that connected later.
+	s.mu.Lock()
 	f, err = s.db.FireSchedule(ctx, sc.ID, f, next, job)
+	var ev Event
+	if err == nil {
+		ev = Event{Job: f.Job, Schedule: sc.ID, Line: fmt.Sprintf("schedule %s fired for %s: %s", sc.Name, f.Slot.Format(time.RFC3339), f.Outcome)}
+		if f.Reason != "" {
+			ev.Line += " (" + f.Reason + ")"
+		}
+		if f.Job != "" {
+			ev.State = store.JobQueued
+			s.refreshQueue(ctx)
+		}
+		s.hub.publish(ev)
+	}
+	s.mu.Unlock()
 	if errors.Is(err, store.ErrClaimed) {
 		// Edited, paused or fired by another service meanwhile: read it
 		// again at once.
@@ -167,18 +185,11 @@ func (s *Server) fire(ctx context.Context, sc store.Schedule, now time.Time) (ti
 	if err != nil {
 		return time.Time{}, err
 	}
-	s.metrics.firings.WithLabelValues(sc.Name, string(f.Outcome)).Inc()
-	log.Info("schedule fired", "slot", f.Slot, "outcome", f.Outcome, "job", f.Job, "catch_up", f.CatchUp, "reason", f.Reason)
-	ev := Event{Job: f.Job, Schedule: sc.ID, Line: fmt.Sprintf("schedule %s fired for %s: %s", sc.Name, f.Slot.Format(time.RFC3339), f.Outcome)}
-	if f.Reason != "" {
-		ev.Line += " (" + f.Reason + ")"
-	}
 	if f.Job != "" {
-		ev.State = store.JobQueued
-		s.refreshQueue(ctx)
 		s.poke()
 	}
-	s.hub.publish(ev)
+	s.metrics.firings.WithLabelValues(sc.Name, string(f.Outcome)).Inc()
+	log.Info("schedule fired", "slot", f.Slot, "outcome", f.Outcome, "job", f.Job, "catch_up", f.CatchUp, "reason", f.Reason)
 	if f.Outcome == store.FireFailed {
 		s.sendAlert(alert.Event{Kind: alert.KindRunFailed, Severity: "warning", Summary: fmt.Sprintf("schedule %s could not queue its job: %s", sc.Name, f.Reason),
 			Labels: map[string]string{"schedule": sc.ID, "schedule_name": sc.Name}})
