@@ -83,6 +83,13 @@ const probeFeasible = 0.5
 // coordinate ascent on the model) 5.725 / 6.842 / 7.813, par4 6.613 (par4
 // 70B 0.842 -> 0.800, Qwen 72B 0.776 -> 0.734), two 5.725 / 6.817 / 7.817,
 // par4 6.680.
+// Dropped too (2026-12-06, main 01589c5, 10 seeds: 5.984 / 7.023 /
+// 7.841, par4 6.847): lines valued by the box of the pessimistic
+// prediction (mean less one ensemble spread on throughput, plus one on
+// latency and memory), so that a certain gain such as utilisation at its
+// range's end (0.8 GiB a step, 3.5% of the 8B-H100 box) outranks larger
+// uncertain ones: 5.984 / 6.909 / 7.828, par4 6.892 (8B-H100 0.829 ->
+// 0.749).
 func (p *Proposer) probe(ctx context.Context, sc scalariser) (spaces.Config, bool) {
 	obs, _, _, k := p.incumbent(sc)
 	if k < 0 || !p.fit(ctx) {
