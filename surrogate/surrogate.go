@@ -433,7 +433,10 @@ func fitGroups(b baseline, cols []int, xs [][]float64, vals []float64) map[strin
 // groupMinRows is the fewest measured rows fitGroups fits factors on: in
 // an opening a random draw's poor flags set its layout's factor (same
 // command, 10 seeds, fitted from two rows on: par4 HV@8 on the 70B 0.638
-// -> 0.483, Mixtral 0.749 -> 0.635; from eight, unchanged).
+// -> 0.483, Mixtral 0.749 -> 0.635; from eight, unchanged). Fitted from
+// two rows with each group's log-factor shrunk by n / (n + 2) for its n
+// rows: par4 HV@8 on the 70B 0.446, tuner HV@24 sum over the three
+// multi-GPU scenarios 2.640 -> 2.627.
 const groupMinRows = 8
 
 // upperMedian sorts xs and returns its upper median (xs not empty).
