@@ -163,9 +163,8 @@ func (s *Server) fire(ctx context.Context, sc store.Schedule, now time.Time) (ti
 	// as queued to every client that connected later.
 	s.mu.Lock()
 	f, err = s.db.FireSchedule(ctx, sc.ID, f, next, job)
-	var ev Event
 	if err == nil {
-		ev = Event{Job: f.Job, Schedule: sc.ID, Line: fmt.Sprintf("schedule %s fired for %s: %s", sc.Name, f.Slot.Format(time.RFC3339), f.Outcome)}
+		ev := Event{Job: f.Job, Schedule: sc.ID, Line: fmt.Sprintf("schedule %s fired for %s: %s", sc.Name, f.Slot.Format(time.RFC3339), f.Outcome)}
 		if f.Reason != "" {
 			ev.Line += " (" + f.Reason + ")"
 		}

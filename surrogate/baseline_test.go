@@ -164,15 +164,21 @@ func trainRoundTrip(t *testing.T, schema *Schema, o Objective, samples []Sample)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := trained.Marshal()
+	return roundTrip(t, trained)
+}
+
+// roundTrip returns s marshalled and read back.
+func roundTrip(t *testing.T, s *Surrogate) *Surrogate {
+	t.Helper()
+	b, err := s.Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := Unmarshal(b)
+	u, err := Unmarshal(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m
+	return u
 }
 
 // medianLogError is the median |log(predicted / measured)| of metric over

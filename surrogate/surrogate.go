@@ -439,7 +439,9 @@ func fitGroups(b baseline, cols []int, xs [][]float64, vals []float64) map[strin
 // multi-GPU scenarios 2.640 -> 2.627.
 const groupMinRows = 8
 
-// upperMedian sorts xs and returns its upper median (xs not empty).
+// upperMedian sorts xs and returns its upper median (xs not empty); not
+// trial.Median's interpolated one: the figures in ObjectiveFor's comment
+// and at GroupScales were measured with it.
 func upperMedian(xs []float64) float64 {
 	slices.Sort(xs)
 	return xs[len(xs)/2]
@@ -471,20 +473,17 @@ func fitScales(b baseline, xs [][]float64, vals []float64) (scale, oscale float6
 			withOff = append(withOff, row{v, off, rest})
 		}
 	}
-	// The upper median, not trial.Median's interpolated one: the figures
-	// in ObjectiveFor's comment were measured with it.
-	med := upperMedian
 	if len(plain) == 0 {
 		return 1, 1
 	}
 	if len(rests) == 0 || len(withOff) == 0 {
-		m := med(plain)
+		m := upperMedian(plain)
 		if len(rests) > 0 {
-			m = med(rests)
+			m = upperMedian(rests)
 		}
 		return m, m
 	}
-	scale = med(rests)
+	scale = upperMedian(rests)
 	for _, r := range withOff {
 		if d := r.v - scale*r.rest; d > 0 {
 			offs = append(offs, d/r.off)
@@ -493,7 +492,7 @@ func fitScales(b baseline, xs [][]float64, vals []float64) (scale, oscale float6
 	if len(offs) == 0 {
 		return scale, scale
 	}
-	return scale, med(offs)
+	return scale, upperMedian(offs)
 }
 
 func contextKey(t spaces.Target, w trial.Workload) (string, error) {
@@ -901,25 +900,22 @@ func (s *Surrogate) Predict(x [][]float64) []Prediction {
 	zsum := make([]float64, n)
 	vsum := make([]float64, n)
 	vsq := make([]float64, n)
-	lb := make([]float64, n) // each row's log baseline, once per objective, not per member
-	var keys []uint64        // each row's groupKey, once for all objectives
+	lb := make([]float64, n)  // each row's log baseline, once per objective, not per member
+	keys := make([]uint64, n) // each row's groupKey, once for all objectives (0 without groups)
+	for _, b := range s.bases {
+		if b.groups != nil {
+			for i := range keys {
+				keys[i] = groupKey(b.cols, x[i])
+			}
+			break
+		}
+	}
 	for k, o := range s.Objectives {
 		clear(zsum)
 		clear(vsum)
 		clear(vsq)
-		b := s.bases[k]
-		if b.groups != nil && keys == nil {
-			keys = make([]uint64, n)
-			for i := range keys {
-				keys[i] = groupKey(b.cols, x[i])
-			}
-		}
 		for i := range lb {
-			var key uint64
-			if b.groups != nil {
-				key = keys[i]
-			}
-			lb[i] = b.logAt(x[i], key)
+			lb[i] = s.bases[k].logAt(x[i], keys[i])
 		}
 		for _, p := range s.models[k] {
 			predict(p, buf)
