@@ -89,7 +89,11 @@ const probeFeasible = 0.5
 // latency and memory), so that a certain gain such as utilisation at its
 // range's end (0.8 GiB a step, 3.5% of the 8B-H100 box) outranks larger
 // uncertain ones: 5.984 / 6.909 / 7.828, par4 6.892 (8B-H100 0.829 ->
-// 0.749).
+// 0.749). Also dropped (main cfd0f28, same command and base): each line
+// valued at its largest predicted box short of its bound as well as at
+// the bound (Qwen 72B's best box sits at 61 sequences per replica, under
+// its 64 clients, far inside any bound): 5.984 / 6.942 / 7.840, par4 6.844
+// (Qwen 7B 0.836 -> 0.786, 8B-A100 0.958 -> 0.938; Qwen 72B unchanged).
 func (p *Proposer) probe(ctx context.Context, sc scalariser) (spaces.Config, bool) {
 	obs, _, _, k := p.incumbent(sc)
 	if k < 0 || !p.fit(ctx) {

@@ -647,6 +647,22 @@ func targetMaxLen(t spaces.Target, cfg spaces.Config) int {
 // on the format-6 truths, 4.930/6.354/7.747 -> 5.680/6.679/7.753; the mixed
 // TPOT alone 5.039/6.637/7.768 but 8B-H100 HV@8 0.000 (first trials at 512
 // tokens, where TTFT fails), without E2EL on it 5.612/6.739/7.746.
+//
+// Measured and dropped (2026-12-06, main cfd0f28, tuner,par4, 20 seeds, 24
+// trials, format-7 truths; sums of HV@8 / HV@24 / pick 5.795 / 7.033 /
+// 7.845, par4 5.108 / 6.862 / 7.815): the host time of a step, from the
+// reference's figures. Async scheduling off x1.04 on the step (it hides
+// vLLM's CPU scheduling, +3-5% throughput) and enforce_eager 70 us per
+// layer and step (an 8B decode at batch 1, 7.06 vs 9.28 ms): 5.965 /
+// 6.986 / 7.873, par4 5.267 / 6.855 / 7.847; with async's extra step in
+// TTFT (depth-2 pipeline) 6.030 / 6.902 / 7.873, par4 5.283 / 6.833 /
+// 7.857 (8B-H100 HV@24 0.817 -> 0.717, Qwen 72B 0.797 -> 0.839); eager
+// alone 5.792 / 6.961 / 7.845, par4 5.313 / 6.924 / 7.831. Eager went from
+// a quarter of the trials to 2-5%, async on from about half to 85-90%,
+// and HV@8 and the picks rose, but HV@24 fell in each variant. Eager is
+// not only a cost: Qwen 7B on an L40S had its best box of the first 8
+// trials with eager on in 6 of 10 seeds (lower TPOT p99), and its HV@8
+// fell 0.626 -> 0.510; RAG's best box runs async off, for its TTFT.
 type derived struct {
 	tp, dp, seqs           float64
 	maxLen, ctxMean        float64
