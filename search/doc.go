@@ -31,12 +31,10 @@
 //     incumbent moved along one numeric axis to where the surrogate places
 //     a bound. Past the opening (LateAfter trials of the study's own) the
 //     search refines: every second ask may bisect, mutations mix fine
-//     and coarse steps, some of them are crossovers of two front members
-//     instead (settings found apart combined), the incumbent with one
-//     level changed joins the pool (levelNeighbours: bisection keeps
-//     levels), and each other parallel layout gets the incumbent moved
-//     there once (relayout: TP and DP together, which mutation cannot
-//     do). A config is never proposed twice (by ID); the final
+//     and coarse steps, the incumbent with one level changed joins the
+//     pool (levelNeighbours: bisection keeps levels), and each other
+//     parallel layout gets the incumbent moved there once (relayout: TP
+//     and DP together, which mutation cannot do). A config is never proposed twice (by ID); the final
 //     re-measurement and its conservative ranking (median - k*MAD) belong to
 //     the loop (tuner.Aggregate).
 //   - SurrogateScorer: the Scorer over package surrogate (retrained on the

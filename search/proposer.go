@@ -108,14 +108,6 @@ type ProposerConfig struct {
 	// with RandomFraction 0.05, 5.449 / 6.601 / 7.830, par4 6.590 (70B HV@8
 	// 0.676 -> 0.452, HV@24 0.858 -> 0.758; 8B-A100 HV@24 0.903 -> 0.966).
 	MutationFraction float64
-	// LateCrossover is the share of those draws made, once the search is
-	// late, by uniform crossover of two front members instead (each
-	// coordinate from one or the other; default 0.3; negative: none). A
-	// front's good settings are often found apart (utilisation at its
-	// range's end in one trial, the token budget at the TTFT bound in
-	// another), and a mutation of either reaches the other's only by
-	// chance. See crossover for the measurements.
-	LateCrossover float64
 	// Optimism is k in mean + k*std (default 1). Measured and dropped,
 	// once late only (tuner eval search --strategies tuner,par4, 10 seeds,
 	// 24 trials, format-7 truths, with the late squared feasibility: sums
@@ -203,7 +195,6 @@ func DefaultProposerConfig() ProposerConfig {
 		RefitGrowth:             0.04,
 		RandomFraction:          0.1,
 		MutationFraction:        0.6,
-		LateCrossover:           0.3,
 		Optimism:                1,
 		RefineRounds:            2,
 		FeasibilityExponent:     3,
@@ -246,10 +237,6 @@ func (c *ProposerConfig) fill() error {
 	c.MutationFraction = max(0, cmp.Or(c.MutationFraction, d.MutationFraction))
 	if c.RandomFraction+c.MutationFraction > 1 {
 		return fmt.Errorf("%w: random fraction %v + mutation fraction %v outside [0, 1]", ErrConfig, c.RandomFraction, c.MutationFraction)
-	}
-	c.LateCrossover = max(0, cmp.Or(c.LateCrossover, d.LateCrossover))
-	if c.LateCrossover > 1 {
-		return fmt.Errorf("%w: late crossover %v outside [0, 1]", ErrConfig, c.LateCrossover)
 	}
 	if c.Optimism < 0 {
 		return fmt.Errorf("%w: optimism %v < 0", ErrConfig, c.Optimism)
@@ -537,10 +524,9 @@ func (p *Proposer) acceptConfig(c spaces.Config, seen map[string]bool) (spaces.C
 }
 
 // pool draws up to n distinct, valid, untried candidates: sampler draws and,
-// when screening, a MutationFraction share of mutated front members (once
-// the search is late, a LateCrossover share of them crossovers of two
-// members instead) and a RandomFraction share of uniform draws; once late,
-// the incumbent's level neighbours join them (levelNeighbours).
+// when screening, a MutationFraction share of mutated front members and a
+// RandomFraction share of uniform draws; once the search is late, the
+// incumbent's level neighbours join them (levelNeighbours).
 func (p *Proposer) pool(sc scalariser, n int, screen bool) ([]spaces.Config, error) {
 	seen := map[string]bool{}
 	var out []spaces.Config
@@ -577,16 +563,8 @@ func (p *Proposer) pool(sc scalariser, n int, screen bool) ([]spaces.Config, err
 		return nil, err
 	}
 	if parents := p.parents(); len(parents) > 0 {
-		cross := 0.0
-		if p.late() && len(parents) > 1 {
-			cross = p.cfg.LateCrossover
-		}
 		_ = fill(n-nRandom, func() (map[string]spaces.Value, error) {
-			a := parents[p.rng.IntN(len(parents))]
-			if cross > 0 && p.rng.Float64() < cross {
-				return p.crossover(a, parents[p.rng.IntN(len(parents))]), nil
-			}
-			return p.mutate(a), nil
+			return p.mutate(parents[p.rng.IntN(len(parents))]), nil
 		})
 	}
 	_ = fill(n, func() (map[string]spaces.Value, error) {
@@ -621,6 +599,23 @@ func (p *Proposer) pool(sc scalariser, n int, screen bool) ([]spaces.Config, err
 // feasible one with the largest box first: warm HV@8 sum 5.815 -> 5.716
 // (Qwen 7B 0.740 -> 0.675, Mistral 0.702 -> 0.663; on the 8B H100 chat no
 // config of the A100 study meets this study's SLO, so nothing moved).
+//
+// Measured and dropped (main cfd0f28, tuner eval search --trials 24,
+// format-7 truths, sums over the eight scenarios of HV@8 / HV@24 / pick):
+// once late, 0.3 of the mutation draws a uniform crossover of two front
+// members instead (each coordinate from one or the other), since a front's
+// good settings are often found in different trials (utilisation at its
+// range's end in one, the token budget at the TTFT bound in another). At
+// 20 seeds (tuner,par4: 5.795 / 7.033 / 7.845, par4 5.108 / 6.862 / 7.815)
+// 5.795 / 7.008 / 7.832, par4 5.108 / 6.990 / 7.819 (par4 Mistral 0.754 ->
+// 0.792, Qwen 72B 0.758 -> 0.802, Mixtral 0.960 -> 0.988; 8B-H100 0.817 ->
+// 0.794); but the 10-seed table of all strategies (01589c5: tuner 5.984 /
+// 7.023 / 7.841, par4 5.192 / 6.847 / 7.815, warm 5.959 / 6.901 / 7.841)
+// gave tuner 5.984 / 7.014 / 7.817, par4 5.192 / 6.951 / 7.817, warm 6.007
+// / 6.792 / 7.828: the three tuner strategies' HV@24 sum 20.771 -> 20.757,
+// and the picks >= 0.99 2 -> 0 of 8 (Mistral 0.991 -> 0.984). A share of
+// 0.15 (20 seeds: 6.999, par4 6.873) and the incumbent crossed with a
+// front member (7.006, par4 6.871) did no better.
 func (p *Proposer) parents() [][]float64 {
 	out := make([][]float64, len(p.front))
 	for i, k := range p.front {
@@ -715,35 +710,6 @@ func (p *Proposer) mutate(x []float64) map[string]spaces.Value {
 		}
 		if len(p.dims) == 0 {
 			break
-		}
-	}
-	return p.fromUnitVector(y)
-}
-
-// crossover mixes two unit vectors coordinate by coordinate, each taken
-// from a or b with even odds (uniform crossover: the front's members are
-// points to combine, not directions to step along). TP and DP can come
-// from different parents; a mix that is no valid layout is dropped by
-// accept, as mutants are.
-//
-// Measured (2026-12-06, main cfd0f28, tuner eval search --strategies
-// tuner,par4 --trials 24, format-7 truths, sums over the eight scenarios of
-// HV@8 / HV@24 / pick; 20 seeds: 5.795 / 7.033 / 7.845, par4 5.108 / 6.862 /
-// 7.815): a share of 0.3 gave 5.795 / 7.008 / 7.832, par4 5.108 / 6.990 /
-// 7.819 (par4 HV@24 Mistral 0.754 -> 0.792, Qwen 72B 0.758 -> 0.802,
-// Mixtral 0.960 -> 0.988, RAG 0.931 -> 0.952; tuner 8B-H100 0.817 ->
-// 0.794, Qwen 72B 0.797 -> 0.815), so four workers' HV@24 over one
-// worker's rose on Mistral from 0.93 to 1.00 and on 8B-H100 from 0.91 to
-// 0.94; at 10 seeds tuner 7.023 -> 7.014, par4 6.847 -> 6.951. HV@8 is
-// unchanged by construction. Measured and dropped (20 seeds): a share of
-// 0.15, 5.795 / 6.999 / 7.846, par4 6.873 (8B-H100 0.763, par4 0.686);
-// the incumbent crossed with a front member (the largest box kept as one
-// parent) at 0.3, 5.795 / 7.006 / 7.848, par4 6.871.
-func (p *Proposer) crossover(a, b []float64) map[string]spaces.Value {
-	y := append([]float64(nil), a...)
-	for i := range y {
-		if p.rng.IntN(2) == 0 {
-			y[i] = b[i]
 		}
 	}
 	return p.fromUnitVector(y)
