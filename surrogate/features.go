@@ -662,7 +662,12 @@ func targetMaxLen(t spaces.Target, cfg spaces.Config) int {
 // and HV@8 and the picks rose, but HV@24 fell in each variant. Eager is
 // not only a cost: Qwen 7B on an L40S had its best box of the first 8
 // trials with eager on in 6 of 10 seeds (lower TPOT p99), and its HV@8
-// fell 0.626 -> 0.510; RAG's best box runs async off, for its TTFT.
+// fell 0.626 -> 0.510; RAG's best box runs async off, for its TTFT. The
+// first variant with a CUDA-graph pool of 0.75 GiB per GPU taken from the
+// KV cache unless eager (reference: 0.3-1 GiB for an 8B): 5.971 / 6.997 /
+// 7.875, par4 5.231 / 6.878 / 7.848 (Qwen 7B HV@8 0.500); with late
+// crossovers of two front members (see search's parents) 5.965 / 6.938 /
+// 7.871, par4 5.267 / 6.892 / 7.850.
 type derived struct {
 	tp, dp, seqs           float64
 	maxLen, ctxMean        float64
