@@ -58,14 +58,7 @@ func TestTrainMetrics(t *testing.T) {
 
 func TestMarshalRoundTrip(t *testing.T) {
 	m, s := trainedFixture(t)
-	b, err := s.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, err := Unmarshal(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	u := roundTrip(t, s)
 	p, q := s.Predict(m.X), u.Predict(m.X)
 	for i := range p {
 		if p[i].PFeasible != q[i].PFeasible {
@@ -79,6 +72,10 @@ func TestMarshalRoundTrip(t *testing.T) {
 	}
 	if u.Metrics.OOBAUC != s.Metrics.OOBAUC || !u.Schema.Equal(s.Schema) {
 		t.Error("metrics or schema lost")
+	}
+	b, err := s.Marshal()
+	if err != nil {
+		t.Fatal(err)
 	}
 	b2, err := u.Marshal()
 	if err != nil {
