@@ -94,6 +94,18 @@ const probeFeasible = 0.5
 // the bound (Qwen 72B's best box sits at 61 sequences per replica, under
 // its 64 clients, far inside any bound): 5.984 / 6.942 / 7.840, par4 6.844
 // (Qwen 7B 0.836 -> 0.786, 8B-A100 0.958 -> 0.938; Qwen 72B unchanged).
+// And trades (main dd885cb, 20 seeds: 5.795 / 7.033 / 7.845, par4 6.862):
+// the incumbent moved past the model's bound on one axis (0.05-0.4 of the
+// cube) and another numeric axis moved until the model expects
+// feasibility again, valued with the lines. On the 8B A100 short scenario
+// the best throughput needs all 256 clients admitted with the budget at
+// its TPOT bound (794 tokens); every seed bounds TPOT by max_num_seqs
+// instead (150-190 at budgets of 5,000-65,000, 0.975 of it). Trades only
+// where the incumbent sits at a bound: 5.795 / 7.021 / 7.844, par4 6.844;
+// from every line: 5.795 / 6.998 / 7.841, par4 6.840 (8B-H100 0.817 ->
+// 0.787). The model did not expect the gain (A100 short: the box, with its
+// E2EL, falls past the client count, and it does in the simulator too:
+// 14.6 s at 155 sequences, 16.3 s at 593), and no seed reached the route.
 func (p *Proposer) probe(ctx context.Context, sc scalariser) (spaces.Config, bool) {
 	obs, _, _, k := p.incumbent(sc)
 	if k < 0 || !p.fit(ctx) {

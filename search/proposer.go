@@ -67,8 +67,17 @@ type ProposerConfig struct {
 	History          []Observation
 	SamplerMinWeight float64 // default 1: only the study's own context
 	// Scorer screens candidates (nil: the sampler's own choice).
-	Scorer     Scorer
-	Candidates int // pool size when screening (default 256)
+	Scorer Scorer
+	// Candidates is the pool size when screening (default 256). Measured
+	// and dropped (main dd885cb, tuner eval search --strategies tuner,par4
+	// --seeds 20 --trials 24, format-7 truths; sums over the eight
+	// scenarios of HV@8 / HV@24 / pick 5.795 / 7.033 / 7.845, par4 HV@24
+	// 6.862, 520 s): 1024 gave 5.805 / 6.849 / 7.830, par4 6.826, in 1,887
+	// s (8B-H100 HV@24 0.817 -> 0.737, Qwen 7B 0.834 -> 0.749): the more
+	// candidates the model ranks, the more often its best is one it
+	// overrates; 128 gave 5.710 / 6.952 / 7.841, par4 HV@8 / HV@24 5.108 /
+	// 6.862 -> 4.716 / 6.703 (70B 0.892 -> 0.783).
+	Candidates int
 	// MinScreenHistory is the number of usable observations of this
 	// context before screening (default 2: the surrogate learns the ratio
 	// to its roofline estimate, so two trials already steer it). Measured
