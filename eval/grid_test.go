@@ -84,3 +84,45 @@ func TestGridStrategy(t *testing.T) {
 }
 
 func mustGet(c spaces.Config, name string) spaces.Value { v, _ := c.Get(name); return v }
+
+// TestNoiseFreeMeasuresTheTruth: with Env.NoiseFree every trial measures
+// its config's noise-free objectives exactly (what --noise-free reports);
+// with noise on the same trials do not.
+func TestNoiseFreeMeasuresTheTruth(t *testing.T) {
+	p := quickProblem(t)
+	ev, err := NewEvaluator(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, free := range []bool{true, false} {
+		env := Env{Problem: p, Seed: 1, Trials: 6, TempDir: t.TempDir(), NoiseFree: free}
+		trials, _, err := GridStrategy{}.Run(ctx, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exact, measured := 0, 0
+		for _, tr := range trials {
+			if tr.Measured == nil {
+				continue
+			}
+			measured++
+			truth, err := ev.Truth(ctx, tr.Config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slices.Equal(tr.Measured, truth.Vec) && tr.MeasuredFeasible == truth.Feasible {
+				exact++
+			}
+		}
+		if measured == 0 {
+			t.Fatalf("noise-free %v: no trial measured", free)
+		}
+		if free && exact != measured {
+			t.Fatalf("noise-free: %d of %d trials measured their truth", exact, measured)
+		}
+		if !free && exact != 0 {
+			t.Fatalf("noise on: %d of %d trials measured exactly their truth", exact, measured)
+		}
+	}
+}

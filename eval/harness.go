@@ -45,8 +45,12 @@ type Config struct {
 	// PriorSamples is the number of noise-free configs of each other
 	// scenario the tuner-prior strategy's model is trained on.
 	PriorSamples int
-	Progress     io.Writer // progress lines; nil = none
-	Logger       *slog.Logger
+	// NoiseFree measures every trial without the simulator's noise: what
+	// the search loses by its own choices alone, apart from measurement
+	// noise (the report says which).
+	NoiseFree bool
+	Progress  io.Writer // progress lines; nil = none
+	Logger    *slog.Logger
 }
 
 // DefaultConfig is the full benchmark: the four scenarios, 5 seeds, 48
@@ -416,7 +420,7 @@ func runOne(ctx context.Context, cfg Config, st *scenarioState, s Strategy, seed
 	}
 	defer os.RemoveAll(dir)
 	t0 := time.Now()
-	trials, belief, err := s.Run(ctx, Env{Problem: st.prob, Seed: seed, Trials: cfg.Trials, History: hist, Prior: st.prior, TempDir: dir, Logger: cfg.Logger})
+	trials, belief, err := s.Run(ctx, Env{Problem: st.prob, Seed: seed, Trials: cfg.Trials, History: hist, Prior: st.prior, TempDir: dir, Logger: cfg.Logger, NoiseFree: cfg.NoiseFree})
 	if err != nil {
 		return nil, err
 	}
@@ -452,7 +456,7 @@ func warmHistory(ctx context.Context, cfg Config, p *Problem, seed uint64, looku
 			return nil, err
 		}
 		defer os.RemoveAll(dir)
-		trials, _, err := TunerStrategy{Label: StratTuner}.Run(ctx, Env{Problem: sp, Seed: seed, Trials: cfg.Trials, TempDir: dir, Logger: cfg.Logger})
+		trials, _, err := TunerStrategy{Label: StratTuner}.Run(ctx, Env{Problem: sp, Seed: seed, Trials: cfg.Trials, TempDir: dir, Logger: cfg.Logger, NoiseFree: cfg.NoiseFree})
 		if err != nil {
 			return nil, fmt.Errorf("warm-start source %s: %w", src, err)
 		}

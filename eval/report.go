@@ -35,6 +35,7 @@ type Settings struct {
 	Plan        SamplePlan `json:"plan"`
 	Strategies  []string   `json:"strategies"`
 	Threshold   float64    `json:"threshold"`
+	NoiseFree   bool       `json:"noise_free,omitempty"`
 }
 
 // ScenarioReport describes a scenario and its ground truth.
@@ -169,7 +170,7 @@ func ck(k int) string { return strconv.Itoa(k) }
 
 func buildReport(ctx context.Context, cfg Config, states []*scenarioState, strategies []Strategy, runs map[string]*Run,
 	runKey func(string, string, uint64) string) (*Report, error) {
-	rep := &Report{Settings: Settings{Seeds: cfg.Seeds, Trials: cfg.Trials, Checkpoints: cfg.Checkpoints, Plan: cfg.Plan, Threshold: Threshold}}
+	rep := &Report{Settings: Settings{Seeds: cfg.Seeds, Trials: cfg.Trials, Checkpoints: cfg.Checkpoints, Plan: cfg.Plan, Threshold: Threshold, NoiseFree: cfg.NoiseFree}}
 	for _, s := range strategies {
 		rep.Settings.Strategies = append(rep.Settings.Strategies, s.Name())
 	}
@@ -682,8 +683,12 @@ func (r *Report) Markdown() string {
 	var b strings.Builder
 	st := r.Settings
 	fmt.Fprintf(&b, "# Search-quality benchmark\n\n")
-	fmt.Fprintf(&b, "%d seeds x %d search trials per strategy and scenario, noise on; ground truth from %d random + %d refined noise-free configs per scenario (plus default and grid), then optimised from its front to convergence (every combination of the discrete levels at its best points, a coordinate search of every axis with steps halving to one unit; at most %d evaluations). ",
-		st.Seeds, st.Trials, st.Plan.Random, st.Plan.Refine, st.Plan.Polish)
+	noise := "noise on"
+	if st.NoiseFree {
+		noise = "noise off (--noise-free: every trial measures the truth)"
+	}
+	fmt.Fprintf(&b, "%d seeds x %d search trials per strategy and scenario, %s; ground truth from %d random + %d refined noise-free configs per scenario (plus default and grid), then optimised from its front to convergence (every combination of the discrete levels at its best points, a coordinate search of every axis with steps halving to one unit; at most %d evaluations). ",
+		st.Seeds, st.Trials, noise, st.Plan.Random, st.Plan.Refine, st.Plan.Polish)
 	fmt.Fprintf(&b, "HV ratio = hypervolume of the true objective vectors of the truly SLO-feasible configs a strategy tried / HV of the ground truth's front (fixed: runs never join it; 'truth+runs / truth' checks it was not beaten), reference point = a fixed worst point per scenario (0 tok/s, the SLO's limit of the latency objective or 1.1x its worst feasible value, all GPU memory of the target); strict HV uses the sampled front's nadir pushed 10%% of its range outward instead. Median [Q1-Q3] over seeds. Wall time %.0f s.\n\n", r.WallS)
 	fmt.Fprintf(&b, "## Scenarios\n\n| scenario | target | SLO | objectives | evaluated (feasible) | front | sampled HV / truth HV | polish (converged) | truth+runs / truth (configs) | best tok/s | default tok/s (feasible) | ref | strict ref | ms/eval |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, sc := range r.Scenarios {

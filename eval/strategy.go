@@ -70,6 +70,8 @@ type Env struct {
 	Prior   *surrogate.Surrogate
 	TempDir string
 	Logger  *slog.Logger
+	// NoiseFree measures without the simulator's noise (Config.NoiseFree).
+	NoiseFree bool
 }
 
 // Strategy is one way of choosing trials.
@@ -81,11 +83,12 @@ type Strategy interface {
 // noisyRunner is the virtual-clock runner with noise on as `tuner search
 // --engine sim-virtual` builds it: every run draws fresh noise (the
 // simulator seeds its noise by config, so the seed moves per run and
-// re-measurements vary as real ones do), deterministic for the run seed.
+// re-measurements vary as real ones do), deterministic for the run seed;
+// noise off with env.NoiseFree.
 func noisyRunner(env Env) (*sim.FreshNoiseRunner, error) {
 	c := sim.DefaultConfig()
 	c.Target = env.Problem.Target
-	c.Noise = true
+	c.Noise = !env.NoiseFree
 	c.Seed = env.Seed
 	return sim.NewFreshNoiseRunner(c)
 }

@@ -41,6 +41,7 @@ func evalCommand() *cli.Command {
 				&cli.IntFlag{Name: "polish", Value: d.Plan.Polish, Usage: "most noise-free evaluations of the ground truth's polish (discrete levels, then a coordinate search around its front, to convergence)"},
 				&cli.IntFlag{Name: "parallel", Value: d.Parallel, Usage: "concurrent jobs"},
 				&cli.BoolFlag{Name: "quick", Usage: "the CI variant: one scenario, one seed, 10 trials, a small uncached ground truth"},
+				&cli.BoolFlag{Name: "noise-free", Usage: "measure every trial without the simulator's noise: what the search loses by its own choices alone (not with --readme)"},
 			},
 			Action: runEvalSearch,
 		}},
@@ -99,6 +100,10 @@ func runEvalSearch(c *cli.Context) error {
 		cfg.CacheDir = c.String("cache")
 		cfg.WriteCache = !c.Bool("no-write-cache")
 	}
+	if c.Bool("noise-free") && c.String("readme") != "" {
+		return usagef("--noise-free with --readme: the README's search table is measured with noise on")
+	}
+	cfg.NoiseFree = c.Bool("noise-free")
 	cfg.OutDir = c.String("out")
 	cfg.Progress = c.App.ErrWriter
 	cfg.Logger = cmdLogger(c)

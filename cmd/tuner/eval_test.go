@@ -28,6 +28,10 @@ func TestEvalSearchCommand(t *testing.T) {
 		{"own scenario as JSON", []string{"eval", "search", "--quick", "--scenarios-file", "../../examples/eval-scenarios.yaml",
 			"--scenarios", "qwen7b-l40s-short", "--strategies", "random", "--trials", "2", "--samples", "30", "--refine", "5", "--json", "--out", t.TempDir()}, 0,
 			[]string{`"scenario": "qwen7b-l40s-short"`, `"gpu_hours_to"`}, nil},
+		{"noise-free", []string{"eval", "search", "--quick", "--noise-free", "--strategies", "random", "--trials", "2",
+			"--samples", "30", "--refine", "5", "--out", t.TempDir()}, 0, []string{"noise off (--noise-free"}, nil},
+		{"noise-free with readme", []string{"eval", "search", "--quick", "--noise-free", "--readme", filepath.Join(dir, "README.md")}, 2,
+			nil, []string{"--noise-free with --readme"}},
 	}
 	runCLICases(t, tests)
 	for _, f := range []string{"report.md", "report.json", "runs.json", "hv-llama8b-h100-chat.svg"} {
