@@ -412,6 +412,12 @@ func cacheName(scenario string, plan SamplePlan) string {
 	return fmt.Sprintf("%s-r%d-f%d-s%d", scenario, plan.Random, plan.Refine, plan.Seed)
 }
 
+// env is what every run of p under cfg shares (a warm start's source run
+// too): its trials, logger and noise.
+func (c Config) env(p *Problem, seed uint64, dir string) Env {
+	return Env{Problem: p, Seed: seed, Trials: c.Trials, TempDir: dir, Logger: c.Logger, NoiseFree: c.NoiseFree}
+}
+
 // runOne runs a strategy and judges its trials against the truth.
 func runOne(ctx context.Context, cfg Config, st *scenarioState, s Strategy, seed uint64, hist []search.Observation) (*Run, error) {
 	dir, err := os.MkdirTemp("", "tuner-eval-*")
@@ -420,7 +426,9 @@ func runOne(ctx context.Context, cfg Config, st *scenarioState, s Strategy, seed
 	}
 	defer os.RemoveAll(dir)
 	t0 := time.Now()
-	trials, belief, err := s.Run(ctx, Env{Problem: st.prob, Seed: seed, Trials: cfg.Trials, History: hist, Prior: st.prior, TempDir: dir, Logger: cfg.Logger, NoiseFree: cfg.NoiseFree})
+	env := cfg.env(st.prob, seed, dir)
+	env.History, env.Prior = hist, st.prior
+	trials, belief, err := s.Run(ctx, env)
 	if err != nil {
 		return nil, err
 	}
@@ -456,7 +464,7 @@ func warmHistory(ctx context.Context, cfg Config, p *Problem, seed uint64, looku
 			return nil, err
 		}
 		defer os.RemoveAll(dir)
-		trials, _, err := TunerStrategy{Label: StratTuner}.Run(ctx, Env{Problem: sp, Seed: seed, Trials: cfg.Trials, TempDir: dir, Logger: cfg.Logger, NoiseFree: cfg.NoiseFree})
+		trials, _, err := TunerStrategy{Label: StratTuner}.Run(ctx, cfg.env(sp, seed, dir))
 		if err != nil {
 			return nil, fmt.Errorf("warm-start source %s: %w", src, err)
 		}

@@ -54,7 +54,7 @@ func (s ParallelStrategy) Run(ctx context.Context, env Env) ([]Trial, Belief, er
 	if err != nil {
 		return nil, Belief{}, err
 	}
-	r, err := noisyRunner(env)
+	r, err := measureRunner(env)
 	if err != nil {
 		return nil, Belief{}, err
 	}

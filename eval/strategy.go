@@ -80,12 +80,12 @@ type Strategy interface {
 	Run(ctx context.Context, env Env) ([]Trial, Belief, error)
 }
 
-// noisyRunner is the virtual-clock runner with noise on as `tuner search
-// --engine sim-virtual` builds it: every run draws fresh noise (the
-// simulator seeds its noise by config, so the seed moves per run and
-// re-measurements vary as real ones do), deterministic for the run seed;
-// noise off with env.NoiseFree.
-func noisyRunner(env Env) (*sim.FreshNoiseRunner, error) {
+// measureRunner is the virtual-clock runner a strategy measures with, noise
+// on as `tuner search --engine sim-virtual` builds it: every run draws
+// fresh noise (the simulator seeds its noise by config, so the seed moves
+// per run and re-measurements vary as real ones do), deterministic for the
+// run seed; noise off with env.NoiseFree.
+func measureRunner(env Env) (*sim.FreshNoiseRunner, error) {
 	c := sim.DefaultConfig()
 	c.Target = env.Problem.Target
 	c.Noise = !env.NoiseFree
@@ -144,7 +144,7 @@ func (s ProposerStrategy) Run(ctx context.Context, env Env) ([]Trial, Belief, er
 	if err != nil {
 		return nil, Belief{}, err
 	}
-	r, err := noisyRunner(env)
+	r, err := measureRunner(env)
 	if err != nil {
 		return nil, Belief{}, err
 	}
@@ -183,7 +183,7 @@ func (GridStrategy) Name() string { return "grid" }
 
 func (GridStrategy) Run(ctx context.Context, env Env) ([]Trial, Belief, error) {
 	p := env.Problem
-	r, err := noisyRunner(env)
+	r, err := measureRunner(env)
 	if err != nil {
 		return nil, Belief{}, err
 	}
@@ -317,7 +317,7 @@ func (s TunerStrategy) Run(ctx context.Context, env Env) ([]Trial, Belief, error
 	if err != nil {
 		return nil, Belief{}, err
 	}
-	r, err := noisyRunner(env)
+	r, err := measureRunner(env)
 	if err != nil {
 		return nil, Belief{}, err
 	}
