@@ -35,7 +35,9 @@ type Settings struct {
 	Plan        SamplePlan `json:"plan"`
 	Strategies  []string   `json:"strategies"`
 	Threshold   float64    `json:"threshold"`
-	NoiseFree   bool       `json:"noise_free,omitempty"`
+	// NoiseFree: every trial measured without noise (--noise-free); absent
+	// from reports measured with noise, as all before the flag were.
+	NoiseFree bool `json:"noise_free,omitempty"`
 }
 
 // ScenarioReport describes a scenario and its ground truth.
