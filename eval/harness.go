@@ -136,6 +136,9 @@ const (
 	// StratScreen is the tuner with low-fidelity screening (tuner search
 	// --screen-fraction ScreenFraction): run only when named.
 	StratScreen = "tuner-sh"
+	// StratOracle is the tuner screening with the truth (TunerStrategy.
+	// Oracle): run only when named.
+	StratOracle = "tuner-oracle"
 )
 
 // ScreenFraction is the short run's share of the requests in StratScreen.

@@ -22,7 +22,8 @@ const (
 // ExtraStrategies are the strategies run only when named.
 func ExtraStrategies() []Strategy {
 	return []Strategy{ParallelStrategy{Label: StratPar1, Workers: 1}, ParallelStrategy{Label: StratPar4, Workers: 4},
-		TunerStrategy{Label: StratScreen, Screen: tuner.Screening{Fraction: ScreenFraction}}}
+		TunerStrategy{Label: StratScreen, Screen: tuner.Screening{Fraction: ScreenFraction}},
+		TunerStrategy{Label: StratOracle, Oracle: true}}
 }
 
 // ParallelStrategy is the tuner's proposer (TunerStrategy's, cold) driven as Workers workers of one shared study are: each trial
