@@ -26,6 +26,31 @@ var ErrNotFitted = errors.New("surrogate not trained yet")
 // P(starts) x P(meets every SLO bound), the latter from the ensemble mean
 // and spread (the spread floored at SpreadFloor of the mean, as a bagged
 // ensemble underestimates its error on few samples).
+//
+// It does underestimate it: after 16 trials of a seed the spread is 1-3% of
+// the mean where the errors near the truth's best config are 1-7%
+// (throughput and TPOT p99, 8B H100 chat), 13-20% (TPOT p99 at Qwen 72B's
+// TP 4 x DP 2, which the history had barely measured) and factors of 2-3.5
+// (TTFT p99 on the Mistral long-context cliff; seeds 1 and 2 each). Measured and dropped (tuner eval
+// search --strategies tuner,par4, 10 seeds, 24 trials, format-7 truths;
+// main e5a9c01 sums of HV@8 / HV@24 / pick 5.984 / 7.023 / 7.841, par4
+// HV@24 6.847), each from the parameters scaled to [0, 1] (a level that
+// differs counting 0.25, squared):
+//   - the ensemble's residuals at the study's measured configs carried to
+//     candidates (Gaussian kernel weights, length 0.15, the residual
+//     shrunk by 0.5 of a weight): 5.852 / 6.929 / 7.831 (8B H100 chat
+//     HV@24 0.829 -> 0.743, Mixtral HV@8 0.916 -> 0.756); length 0.08 with
+//     a level counting 1: 5.821 / 6.899 / 7.827; length 0.3 shrunk by 2:
+//     6.015 / 6.927 / 7.835;
+//   - a spread growing with the distance to the nearest measured config,
+//     to 10% of the mean (length 0.15): 5.906 / 6.956 / 7.830, par4 6.862
+//     (Qwen 72B HV@8 0.498 -> 0.669, 70B 0.804 -> 0.674); to 15% with a
+//     level counting 0.02: 5.738 / 6.964 / 7.815, par4 6.760;
+//   - SpreadFloor 0.2: 5.767 / 6.955 / 7.842, par4 6.748 (8B H100 chat
+//     HV@24 0.829 -> 0.743).
+//
+// What a better model could gain is measured by tuner eval search
+// --strategies tuner-oracle (the same proposals screened with the truth).
 type SurrogateScorer struct {
 	target     spaces.Target
 	workload   trial.Workload
