@@ -27,11 +27,12 @@ var ErrNotFitted = errors.New("surrogate not trained yet")
 // and spread (the spread floored at SpreadFloor of the mean, as a bagged
 // ensemble underestimates its error on few samples).
 //
-// It does underestimate it: after 16 trials of a seed the spread is 1-3% of
-// the mean where the errors near the truth's best config are 1-7%
-// (throughput and TPOT p99, 8B H100 chat), 13-20% (TPOT p99 at Qwen 72B's
-// TP 4 x DP 2, which the history had barely measured) and factors of 2-3.5
-// (TTFT p99 on the Mistral long-context cliff; seeds 1 and 2 each). Measured and dropped (tuner eval
+// It does underestimate it: after 16 trials of a seed (seeds 1 and 2 each),
+// near the truth's best configs TPOT p99 is off by 1-4% on 8B H100 chat and
+// by 13-20% at Qwen 72B's TP 4 x DP 2 (a layout the history had barely
+// measured) with a spread of 1-3%, throughput by 1-11% with 1-6%, and TTFT
+// p99 on the Mistral long-context cliff by factors of 2-3.5 with 8-25%;
+// on the history itself the errors are 1-2% (Mistral's TTFT 2-9%). Measured and dropped (tuner eval
 // search --strategies tuner,par4, 10 seeds, 24 trials, format-7 truths;
 // main e5a9c01 sums of HV@8 / HV@24 / pick 5.984 / 7.023 / 7.841, par4
 // HV@24 6.847), each from the parameters scaled to [0, 1] (a level that
