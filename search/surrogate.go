@@ -32,8 +32,9 @@ var ErrNotFitted = errors.New("surrogate not trained yet")
 // by 13-20% at Qwen 72B's TP 4 x DP 2 (a layout the history had barely
 // measured) with a spread of 1-3%, throughput by 1-11% with 1-6%, and TTFT
 // p99 on the Mistral long-context cliff by factors of 2-3.5 with 8-25%;
-// on the history itself the errors are 1-2% (Mistral's TTFT 2-9%). Measured and dropped (tuner eval
-// search --strategies tuner,par4, 10 seeds, 24 trials, format-7 truths;
+// on the history itself the errors are 1-2% (Mistral's TTFT 2-9%).
+// Measured and dropped (tuner eval search --strategies tuner,par4, 10
+// seeds, 24 trials, format-7 truths;
 // main e5a9c01 sums of HV@8 / HV@24 / pick 5.984 / 7.023 / 7.841, par4
 // HV@24 6.847), each from the parameters scaled to [0, 1] (a level that
 // differs counting 0.25, squared):
