@@ -771,6 +771,16 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	perChunkMS := piece * perTokFlops / math.Max(flops, 1) * 1000
 	d.ttftMS = d.queueMS + steps*(d.stepMS+perChunkMS)
 
+	// Measured and dropped: long_prefill_token_threshold in the prefill
+	// pieces (vLLM caps each prompt's chunk at it; prompts still share a
+	// step up to the budget): a prompt's TTFT in chunks of at most the
+	// threshold and a mixed step's prefill capped at max(threshold, the
+	// steady demand). tuner eval search --strategies tuner,par4 --seeds 10
+	// --trials 24 (main 7638edf, format-7 truths), sums of HV@8 / HV@24 /
+	// pick 5.984 / 7.023 / 7.841 -> 5.430 / 6.652 / 7.786 (8B H100 chat,
+	// whose truth's best runs threshold 256 at a 3,970-token budget, HV@24
+	// 0.829 -> 0.626), four workers' HV@24 6.847 -> 6.298.
+
 	// TPOT: decodes share steps with the prompts that replace finished
 	// sequences, batch x prompt / output tokens per step in steady state,
 	// let in up to the budget beside the decodes (at most a p90 prompt at
