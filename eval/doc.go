@@ -26,6 +26,6 @@
 // the search loses by its own choices from what noise costs it); what it
 // found is judged by the true (noise-free) objective vectors of the configs
 // it tried that truly meet the SLO, so measurement noise can never inflate
-// a score. Run writes a Markdown
-// report, JSON and one SVG per scenario (hypervolume ratio vs trials).
+// a score. Run writes a Markdown report, JSON and one SVG per scenario
+// (hypervolume ratio vs trials).
 package eval

@@ -307,7 +307,8 @@ const WarmWeight = 0.5
 func (s TunerStrategy) Name() string { return s.Label }
 
 // proposer builds the tuner's proposer: pruning over hist, TPE with
-// surrogate screening, steered by Env.Prior when s.Prior.
+// surrogate screening (the truth's with s.Oracle), steered by Env.Prior
+// when s.Prior.
 func (s TunerStrategy) proposer(env Env, hist []search.Observation) (*search.Proposer, error) {
 	p := env.Problem
 	po := search.DefaultPruneOptions()
@@ -317,6 +318,14 @@ func (s TunerStrategy) proposer(env Env, hist []search.Observation) (*search.Pro
 	pc := search.DefaultProposerConfig()
 	pc.Space, pc.Sampler, pc.Seed = pruned, search.SamplerTPE, env.Seed
 	pc.Objectives, pc.SLO, pc.History, pc.Logger = p.Objectives, p.SLO, hist, env.Logger
+	if s.Oracle {
+		ev, err := NewEvaluator(p)
+		if err != nil {
+			return nil, err
+		}
+		pc.Scorer = truthScorer{ev}
+		return search.NewProposer(pc)
+	}
 	so := surrogate.DefaultOptions()
 	so.Seed = env.Seed
 	so.Threads = 1
@@ -334,13 +343,6 @@ func (s TunerStrategy) proposer(env Env, hist []search.Observation) (*search.Pro
 		pc.MinScreenHistory = 1
 	}
 	pc.Scorer = sc
-	if s.Oracle {
-		ev, err := NewEvaluator(p)
-		if err != nil {
-			return nil, err
-		}
-		pc.Scorer = truthScorer{ev}
-	}
 	return search.NewProposer(pc)
 }
 
