@@ -22,11 +22,7 @@ func benchMatrix(b *testing.B) *Matrix {
 	benchData.once.Do(func() {
 		tg := mustTarget(b, "Llama-3.1-8B", "H100", 1)
 		ss := simSamples(b, tg, chatWorkload(100), 1000, 5, nil)
-		m, err := BuildMatrix(NewSchema(resolved(b, tg)), DefaultObjectives(), ss)
-		if err != nil {
-			b.Fatal(err)
-		}
-		benchData.m, benchData.samples, benchData.tg = m, ss, tg
+		benchData.m, benchData.samples, benchData.tg = simMatrix(b, tg, ss), ss, tg
 		s := resolved(b, tg)
 		r := rand.New(rand.NewPCG(9, 9))
 		for range 10000 {
@@ -68,11 +64,7 @@ func BenchmarkTrain10000(b *testing.B) {
 			seen[c.ID()] = true
 			return true
 		})
-		m, err := BuildMatrix(NewSchema(resolved(b, tg)), DefaultObjectives(), ss)
-		if err != nil {
-			b.Fatal(err)
-		}
-		bench10k.m = m
+		bench10k.m = simMatrix(b, tg, ss)
 	})
 	b.ResetTimer()
 	c0 := benchcpu.Start()

@@ -30,14 +30,7 @@ func qualityTrials() int {
 func TestQuality8BH100(t *testing.T) {
 	tg := mustTarget(t, "Llama-3.1-8B", "H100", 1)
 	ss := simSamples(t, tg, chatWorkload(150), qualityTrials(), 1, nil)
-	m, err := BuildMatrix(NewSchema(resolved(t, tg)), DefaultObjectives(), ss)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := Evaluate(context.Background(), m, DefaultOptions(), 5)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := crossValidate(t, tg, ss)
 	var b strings.Builder
 	if err := r.WriteText(&b); err != nil {
 		t.Fatal(err)
@@ -67,14 +60,7 @@ func TestQualityFeasibility(t *testing.T) {
 	} {
 		tg := mustTarget(t, c.model, c.gpu, c.count)
 		ss := simSamples(t, tg, chatWorkload(100), c.n, 3, nil)
-		m, err := BuildMatrix(NewSchema(resolved(t, tg)), DefaultObjectives(), ss)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := Evaluate(context.Background(), m, DefaultOptions(), 5)
-		if err != nil {
-			t.Fatal(err)
-		}
+		r := crossValidate(t, tg, ss)
 		t.Logf("%s on %dx %s: %d trials, %d failed, cross-validated AUC %.3f", c.model, c.count, c.gpu, len(ss), r.Infeasible, r.AUC)
 		if r.Infeasible < 10 || r.Feasible < 10 {
 			t.Fatalf("only %d failures / %d successes: no test", r.Infeasible, r.Feasible)
@@ -148,4 +134,14 @@ func TestPredictionProperties(t *testing.T) {
 			t.Fatalf("row %d: PFeasible %v", i, p.PFeasible)
 		}
 	}
+}
+
+// crossValidate is Evaluate's 5-fold report of the default options on ss.
+func crossValidate(t *testing.T, tg spaces.Target, ss []Sample) *Report {
+	t.Helper()
+	r, err := Evaluate(context.Background(), simMatrix(t, tg, ss), DefaultOptions(), 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

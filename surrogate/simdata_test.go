@@ -107,3 +107,14 @@ func simSamples(t testing.TB, tg spaces.Target, w trial.Workload, n int, seed ui
 	}
 	return out
 }
+
+// simMatrix encodes samples for the default objectives with the schema of
+// tg's resolved space.
+func simMatrix(t testing.TB, tg spaces.Target, ss []Sample) *Matrix {
+	t.Helper()
+	m, err := BuildMatrix(NewSchema(resolved(t, tg)), DefaultObjectives(), ss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}

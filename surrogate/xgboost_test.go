@@ -68,10 +68,7 @@ func roundTripMatrix(t *testing.T) *Matrix {
 	tg8 := mustTarget(t, "Llama-3.1-8B", "H100", 1)
 	tg70 := mustTarget(t, "Llama-3.1-70B", "H100", 4)
 	ss := append(simSamples(t, tg8, chatWorkload(60), 80, 21, nil), simSamples(t, tg70, chatWorkload(60), 160, 22, nil)...)
-	m, err := BuildMatrix(NewSchema(resolved(t, tg8)), DefaultObjectives(), ss)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := simMatrix(t, tg8, ss)
 	nf := len(m.Schema.Features)
 	for i := range m.X {
 		if i%5 == 2 {
