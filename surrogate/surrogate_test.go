@@ -7,6 +7,7 @@ import (
 	"errors"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -289,8 +290,8 @@ func TestOneClassClassifier(t *testing.T) {
 // error paths): one plain objective, one log objective with a baseline and
 // group scales (Objective.GroupScales).
 var unmarshalSeeds = []string{
-	`{"format":"tuner-surrogate","version":1,"schema":{"version":2,"features":[{"name":"a","kind":"num","source":"param:a"}]},"objectives":[{"name":"t","metric":"m","transform":"none","models":["version=v3\nnum_class=1\nnum_tree_per_iteration=1\nmax_feature_idx=0\nobjective=regression\ntree_sizes=1\n\nTree=0\nnum_leaves=1\nleaf_value=1\n"]}],"metrics":{"origin":"trained","samples":0,"feasible":0,"infeasible":0,"members":1,"objectives":null,"oob_auc":0,"classifier_trees":0}}`,
-	`{"format":"tuner-surrogate","version":1,"schema":{"version":2,"features":[{"name":"a","kind":"num","source":"param:a"},{"name":"b","kind":"log","source":"derived:est_output_tps"},{"name":"g","kind":"num","source":"param:tensor_parallel_size"}]},"objectives":[{"name":"t","metric":"m","transform":"log","baseline":"b","group_scales":{"1f":2,"a0":0.5},"models":["version=v3\nnum_class=1\nnum_tree_per_iteration=1\nmax_feature_idx=2\nobjective=regression\ntree_sizes=1\n\nTree=0\nnum_leaves=1\nleaf_value=1\n"]}],"metrics":{"origin":"trained","samples":0,"feasible":0,"infeasible":0,"members":1,"objectives":null,"oob_auc":0,"classifier_trees":0}}`,
+	`{"format":"tuner-surrogate","version":1,"schema":{"version":` + strconv.Itoa(SchemaVersion) + `,"features":[{"name":"a","kind":"num","source":"param:a"}]},"objectives":[{"name":"t","metric":"m","transform":"none","models":["version=v3\nnum_class=1\nnum_tree_per_iteration=1\nmax_feature_idx=0\nobjective=regression\ntree_sizes=1\n\nTree=0\nnum_leaves=1\nleaf_value=1\n"]}],"metrics":{"origin":"trained","samples":0,"feasible":0,"infeasible":0,"members":1,"objectives":null,"oob_auc":0,"classifier_trees":0}}`,
+	`{"format":"tuner-surrogate","version":1,"schema":{"version":` + strconv.Itoa(SchemaVersion) + `,"features":[{"name":"a","kind":"num","source":"param:a"},{"name":"b","kind":"log","source":"derived:est_output_tps"},{"name":"g","kind":"num","source":"param:tensor_parallel_size"}]},"objectives":[{"name":"t","metric":"m","transform":"log","baseline":"b","group_scales":{"1f":2,"a0":0.5},"models":["version=v3\nnum_class=1\nnum_tree_per_iteration=1\nmax_feature_idx=2\nobjective=regression\ntree_sizes=1\n\nTree=0\nnum_leaves=1\nleaf_value=1\n"]}],"metrics":{"origin":"trained","samples":0,"feasible":0,"infeasible":0,"members":1,"objectives":null,"oob_auc":0,"classifier_trees":0}}`,
 }
 
 func TestUnmarshalSeedsLoad(t *testing.T) {
