@@ -27,5 +27,7 @@
 // found is judged by the true (noise-free) objective vectors of the configs
 // it tried that truly meet the SLO, so measurement noise can never inflate
 // a score. Run writes a Markdown report, JSON and one SVG per scenario
-// (hypervolume ratio vs trials).
+// (hypervolume ratio vs trials). The JSON keeps every run's own figures
+// (Summary.Seeds), so Compare can judge a change to the search seed by
+// seed against a report of the code before it (tuner eval compare).
 package eval

@@ -1,6 +1,7 @@
 package eval
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -122,6 +123,18 @@ type Summary struct {
 	PickTrueRatio Quantiles `json:"pick_true_over_measured"`
 	PickFeasible  float64   `json:"pick_truly_feasible"`
 	PickBestRatio Quantiles `json:"pick_true_over_true_best"`
+	// Seeds are each run's own figures, in seed order: what Compare pairs
+	// seed by seed against another report of the same scenarios.
+	Seeds []SeedFigures `json:"per_seed,omitempty"`
+}
+
+// SeedFigures are one run's figures.
+type SeedFigures struct {
+	Seed uint64             `json:"seed"`
+	HV   map[string]float64 `json:"hv_ratio"` // by checkpoint
+	// Pick is the picked config's true throughput over the true best (0
+	// when it truly misses the SLO); absent when the run picked nothing.
+	Pick *float64 `json:"pick_true_over_true_best,omitempty"`
 }
 
 // PruneQuality judges search.Prune on a history.
@@ -386,6 +399,10 @@ func summarize(cfg Config, p *Problem, sr ScenarioReport, strat string, runs []*
 		}
 		c := curve(r.Trials, cfg.Trials, p, sr.Ref, sr.TrueHV)
 		curves = append(curves, c)
+		sf := SeedFigures{Seed: r.Seed, HV: map[string]float64{}}
+		for _, cp := range cfg.Checkpoints {
+			sf.HV[ck(cp)] = c[cp-1]
+		}
 		stricts = append(stricts, curve(r.Trials, cfg.Trials, p, sr.RefStrict, sr.TrueHVStrict))
 		k := trialsTo(c, Threshold)
 		if k == 0 {
@@ -473,9 +490,12 @@ func summarize(cfg Config, p *Problem, sr ScenarioReport, strat string, runs []*
 					tb = t.True.Vec[0] / sr.BestThroughput
 				}
 				pickBest = append(pickBest, tb)
+				sf.Pick = &tb
 			}
 		}
+		s.Seeds = append(s.Seeds, sf)
 	}
+	slices.SortFunc(s.Seeds, func(a, b SeedFigures) int { return cmp.Compare(a.Seed, b.Seed) })
 	for _, cp := range cfg.Checkpoints {
 		var xs []float64
 		for _, c := range curves {

@@ -3,7 +3,9 @@
 // the two-sample Kolmogorov-Smirnov p-value (KSTest, used by trial's
 // steady-state check), a two-sample permutation test of any statistic of a
 // sorted sample (PermutationTest, used for tail quantiles), the
-// Holm-Bonferroni step-down adjustment (Holm), and the standard error of a
+// Holm-Bonferroni step-down adjustment (Holm), the paired t-test of two
+// samples measured on the same units (Paired, used by tuner eval compare to
+// judge a search change seed by seed), and the standard error of a
 // sample quantile under serial dependence (QuantileSE) with the minimum
 // detectable effect it implies (MinDetectable), used by the regression gate.
 //

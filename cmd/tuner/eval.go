@@ -10,7 +10,9 @@ import (
 	"github.com/vllm-tuner/tuner/eval"
 )
 
-func init() { register(withEvalVerdict(withEvalWorkloads(withEvalGate(evalCommand())))) }
+func init() {
+	register(withEvalCompare(withEvalVerdict(withEvalWorkloads(withEvalGate(evalCommand())))))
+}
 
 func evalCommand() *cli.Command {
 	d := eval.DefaultConfig()

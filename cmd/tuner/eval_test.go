@@ -41,6 +41,31 @@ func TestEvalSearchCommand(t *testing.T) {
 	}
 }
 
+// TestEvalCompareCommand: two eval search runs of the same seeds, compared
+// seed by seed; the runs are deterministic, so every difference is 0.
+func TestEvalCompareCommand(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	for _, out := range []string{a, b} {
+		if code, _, errb := runTuner(t, "eval", "search", "--quick", "--strategies", "random", "--seeds", "2", "--trials", "8",
+			"--samples", "30", "--refine", "5", "--out", out); code != 0 {
+			t.Fatalf("eval search: exit %d: %s", code, errb)
+		}
+	}
+	old := filepath.Join(dir, "old.json")
+	if err := os.WriteFile(old, []byte(`{"summaries":[{"scenario":"llama8b-h100-chat","strategy":"random"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runCLICases(t, []cliCase{
+		{"same runs", []string{"eval", "compare", a, filepath.Join(b, "report.json")}, 0,
+			[]string{"| random | HV@8 | **all** | 2 |", "| random | HV@4 | llama8b-h100-chat | 2 |", "+0.0000 ± 0.0000 | 1 | 0 / 0 |"}, nil},
+		{"JSON", []string{"eval", "compare", "--json", a, b}, 0, []string{`"figure": "HV@8"`, `"p": 1`}, nil},
+		{"one report", []string{"eval", "compare", a}, 2, nil, []string{"two reports"}},
+		{"missing report", []string{"eval", "compare", a, filepath.Join(dir, "nope")}, 2, nil, []string{"nope"}},
+		{"report without per-seed figures", []string{"eval", "compare", old, b}, 2, nil, []string{"no per-seed figures"}},
+	})
+}
+
 // TestEvalWorkloadsCommand: bad input is a usage error before any engine
 // starts (the measurement itself is sim's TestShippedWorkloadStopsEarly's).
 func TestEvalWorkloadsCommand(t *testing.T) {
