@@ -174,6 +174,11 @@ func ReadReport(path string) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	return parseReport(path, b)
+}
+
+// parseReport decodes a report.json read from path.
+func parseReport(path string, b []byte) (*Report, error) {
 	var r Report
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("%w: %s: not an eval report: %w", ErrConfig, path, err)

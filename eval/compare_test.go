@@ -137,3 +137,36 @@ func TestReadReport(t *testing.T) {
 		}
 	}
 }
+
+// FuzzCompare: any two report files either fail to read or compare
+// without a panic, every row's figures finite or an error.
+func FuzzCompare(f *testing.F) {
+	// Compact seeds: the fuzzer minimises every new input, and a marshalled
+	// Report (7 KB of empty fields) stalls it for seconds each time.
+	a := `{"settings":{"checkpoints":[8,24]},"summaries":[{"scenario":"a","strategy":"t","per_seed":[` +
+		`{"seed":1,"hv_ratio":{"8":0.5,"24":0.8},"pick_true_over_true_best":0.97},{"seed":2,"hv_ratio":{"8":0.6,"24":0.9}}]}]}`
+	b := `{"settings":{"checkpoints":[8]},"summaries":[{"scenario":"a","strategy":"t","per_seed":[` +
+		`{"seed":2,"hv_ratio":{"8":0.7}},{"seed":1,"hv_ratio":{"8":0.4,"24":1},"pick_true_over_true_best":0.99},{"seed":3,"hv_ratio":{}}]}]}`
+	f.Add([]byte(a), []byte(b))
+	f.Add([]byte(`{"summaries":[{"scenario":"a","strategy":"t","per_seed":[{"seed":1,"hv_ratio":{"8":1}},{"seed":1,"hv_ratio":{"8":2}}]}]}`), []byte(b))
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		ra, err := parseReport("a.json", a)
+		if err != nil {
+			return
+		}
+		rb, err := parseReport("b.json", b)
+		if err != nil {
+			return
+		}
+		rows, err := Compare(ra, rb)
+		if err != nil {
+			return
+		}
+		for _, r := range rows {
+			if r.N < 2 || math.IsNaN(r.Mean) || math.IsNaN(r.P) {
+				t.Fatalf("row %+v", r)
+			}
+		}
+		_ = CompareMarkdown(rows)
+	})
+}
