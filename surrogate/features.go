@@ -670,6 +670,16 @@ func targetMaxLen(t spaces.Target, cfg spaces.Config) int {
 // same physics without the pool: HV@8 +0.037 +/- 0.012, HV@24 +0.003 +/-
 // 0.006; eager's cost alone HV@8 +0.027 +/- 0.012; with async's extra step
 // in TTFT (depth-2 pipeline) +0.038 +/- 0.012, HV@24 -0.001 +/- 0.007.
+//
+// Measured and dropped the same way (2026-12-07, tuner eval compare's
+// paired means of HV@24 / HV@8 over 10 seeds against main 3de630f): TP's
+// two all-reduces per layer in the step (8 us each plus (TP-1)/TP x 2 x
+// hidden x dtype bytes a token over interconnect_gbs; Qwen 72B's TP 4 x
+// DP 2 TPOT was overestimated by 13-20% from TP 8 history): -0.012 +/-
+// 0.010 / -0.018 +/- 0.012; the slot wait at its p99 (the Gamma(clients
+// - slots) quantile of slot releases) -0.008 +/- 0.009 / +0.000 +/-
+// 0.011; the prefill queue at M/M/1's p99 (ln(100 rho) / (1 - rho)
+// services) -0.013 +/- 0.013 / -0.020 +/- 0.022. Code on branch w-tpar.
 type derived struct {
 	tp, dp, seqs           float64
 	maxLen, ctxMean        float64

@@ -63,6 +63,14 @@ type Objective struct {
 	// 72B 0.788 -> 0.758); at 10 seeds with tuner-warm on all eight, warm
 	// HV@24 sum 6.893 -> 6.901 and picks 7.819 -> 7.841 (Mixtral 0.960 ->
 	// 0.993, Qwen 72B 0.783 -> 0.714).
+	//
+	// Measured and dropped (2026-12-07): a ridge regression of the log
+	// residual on the categorical and boolean parameters' columns as a
+	// further baseline term (penalty chosen by leave-one-out error), for
+	// small level effects (block size, async) few trees cannot learn;
+	// tuner eval compare over 10 seeds, paired mean HV@24 / HV@8 -0.0005
+	// +/- 0.009 / +0.014 +/- 0.012, and with the step's host time (20
+	// seeds) +0.001 +/- 0.005 / -0.010 +/- 0.006. Code on branch w-tpar.
 	GroupScales map[string]float64 `json:"group_scales,omitempty"`
 }
 
