@@ -14,10 +14,11 @@ func withEvalCompare(c *cli.Command) *cli.Command {
 		Name:  "compare",
 		Usage: "judge a search change: two eval search reports compared seed by seed",
 		Description: "Reads two `tuner eval search` reports (report.json or its directory) of the same scenarios and seeds,\n" +
-			"BASE before a change and NEW after it, and pairs each strategy's runs seed by seed: for HV@8, HV@24 and\n" +
-			"the pick (true throughput over the true best), the mean of NEW - BASE with its standard error, the paired\n" +
-			"t-test's p-value and how many seeds got better or worse, per scenario and over all scenarios' seeds. A\n" +
-			"scenario's seeds spread widely, so compare these rather than the two tables' medians.",
+			"BASE before a change and NEW after it, and pairs each strategy's runs seed by seed: for every HV checkpoint\n" +
+			"both measured (HV@8, HV@16, HV@24) and the pick (true throughput over the true best), the mean of\n" +
+			"NEW - BASE with its standard error, the paired t-test's p-value and how many seeds got better or worse,\n" +
+			"per scenario and over all scenarios' seeds. A scenario's seeds spread widely, so compare these rather\n" +
+			"than the two tables' medians.",
 		ArgsUsage: "BASE NEW",
 		Flags:     []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print the rows as JSON instead of Markdown"}},
 		Action:    runEvalCompare,
