@@ -17,7 +17,7 @@ import (
 // with another version are rejected rather than fed wrong inputs.
 //
 // 3: the step's host time (async scheduling off, enforce_eager) and the
-// CUDA-graph pool in the KV tokens.
+// CUDA-graph pool (in the KV tokens from vLLM 0.21, in peak VRAM before).
 const SchemaVersion = 3
 
 // Feature kinds.
@@ -670,6 +670,13 @@ func targetMaxLen(t spaces.Target, cfg spaces.Config) int {
 // same physics without the pool: HV@8 +0.037 +/- 0.012, HV@24 +0.003 +/-
 // 0.006; eager's cost alone HV@8 +0.027 +/- 0.012; with async's extra step
 // in TTFT (depth-2 pipeline) +0.038 +/- 0.012, HV@24 -0.001 +/- 0.007.
+// That pool was a flat 0.75 GiB taken from the KV cache, which vLLM does
+// only from 0.21; before, the pool comes on top of the budget. Now it
+// follows the capture sizes and lands in peak VRAM or the KV cache by the
+// target's version (graphPoolGiB, graphInBudget): tuner eval compare of
+// 20 seeds against the flat pool, tuner HV@8 / HV@24 / pick +0.006 +/-
+// 0.009 / +0.003 +/- 0.005 / -0.001 +/- 0.001, four workers HV@24 +0.014
+// +/- 0.006 (p 0.02), HV@16 +0.024 +/- 0.008.
 //
 // Measured and dropped the same way (2026-12-07, tuner eval compare's
 // paired means of HV@24 / HV@8 over 10 seeds against main 3de630f): TP's
@@ -716,13 +723,19 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	// KV heads split across TP ranks up to TP = kv_heads, replicated beyond.
 	perRank := math.Max(1, float64(t.Model.KVHeads)/d.tp)
 	d.kvBPT = 2 * float64(t.Model.Layers) * perRank * float64(t.Model.HeadDim) * elem
-	graphGiB := 0.75 // CUDA graphs' pool (reference: 0.3-1 GiB for an 8B); none with enforce_eager
-	if cfg.Has("enforce_eager") && cfg.Bool("enforce_eager") {
-		graphGiB = 0
+	// The CUDA-graph pool: inside the budget from vLLM 0.21 (the KV cache
+	// gets less), on top of it before (peak VRAM is more).
+	graphGiB, inBudget := graphPoolGiB(t, cfg, d.seqs), graphInBudget(t)
+	kvGiB := d.budgetGiB - d.weightsGiB
+	if inBudget {
+		kvGiB -= graphGiB
 	}
-	d.kvTokens = math.Max(0, d.budgetGiB-d.weightsGiB-graphGiB) * gib / math.Max(d.kvBPT, 1)
+	d.kvTokens = math.Max(0, kvGiB) * gib / math.Max(d.kvBPT, 1)
 	d.ctxMean = math.Max(1, c.PromptMean+c.OutputMean/2)
 	d.vramGiB = util * t.GPU.MemoryGiB * d.tp * d.dp
+	if !inBudget {
+		d.vramGiB += graphGiB * d.tp * d.dp
+	}
 
 	flops := t.GPU.BF16TFLOPS * 1e12
 	bw := t.GPU.BandwidthGBs * 1e9
@@ -829,4 +842,42 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	d.ttftMS += rho / (1 - rho) * steps * (d.stepMS + perChunkMS)
 	d.e2elMS = d.ttftMS + outMean*d.tpotMS
 	return d
+}
+
+// graphInBudgetSince is the vLLM release from which the memory profile
+// counts the CUDA-graph pool inside gpu_memory_utilization (reference:
+// "CUDA graph memory profiling is enabled (default since v0.21.0)");
+// before it the pool comes on top of the budget (0.10's log: "Actual
+// usage is ... and 3.45 GiB for CUDAGraph memory").
+const graphInBudgetSince = "0.21.0"
+
+// graphInBudget reports whether t's engine counts the graph pool in its
+// budget (an unknown version is spaces.DefaultEngineVersion's).
+func graphInBudget(t spaces.Target) bool {
+	v := t.EngineVersion
+	if v == "" {
+		v = spaces.DefaultEngineVersion
+	}
+	c, err := spaces.CompareVersions(v, graphInBudgetSince)
+	return err == nil && c >= 0
+}
+
+// graphPoolGiB is one GPU's CUDA-graph pool: none with enforce_eager,
+// else in proportion to the number of capture sizes (vLLM's [1, 2, 4] and
+// every 8 up to min(2 x max_num_seqs, 512)) and to layers x hidden,
+// anchored on the reference's Llama 8B log (67 sizes, 32 layers x 4096:
+// "Graph capturing finished in 21 secs, took 0.94 GiB").
+func graphPoolGiB(t spaces.Target, cfg spaces.Config, seqs float64) float64 {
+	if cfg.Has("enforce_eager") && cfg.Bool("enforce_eager") {
+		return 0
+	}
+	largest := math.Min(2*seqs, 512)
+	n := math.Floor(largest / 8)
+	for _, s := range []float64{1, 2, 4} {
+		if s <= largest {
+			n++
+		}
+	}
+	const perUnitGiB = 0.94 / (67 * 32 * 4096)
+	return n * float64(t.Model.Layers) * float64(t.Model.Hidden) * perUnitGiB
 }

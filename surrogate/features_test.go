@@ -345,3 +345,66 @@ func TestDerivedTPOTBudget(t *testing.T) {
 		t.Errorf("TPOT %v ms at 2048 against %v ms at 512: more than the prefill's share of the steps explains", tpots[3], tpots[0])
 	}
 }
+
+// TestDerivedGraphPool: the CUDA-graph pool follows the capture sizes
+// (0.94 GiB for Llama 8B's 67, the reference's log), is none with
+// enforce_eager, and lands in peak VRAM before vLLM 0.21 and in the KV
+// cache from it.
+func TestDerivedGraphPool(t *testing.T) {
+	tg := mustTarget(t, "Llama-3.1-8B", "H100", 1)
+	space := resolved(t, tg)
+	s := NewSchema(space)
+	cfg := func(seqs int, eager bool) spaces.Config {
+		t.Helper()
+		c, err := space.Normalize(spaces.NewConfig(map[string]spaces.Value{
+			"max_num_seqs":           spaces.IntValue(seqs),
+			"enforce_eager":          spaces.BoolValue(eager),
+			"gpu_memory_utilization": spaces.FloatValue(0.9),
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name  string
+		seqs  int
+		eager bool
+		want  float64
+	}{
+		{"67 capture sizes", 256, false, 0.94},
+		{"largest size capped at 512", 1024, false, 0.94},
+		{"sizes 1, 2, 4, 8", 4, false, 0.94 * 4 / 67},
+		{"eager", 256, true, 0},
+	} {
+		if got := graphPoolGiB(tg, cfg(tc.seqs, tc.eager), float64(tc.seqs)); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("%s: %v GiB, want %v", tc.name, got, tc.want)
+		}
+	}
+	old, cur := tg, tg
+	old.EngineVersion, cur.EngineVersion = "0.11.0", "0.21.0"
+	budget := 0.9 * tg.GPU.MemoryGiB
+	for _, tc := range []struct {
+		name     string
+		tg       spaces.Target
+		eager    bool
+		vram     float64
+		kvLessBy float64 // GiB of KV cache the pool takes
+	}{
+		{"0.11: on top of the budget", old, false, budget + 0.94, 0},
+		{"0.11, eager", old, true, budget, 0},
+		{"0.21: inside the budget", cur, false, budget, 0.94},
+		{"0.21, eager", cur, true, budget, 0},
+	} {
+		enc := s.Encoder(tc.tg, chatWorkload(100))
+		x, eager := enc.Encode(cfg(256, tc.eager)), enc.Encode(cfg(256, true))
+		if v := x[s.Index("derived.est_vram_gib")]; math.Abs(v-tc.vram) > 1e-9 {
+			t.Errorf("%s: est_vram_gib %v, want %v", tc.name, v, tc.vram)
+		}
+		kv := func(x []float64) float64 { return math.Exp(x[s.Index("derived.est_kv_tokens")]) }
+		kvBPT := math.Exp(x[s.Index("derived.kv_bytes_per_token_gpu")])
+		if less := (kv(eager) - kv(x)) * kvBPT / gib; math.Abs(less-tc.kvLessBy) > 1e-6 {
+			t.Errorf("%s: the pool takes %v GiB of KV cache, want %v", tc.name, less, tc.kvLessBy)
+		}
+	}
+}
