@@ -48,7 +48,8 @@ func Compare(base, cur *Report) ([]PairedRow, error) {
 	}
 	figures = append(figures, "pick")
 	type pool struct{ x, y []float64 }
-	pooled := map[key]*pool{} // by strategy and figure
+	type poolKey struct{ strat, fig string }
+	pooled := map[poolKey]*pool{}
 	var rows []PairedRow
 	var strategies []string
 	for i := range cur.Summaries {
@@ -63,21 +64,21 @@ func Compare(base, cur *Report) ([]PairedRow, error) {
 		if !slices.Contains(strategies, s.Strategy) {
 			strategies = append(strategies, s.Strategy)
 		}
+		pairs := pairSeeds(b.Seeds, s.Seeds)
 		for _, fig := range figures {
-			x, y := pairSeeds(b.Seeds, s.Seeds, fig)
+			x, y := figureOf(pairs, fig)
 			if len(x) < 2 {
 				continue
 			}
-			r, err := stats.Paired(x, y)
+			r, err := pairedRow(s.Scenario, s.Strategy, fig, x, y)
 			if err != nil {
-				return nil, fmt.Errorf("%s/%s %s: %w", s.Scenario, s.Strategy, fig, err)
+				return nil, err
 			}
-			rows = append(rows, PairedRow{Scenario: s.Scenario, Strategy: s.Strategy, Figure: fig,
-				BaseMedian: quantiles(x).Median, NewMedian: quantiles(y).Median, PairedResult: r})
-			p := pooled[key{fig, s.Strategy}]
+			rows = append(rows, r)
+			p := pooled[poolKey{s.Strategy, fig}]
 			if p == nil {
 				p = &pool{}
-				pooled[key{fig, s.Strategy}] = p
+				pooled[poolKey{s.Strategy, fig}] = p
 			}
 			p.x, p.y = append(p.x, x...), append(p.y, y...)
 		}
@@ -87,23 +88,52 @@ func Compare(base, cur *Report) ([]PairedRow, error) {
 	}
 	for _, st := range strategies {
 		for _, fig := range figures {
-			p := pooled[key{fig, st}]
+			p := pooled[poolKey{st, fig}]
 			if p == nil {
 				continue
 			}
-			r, err := stats.Paired(p.x, p.y)
+			r, err := pairedRow("", st, fig, p.x, p.y)
 			if err != nil {
-				return nil, fmt.Errorf("%s %s over all scenarios: %w", st, fig, err)
+				return nil, err
 			}
-			rows = append(rows, PairedRow{Strategy: st, Figure: fig, BaseMedian: quantiles(p.x).Median,
-				NewMedian: quantiles(p.y).Median, PairedResult: r})
+			rows = append(rows, r)
 		}
 	}
 	return rows, nil
 }
 
-// pairSeeds returns the figure of the seeds both runs have, in seed order.
-func pairSeeds(base, cur []SeedFigures, fig string) (x, y []float64) {
+// pairedRow compares one figure's paired values (scen "": all scenarios).
+func pairedRow(scen, strat, fig string, x, y []float64) (PairedRow, error) {
+	r, err := stats.Paired(x, y)
+	if err != nil {
+		where := scen
+		if where == "" {
+			where = "all scenarios"
+		}
+		return PairedRow{}, fmt.Errorf("%s, %s, %s: %w", where, strat, fig, err)
+	}
+	return PairedRow{Scenario: scen, Strategy: strat, Figure: fig, BaseMedian: quantiles(x).Median,
+		NewMedian: quantiles(y).Median, PairedResult: r}, nil
+}
+
+// pairSeeds returns the seeds both runs have, base's and the new run's
+// figures side by side, in the new run's order (seed order).
+func pairSeeds(base, cur []SeedFigures) [][2]SeedFigures {
+	bySeed := make(map[uint64]SeedFigures, len(base))
+	for _, f := range base {
+		bySeed[f.Seed] = f
+	}
+	var out [][2]SeedFigures
+	for _, f := range cur {
+		if bf, ok := bySeed[f.Seed]; ok {
+			out = append(out, [2]SeedFigures{bf, f})
+		}
+	}
+	return out
+}
+
+// figureOf returns one figure of the paired seeds that have it in both runs.
+func figureOf(pairs [][2]SeedFigures, fig string) (x, y []float64) {
 	get := func(f SeedFigures) (float64, bool) {
 		if fig == "pick" {
 			if f.Pick == nil {
@@ -114,17 +144,9 @@ func pairSeeds(base, cur []SeedFigures, fig string) (x, y []float64) {
 		v, ok := f.HV[strings.TrimPrefix(fig, "HV@")]
 		return v, ok
 	}
-	bySeed := map[uint64]SeedFigures{}
-	for _, f := range base {
-		bySeed[f.Seed] = f
-	}
-	for _, f := range cur {
-		bf, ok := bySeed[f.Seed]
-		if !ok {
-			continue
-		}
-		bv, ok1 := get(bf)
-		cv, ok2 := get(f)
+	for _, p := range pairs {
+		bv, ok1 := get(p[0])
+		cv, ok2 := get(p[1])
 		if ok1 && ok2 {
 			x, y = append(x, bv), append(y, cv)
 		}

@@ -11,14 +11,12 @@ const gib = float64(1 << 30)
 
 // Memory constants of the startup accounting (reference §2.5, §5.5).
 const (
-	cudaContextGiB      = 0.30 // CUDA context, outside torch and outside the budget
-	otherProcessesGiB   = 0.15 // what a clean GPU already has in use
-	nonTorchGiBTP1      = 0.20 // cuBLAS/NCCL workspaces, inside the budget
-	nonTorchGiBTPn      = 0.60
-	activationBaseGiB   = 0.25
-	graphBytesPerUnit   = 115 // per capture size x layer x hidden unit
-	graphInBudgetSince  = "0.21"
-	maxCaptureSizeLimit = 512
+	cudaContextGiB    = 0.30 // CUDA context, outside torch and outside the budget
+	otherProcessesGiB = 0.15 // what a clean GPU already has in use
+	nonTorchGiBTP1    = 0.20 // cuBLAS/NCCL workspaces, inside the budget
+	nonTorchGiBTPn    = 0.60
+	activationBaseGiB = 0.25
+	graphBytesPerUnit = 115 // per capture size x layer x hidden unit
 )
 
 // MemoryPlan is the startup memory accounting of one GPU of one engine
@@ -54,21 +52,6 @@ func kvBytesPerTokenGPU(m spaces.Model, a EngineArgs) float64 {
 	return 2 * float64(m.Layers) * perRank * float64(m.HeadDim) * a.kvElemBytes(m)
 }
 
-// captureSizes returns the number of CUDA-graph capture sizes and the
-// largest: [1, 2, 4] + range(8, max+1, 8), max = min(2 x max_num_seqs, 512).
-func captureSizes(a EngineArgs) (n, largest int) {
-	largest = min(2*a.MaxNumSeqs, maxCaptureSizeLimit)
-	for _, s := range []int{1, 2, 4} {
-		if s <= largest {
-			n++
-		}
-	}
-	if largest >= 8 {
-		n += largest / 8
-	}
-	return n, largest
-}
-
 // PlanMemory does the startup memory accounting of vLLM's gpu_worker and
 // kv_cache_utils for one GPU: budget = util x total; minus weights/TP, the
 // activation peak of the profiling run (grows with max_num_batched_tokens,
@@ -101,13 +84,11 @@ func PlanMemory(t spaces.Target, a EngineArgs) (MemoryPlan, *StartupError) {
 	if a.TensorParallelSize > 1 {
 		p.NonTorchGiB = nonTorchGiBTPn
 	}
-	p.CaptureSizes, p.MaxCaptureSize = captureSizes(a)
+	p.CaptureSizes, p.MaxCaptureSize = spaces.CaptureSizes(a.MaxNumSeqs)
 	if !a.EnforceEager {
 		p.GraphGiB = float64(p.CaptureSizes) * float64(m.Layers) * float64(m.Hidden) * graphBytesPerUnit / math.Sqrt(tp) / gib
 	}
-	if c, err := spaces.CompareVersions(versionOr(t.EngineVersion), graphInBudgetSince); err == nil && c >= 0 {
-		p.GraphInBudget = true
-	}
+	p.GraphInBudget = spaces.GraphInBudget(t.Version())
 	// LoRA slots are allocated with the model, before the KV cache.
 	p.LoRAGiB = loraSlotsGiB(m, a)
 	p.KVGiB = p.BudgetGiB - p.WeightsGiB - p.LoRAGiB - p.ActivationGiB - p.NonTorchGiB
@@ -146,13 +127,6 @@ func cudaOOM(p MemoryPlan, tried, free float64) *StartupError {
 	return &StartupError{Kind: ErrOOM, Lines: []string{fmt.Sprintf(
 		"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate %.2f GiB. GPU 0 has a total capacity of %.2f GiB of which %.2f GiB is free. Including non-PyTorch memory, this process has %.2f GiB memory in use.",
 		tried, p.TotalGiB, free, p.TotalGiB-free-otherProcessesGiB)}}
-}
-
-func versionOr(v string) string {
-	if v == "" {
-		return spaces.DefaultEngineVersion
-	}
-	return v
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -193,7 +193,7 @@ func (r *Runner) run(ctx context.Context, cfg spaces.Config, w trial.Workload, c
 		ConfigID:      cfg.ID(),
 		Workload:      w.Name,
 		ServeArgs:     w.LoRAArgs(),
-		EngineVersion: versionOr(t.EngineVersion),
+		EngineVersion: t.Version(),
 		GPU:           trial.GPUIdentity{Name: t.GPU.Name, Count: t.GPUCount, MemoryGiB: t.GPU.MemoryGiB},
 		VRAMSource:    "engine-metrics",
 	}

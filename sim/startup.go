@@ -96,7 +96,7 @@ func SuccessLines(t spaces.Target, a EngineArgs, plan MemoryPlan) map[string][]s
 	}
 	w["init"] = append(w["init"], fmt.Sprintf(
 		"Initializing a V1 LLM engine (v%s) with config: model=%s, max_seq_len=%d, tensor_parallel_size=%d, data_parallel_size=%d, enforce_eager=%s, kv_cache_dtype=%s, enable_prefix_caching=%s",
-		versionOr(t.EngineVersion), t.Model.Name, a.MaxModelLen, a.TensorParallelSize, a.DataParallelSize,
+		t.Version(), t.Model.Name, a.MaxModelLen, a.TensorParallelSize, a.DataParallelSize,
 		pyBool(a.EnforceEager), a.KVCacheDtype, pyBool(a.EnablePrefixCaching)))
 	w["load_weights"] = []string{
 		"Starting to load model " + t.Model.Name + "...",

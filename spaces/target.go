@@ -71,7 +71,7 @@ func (t *Target) Lookup(id string) (Value, bool) {
 	case "gpu.count":
 		return IntValue(t.GPUCount), true
 	case "engine.version":
-		return StringValue(t.version()), true
+		return StringValue(t.Version()), true
 	case "model.experts":
 		return IntValue(t.Model.Experts), true
 	case "model.quantization":
@@ -90,7 +90,8 @@ func (t *Target) Lookup(id string) (Value, bool) {
 	return Value{}, false
 }
 
-func (t *Target) version() string {
+// Version is the target's engine version, DefaultEngineVersion when unknown.
+func (t Target) Version() string {
 	if t.EngineVersion == "" {
 		return DefaultEngineVersion
 	}
@@ -106,20 +107,20 @@ func (s *Space) Resolve(t Target) (*Space, error) {
 	if t.GPUCount <= 0 {
 		t.GPUCount = 1
 	}
-	if _, err := parseVersion(t.version()); err != nil {
+	if _, err := parseVersion(t.Version()); err != nil {
 		return nil, fmt.Errorf("engine version: %w", err)
 	}
 	r := s.clone()
 	r.target = &t
 	kept := r.Params[:0]
 	for _, p := range r.Params {
-		if p.Extra && p.Active() && !inVersionRange(t.version(), p.Since, p.Until) {
+		if p.Extra && p.Active() && !inVersionRange(t.Version(), p.Since, p.Until) {
 			// The user asked for this flag by name: dropping it silently
 			// would tune something else than they asked.
 			return nil, fmt.Errorf("%w: the space adds %s, which vLLM %s does not have (%s)",
-				ErrFlagVersion, FlagName(p.Name), t.version(), VLLMFlag{Since: p.Since, Until: p.Until}.Versions())
+				ErrFlagVersion, FlagName(p.Name), t.Version(), VLLMFlag{Since: p.Since, Until: p.Until}.Versions())
 		}
-		if inVersionRange(t.version(), p.Since, p.Until) {
+		if inVersionRange(t.Version(), p.Since, p.Until) {
 			kept = append(kept, p)
 		}
 	}

@@ -673,7 +673,7 @@ func targetMaxLen(t spaces.Target, cfg spaces.Config) int {
 // That pool was a flat 0.75 GiB taken from the KV cache, which vLLM does
 // only from 0.21; before, the pool comes on top of the budget. Now it
 // follows the capture sizes and lands in peak VRAM or the KV cache by the
-// target's version (graphPoolGiB, graphInBudget): tuner eval compare of
+// target's version (graphPoolGiB, spaces.GraphInBudget): tuner eval compare of
 // 20 seeds against the flat pool, tuner HV@8 / HV@24 / pick +0.006 +/-
 // 0.009 / +0.003 +/- 0.005 / -0.001 +/- 0.001, four workers HV@24 +0.014
 // +/- 0.006 (p 0.02), HV@16 +0.024 +/- 0.008.
@@ -725,7 +725,8 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	d.kvBPT = 2 * float64(t.Model.Layers) * perRank * float64(t.Model.HeadDim) * elem
 	// The CUDA-graph pool: inside the budget from vLLM 0.21 (the KV cache
 	// gets less), on top of it before (peak VRAM is more).
-	graphGiB, inBudget := graphPoolGiB(t, cfg, d.seqs), graphInBudget(t)
+	eager := cfg.Has("enforce_eager") && cfg.Bool("enforce_eager")
+	graphGiB, inBudget := graphPoolGiB(t, d.seqs, eager), spaces.GraphInBudget(t.Version())
 	kvGiB := d.budgetGiB - d.weightsGiB
 	if inBudget {
 		kvGiB -= graphGiB
@@ -752,7 +753,7 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	if cfg.Has("async_scheduling") && !cfg.Bool("async_scheduling") {
 		hostFactor = 1.04
 	}
-	if cfg.Has("enforce_eager") && cfg.Bool("enforce_eager") {
+	if eager {
 		hostS = float64(t.Model.Layers) * 70e-6
 	}
 	stepWith := func(batch, extra float64) float64 {
@@ -844,40 +845,16 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	return d
 }
 
-// graphInBudgetSince is the vLLM release from which the memory profile
-// counts the CUDA-graph pool inside gpu_memory_utilization (reference:
-// "CUDA graph memory profiling is enabled (default since v0.21.0)");
-// before it the pool comes on top of the budget (0.10's log: "Actual
-// usage is ... and 3.45 GiB for CUDAGraph memory").
-const graphInBudgetSince = "0.21.0"
-
-// graphInBudget reports whether t's engine counts the graph pool in its
-// budget (an unknown version is spaces.DefaultEngineVersion's).
-func graphInBudget(t spaces.Target) bool {
-	v := t.EngineVersion
-	if v == "" {
-		v = spaces.DefaultEngineVersion
-	}
-	c, err := spaces.CompareVersions(v, graphInBudgetSince)
-	return err == nil && c >= 0
-}
-
 // graphPoolGiB is one GPU's CUDA-graph pool: none with enforce_eager,
-// else in proportion to the number of capture sizes (vLLM's [1, 2, 4] and
-// every 8 up to min(2 x max_num_seqs, 512)) and to layers x hidden,
-// anchored on the reference's Llama 8B log (67 sizes, 32 layers x 4096:
-// "Graph capturing finished in 21 secs, took 0.94 GiB").
-func graphPoolGiB(t spaces.Target, cfg spaces.Config, seqs float64) float64 {
-	if cfg.Has("enforce_eager") && cfg.Bool("enforce_eager") {
+// else in proportion to the number of capture sizes (spaces.CaptureSizes)
+// and to layers x hidden, anchored on the reference's Llama 8B log (67
+// sizes, 32 layers x 4096: "Graph capturing finished in 21 secs, took
+// 0.94 GiB").
+func graphPoolGiB(t spaces.Target, seqs float64, eager bool) float64 {
+	if eager {
 		return 0
 	}
-	largest := math.Min(2*seqs, 512)
-	n := math.Floor(largest / 8)
-	for _, s := range []float64{1, 2, 4} {
-		if s <= largest {
-			n++
-		}
-	}
+	n, _ := spaces.CaptureSizes(int(seqs))
 	const perUnitGiB = 0.94 / (67 * 32 * 4096)
-	return n * float64(t.Model.Layers) * float64(t.Model.Hidden) * perUnitGiB
+	return float64(n) * float64(t.Model.Layers) * float64(t.Model.Hidden) * perUnitGiB
 }

@@ -377,7 +377,7 @@ func TestDerivedGraphPool(t *testing.T) {
 		{"sizes 1, 2, 4, 8", 4, false, 0.94 * 4 / 67},
 		{"eager", 256, true, 0},
 	} {
-		if got := graphPoolGiB(tg, cfg(tc.seqs, tc.eager), float64(tc.seqs)); math.Abs(got-tc.want) > 1e-9 {
+		if got := graphPoolGiB(tg, float64(tc.seqs), tc.eager); math.Abs(got-tc.want) > 1e-9 {
 			t.Errorf("%s: %v GiB, want %v", tc.name, got, tc.want)
 		}
 	}
