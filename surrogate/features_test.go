@@ -311,12 +311,7 @@ func TestDerivedTTFT(t *testing.T) {
 // (Llama 8B on an H100, 96 chat clients, 900-token prompts: about 390
 // tokens per step against 416 at a budget of 512).
 func TestDerivedTPOTBudget(t *testing.T) {
-	tg := mustTarget(t, "Llama-3.1-8B", "H100", 1)
-	space := resolved(t, tg)
-	s := NewSchema(space)
-	w := chatWorkload(100)
-	w.Prompt = trial.LengthDist{Kind: "normal", Mean: 900, Std: 500, Min: 32, Max: 3500}
-	w.Arrival.Concurrency = 96
+	tg, space, s, w := h100LongChat(t, 100)
 	enc := s.Encoder(tg, w)
 	at := func(budget int) (tpot, ttft float64) {
 		t.Helper()
@@ -424,13 +419,8 @@ func TestDerivedGraphPool(t *testing.T) {
 // to 1,480 here (the engine's p99 request sees more long mixed steps than
 // the binomial spread gives), so its bound is looser.
 func TestRooflineTracksEngine(t *testing.T) {
-	tg := mustTarget(t, "Llama-3.1-8B", "H100", 1)
-	space := resolved(t, tg)
-	s := NewSchema(space)
-	w := chatWorkload(600)
-	w.Prompt = trial.LengthDist{Kind: "normal", Mean: 900, Std: 500, Min: 32, Max: 3500}
+	tg, space, s, w := h100LongChat(t, 600)
 	w.Output = trial.LengthDist{Kind: "normal", Mean: 128, Std: 60, Min: 8, Max: 512}
-	w.Arrival.Concurrency = 96
 	enc := s.Encoder(tg, w)
 	cfg := sim.DefaultConfig()
 	cfg.Target = tg
@@ -490,4 +480,17 @@ func TestRooflineTracksEngine(t *testing.T) {
 			t.Errorf("%s=%v: TPOT p99 ratio moved by %+.3f (log)", c.name, c.v, d)
 		}
 	}
+}
+
+// h100LongChat is Llama 8B on one H100 under 96 chat clients with
+// 900-token prompts (the 8B H100 chat evaluation scenario's shape): the
+// target, its resolved space and schema, and n requests.
+func h100LongChat(t *testing.T, n int) (spaces.Target, *spaces.Space, *Schema, trial.Workload) {
+	t.Helper()
+	tg := mustTarget(t, "Llama-3.1-8B", "H100", 1)
+	space := resolved(t, tg)
+	w := chatWorkload(n)
+	w.Prompt = trial.LengthDist{Kind: "normal", Mean: 900, Std: 500, Min: 32, Max: 3500}
+	w.Arrival.Concurrency = 96
+	return tg, space, NewSchema(space), w
 }
