@@ -240,7 +240,11 @@ const OtherContextAfter = 8
 // With surrogate's group scales (a baseline factor per context and
 // layout) the same change is neutral, not worth the earlier start
 // (2026-12-06, same command: 5.959 / 6.901 -> 5.975 / 6.883; 8B-H100 HV@8
-// 0.643 -> 0.597, Mistral 0.681 -> 0.724).
+// 0.643 -> 0.597, Mistral 0.681 -> 0.724). With the schema-4 roofline,
+// whose ratios sit at one level across contexts, still worse (2026-12-07,
+// tuner eval compare, tuner-warm, 10 seeds, from the 2nd own trial against
+// the 8th): HV@8 -0.042 +/- 0.020 (p 0.036; 8B A100 short -0.086, 8B H100
+// chat -0.060), HV@24 -0.011 +/- 0.009.
 func (s *SurrogateScorer) Fit(ctx context.Context, history []Observation) error {
 	if err := ctx.Err(); err != nil {
 		return err
