@@ -867,14 +867,15 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	// tokens, where the TPOT bound is met.
 	demand := d.batch * math.Max(c.PromptMean, 1) / outMean
 	mixed := math.Min(1, demand/piece) // share of the steps that carry prefill
-	meanStep := mixed*stepWith(d.batch, piece) + (1-mixed)*s
+	mixedStep := stepWith(d.batch, piece)
+	meanStep := mixed*mixedStep + (1-mixed)*s
 	// The p99 request: a request's TPOT averages its decode steps, and how
 	// many of them carry a prompt's piece varies from request to request
 	// (binomially, over outMean steps), so the slowest 1% see z = 2.33
 	// standard deviations more of them. Larger budgets make fewer but
 	// longer mixed steps, and this spread is what makes TPOT p99 rise with
 	// the budget once the mean step no longer does.
-	spread := (stepWith(d.batch, piece) - s) * math.Sqrt(mixed*(1-mixed)/outMean)
+	spread := (mixedStep - s) * math.Sqrt(mixed*(1-mixed)/outMean)
 	d.tpotMS = 1000 * (meanStep + 2.33*spread)
 	// Output throughput: the decodes a step serves over the mean step, the
 	// one TPOT sees, not a decode-only step. A closed loop decodes only the
