@@ -53,7 +53,11 @@ const bisectResolution = 0.03
 // 7.827, par4 6.607): every second late bisection from the feasible config
 // of highest throughput toward an infeasible one of higher throughput, for
 // the picks: 5.725 / 6.625 / 7.834, par4 6.515 (Qwen 7B par4 0.845 ->
-// 0.771).
+// 0.771). Re-measured on the schema-4 roofline, seed by seed (2026-12-07,
+// tuner eval compare, 20 seeds, the pick's partner any infeasible trial of
+// higher throughput): tuner pick -0.0001 +/- 0.0003, HV@24 -0.005 +/-
+// 0.003; four workers pick +0.0010 +/- 0.0005 (Qwen 7B +0.007), HV@24
+// +0.002 +/- 0.005: still out.
 //
 // Boxes are measured against the objectives' fixed worst point as it is
 // (exactRef: 0 tok/s, the SLO's latency limit, all GPU memory), the point
