@@ -164,6 +164,10 @@ func (s *Server) fire(ctx context.Context, sc store.Schedule, now time.Time) (ti
 	s.mu.Lock()
 	f, err = s.db.FireSchedule(ctx, sc.ID, f, next, job)
 	if err == nil {
+		// Counted before the event goes out: a client that saw the firing
+		// and then read /metrics found the counter one short (the service
+		// test, under load).
+		s.metrics.firings.WithLabelValues(sc.Name, string(f.Outcome)).Inc()
 		ev := Event{Job: f.Job, Schedule: sc.ID, Line: fmt.Sprintf("schedule %s fired for %s: %s", sc.Name, f.Slot.Format(time.RFC3339), f.Outcome)}
 		if f.Reason != "" {
 			ev.Line += " (" + f.Reason + ")"
@@ -187,7 +191,6 @@ func (s *Server) fire(ctx context.Context, sc store.Schedule, now time.Time) (ti
 	if f.Job != "" {
 		s.poke()
 	}
-	s.metrics.firings.WithLabelValues(sc.Name, string(f.Outcome)).Inc()
 	log.Info("schedule fired", "slot", f.Slot, "outcome", f.Outcome, "job", f.Job, "catch_up", f.CatchUp, "reason", f.Reason)
 	if f.Outcome == store.FireFailed {
 		s.sendAlert(alert.Event{Kind: alert.KindRunFailed, Severity: "warning", Summary: fmt.Sprintf("schedule %s could not queue its job: %s", sc.Name, f.Reason),
