@@ -107,20 +107,21 @@ func (s *Space) Resolve(t Target) (*Space, error) {
 	if t.GPUCount <= 0 {
 		t.GPUCount = 1
 	}
-	if _, err := parseVersion(t.Version()); err != nil {
+	version := t.Version()
+	if _, err := parseVersion(version); err != nil {
 		return nil, fmt.Errorf("engine version: %w", err)
 	}
 	r := s.clone()
 	r.target = &t
 	kept := r.Params[:0]
 	for _, p := range r.Params {
-		if p.Extra && p.Active() && !inVersionRange(t.Version(), p.Since, p.Until) {
+		if p.Extra && p.Active() && !inVersionRange(version, p.Since, p.Until) {
 			// The user asked for this flag by name: dropping it silently
 			// would tune something else than they asked.
 			return nil, fmt.Errorf("%w: the space adds %s, which vLLM %s does not have (%s)",
-				ErrFlagVersion, FlagName(p.Name), t.Version(), VLLMFlag{Since: p.Since, Until: p.Until}.Versions())
+				ErrFlagVersion, FlagName(p.Name), version, VLLMFlag{Since: p.Since, Until: p.Until}.Versions())
 		}
-		if inVersionRange(t.Version(), p.Since, p.Until) {
+		if inVersionRange(version, p.Since, p.Until) {
 			kept = append(kept, p)
 		}
 	}

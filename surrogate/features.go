@@ -773,8 +773,10 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	// bandwidth with CUDA graphs. At peak rates compute looked 2.2x cheaper
 	// next to the reads than it is, which bent the ratios the trees learn
 	// along every axis that moves a step between the two regimes.
-	flops := t.GPU.BF16TFLOPS * 1e12 * gemmEff
-	bw := t.GPU.BandwidthGBs * 1e9 * memEff
+	// At least 1 FLOP/s and 1 B/s: a GPU profile without the figure
+	// divides by it.
+	flops := math.Max(t.GPU.BF16TFLOPS*1e12*gemmEff, 1)
+	bw := math.Max(t.GPU.BandwidthGBs*1e9*memEff, 1)
 	weightsB := t.Model.WeightBytes() / d.tp
 	perTokFlops := 2 * t.Model.ParamsB * 1e9 / d.tp
 	// stepWith is the seconds of one replica's step decoding batch sequences
@@ -795,8 +797,8 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	// attention reads every sequence's KV cache in kernels of its own, so
 	// its time adds rather than hiding under the GEMMs'.
 	stepWith := func(batch, extra float64) float64 {
-		gemm := math.Max(weightsB/math.Max(bw, 1), (batch+extra)*perTokFlops/math.Max(flops, 1))
-		attn := batch * d.ctxMean * d.kvBPT / math.Max(bw, 1)
+		gemm := math.Max(weightsB/bw, (batch+extra)*perTokFlops/flops)
+		attn := batch * d.ctxMean * d.kvBPT / bw
 		return (gemm+attn)*hostFactor + hostS
 	}
 	step := func(batch float64) float64 { return stepWith(batch, 0) }
@@ -819,7 +821,7 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	d.batch = math.Max(batch, 1)
 	s := step(d.batch)
 	d.stepMS = s * 1000
-	d.prefill1kMS = 1000 * perTokFlops / math.Max(flops, 1) * 1000
+	d.prefill1kMS = 1000 * perTokFlops / flops * 1000
 
 	// TTFT: the wait for a free sequence slot, then the prompt's prefill in
 	// chunks of what the step's token budget leaves beside the decodes.
@@ -844,7 +846,7 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	}
 	steps := math.Ceil(prompt / chunk)
 	piece := math.Min(chunk, prompt)
-	perChunkMS := piece * perTokFlops / math.Max(flops, 1) * 1000
+	perChunkMS := piece * perTokFlops / flops * 1000
 	d.ttftMS = d.queueMS + steps*(d.stepMS+perChunkMS)
 
 	// Measured and dropped: long_prefill_token_threshold in the prefill

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vllm-tuner/tuner/sim"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/trial"
 )
@@ -66,15 +65,12 @@ func TestEncodeValues(t *testing.T) {
 	tg := mustTarget(t, "Llama-3.1-8B", "H100", 1)
 	space := resolved(t, tg)
 	w := chatWorkload(100)
-	cfg, err := space.Normalize(spaces.NewConfig(map[string]spaces.Value{
+	cfg := normalized(t, space, map[string]spaces.Value{
 		"max_num_seqs":           spaces.IntValue(128),
 		"gpu_memory_utilization": spaces.FloatValue(0.8),
 		"kv_cache_dtype":         spaces.StringValue("fp8"),
 		"enforce_eager":          spaces.BoolValue(true),
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	s := NewSchema(space)
 	x := Encode(space, tg, w, cfg)
 	get := func(name string) float64 {
@@ -257,14 +253,11 @@ func TestDerivedTTFT(t *testing.T) {
 	enc := s.Encoder(tg, w)
 	at := func(seqs, budget int, chunked bool) (queue, ttft, e2el float64) {
 		t.Helper()
-		c, err := space.Normalize(spaces.NewConfig(map[string]spaces.Value{
+		c := normalized(t, space, map[string]spaces.Value{
 			"max_num_seqs":           spaces.IntValue(seqs),
 			"max_num_batched_tokens": spaces.IntValue(budget),
 			"enable_chunked_prefill": spaces.BoolValue(chunked),
-		}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		})
 		x := enc.Encode(c)
 		return x[s.Index("derived.est_queue_ms")], math.Exp(x[s.Index("derived.est_ttft_ms")]), math.Exp(x[s.Index("derived.est_e2el_ms")])
 	}
@@ -315,13 +308,10 @@ func TestDerivedTPOTBudget(t *testing.T) {
 	enc := s.Encoder(tg, w)
 	at := func(budget int) (tpot, ttft float64) {
 		t.Helper()
-		c, err := space.Normalize(spaces.NewConfig(map[string]spaces.Value{
+		c := normalized(t, space, map[string]spaces.Value{
 			"max_num_seqs":           spaces.IntValue(96),
 			"max_num_batched_tokens": spaces.IntValue(budget),
-		}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		})
 		x := enc.Encode(c)
 		return math.Exp(x[s.Index("derived.est_tpot_ms")]), math.Exp(x[s.Index("derived.est_ttft_ms")])
 	}
@@ -354,14 +344,11 @@ func TestDerivedGraphPool(t *testing.T) {
 	s := NewSchema(space)
 	cfg := func(seqs int, eager bool) spaces.Config {
 		t.Helper()
-		c, err := space.Normalize(spaces.NewConfig(map[string]spaces.Value{
+		c := normalized(t, space, map[string]spaces.Value{
 			"max_num_seqs":           spaces.IntValue(seqs),
 			"enforce_eager":          spaces.BoolValue(eager),
 			"gpu_memory_utilization": spaces.FloatValue(0.9),
-		}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		})
 		return c
 	}
 	for _, tc := range []struct {
@@ -422,13 +409,7 @@ func TestRooflineTracksEngine(t *testing.T) {
 	tg, space, s, w := h100LongChat(t, 600)
 	w.Output = trial.LengthDist{Kind: "normal", Mean: 128, Std: 60, Min: 8, Max: 512}
 	enc := s.Encoder(tg, w)
-	cfg := sim.DefaultConfig()
-	cfg.Target = tg
-	cfg.Noise = false
-	run, err := sim.NewRunner(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := simRunner(t, tg, false, 0)
 	base := map[string]spaces.Value{
 		"max_num_seqs":           spaces.IntValue(86),
 		"max_num_batched_tokens": spaces.IntValue(814),
@@ -444,10 +425,7 @@ func TestRooflineTracksEngine(t *testing.T) {
 		if name != "" {
 			m[name] = v
 		}
-		c, err := space.Normalize(spaces.NewConfig(m))
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := normalized(t, space, m)
 		res, err := run.Run(context.Background(), c, w)
 		if err != nil || !res.Usable() {
 			t.Fatalf("%s=%v: engine run failed: %v %s", name, v, err, res.Failure)

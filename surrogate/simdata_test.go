@@ -70,10 +70,7 @@ func randomConfig(t testing.TB, s *spaces.Space, r *rand.Rand, keep func(spaces.
 			}
 			m[p.Name] = p.FromFloat(f)
 		}
-		c, err := s.Normalize(spaces.NewConfig(m))
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := normalized(t, s, m)
 		if s.Validate(c) != nil || keep != nil && !keep(c) {
 			continue
 		}
@@ -87,14 +84,7 @@ func randomConfig(t testing.TB, s *spaces.Space, r *rand.Rand, keep func(spaces.
 func simSamples(t testing.TB, tg spaces.Target, w trial.Workload, n int, seed uint64, keep func(spaces.Config) bool) []Sample {
 	t.Helper()
 	s := resolved(t, tg)
-	cfg := sim.DefaultConfig()
-	cfg.Target = tg
-	cfg.Noise = true
-	cfg.Seed = seed
-	run, err := sim.NewRunner(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := simRunner(t, tg, true, seed)
 	r := rand.New(rand.NewPCG(seed, 11))
 	out := make([]Sample, 0, n)
 	for i := 0; i < n; i++ {
@@ -117,4 +107,29 @@ func simMatrix(t testing.TB, tg spaces.Target, ss []Sample) *Matrix {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// simRunner is the virtual runner of tg, with the simulator's step noise
+// (seeded) or without it.
+func simRunner(t testing.TB, tg spaces.Target, noise bool, seed uint64) *sim.Runner {
+	t.Helper()
+	cfg := sim.DefaultConfig()
+	cfg.Target = tg
+	cfg.Noise = noise
+	cfg.Seed = seed
+	run, err := sim.NewRunner(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
+// normalized is the config of space with m set and the rest at defaults.
+func normalized(t testing.TB, space *spaces.Space, m map[string]spaces.Value) spaces.Config {
+	t.Helper()
+	c, err := space.Normalize(spaces.NewConfig(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
