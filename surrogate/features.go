@@ -25,7 +25,8 @@ import (
 //
 // 5: a mixed step carries several waiting prompts, up to the room beside the
 // decodes, where the steady demand is more than one prompt; a closed loop's
-// decode batch is at most what the token budget keeps fed.
+// decode batch is at most what the token budget keeps fed; GEMMs less
+// efficient on small steps; a MoE's compute on its active parameters.
 const SchemaVersion = 5
 
 // Feature kinds.
@@ -730,7 +731,19 @@ func targetMaxLen(t spaces.Target, cfg spaces.Config) int {
 // the throughput ratio moved by 0.65 along the budget, now 0.34; the axis
 // sum 3.12 -> 2.63): tuner HV@8 +0.005 +/- 0.002 (p 0.03; 18 seeds better,
 // 2 worse), HV@24 +0.0003 +/- 0.0006, four workers' pick +0.0005 +/-
-// 0.0002 (p 0.02), HV@8 +0.015 +/- 0.009.
+// 0.0002 (p 0.02), HV@8 +0.015 +/- 0.009. Alone it lowered
+// TestSimSearchBeatsRandom's workload (8B H100, 128 clients, 576-token
+// prompts: the engine's throughput rises 26% from a 512- to a 2,048-token
+// budget, the estimate's stayed flat) from 444k to 394k mean HV; with the
+// two below it is 527k. Those two: the GEMMs' efficiency falling on small
+// steps (gemmHalfTokens; the TPOT axis sum 4.30 -> 3.71) and a MoE's
+// compute on its active parameters (it ran on all of Mixtral's, 3.6x).
+// The three against the piece alone, 20 seeds: tuner HV@8 / HV@24 / pick
+// +0.005 +/- 0.011 / +0.004 +/- 0.005 / +0.0004 +/- 0.0009 (Qwen 7B pick
+// +0.006 +/- 0.001, 18 seeds better; A100 short HV@8 +0.022 +/- 0.006),
+// four workers +0.003 / +0.004 / -0.001; gemmHalfTokens without the
+// active parameters cost Mixtral's HV@8 0.157 +/- 0.071, with them 0.053
+// +/- 0.041.
 //
 // Measured and dropped the same way (2026-12-07, tuner eval compare's
 // paired means of HV@24 / HV@8 over 10 seeds against main 3de630f): TP's
@@ -793,7 +806,8 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	}
 
 	// The reference's step model (vllm.md 5.1-5.2): GEMMs reach about
-	// gemmEff of dense peak, weight and KV reads about memEff of HBM
+	// gemmEff of dense peak on large steps (less on small ones, see
+	// gemmHalfTokens), weight and KV reads about memEff of HBM
 	// bandwidth with CUDA graphs. At peak rates compute looked 2.2x cheaper
 	// next to the reads than it is, which bent the ratios the trees learn
 	// along every axis that moves a step between the two regimes.
@@ -802,7 +816,11 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	flops := math.Max(t.GPU.BF16TFLOPS*1e12*gemmEff, 1)
 	bw := math.Max(t.GPU.BandwidthGBs*1e9*memEff, 1)
 	weightsB := t.Model.WeightBytes() / d.tp
-	perTokFlops := 2 * t.Model.ParamsB * 1e9 / d.tp
+	// A token's GEMMs go through the parameters it is routed to: all of a
+	// dense model's, the shared ones and k experts' of a MoE (Mixtral 8x7B:
+	// 12.9 of 46.7 billion); the weight reads stay all of them, since a
+	// batch of more than a few tokens touches every expert.
+	perTokFlops := 2 * t.Model.ActiveParams() * 1e9 / d.tp
 	// stepWith is the seconds of one replica's step decoding batch sequences
 	// with extra prompt tokens beside them; step a decode-only one.
 	// Host time a step adds: without async scheduling vLLM's CPU
@@ -821,7 +839,7 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	// attention reads every sequence's KV cache in kernels of its own, so
 	// its time adds rather than hiding under the GEMMs'.
 	stepWith := func(batch, extra float64) float64 {
-		gemm := math.Max(weightsB/bw, (batch+extra)*perTokFlops/flops)
+		gemm := math.Max(weightsB/bw, (batch+extra+gemmHalfTokens)*perTokFlops/flops)
 		attn := batch * d.ctxMean * d.kvBPT / bw
 		return (gemm+attn)*hostFactor + hostS
 	}
@@ -939,6 +957,13 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 
 // Efficiencies of the roofline step (see newDerived).
 const gemmEff, memEff = 0.45, 0.8
+
+// gemmHalfTokens is where a step's GEMMs reach half of gemmEff: small-M
+// GEMMs use the tensor cores poorly, mfu(N) = gemmEff x N / (N + 128)
+// (reference 5.2), so N tokens take the time of N + 128 at gemmEff. It is
+// what makes a larger token budget cheaper per prompt token: fewer, fuller
+// mixed steps.
+const gemmHalfTokens = 128
 
 // graphPoolGiB is one GPU's CUDA-graph pool: none with enforce_eager,
 // else in proportion to the number of capture sizes (spaces.CaptureSizes)

@@ -402,9 +402,11 @@ func TestDerivedGraphPool(t *testing.T) {
 // schema 3 (peak rates, attention under the GEMMs' max, throughput over a
 // decode-only step) the throughput ratio moved by +0.45 (log) at 43
 // sequences, +0.25 with enforce_eager and +0.16 with a bf16 KV cache; now
-// by 0.06 at most. TPOT p99 still bends by about 0.25 from a budget of 814
+// by 0.06 at most. TPOT p99 still bends by about 0.3 from a budget of 814
 // to 1,480 here (the engine's p99 request sees more long mixed steps than
-// the binomial spread gives), so its bound is looser.
+// the binomial spread gives; 0.25 before schema 5's small-step GEMM
+// efficiency, whose reference value of 128 tokens is steeper than this
+// engine's), so its bound is looser.
 func TestRooflineTracksEngine(t *testing.T) {
 	tg, space, s, w := h100LongChat(t, 600)
 	w.Output = trial.LengthDist{Kind: "normal", Mean: 128, Std: 60, Min: 8, Max: 512}
@@ -448,7 +450,7 @@ func TestRooflineTracksEngine(t *testing.T) {
 		{"enforce_eager", spaces.BoolValue(true)},
 		{"kv_cache_dtype", spaces.StringValue("auto")},
 	}
-	const thrTol, tpotTol = 0.1, 0.3 // log
+	const thrTol, tpotTol = 0.1, 0.35 // log
 	for _, c := range cases {
 		thr, tpot := logRatios(c.name, c.v)
 		if d := thr - thr0; math.Abs(d) > thrTol {
