@@ -736,8 +736,9 @@ func targetMaxLen(t spaces.Target, cfg spaces.Config) int {
 // prompts: the engine's throughput rises 26% from a 512- to a 2,048-token
 // budget, the estimate's stayed flat) from 444k to 394k mean HV; with the
 // two below it is 527k. Those two: the GEMMs' efficiency falling on small
-// steps (gemmHalfTokens; the TPOT axis sum 4.30 -> 3.71) and a MoE's
-// compute on its active parameters (it ran on all of Mixtral's, 3.6x).
+// steps (gemmHalfTokens) and a MoE's compute on its active parameters (it
+// ran on all of Mixtral's, 3.6x). With all four the axis sums fell 3.22 ->
+// 2.46 (throughput) and 4.92 -> 3.65 (TPOT p99).
 // The three against the piece alone, 20 seeds: tuner HV@8 / HV@24 / pick
 // +0.005 +/- 0.011 / +0.004 +/- 0.005 / +0.0004 +/- 0.0009 (Qwen 7B pick
 // +0.006 +/- 0.001, 18 seeds better; A100 short HV@8 +0.022 +/- 0.006),
