@@ -889,7 +889,8 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	room := math.Max(16, budget-d.batch) // prompt tokens a step lets in beside the decodes
 	chunk := room
 	prompt := math.Max(1, c.PromptP90)
-	if cfg.Has("enable_chunked_prefill") && !cfg.Bool("enable_chunked_prefill") {
+	whole := cfg.Has("enable_chunked_prefill") && !cfg.Bool("enable_chunked_prefill")
+	if whole {
 		chunk = prompt // a whole prompt per step, or none
 	}
 	steps := math.Ceil(prompt / chunk)
@@ -922,7 +923,7 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	// whole budget; vLLM's scheduler admits waiting prompts until it is
 	// spent). Without chunked prefill only whole prompts fit.
 	load := math.Min(room, math.Max(piece, demand))
-	if chunk == prompt {
+	if whole {
 		load = math.Max(prompt, math.Min(room, demand))
 	}
 	mixed := math.Min(1, demand/load) // share of the steps that carry prefill
