@@ -847,7 +847,7 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	step := func(batch float64) float64 { return stepWith(batch, 0) }
 	capacity := math.Min(d.seqs, d.kvTokens/d.ctxMean)
 	capacity = math.Max(capacity, 1)
-	outMean := math.Max(c.OutputMean, 1)
+	outMean, promptMean := math.Max(c.OutputMean, 1), math.Max(c.PromptMean, 1)
 	budget := cfgOr(cfg, "max_num_batched_tokens", 8192)
 	batch := capacity
 	switch {
@@ -856,7 +856,7 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 		// b decodes finish b / output sequences a step, whose replacements
 		// bring b x prompt / output prompt tokens, and b plus those fit in
 		// the budget. The clients beyond wait in the prefill queue.
-		fed := budget * outMean / (outMean + math.Max(c.PromptMean, 1))
+		fed := budget * outMean / (outMean + promptMean)
 		batch = math.Min(math.Min(capacity, c.Concurrency/d.dp), fed)
 	case c.Rate > 0:
 		// Little's law: in flight = rate x (output tokens x step time);
@@ -889,8 +889,7 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	room := math.Max(16, budget-d.batch) // prompt tokens a step lets in beside the decodes
 	chunk := room
 	prompt := math.Max(1, c.PromptP90)
-	whole := cfg.Has("enable_chunked_prefill") && !cfg.Bool("enable_chunked_prefill")
-	if whole {
+	if cfg.Has("enable_chunked_prefill") && !cfg.Bool("enable_chunked_prefill") {
 		chunk = prompt // a whole prompt per step, or none
 	}
 	steps := math.Ceil(prompt / chunk)
@@ -916,16 +915,14 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	// steps and TPOT rises with it, which a decode-only step cannot say: the
 	// near-best configs of most evaluation fronts sit at budgets of 512-900
 	// tokens, where the TPOT bound is met.
-	demand := d.batch * math.Max(c.PromptMean, 1) / outMean
+	demand := d.batch * promptMean / outMean
 	// A mixed step carries what the waiting prompts bring: one prompt's
 	// piece, or several prompts up to the room when the steady demand is
 	// more than one prompt (a closed loop of many short requests packs the
 	// whole budget; vLLM's scheduler admits waiting prompts until it is
-	// spent). Without chunked prefill only whole prompts fit.
-	load := math.Min(room, math.Max(piece, demand))
-	if whole {
-		load = math.Max(prompt, math.Min(room, demand))
-	}
+	// spent). At least one piece, which without chunked prefill is a
+	// whole prompt even where that is more than the room.
+	load := math.Max(piece, math.Min(room, demand))
 	mixed := math.Min(1, demand/load) // share of the steps that carry prefill
 	mixedStep := stepWith(d.batch, load)
 	meanStep := mixed*mixedStep + (1-mixed)*s
@@ -941,7 +938,7 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	// one TPOT sees, not a decode-only step. A closed loop decodes only the
 	// sequences whose prompts the budget let in: load x output / prompt
 	// tokens per step at most.
-	served := math.Min(d.batch, load*outMean/math.Max(c.PromptMean, 1))
+	served := math.Min(d.batch, load*outMean/promptMean)
 	d.tps = d.dp * served / meanStep
 	if c.Rate > 0 {
 		d.tps = math.Min(d.tps, c.Rate*outMean)
