@@ -153,14 +153,11 @@ func TestBisectExactReference(t *testing.T) {
 // token budget of tokens and the fp8 KV cache.
 func bisectObs(t *testing.T, sp *spaces.Space, seqs, tokens int, thr, ttft, tpot float64) Observation {
 	t.Helper()
-	c, err := sp.Normalize(spaces.NewConfig(map[string]spaces.Value{
+	c := normalized(t, sp, map[string]spaces.Value{
 		"max_num_seqs":           spaces.IntValue(seqs),
 		"max_num_batched_tokens": spaces.IntValue(tokens),
 		"kv_cache_dtype":         spaces.StringValue("fp8"),
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	m := trial.Metrics{Completed: 100, OutputThroughput: thr,
 		TTFT: trial.Dist{P99: ttft}, TPOT: trial.Dist{P99: tpot}, ITL: trial.Dist{P99: tpot}, E2EL: trial.Dist{P99: ttft + 200*tpot}}
 	return Observation{Config: c, Result: &trial.Result{Status: trial.StatusOK, Levels: []trial.Level{{Metrics: m}}, PeakVRAMGiB: 60}}

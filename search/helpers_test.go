@@ -202,14 +202,20 @@ func (b ttftBound) ttft(seqs int) float64 {
 func (b ttftBound) tpot(seqs int) float64 { return 10 + float64(seqs)/10 }
 
 func (b ttftBound) cfg(seqs int) spaces.Config {
-	c, err := b.sp.Normalize(spaces.NewConfig(map[string]spaces.Value{
+	return normalized(b.t, b.sp, map[string]spaces.Value{
 		"max_num_seqs":           spaces.IntValue(seqs),
 		"max_num_batched_tokens": spaces.IntValue(4096),
 		"gpu_memory_utilization": spaces.FloatValue(0.7),
 		"kv_cache_dtype":         spaces.StringValue("fp8"),
-	}))
+	})
+}
+
+// normalized is the config of sp with m set and the rest at defaults.
+func normalized(t testing.TB, sp *spaces.Space, m map[string]spaces.Value) spaces.Config {
+	t.Helper()
+	c, err := sp.Normalize(spaces.NewConfig(m))
 	if err != nil {
-		b.t.Fatal(err)
+		t.Fatal(err)
 	}
 	return c
 }

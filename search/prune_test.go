@@ -24,10 +24,7 @@ func randomHistory(t testing.TB, s *spaces.Space, n int, seed uint64, run func(s
 		for _, d := range dimsOf(s) {
 			m[d.p.Name] = d.fromUnit(r.Float64())
 		}
-		c, err := s.Normalize(spaces.NewConfig(m))
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := normalized(t, s, m)
 		if s.Validate(c) != nil {
 			continue
 		}

@@ -16,16 +16,13 @@ func TestRelayout(t *testing.T) {
 	// Static pruning rules out TP 1 (the weights do not fit one GPU).
 	sp, _ := Prune(testSpace(t, "Qwen2-72B", "H200-141GB", 8), nil, DefaultPruneOptions())
 	cfg := func(tp, dp, seqs int) spaces.Config {
-		c, err := sp.Normalize(spaces.NewConfig(map[string]spaces.Value{
+		c := normalized(t, sp, map[string]spaces.Value{
 			"tensor_parallel_size":   spaces.IntValue(tp),
 			"data_parallel_size":     spaces.IntValue(dp),
 			"max_num_seqs":           spaces.IntValue(seqs),
 			"max_num_batched_tokens": spaces.IntValue(2048),
 			"kv_cache_dtype":         spaces.StringValue("fp8"),
-		}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		})
 		if err := sp.Validate(c); err != nil {
 			t.Fatal(err)
 		}

@@ -140,8 +140,8 @@ func TestDerivedFeaturesMonotone(t *testing.T) {
 	space := resolved(t, tg)
 	s := NewSchema(space)
 	enc := s.Encoder(tg, chatWorkload(100))
-	c1, _ := space.Normalize(spaces.NewConfig(map[string]spaces.Value{"tensor_parallel_size": spaces.IntValue(2)}))
-	c2, _ := space.Normalize(spaces.NewConfig(map[string]spaces.Value{"tensor_parallel_size": spaces.IntValue(4)}))
+	c1 := normalized(t, space, map[string]spaces.Value{"tensor_parallel_size": spaces.IntValue(2)})
+	c2 := normalized(t, space, map[string]spaces.Value{"tensor_parallel_size": spaces.IntValue(4)})
 	a, b := enc.Encode(c1), enc.Encode(c2)
 	if a[s.Index("derived.weights_per_gpu_gib")] <= b[s.Index("derived.weights_per_gpu_gib")] {
 		t.Error("weights per GPU did not fall with TP")
