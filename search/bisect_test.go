@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/spaces/spacestest"
 	"github.com/vllm-tuner/tuner/store"
 	"github.com/vllm-tuner/tuner/trial"
 )
@@ -153,7 +154,7 @@ func TestBisectExactReference(t *testing.T) {
 // token budget of tokens and the fp8 KV cache.
 func bisectObs(t *testing.T, sp *spaces.Space, seqs, tokens int, thr, ttft, tpot float64) Observation {
 	t.Helper()
-	c := normalized(t, sp, map[string]spaces.Value{
+	c := spacestest.Normalized(t, sp, map[string]spaces.Value{
 		"max_num_seqs":           spaces.IntValue(seqs),
 		"max_num_batched_tokens": spaces.IntValue(tokens),
 		"kv_cache_dtype":         spaces.StringValue("fp8"),

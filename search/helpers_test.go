@@ -7,6 +7,7 @@ import (
 
 	"github.com/vllm-tuner/tuner/pareto"
 	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/spaces/spacestest"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -202,22 +203,12 @@ func (b ttftBound) ttft(seqs int) float64 {
 func (b ttftBound) tpot(seqs int) float64 { return 10 + float64(seqs)/10 }
 
 func (b ttftBound) cfg(seqs int) spaces.Config {
-	return normalized(b.t, b.sp, map[string]spaces.Value{
+	return spacestest.Normalized(b.t, b.sp, map[string]spaces.Value{
 		"max_num_seqs":           spaces.IntValue(seqs),
 		"max_num_batched_tokens": spaces.IntValue(4096),
 		"gpu_memory_utilization": spaces.FloatValue(0.7),
 		"kv_cache_dtype":         spaces.StringValue("fp8"),
 	})
-}
-
-// normalized is the config of sp with m set and the rest at defaults.
-func normalized(t testing.TB, sp *spaces.Space, m map[string]spaces.Value) spaces.Config {
-	t.Helper()
-	c, err := sp.Normalize(spaces.NewConfig(m))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
 
 func (b ttftBound) result(seqs int) *trial.Result {

@@ -11,6 +11,7 @@ import (
 	"github.com/vllm-tuner/tuner/pareto"
 	"github.com/vllm-tuner/tuner/sim"
 	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/spaces/spacestest"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -24,7 +25,7 @@ func randomHistory(t testing.TB, s *spaces.Space, n int, seed uint64, run func(s
 		for _, d := range dimsOf(s) {
 			m[d.p.Name] = d.fromUnit(r.Float64())
 		}
-		c := normalized(t, s, m)
+		c := spacestest.Normalized(t, s, m)
 		if s.Validate(c) != nil {
 			continue
 		}

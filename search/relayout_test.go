@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/spaces/spacestest"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -16,7 +17,7 @@ func TestRelayout(t *testing.T) {
 	// Static pruning rules out TP 1 (the weights do not fit one GPU).
 	sp, _ := Prune(testSpace(t, "Qwen2-72B", "H200-141GB", 8), nil, DefaultPruneOptions())
 	cfg := func(tp, dp, seqs int) spaces.Config {
-		c := normalized(t, sp, map[string]spaces.Value{
+		c := spacestest.Normalized(t, sp, map[string]spaces.Value{
 			"tensor_parallel_size":   spaces.IntValue(tp),
 			"data_parallel_size":     spaces.IntValue(dp),
 			"max_num_seqs":           spaces.IntValue(seqs),

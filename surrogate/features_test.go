@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/spaces/spacestest"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -65,7 +66,7 @@ func TestEncodeValues(t *testing.T) {
 	tg := mustTarget(t, "Llama-3.1-8B", "H100", 1)
 	space := resolved(t, tg)
 	w := chatWorkload(100)
-	cfg := normalized(t, space, map[string]spaces.Value{
+	cfg := spacestest.Normalized(t, space, map[string]spaces.Value{
 		"max_num_seqs":           spaces.IntValue(128),
 		"gpu_memory_utilization": spaces.FloatValue(0.8),
 		"kv_cache_dtype":         spaces.StringValue("fp8"),
@@ -140,8 +141,8 @@ func TestDerivedFeaturesMonotone(t *testing.T) {
 	space := resolved(t, tg)
 	s := NewSchema(space)
 	enc := s.Encoder(tg, chatWorkload(100))
-	c1 := normalized(t, space, map[string]spaces.Value{"tensor_parallel_size": spaces.IntValue(2)})
-	c2 := normalized(t, space, map[string]spaces.Value{"tensor_parallel_size": spaces.IntValue(4)})
+	c1 := spacestest.Normalized(t, space, map[string]spaces.Value{"tensor_parallel_size": spaces.IntValue(2)})
+	c2 := spacestest.Normalized(t, space, map[string]spaces.Value{"tensor_parallel_size": spaces.IntValue(4)})
 	a, b := enc.Encode(c1), enc.Encode(c2)
 	if a[s.Index("derived.weights_per_gpu_gib")] <= b[s.Index("derived.weights_per_gpu_gib")] {
 		t.Error("weights per GPU did not fall with TP")
@@ -253,7 +254,7 @@ func TestDerivedTTFT(t *testing.T) {
 	enc := s.Encoder(tg, w)
 	at := func(seqs, budget int, chunked bool) (queue, ttft, e2el float64) {
 		t.Helper()
-		c := normalized(t, space, map[string]spaces.Value{
+		c := spacestest.Normalized(t, space, map[string]spaces.Value{
 			"max_num_seqs":           spaces.IntValue(seqs),
 			"max_num_batched_tokens": spaces.IntValue(budget),
 			"enable_chunked_prefill": spaces.BoolValue(chunked),
@@ -308,7 +309,7 @@ func TestDerivedTPOTBudget(t *testing.T) {
 	enc := s.Encoder(tg, w)
 	at := func(budget int) (tpot, ttft float64) {
 		t.Helper()
-		c := normalized(t, space, map[string]spaces.Value{
+		c := spacestest.Normalized(t, space, map[string]spaces.Value{
 			"max_num_seqs":           spaces.IntValue(96),
 			"max_num_batched_tokens": spaces.IntValue(budget),
 		})
@@ -344,7 +345,7 @@ func TestDerivedGraphPool(t *testing.T) {
 	s := NewSchema(space)
 	cfg := func(seqs int, eager bool) spaces.Config {
 		t.Helper()
-		c := normalized(t, space, map[string]spaces.Value{
+		c := spacestest.Normalized(t, space, map[string]spaces.Value{
 			"max_num_seqs":           spaces.IntValue(seqs),
 			"enforce_eager":          spaces.BoolValue(eager),
 			"gpu_memory_utilization": spaces.FloatValue(0.9),
@@ -427,7 +428,7 @@ func TestRooflineTracksEngine(t *testing.T) {
 		if name != "" {
 			m[name] = v
 		}
-		c := normalized(t, space, m)
+		c := spacestest.Normalized(t, space, m)
 		res, err := run.Run(context.Background(), c, w)
 		if err != nil || !res.Usable() {
 			t.Fatalf("%s=%v: engine run failed: %v %s", name, v, err, res.Failure)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/vllm-tuner/tuner/sim"
 	"github.com/vllm-tuner/tuner/spaces"
+	"github.com/vllm-tuner/tuner/spaces/spacestest"
 	"github.com/vllm-tuner/tuner/trial"
 )
 
@@ -70,7 +71,7 @@ func randomConfig(t testing.TB, s *spaces.Space, r *rand.Rand, keep func(spaces.
 			}
 			m[p.Name] = p.FromFloat(f)
 		}
-		c := normalized(t, s, m)
+		c := spacestest.Normalized(t, s, m)
 		if s.Validate(c) != nil || keep != nil && !keep(c) {
 			continue
 		}
@@ -122,14 +123,4 @@ func simRunner(t testing.TB, tg spaces.Target, noise bool, seed uint64) *sim.Run
 		t.Fatal(err)
 	}
 	return run
-}
-
-// normalized is the config of space with m set and the rest at defaults.
-func normalized(t testing.TB, space *spaces.Space, m map[string]spaces.Value) spaces.Config {
-	t.Helper()
-	c, err := space.Normalize(spaces.NewConfig(m))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
 }
