@@ -79,9 +79,18 @@ type ProposerConfig struct {
 	// 6.862 -> 4.716 / 6.703 (70B 0.892 -> 0.783).
 	Candidates int
 	// MinScreenHistory is the number of usable observations of this
-	// context before screening (default 2: the surrogate learns the ratio
-	// to its roofline estimate, so two trials already steer it). Measured
-	// and dropped (branch w-open; tuner,par4, 10 seeds, 24 trials,
+	// context before screening (default 0: before two trials the scorer is
+	// the roofline scaled to what was measured, surrogate.Scaled, which
+	// steers the workers of a parallel study that ask before their first
+	// trials end). tuner eval compare, tuner,par4, 20 seeds, 24 trials,
+	// format-7 truths, schema-5 roofline (2026-12-07), 0 against 2: par4
+	// median HV@8 0.701 -> 0.822 (+0.114 +/- 0.017 seed by seed, better on
+	// 119 of 160 scenario-seeds; Mixtral 0.782 -> 0.950, 8B H100 chat
+	// 0.498 -> 0.640), HV@24 0.917 -> 0.931 (+0.017 +/- 0.007); one worker
+	// unchanged (HV@8 -0.0001 +/- 0.012, HV@24 +0.001 +/- 0.006; Qwen 7B
+	// HV@8 0.875 -> 0.810). On the rooflines before schema 4 it did harm,
+	// as follows. Measured
+	// and dropped then (branch w-open; tuner,par4, 10 seeds, 24 trials,
 	// format-6 truths, before the budget-aware estimates; base tuner
 	// HV@8 / HV@24 / pick sums 4.930 / 6.354 / 7.747, par4 HV@8 / HV@24
 	// 4.204 / 6.213): 1 (the roofline calibrated by vLLM's default alone
@@ -203,7 +212,7 @@ func DefaultProposerConfig() ProposerConfig {
 		Objectives:              store.DefaultObjectives(""),
 		SamplerMinWeight:        1,
 		Candidates:              256,
-		MinScreenHistory:        2,
+		MinScreenHistory:        0,
 		RefitEvery:              1,
 		RefitGrowth:             0.04,
 		RandomFraction:          0.1,
@@ -1069,8 +1078,8 @@ func (p *Proposer) inFlight() []spaces.Config {
 // base 54e9d24 par4 HV@24 sum 6.274): a late phase counting only results
 // (branch w-par 31f61f4; 6.221, Mixtral 0.803 -> 0.757, 70B 0.804 ->
 // 0.747); bisection's shadowed pairs counting configs in flight too (see
-// probedAt). Where par4 loses is the opening: it claims four configs before
-// any result and screens only from two usable ones, so claims 2-5 are
+// probedAt). Where par4 lost was the opening: it claims four configs before
+// any result and screened only from two usable ones, so claims 2-5 were
 // unscreened draws (8B-H100: 36 in the first 8 claims of 8 seeds against 9,
 // nearly all infeasible); on Mixtral the TP 1 draws fail to start in 42-92 s
 // while TP 2 trials take 170-300 s, and each fast failure sends its worker
@@ -1081,7 +1090,10 @@ func (p *Proposer) inFlight() []spaces.Config {
 // HV@24 from 6.213 to 6.271 before the budget-aware estimates (Qwen 7B HV@8
 // 0.147 -> 0.790, 70B 0.605 -> 0.441); with them, 4.806 / 6.634 -> 5.157 /
 // 6.674 (Mixtral HV@8 0.452 -> 0.810, HV@24 0.854 -> 0.988; but 8B-H100 HV@8
-// 0.518 -> 0.081, Qwen 72B 0.483 -> 0.342), so it is not in.
+// 0.518 -> 0.081, Qwen 72B 0.483 -> 0.342), so it was not in then. On the
+// schema-5 roofline, scaled to the trials so far (surrogate.Scaled), it is
+// the default (MinScreenHistory has the figures: par4 HV@8 0.701 -> 0.822,
+// 8B-H100 0.498 -> 0.640, Qwen 72B 0.486 -> 0.551).
 func (p *Proposer) SetPending(cfgs []spaces.Config) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -177,10 +177,11 @@ func TestRefitScheduleGrowsWithHistory(t *testing.T) {
 
 // Warm start: history from the same model on another GPU (A100), weighted
 // less and carrying its target, reaches the surrogate and the mutation pool.
-// Since screening starts after two usable trials (MinScreenHistory), a cold
-// search catches up within 8 trials (it was 1.3x behind when screening
-// started at 6), so this guards that the other context does not mislead the
-// search: after 8 trials on H100 the warm-started one is not clearly behind.
+// Since screening starts at once (MinScreenHistory 0: the roofline scaled to
+// the trials so far), a cold search catches up within 8 trials (it was 1.3x
+// behind when screening started at 6), so this guards that the other context
+// does not mislead the search: after 8 trials on H100 the warm-started one
+// is not clearly behind.
 func TestSimWarmStart(t *testing.T) {
 	objs := store.DefaultObjectives("tpot_p99")
 	slo := trial.SLO{{Metric: "tpot_p99", Op: "<=", Limit: 40}}

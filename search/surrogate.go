@@ -275,10 +275,14 @@ func (s *SurrogateScorer) Fit(ctx context.Context, history []Observation) error 
 	m, err := surrogate.Train(s.schema, samples, s.opts)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err != nil {
-		if s.prior != nil && s.prior.complete() && errors.Is(err, surrogate.ErrNoData) {
+	if errors.Is(err, surrogate.ErrNoData) {
+		if s.prior != nil && s.prior.complete() {
 			return nil
 		}
+		// Too few trials for trees: the roofline, scaled to what was measured.
+		m, err = surrogate.Scaled(s.schema, samples, s.opts)
+	}
+	if err != nil {
 		return fmt.Errorf("train surrogate on %d trials: %w", len(samples), err)
 	}
 	s.model, s.own = m, own

@@ -101,22 +101,26 @@ func (f *fitCounter) Fit(context.Context, []Observation) error { f.fits++; retur
 
 // TestScreeningWaitsForOwnMeasurements: screening (and the surrogate's
 // first fit) starts once the study has MinScreenHistory measurements of its
-// own; another context's history does not count towards it.
+// own; another context's history does not count towards it. By default
+// (0) the first ask after vLLM's default config is screened already.
 func TestScreeningWaitsForOwnMeasurements(t *testing.T) {
 	s := h100(t)
 	objs := store.DefaultObjectives("")
 	for _, tc := range []struct {
-		name     string
-		hist     []Observation
-		wantFits bool // after the default and one more trial
+		name      string
+		hist      []Observation
+		minScreen int
+		wantFits  bool // after the default and one more trial
 	}{
-		{"other context", asOtherStudy(randomHistory(t, s, 20, 3, synth), nil, nil), false},
-		{"own context", randomHistory(t, s, 20, 3, synth), true},
+		{"other context", asOtherStudy(randomHistory(t, s, 20, 3, synth), nil, nil), 2, false},
+		{"own context", randomHistory(t, s, 20, 3, synth), 2, true},
+		{"no history, the default threshold", nil, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := &fitCounter{oracle: oracle{objs}}
 			cfg := DefaultProposerConfig()
 			cfg.Space, cfg.Seed, cfg.Objectives, cfg.Scorer, cfg.History = s, 1, objs, fc, tc.hist
+			cfg.MinScreenHistory = tc.minScreen
 			p := newProposer(t, cfg)
 			runProposer(t, p, 2, nil)
 			if got := fc.fits > 0; got != tc.wantFits {

