@@ -26,7 +26,9 @@
 //     XGEnsembleFromFile exhausts memory on XGBoost >= 1.0 binaries).
 //   - Surrogate (surrogate.go): a bagged ensemble (bootstrap members that
 //     stop early on their out-of-bag rows) per objective plus a feasibility
-//     classifier; Predict gives mean, spread and P(feasible). All
+//     classifier; Predict gives mean, spread and P(feasible). Scaled is
+//     the model of a history too short for trees: the roofline times the
+//     measured samples' mean ratio to it. All
 //     inference goes through github.com/dmitryikh/leaves. Marshal/Unmarshal
 //     make one JSON blob (schema, LightGBM texts, training metrics) for the
 //     store.

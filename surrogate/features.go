@@ -27,7 +27,9 @@ import (
 // decodes, where the steady demand is more than one prompt; a closed loop's
 // decode batch is at most what the token budget keeps fed; GEMMs less
 // efficient on small steps; a MoE's compute on its active parameters.
-const SchemaVersion = 5
+//
+// 6: derived.prefill_piece, the prompt tokens a request may take in one step.
+const SchemaVersion = 6
 
 // Feature kinds.
 const (
@@ -95,6 +97,7 @@ var contextSources = []struct{ source, kind string }{
 	{"derived:est_queue_ms", KindNum},      // wait for a sequence slot when the load exceeds max_num_seqs
 	{"derived:est_ttft_ms", KindLog},       // slot wait + prefill queue + the prefill of a p90 prompt in max_num_batched_tokens chunks
 	{"derived:est_e2el_ms", KindLog},       // est TTFT + mean output x est TPOT
+	{"derived:prefill_piece", KindLog},     // prompt tokens one request may take a step (budget room, long_prefill_token_threshold)
 }
 
 var knownSources = func() map[string]string {
@@ -570,6 +573,8 @@ func (e *Encoder) contextValue(f *Feature, d *derived) float64 {
 			x = d.ttftMS
 		case "derived:est_e2el_ms":
 			x = d.e2elMS
+		case "derived:prefill_piece":
+			x = d.piece
 		}
 	}
 	if f.Kind == KindLog {
@@ -765,6 +770,7 @@ type derived struct {
 	prefill1kMS            float64
 	queueMS, ttftMS        float64
 	e2elMS                 float64
+	piece                  float64
 }
 
 func cfgOr(cfg spaces.Config, name string, def float64) float64 {
@@ -893,7 +899,18 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 		chunk = prompt // a whole prompt per step, or none
 	}
 	steps := math.Ceil(prompt / chunk)
+	// What one prompt may take a step, for the trees: vLLM caps it at
+	// long_prefill_token_threshold (0: no cap), so that prompts share the
+	// budget. Its value is a cap, and 0 means none: as a raw parameter the
+	// trees see 0 beside 256 where its effect is that of the largest caps
+	// (Mistral 7B, 8k-24k-token prompts on an A100: TTFT p99 5.6 s with no
+	// cap, 9.9 s at 256, 6.6 s at 1,024). The estimates leave it out: in
+	// them it moved the 8B H100 chat's TPOT the wrong way (see below).
 	piece := math.Min(chunk, prompt)
+	d.piece = piece
+	if t := cfgOr(cfg, "long_prefill_token_threshold", 0); t > 0 {
+		d.piece = math.Min(piece, t)
+	}
 	perChunkMS := piece * perTokFlops / flops * 1000
 	d.ttftMS = d.queueMS + steps*(d.stepMS+perChunkMS)
 
@@ -905,7 +922,13 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	// --trials 24 (main 7638edf, format-7 truths), sums of HV@8 / HV@24 /
 	// pick 5.984 / 7.023 / 7.841 -> 5.430 / 6.652 / 7.786 (8B H100 chat,
 	// whose truth's best runs threshold 256 at a 3,970-token budget, HV@24
-	// 0.829 -> 0.626), four workers' HV@24 6.847 -> 6.298.
+	// 0.829 -> 0.626), four workers' HV@24 6.847 -> 6.298. Re-measured on the
+	// schema-5 roofline (2026-12-07, tuner eval compare, 20 seeds, the
+	// threshold in the chunk alone, so in the mixed step's piece too): HV@24
+	// -0.053 +/- 0.009 (8B H100 chat -0.243 +/- 0.029, Mistral -0.030 +/-
+	// 0.013), four workers' -0.033 +/- 0.008. The threshold's piece as a
+	// feature the trees split on instead (derived.prefill_piece, schema 6):
+	// HV@24 +0.009 +/- 0.004 (p 0.04) in two runs.
 
 	// TPOT: decodes share steps with the prompts that replace finished
 	// sequences, batch x prompt / output tokens per step in steady state,

@@ -475,3 +475,39 @@ func h100LongChat(t *testing.T, n int) (spaces.Target, *spaces.Space, *Schema, t
 	w.Arrival.Concurrency = 96
 	return tg, space, NewSchema(space), w
 }
+
+// TestDerivedPrefillPiece: the prompt tokens one request may take in a step
+// are the room the budget leaves beside the decodes (at most the p90
+// prompt), a whole prompt without chunked prefill, and never more than
+// long_prefill_token_threshold; 0 is no threshold, not the smallest one.
+func TestDerivedPrefillPiece(t *testing.T) {
+	tg, space, s, w := h100LongChat(t, 100)
+	enc := s.Encoder(tg, w)
+	piece := func(budget, threshold int, chunked bool) float64 {
+		t.Helper()
+		c := spacestest.Normalized(t, space, map[string]spaces.Value{
+			"max_num_seqs":                 spaces.IntValue(96),
+			"max_num_batched_tokens":       spaces.IntValue(budget),
+			"long_prefill_token_threshold": spaces.IntValue(threshold),
+			"enable_chunked_prefill":       spaces.BoolValue(chunked),
+		})
+		return math.Exp(enc.Encode(c)[s.Index("derived.prefill_piece")])
+	}
+	small, large := piece(740, 0, true), piece(8192, 0, true)
+	if !(small < 740 && small < large) {
+		t.Errorf("piece %v at a budget of 740, %v at 8192: want the room beside the decodes, below the budget", small, large)
+	}
+	for _, tc := range []struct {
+		name      string
+		got, want float64
+	}{
+		{"threshold 256 under a large budget", piece(8192, 256, true), 256},
+		{"threshold 4096 above the room", piece(740, 4096, true), small},
+		{"no chunked prefill: the whole p90 prompt, whatever the budget", piece(740, 0, false), large},
+		{"no chunked prefill, threshold 512", piece(8192, 512, false), 512},
+	} {
+		if math.Abs(tc.got-tc.want) > 1e-6*tc.want {
+			t.Errorf("%s: piece %v, want %v", tc.name, tc.got, tc.want)
+		}
+	}
+}
