@@ -609,13 +609,13 @@ func Train(schema *Schema, samples []Sample, opts Options) (*Surrogate, error) {
 // Scaled returns the model a study too young for trees has: each
 // objective's baseline (the roofline estimate) times the geometric mean of
 // its measured samples' ratios to it, or the baseline alone before any
-// measurement, and P(feasible) the Laplace-smoothed share of feasible
-// samples (none without a sample). Train needs two measured samples per
-// objective; with one, trees could say nothing but that sample's ratio, and
-// the roofline's shape, scaled to it, is already a fair model: on Llama 8B
-// on an H100, calibrated on vLLM's default config alone, its throughput
-// came within 4% and its TPOT p99 within 5% of the truth at the truth's
-// best config, where a random draw knows nothing. Screening the first asks
+// measurement, and P(feasible) the Laplace-smoothed share of samples that
+// started (no classifier without a sample). Train needs two measured
+// samples per objective; with one, trees could say nothing but that
+// sample's ratio, and the roofline's shape, scaled to it, is already a fair
+// model: on Llama 8B on an H100, calibrated on vLLM's default config alone,
+// it put the truth's best config within 4% of the engine's throughput and 2%
+// of its TPOT p99, where a random draw knows nothing. Screening the first asks
 // with it lets the workers of a parallel study, which ask before their
 // first trials end, start where the roofline points (tuner eval search,
 // par4, 20 seeds: median HV@8 0.701 -> 0.822).
