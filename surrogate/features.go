@@ -984,7 +984,12 @@ const gemmEff, memEff = 0.45, 0.8
 // GEMMs use the tensor cores poorly, mfu(N) = gemmEff x N / (N + 128)
 // (reference 5.2), so N tokens take the time of N + 128 at gemmEff. It is
 // what makes a larger token budget cheaper per prompt token: fewer, fuller
-// mixed steps.
+// mixed steps. Where an engine's curve differs (vllm-sim's half point is 32
+// tokens, so on the 8B A100 short scenario the TPOT estimate is 17% high at
+// a 400-token budget and 4% at 1,000), the trees learn the ratio along the
+// budget. Measured and dropped (2026-12-07, tuner eval compare, 20 seeds):
+// the mixed step's tokens (batch + load) as a feature for them to split on,
+// HV@24 -0.009 +/- 0.004 (8B H100 chat -0.049 +/- 0.014).
 const gemmHalfTokens = 128
 
 // graphPoolGiB is one GPU's CUDA-graph pool: none with enforce_eager,
