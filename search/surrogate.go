@@ -244,7 +244,10 @@ const OtherContextAfter = 8
 // whose ratios sit at one level across contexts, still worse (2026-12-07,
 // tuner eval compare, tuner-warm, 10 seeds, from the 2nd own trial against
 // the 8th): HV@8 -0.042 +/- 0.020 (p 0.036; 8B A100 short -0.086, 8B H100
-// chat -0.060), HV@24 -0.011 +/- 0.009.
+// chat -0.060), HV@24 -0.011 +/- 0.009. From the 4th own trial, with the
+// first asks on the scaled roofline and schema 6 (2026-12-07, 20 seeds):
+// HV@8 -0.004 +/- 0.008 (Qwen 7B +0.043, Qwen 72B -0.066), HV@24 -0.002
+// +/- 0.005, neutral.
 func (s *SurrogateScorer) Fit(ctx context.Context, history []Observation) error {
 	if err := ctx.Err(); err != nil {
 		return err
