@@ -275,7 +275,11 @@ func (s *SurrogateScorer) Fit(ctx context.Context, history []Observation) error 
 		}
 		samples = append(samples, sm)
 	}
-	m, err := surrogate.Train(s.schema, samples, s.opts)
+	mx, err := surrogate.BuildMatrix(s.schema, s.opts.Objectives, samples)
+	if err != nil {
+		return fmt.Errorf("encode %d trials: %w", len(samples), err)
+	}
+	m, err := surrogate.TrainMatrix(mx, s.opts)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if errors.Is(err, surrogate.ErrNoData) {
@@ -283,7 +287,7 @@ func (s *SurrogateScorer) Fit(ctx context.Context, history []Observation) error 
 			return nil
 		}
 		// Too few trials for trees: the roofline, scaled to what was measured.
-		m, err = surrogate.Scaled(s.schema, samples, s.opts)
+		m, err = surrogate.Scaled(mx, s.opts)
 	}
 	if err != nil {
 		return fmt.Errorf("train surrogate on %d trials: %w", len(samples), err)

@@ -38,7 +38,11 @@ func TestScaled(t *testing.T) {
 		{"every sample and a failure", ss},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := Scaled(schema, tc.samples, DefaultOptions())
+			m, err := BuildMatrix(schema, DefaultObjectives(), tc.samples)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := Scaled(m, DefaultOptions())
 			if err != nil {
 				t.Fatal(err)
 			}

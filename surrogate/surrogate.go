@@ -588,6 +588,19 @@ type TrainMetrics struct {
 	ClassifierTrees float64 `json:"classifier_trees"`
 }
 
+// countFeasible counts the rows of a Matrix.Feasible column that started
+// (1) and that failed (0); unlabelled rows (NaN) count in neither.
+func (mt *TrainMetrics) countFeasible(feasible []float64) {
+	for _, f := range feasible {
+		switch f {
+		case 1:
+			mt.Feasible++
+		case 0:
+			mt.Infeasible++
+		}
+	}
+}
+
 // ObjectiveMetrics are out-of-bag figures of one objective.
 type ObjectiveMetrics struct {
 	Name    string  `json:"name"`
@@ -619,40 +632,28 @@ func Train(schema *Schema, samples []Sample, opts Options) (*Surrogate, error) {
 // with it lets the workers of a parallel study, which ask before their
 // first trials end, start where the roofline points (tuner eval search,
 // par4, 20 seeds: median HV@8 0.701 -> 0.822).
-func Scaled(schema *Schema, samples []Sample, opts Options) (*Surrogate, error) {
-	m, err := BuildMatrix(schema, opts.Objectives, samples)
-	if err != nil {
-		return nil, err
-	}
+// It reads an encoded matrix, as TrainMatrix does, so that a caller whose
+// training found too little data scales on the matrix it built already.
+func Scaled(m *Matrix, opts Options) (*Surrogate, error) {
 	s := &Surrogate{Schema: m.Schema.withoutTargets(), Objectives: m.Objectives, threads: opts.Threads}
 	s.Metrics = TrainMetrics{Origin: "scaled", Samples: len(m.X), Members: 1}
 	nf, names := len(m.Schema.Features), m.Schema.Names()
-	constant := func(l Loss, v float64) (*lgbPredictor, error) {
-		return loadModel(constantBooster(l, v, nf).model(names))
-	}
 	for k, o := range m.Objectives {
 		rows := labelled(m.Y[k])
 		mean := 0.0 // log-ratio: the baseline
 		for _, r := range rows {
 			mean += m.Y[k][r] / float64(len(rows))
 		}
-		p, err := constant(LossSquared, mean)
+		p, err := loadModel(constantBooster(LossSquared, mean, nf).model(names))
 		if err != nil {
 			return nil, err
 		}
 		s.models = append(s.models, []*lgbPredictor{p})
 		s.Metrics.Objectives = append(s.Metrics.Objectives, ObjectiveMetrics{Name: o.Name, N: len(rows), Trees: 1})
 	}
-	if rows := labelled(m.Feasible); len(rows) > 0 {
-		for _, r := range rows {
-			if m.Feasible[r] == 1 {
-				s.Metrics.Feasible++
-			} else {
-				s.Metrics.Infeasible++
-			}
-		}
-		pf := (float64(s.Metrics.Feasible) + 1) / (float64(len(rows)) + 2)
-		p, err := constant(LossLogistic, math.Log(pf/(1-pf)))
+	s.Metrics.countFeasible(m.Feasible)
+	if n := s.Metrics.Feasible + s.Metrics.Infeasible; n > 0 {
+		p, err := loadModel(smoothedBooster(s.Metrics.Feasible, n, nf).model(names))
 		if err != nil {
 			return nil, err
 		}
@@ -674,14 +675,7 @@ func TrainMatrix(m *Matrix, opts Options) (*Surrogate, error) {
 	}
 	s := &Surrogate{Schema: m.Schema.withoutTargets(), Objectives: m.Objectives, threads: opts.Threads}
 	s.Metrics = TrainMetrics{Origin: "trained", Samples: len(m.X), Members: opts.Members}
-	for _, f := range m.Feasible {
-		switch f {
-		case 1:
-			s.Metrics.Feasible++
-		case 0:
-			s.Metrics.Infeasible++
-		}
-	}
+	s.Metrics.countFeasible(m.Feasible)
 	names := m.Schema.Names()
 	rng := rand.New(rand.NewPCG(opts.Seed, 0x7375_7272))
 	for k, o := range m.Objectives {
@@ -801,9 +795,8 @@ func trainBag(x [][]float64, y []float64, rows []int, cfg GBDTConfig, members in
 		var b *Booster
 		switch {
 		case oneClass:
-			// No failures seen (or only failures): a constant, Laplace-smoothed probability.
-			p := (float64(pos) + 1) / (float64(n) + 2)
-			b = constantBooster(LossLogistic, math.Log(p/(1-p)), nf)
+			// No failures seen (or only failures): a constant probability.
+			b = smoothedBooster(pos, n, nf)
 		default:
 			if len(va) < 5 {
 				// Too few out-of-bag rows to stop on: a short model.

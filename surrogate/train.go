@@ -683,6 +683,13 @@ func (b *Booster) LightGBMText(names []string) []byte { return b.model(names).Ma
 
 // constantBooster is a one-leaf model that always answers v (a margin for
 // the logistic loss).
+// smoothedBooster is the constant classifier of pos positives among n rows:
+// the Laplace-smoothed probability (pos + 1) / (n + 2), never 0 or 1.
+func smoothedBooster(pos, n, nf int) *Booster {
+	p := (float64(pos) + 1) / (float64(n) + 2)
+	return constantBooster(LossLogistic, math.Log(p/(1-p)), nf)
+}
+
 func constantBooster(l Loss, v float64, nf int) *Booster {
 	return &Booster{Loss: l, Init: v, NumFeatures: nf, BestIter: 1,
 		Trees: []lgbTree{{LeafValue: []float64{v}, LeafWeight: []float64{0}, LeafCount: []int{0}, Shrinkage: 1}}}
