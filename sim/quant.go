@@ -57,12 +57,7 @@ func expertSplit(m spaces.Model, total float64) (shared, experts float64) {
 // instead of being copied to every DP replica.
 func weightsPerGPU(m spaces.Model, a EngineArgs) float64 {
 	total := a.servedModel(m).WeightBytesAs(a.quantMethod(m))
-	tp := float64(a.TensorParallelSize)
-	shared, experts := expertSplit(m, total)
-	if a.EnableExpertParallel && experts > 0 {
-		return shared/tp + experts/(tp*float64(a.DataParallelSize))
-	}
-	return total / tp
+	return m.ShardBytes(total, a.TensorParallelSize, a.DataParallelSize, a.EnableExpertParallel)
 }
 
 // quantFlopsScale multiplies the GEMM throughput for the weight format:

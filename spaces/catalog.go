@@ -74,6 +74,19 @@ func (m Model) ExpertShare() float64 {
 	return e * (m.ParamsB - m.ActiveParamsB) / (e - k) / m.ParamsB
 }
 
+// ShardBytes is what one GPU holds of weights totalling total bytes: a TP
+// rank's share, and with expert parallelism the routed experts split over
+// all TP x DP GPUs instead of copied to every DP replica (vLLM's
+// --enable-expert-parallel). The engine and the roofline read it alike.
+func (m Model) ShardBytes(total float64, tp, dp int, expertParallel bool) float64 {
+	t := float64(max(tp, 1))
+	share := m.ExpertShare()
+	if expertParallel && share > 0 {
+		return total*(1-share)/t + total*share/(t*float64(max(dp, 1)))
+	}
+	return total / t
+}
+
 // WeightBytes is the size of the checkpoint's weights on all GPUs
 // together (quantized ones at their width).
 func (m Model) WeightBytes() float64 { return m.WeightBytesAs(m.Quantization) }

@@ -166,3 +166,35 @@ func TestWeightBytesAs(t *testing.T) {
 		t.Errorf("AWQ/bf16 weights %.2f, want about a third", r)
 	}
 }
+
+// TestShardBytes: a GPU holds its TP rank's share of the weights; expert
+// parallelism splits the routed experts over every GPU of the layout and
+// leaves a dense model as it is.
+func TestShardBytes(t *testing.T) {
+	cat := DefaultCatalog()
+	moe, _ := cat.Model("Mixtral-8x7B")
+	dense, _ := cat.Model("Llama-3.1-8B")
+	const total = 100.0
+	experts := moe.ExpertShare() * total
+	if experts <= 0 || experts >= total {
+		t.Fatalf("Mixtral's expert share %.3f, want inside (0, 1)", moe.ExpertShare())
+	}
+	for _, tt := range []struct {
+		name   string
+		m      Model
+		tp, dp int
+		ep     bool
+		want   float64
+	}{
+		{"one GPU", moe, 1, 1, false, total},
+		{"TP 2", moe, 2, 1, false, total / 2},
+		{"DP 2 copies the whole model", moe, 1, 2, false, total},
+		{"DP 2 with expert parallelism", moe, 1, 2, true, total - experts/2},
+		{"TP 2 x DP 2 with expert parallelism", moe, 2, 2, true, (total-experts)/2 + experts/4},
+		{"dense model: expert parallelism changes nothing", dense, 1, 2, true, total},
+	} {
+		if got := tt.m.ShardBytes(total, tt.tp, tt.dp, tt.ep); math.Abs(got-tt.want) > 1e-9 {
+			t.Errorf("%s: %.4f, want %.4f", tt.name, got, tt.want)
+		}
+	}
+}

@@ -29,7 +29,10 @@ import (
 // efficient on small steps; a MoE's compute on its active parameters.
 //
 // 6: derived.prefill_piece, the prompt tokens a request may take in one step.
-const SchemaVersion = 6
+//
+// 7: with expert parallelism the routed experts split over all GPUs, and
+// its all-to-alls in the step.
+const SchemaVersion = 7
 
 // Feature kinds.
 const (
@@ -760,6 +763,15 @@ func targetMaxLen(t spaces.Target, cfg spaces.Config) int {
 // - slots) quantile of slot releases) -0.008 +/- 0.009 / +0.000 +/-
 // 0.011; the prefill queue at M/M/1's p99 (ln(100 rho) / (1 - rho)
 // services) -0.013 +/- 0.013 / -0.020 +/- 0.022. Code on branch w-tpar.
+// The all-reduces re-measured on schema 6 with the first asks screened on
+// the scaled roofline (2026-12-07, reference 5.2's T_tp: 7.5 us each, the
+// link at its nominal rate; 20 seeds against main d5395cb, only the three
+// multi-GPU scenarios move): the layout spread of the throughput ratio on
+// Qwen2-72B's eight H200s fell from 0.32 to 0.15 (log), yet Qwen 72B's
+// HV@24 -0.019 +/- 0.017 and pick +0.004 +/- 0.002, the 70B's HV@24 +0.005
+// +/- 0.016, four workers' 70B HV@8 -0.087 +/- 0.071: no gain, so still
+// out. Expert parallelism's split of the experts and its all-to-alls
+// (schema 7) are in: Mixtral HV@8 +0.061 +/- 0.019 (p 0.004).
 type derived struct {
 	tp, dp, seqs           float64
 	maxLen, ctxMean        float64
@@ -792,7 +804,13 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	if cfg.Str("kv_cache_dtype") == "fp8" {
 		elem = 1
 	}
-	d.weightsGiB = t.Model.WeightBytes() / d.tp / gib
+	// Expert parallelism splits a MoE's routed experts over all TP x DP
+	// GPUs: without it a model that needs two GPUs' memory looked as if it
+	// left no KV cache at TP 1 x DP 2 (Mixtral 8x7B on two H100s: throughput
+	// estimated at a 33rd of the engine's).
+	ep := cfg.Has("enable_expert_parallel") && cfg.Bool("enable_expert_parallel") && t.Model.Experts > 0
+	weightsB := t.Model.ShardBytes(t.Model.WeightBytes(), int(d.tp), int(d.dp), ep)
+	d.weightsGiB = weightsB / gib
 	d.budgetGiB = util * t.GPU.MemoryGiB
 	// KV heads split across TP ranks up to TP = kv_heads, replicated beyond.
 	perRank := math.Max(1, float64(t.Model.KVHeads)/d.tp)
@@ -822,7 +840,6 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	// divides by it.
 	flops := math.Max(t.GPU.BF16TFLOPS*1e12*gemmEff, 1)
 	bw := math.Max(t.GPU.BandwidthGBs*1e9*memEff, 1)
-	weightsB := t.Model.WeightBytes() / d.tp
 	// A token's GEMMs go through the parameters it is routed to: all of a
 	// dense model's, the shared ones and k experts' of a MoE (Mixtral 8x7B:
 	// 12.9 of 46.7 billion); the weight reads stay all of them, since a
@@ -845,10 +862,23 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	// The GEMMs read the weights once and turn compute-bound past the ridge;
 	// attention reads every sequence's KV cache in kernels of its own, so
 	// its time adds rather than hiding under the GEMMs'.
+	// Expert parallelism adds a dispatch and a combine per layer, each
+	// token's hidden state to its k experts' GPUs and back: (W-1)/W of k x
+	// hidden x 2 bytes a token over the interconnect, plus a collective's
+	// latency (reference 5.2's T_tp, whose all-reduces the estimate leaves
+	// out: see derived).
+	link := math.Max(t.GPU.InterconnectGBs*1e9, 1)
+	commS := func(tokens float64) float64 {
+		w := d.tp * d.dp
+		if !ep || w <= 1 {
+			return 0
+		}
+		return 2 * float64(t.Model.Layers) * ((w-1)/w*float64(t.Model.ExpertsPerToken)*tokens*float64(t.Model.Hidden)*actBytes/link + collectiveS)
+	}
 	stepWith := func(batch, extra float64) float64 {
 		gemm := math.Max(weightsB/bw, (batch+extra+gemmHalfTokens)*perTokFlops/flops)
 		attn := batch * d.ctxMean * d.kvBPT / bw
-		return (gemm+attn)*hostFactor + hostS
+		return (gemm+attn+commS(batch+extra))*hostFactor + hostS
 	}
 	step := func(batch float64) float64 { return stepWith(batch, 0) }
 	capacity := math.Min(d.seqs, d.kvTokens/d.ctxMean)
@@ -979,6 +1009,10 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 
 // Efficiencies of the roofline step (see newDerived).
 const gemmEff, memEff = 0.45, 0.8
+
+// A collective's latency (reference 5.2: about 5-10 us) and the bytes of an
+// activation element (bf16) it moves.
+const collectiveS, actBytes = 7.5e-6, 2
 
 // gemmHalfTokens is where a step's GEMMs reach half of gemmEff: small-M
 // GEMMs use the tensor cores poorly, mfu(N) = gemmEff x N / (N + 128)
