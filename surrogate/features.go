@@ -859,9 +859,6 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	if eager {
 		hostS = float64(t.Model.Layers) * 70e-6
 	}
-	// The GEMMs read the weights once and turn compute-bound past the ridge;
-	// attention reads every sequence's KV cache in kernels of its own, so
-	// its time adds rather than hiding under the GEMMs'.
 	// Expert parallelism adds a dispatch and a combine per layer, each
 	// token's hidden state to its k experts' GPUs and back: (W-1)/W of k x
 	// hidden x 2 bytes a token over the interconnect, plus a collective's
@@ -875,6 +872,9 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 		}
 		return 2 * float64(t.Model.Layers) * ((w-1)/w*float64(t.Model.ExpertsPerToken)*tokens*float64(t.Model.Hidden)*actBytes/link + collectiveS)
 	}
+	// The GEMMs read the weights once and turn compute-bound past the ridge;
+	// attention reads every sequence's KV cache in kernels of its own, so
+	// its time adds rather than hiding under the GEMMs'.
 	stepWith := func(batch, extra float64) float64 {
 		gemm := math.Max(weightsB/bw, (batch+extra+gemmHalfTokens)*perTokFlops/flops)
 		attn := batch * d.ctxMean * d.kvBPT / bw
