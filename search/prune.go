@@ -288,8 +288,8 @@ func (pr *pruner) static() {
 	parts := func(tp float64) (dense, shared, experts float64) {
 		kvDiv := math.Max(1, math.Min(tp, float64(max(1, t.Model.KVHeads))))
 		kv := t.Model.KVBytesPerToken(elem) * maxLen / kvDiv
-		if share := t.Model.ExpertShare(); ep && share > 0 {
-			shared, experts = weights*(1-share)/tp+kv, weights*share/tp
+		if sh, ex := t.Model.SplitExperts(weights); ep && ex > 0 {
+			shared, experts = sh/tp+kv, ex/tp
 		}
 		return weights/tp + kv, shared, experts
 	}

@@ -183,7 +183,7 @@ func NewEngine(t spaces.Target, a EngineArgs, c Calib, plan MemoryPlan, opts ...
 		e.peakFlops = e.gemmPeakFlops // attention too runs without tensor cores
 	}
 	e.weightBytes = weightsPerGPU(m, a)
-	e.sharedWeightBytes, e.expertWeightBytes = expertSplit(m, e.weightBytes)
+	e.sharedWeightBytes, e.expertWeightBytes = m.SplitExperts(e.weightBytes)
 	if a.EnableExpertParallel && m.Experts > 0 {
 		// Each token's hidden state goes to its k experts' GPUs and back.
 		w := float64(a.TensorParallelSize * a.DataParallelSize)

@@ -44,14 +44,6 @@ func (a EngineArgs) servedModel(m spaces.Model) spaces.Model {
 	return m
 }
 
-// expertSplit splits the weights (bytes, whole model) into the part every
-// token reads (attention, embeddings, shared experts, router) and the
-// routed experts; experts is 0 for a dense model.
-func expertSplit(m spaces.Model, total float64) (shared, experts float64) {
-	share := m.ExpertShare()
-	return total * (1 - share), total * share
-}
-
 // weightsPerGPU is what one GPU holds: the weights split by TP; with
 // expert parallelism the routed experts are split over all TP x DP GPUs
 // instead of being copied to every DP replica.

@@ -80,11 +80,18 @@ func (m Model) ExpertShare() float64 {
 // --enable-expert-parallel). The engine and the roofline read it alike.
 func (m Model) ShardBytes(total float64, tp, dp int, expertParallel bool) float64 {
 	t := float64(max(tp, 1))
-	share := m.ExpertShare()
-	if expertParallel && share > 0 {
-		return total*(1-share)/t + total*share/(t*float64(max(dp, 1)))
+	if shared, experts := m.SplitExperts(total); expertParallel && experts > 0 {
+		return shared/t + experts/(t*float64(max(dp, 1)))
 	}
 	return total / t
+}
+
+// SplitExperts splits weights of total bytes into the part every token
+// reads (attention, embeddings, shared experts, router) and the routed
+// experts (ExpertShare of them; 0 for a dense model).
+func (m Model) SplitExperts(total float64) (shared, experts float64) {
+	share := m.ExpertShare()
+	return total * (1 - share), total * share
 }
 
 // WeightBytes is the size of the checkpoint's weights on all GPUs

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/vllm-tuner/tuner/sim"
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/spaces/spacestest"
 	"github.com/vllm-tuner/tuner/trial"
@@ -428,15 +429,7 @@ func TestRooflineTracksEngine(t *testing.T) {
 		if name != "" {
 			m[name] = v
 		}
-		c := spacestest.Normalized(t, space, m)
-		res, err := run.Run(context.Background(), c, w)
-		if err != nil || !res.Usable() {
-			t.Fatalf("%s=%v: engine run failed: %v %s", name, v, err, res.Failure)
-		}
-		x := enc.Encode(c)
-		gotThr, _ := res.Metrics().Value("output_throughput")
-		gotTPOT, _ := res.Metrics().Value("tpot_p99")
-		return math.Log(gotThr) - x[s.Index("derived.est_output_tps")], math.Log(gotTPOT) - x[s.Index("derived.est_tpot_ms")]
+		return engineOverEstimate(t, run, enc, s, spacestest.Normalized(t, space, m), w)
 	}
 	thr0, tpot0 := logRatios("", spaces.Value{})
 	cases := []struct {
@@ -519,53 +512,46 @@ func TestDerivedPrefillPiece(t *testing.T) {
 // parallelism: Mixtral 8x7B's throughput ratio at TP 1 x DP 2 was 4.4 (log)
 // above TP 2 x DP 1's, the estimate leaving no room for a KV cache.
 func TestRooflineTracksLayouts(t *testing.T) {
-	for _, tc := range []struct {
-		model, gpu string
-		gpus       int
-		layouts    [][2]int // TP, DP
-		ep         bool
-	}{
-		{"Mixtral-8x7B", "H100", 2, [][2]int{{2, 1}, {1, 2}}, true},
-	} {
-		t.Run(tc.model, func(t *testing.T) {
-			tg := mustTarget(t, tc.model, tc.gpu, tc.gpus)
-			space := resolved(t, tg)
-			s := NewSchema(space)
-			w := chatWorkload(480)
-			w.Arrival.Concurrency, w.Warmup = 128, 128 // the first wave's burst left out, as the evaluation does
-			enc := s.Encoder(tg, w)
-			run := simRunner(t, tg, false, 0)
-			lo, hi := [2]float64{math.Inf(1), math.Inf(1)}, [2]float64{math.Inf(-1), math.Inf(-1)}
-			for _, l := range tc.layouts {
-				m := map[string]spaces.Value{
-					"tensor_parallel_size":   spaces.IntValue(l[0]),
-					"data_parallel_size":     spaces.IntValue(l[1]),
-					"max_num_seqs":           spaces.IntValue(128),
-					"max_num_batched_tokens": spaces.IntValue(2048),
-					"kv_cache_dtype":         spaces.StringValue("fp8"),
-					"gpu_memory_utilization": spaces.FloatValue(0.9),
-				}
-				if tc.ep {
-					m["enable_expert_parallel"] = spaces.BoolValue(true)
-				}
-				c := spacestest.Normalized(t, space, m)
-				res, err := run.Run(context.Background(), c, w)
-				if err != nil || !res.Usable() {
-					t.Fatalf("TP %d x DP %d: engine run failed: %v %s", l[0], l[1], err, res.Failure)
-				}
-				x := enc.Encode(c)
-				thr, _ := res.Metrics().Value("output_throughput")
-				tpot, _ := res.Metrics().Value("tpot_p99")
-				r := [2]float64{math.Log(thr) - x[s.Index("derived.est_output_tps")], math.Log(tpot) - x[s.Index("derived.est_tpot_ms")]}
-				t.Logf("TP %d x DP %d: log ratios throughput %+.3f, TPOT p99 %+.3f", l[0], l[1], r[0], r[1])
-				for i := range r {
-					lo[i], hi[i] = math.Min(lo[i], r[i]), math.Max(hi[i], r[i])
-				}
-			}
-			const tol = 0.2 // log
-			if hi[0]-lo[0] > tol || hi[1]-lo[1] > tol {
-				t.Errorf("ratios spread by %.3f (throughput) and %.3f (TPOT p99) across the layouts, want <= %.1f", hi[0]-lo[0], hi[1]-lo[1], tol)
-			}
+	tg := mustTarget(t, "Mixtral-8x7B", "H100", 2)
+	space := resolved(t, tg)
+	s := NewSchema(space)
+	w := chatWorkload(480)
+	w.Arrival.Concurrency, w.Warmup = 128, 128 // the first wave's burst left out, as the evaluation does
+	enc := s.Encoder(tg, w)
+	run := simRunner(t, tg, false, 0)
+	lo, hi := [2]float64{math.Inf(1), math.Inf(1)}, [2]float64{math.Inf(-1), math.Inf(-1)}
+	for _, l := range [][2]int{{2, 1}, {1, 2}} { // TP, DP
+		c := spacestest.Normalized(t, space, map[string]spaces.Value{
+			"tensor_parallel_size":   spaces.IntValue(l[0]),
+			"data_parallel_size":     spaces.IntValue(l[1]),
+			"enable_expert_parallel": spaces.BoolValue(true),
+			"max_num_seqs":           spaces.IntValue(128),
+			"max_num_batched_tokens": spaces.IntValue(2048),
+			"kv_cache_dtype":         spaces.StringValue("fp8"),
+			"gpu_memory_utilization": spaces.FloatValue(0.9),
 		})
+		thr, tpot := engineOverEstimate(t, run, enc, s, c, w)
+		t.Logf("TP %d x DP %d: log ratios throughput %+.3f, TPOT p99 %+.3f", l[0], l[1], thr, tpot)
+		for i, r := range [2]float64{thr, tpot} {
+			lo[i], hi[i] = math.Min(lo[i], r), math.Max(hi[i], r)
+		}
 	}
+	const tol = 0.2 // log
+	if hi[0]-lo[0] > tol || hi[1]-lo[1] > tol {
+		t.Errorf("ratios spread by %.3f (throughput) and %.3f (TPOT p99) across the layouts, want <= %.1f", hi[0]-lo[0], hi[1]-lo[1], tol)
+	}
+}
+
+// engineOverEstimate runs c on the noise-free engine and returns
+// log(engine / roofline estimate) of output throughput and TPOT p99.
+func engineOverEstimate(t *testing.T, run *sim.Runner, enc *Encoder, s *Schema, c spaces.Config, w trial.Workload) (thr, tpot float64) {
+	t.Helper()
+	res, err := run.Run(context.Background(), c, w)
+	if err != nil || !res.Usable() {
+		t.Fatalf("%s: engine run failed: %v %s", c, err, res.Failure)
+	}
+	x := enc.Encode(c)
+	gotThr, _ := res.Metrics().Value("output_throughput")
+	gotTPOT, _ := res.Metrics().Value("tpot_p99")
+	return math.Log(gotThr) - x[s.Index("derived.est_output_tps")], math.Log(gotTPOT) - x[s.Index("derived.est_tpot_ms")]
 }

@@ -681,8 +681,6 @@ func (b *Booster) model(names []string) *lgbModel {
 // LightGBMText writes the booster in LightGBM's v3 text format.
 func (b *Booster) LightGBMText(names []string) []byte { return b.model(names).MarshalText() }
 
-// constantBooster is a one-leaf model that always answers v (a margin for
-// the logistic loss).
 // smoothedBooster is the constant classifier of pos positives among n rows:
 // the Laplace-smoothed probability (pos + 1) / (n + 2), never 0 or 1.
 func smoothedBooster(pos, n, nf int) *Booster {
@@ -690,6 +688,8 @@ func smoothedBooster(pos, n, nf int) *Booster {
 	return constantBooster(LossLogistic, math.Log(p/(1-p)), nf)
 }
 
+// constantBooster is a one-leaf model that always answers v (a margin for
+// the logistic loss).
 func constantBooster(l Loss, v float64, nf int) *Booster {
 	return &Booster{Loss: l, Init: v, NumFeatures: nf, BestIter: 1,
 		Trees: []lgbTree{{LeafValue: []float64{v}, LeafWeight: []float64{0}, LeafCount: []int{0}, Shrinkage: 1}}}
