@@ -186,8 +186,7 @@ func NewEngine(t spaces.Target, a EngineArgs, c Calib, plan MemoryPlan, opts ...
 	e.sharedWeightBytes, e.expertWeightBytes = m.SplitExperts(e.weightBytes)
 	if a.EnableExpertParallel && m.Experts > 0 {
 		// Each token's hidden state goes to its k experts' GPUs and back.
-		w := float64(a.TensorParallelSize * a.DataParallelSize)
-		e.a2aBytesPerToken = 2 * (w - 1) / w * float64(m.ExpertsPerToken) * float64(m.Hidden) * dtype
+		e.a2aBytesPerToken = 2 * m.DispatchBytes(a.TensorParallelSize*a.DataParallelSize, dtype)
 		e.linkBW = math.Max(1, g.InterconnectGBs) * 1e9 * c.LinkEff
 	}
 	if a.EnableLoRA {

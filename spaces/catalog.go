@@ -94,6 +94,15 @@ func (m Model) SplitExperts(total float64) (shared, experts float64) {
 	return total * (1 - share), total * share
 }
 
+// DispatchBytes is what expert parallelism over gpus GPUs sends of one
+// token in one layer, each way (the dispatch, and as much in the combine):
+// its hidden state, elem bytes an element, to its k experts' GPUs, of which
+// (gpus-1)/gpus are other GPUs. The engine and the roofline read it alike.
+func (m Model) DispatchBytes(gpus int, elem float64) float64 {
+	w := float64(max(gpus, 1))
+	return (w - 1) / w * float64(m.ExpertsPerToken) * float64(m.Hidden) * elem
+}
+
 // WeightBytes is the size of the checkpoint's weights on all GPUs
 // together (quantized ones at their width).
 func (m Model) WeightBytes() float64 { return m.WeightBytesAs(m.Quantization) }

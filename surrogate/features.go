@@ -860,17 +860,17 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 		hostS = float64(t.Model.Layers) * 70e-6
 	}
 	// Expert parallelism adds a dispatch and a combine per layer, each
-	// token's hidden state to its k experts' GPUs and back: (W-1)/W of k x
-	// hidden x 2 bytes a token over the interconnect, plus a collective's
-	// latency (reference 5.2's T_tp, whose all-reduces the estimate leaves
-	// out: see derived).
+	// token's hidden state to its k experts' GPUs and back
+	// (spaces.Model.DispatchBytes, bf16 activations) over the interconnect,
+	// plus a collective's latency (reference 5.2's T_tp, whose all-reduces
+	// the estimate leaves out: see derived).
 	link := math.Max(t.GPU.InterconnectGBs*1e9, 1)
+	dispatchB := t.Model.DispatchBytes(int(d.tp*d.dp), actBytes)
 	commS := func(tokens float64) float64 {
-		w := d.tp * d.dp
-		if !ep || w <= 1 {
+		if !ep || d.tp*d.dp <= 1 {
 			return 0
 		}
-		return 2 * float64(t.Model.Layers) * ((w-1)/w*float64(t.Model.ExpertsPerToken)*tokens*float64(t.Model.Hidden)*actBytes/link + collectiveS)
+		return 2 * float64(t.Model.Layers) * (dispatchB*tokens/link + collectiveS)
 	}
 	// The GEMMs read the weights once and turn compute-bound past the ridge;
 	// attention reads every sequence's KV cache in kernels of its own, so
