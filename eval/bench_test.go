@@ -115,6 +115,14 @@ func TestQuickHarness(t *testing.T) {
 	if len(r1.Goals) == 0 {
 		t.Error("no goals stated")
 	}
+	// Every tuner run recommends a config, judged on the other streams too.
+	if s := r1.summary(cfg.Scenarios[0].Name, StratTuner); s == nil || s.PickStreams.N != cfg.Seeds || !(s.PickStreams.Median > 0) ||
+		s.PickStreamsMet < 0 || s.PickStreamsMet > 1 || s.BestStreamsMet < 0 || s.BestStreamsMet > 1 {
+		t.Errorf("tuner's pick on other request streams: %+v", s)
+	}
+	if !strings.Contains(string(md), "other request streams") {
+		t.Error("report.md does not state the pick on other request streams")
+	}
 	// Deterministic for a seed: everything but wall-clock figures matches.
 	strip := func(r *Report) string {
 		c := *r

@@ -31,6 +31,13 @@ type Evaluator struct {
 	mu     sync.Mutex
 	memo   map[string]Truth
 	evals  int
+	// streams memoises OnStreams per config ID and stream index.
+	streams map[streamKey]Truth
+}
+
+type streamKey struct {
+	id string
+	i  int
 }
 
 // NewEvaluator builds the noise-free runner of a problem.
@@ -42,7 +49,7 @@ func NewEvaluator(p *Problem) (*Evaluator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ground-truth runner: %w", err)
 	}
-	return &Evaluator{prob: p, runner: r, memo: map[string]Truth{}}, nil
+	return &Evaluator{prob: p, runner: r, memo: map[string]Truth{}, streams: map[streamKey]Truth{}}, nil
 }
 
 // Evals is the number of simulator runs made (memo misses).
@@ -71,6 +78,43 @@ func (e *Evaluator) Truth(ctx context.Context, cfg spaces.Config) (Truth, error)
 	e.evals++
 	e.mu.Unlock()
 	return t, nil
+}
+
+// FreshStreams is how many request streams other than the scenario's own
+// OnStreams judges a config on.
+const FreshStreams = 8
+
+// OnStreams judges cfg without noise on n request streams other than the
+// scenario's: its workload with the seed moved on (new prompt and output
+// lengths, the same distributions). The scenario's one stream decides, to
+// a few percent, which config of a near-flat top holds the best
+// throughput and whether a config on a latency bound meets it (a p99 over
+// a few hundred requests moves with their lengths), and a polished truth
+// finds the config that stream favours most. Other streams say whether a
+// pick short of that best is short on the stream or in the config.
+func (e *Evaluator) OnStreams(ctx context.Context, cfg spaces.Config, n int) ([]Truth, error) {
+	id := cfg.ID()
+	out := make([]Truth, n)
+	for i := range out {
+		k := streamKey{id, i}
+		e.mu.Lock()
+		t, ok := e.streams[k]
+		e.mu.Unlock()
+		if !ok {
+			w := e.prob.Workload
+			w.Seed += uint64(i+1) * 0x9e3779b97f4a7c15 // far from the scenario's and each other's seeds
+			res, err := e.runner.Run(ctx, cfg, w)
+			if err != nil {
+				return nil, fmt.Errorf("%s on request stream %d: %w", id, i+1, err)
+			}
+			t = e.prob.judge(&res)
+			e.mu.Lock()
+			e.streams[k] = t
+			e.mu.Unlock()
+		}
+		out[i] = t
+	}
+	return out, nil
 }
 
 // judge reads a result through the problem's objectives and SLO.

@@ -3,6 +3,7 @@ package eval
 import (
 	"context"
 	"math"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -124,5 +125,55 @@ func TestNoiseFreeMeasuresTheTruth(t *testing.T) {
 		if !free && exact != 0 {
 			t.Fatalf("noise on: %d of %d trials measured exactly their truth", exact, measured)
 		}
+	}
+}
+
+// TestOnStreams: a config is judged on FreshStreams request streams other
+// than the scenario's, each its own (the throughputs differ from each other
+// and from the scenario's stream), the same on every call; vLLM's default
+// config, whose TPOT misses the 8B H100 chat SLO by a tenth, misses it on
+// each.
+func TestOnStreams(t *testing.T) {
+	p := quickProblem(t)
+	gt, err := LoadTruth("testdata", p.Scenario.Name, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	best, ok := gt.Best()
+	if !ok || best.Vec[0] != gt.BestThroughput {
+		t.Fatalf("Best() = %v (ok %v), truth's best throughput %v", best.Vec, ok, gt.BestThroughput)
+	}
+	ev, err := NewEvaluator(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	got, err := ev.OnStreams(ctx, best.Config, FreshStreams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != FreshStreams {
+		t.Fatalf("%d streams, want %d", len(got), FreshStreams)
+	}
+	distinct := map[float64]bool{}
+	for i, tr := range got {
+		if tr.Vec == nil || tr.Vec[0] == best.Vec[0] {
+			t.Fatalf("stream %d: %+v (the scenario's own stream: %v)", i+1, tr, best.Vec)
+		}
+		distinct[tr.Vec[0]] = true
+	}
+	if len(distinct) != FreshStreams {
+		t.Errorf("throughputs %v: the streams are not re-drawn", got)
+	}
+	again, err := ev.OnStreams(ctx, best.Config, FreshStreams)
+	if err != nil || !reflect.DeepEqual(again, got) {
+		t.Errorf("second call %v (%v), first %v", again, err, got)
+	}
+	def, err := ev.OnStreams(ctx, p.Space.DefaultConfig(), FreshStreams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr, _ := ev.Truth(ctx, p.Space.DefaultConfig()); tr.Feasible || slices.ContainsFunc(def, func(tr Truth) bool { return tr.Feasible || tr.Vec == nil }) {
+		t.Errorf("default config (feasible on the scenario's stream: %v): %+v on the other streams, want served, SLO missed", tr.Feasible, def)
 	}
 }

@@ -184,6 +184,22 @@ type Run struct {
 	Trials   []Trial `json:"trials"`
 	Belief   Belief  `json:"belief"`
 	WallS    float64 `json:"wall_s"`
+	// Streams judges the pick beside the truth's best config on
+	// FreshStreams other request streams (nil without a pick).
+	Streams *StreamFigures `json:"other_streams,omitempty"`
+}
+
+// StreamFigures compare a run's pick with the truth's best config on other
+// request streams (Evaluator.OnStreams).
+type StreamFigures struct {
+	// Ratio is the pick's output throughput over the best config's, each
+	// summed over the streams, SLO met or not: where a pick short of the
+	// best on the scenario's stream is short in the config.
+	Ratio float64 `json:"throughput_ratio"`
+	// Met and BestMet count the streams on which the pick and the best
+	// config meet the SLO.
+	Met     int `json:"slo_met"`
+	BestMet int `json:"best_slo_met"`
 }
 
 // scenarioState is what the harness holds per scenario.
@@ -441,7 +457,48 @@ func runOne(ctx context.Context, cfg Config, st *scenarioState, s Strategy, seed
 			return nil, err
 		}
 	}
-	return &Run{Scenario: st.prob.Scenario.Name, Strategy: s.Name(), Seed: seed, Trials: trials, Belief: belief, WallS: wall}, nil
+	r := &Run{Scenario: st.prob.Scenario.Name, Strategy: s.Name(), Seed: seed, Trials: trials, Belief: belief, WallS: wall}
+	if r.Streams, err = onStreams(ctx, st, r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// onStreams is Run.Streams.
+func onStreams(ctx context.Context, st *scenarioState, r *Run) (*StreamFigures, error) {
+	i := slices.IndexFunc(r.Trials, func(t Trial) bool { return t.ConfigID == r.Belief.ConfigID })
+	best, ok := st.truth.Best()
+	if r.Belief.ConfigID == "" || i < 0 || !ok {
+		return nil, nil
+	}
+	pick, err := st.ev.OnStreams(ctx, r.Trials[i].Config, FreshStreams)
+	if err != nil {
+		return nil, err
+	}
+	ref, err := st.ev.OnStreams(ctx, best.Config, FreshStreams)
+	if err != nil {
+		return nil, err
+	}
+	var f StreamFigures
+	var sp, sr float64
+	for k := range pick {
+		if pick[k].Vec != nil {
+			sp += pick[k].Vec[0]
+		}
+		if ref[k].Vec != nil {
+			sr += ref[k].Vec[0]
+		}
+		if pick[k].Feasible {
+			f.Met++
+		}
+		if ref[k].Feasible {
+			f.BestMet++
+		}
+	}
+	if sr > 0 {
+		f.Ratio = sp / sr
+	}
+	return &f, nil
 }
 
 // warmHistory is the warm-start history of a problem: the source

@@ -385,6 +385,21 @@ func sampleTruth(ctx context.Context, p *Problem, ev *Evaluator, plan SamplePlan
 	return cfgs, truths, nil
 }
 
+// Best returns the front point of highest throughput (the first
+// objective); ok is false for an empty front.
+func (g *GroundTruth) Best() (FrontPoint, bool) {
+	if len(g.Front) == 0 {
+		return FrontPoint{}, false
+	}
+	b := g.Front[0]
+	for _, f := range g.Front[1:] {
+		if f.Vec[0] > b.Vec[0] {
+			b = f
+		}
+	}
+	return b, true
+}
+
 // FrontVecs returns the front's objective vectors.
 func (g *GroundTruth) FrontVecs() [][]float64 {
 	out := make([][]float64, len(g.Front))
