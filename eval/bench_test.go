@@ -117,7 +117,8 @@ func TestQuickHarness(t *testing.T) {
 	}
 	// Every tuner run recommends a config, judged on the other streams too.
 	if s := r1.summary(cfg.Scenarios[0].Name, StratTuner); s == nil || s.PickStreams.N != cfg.Seeds || !(s.PickStreams.Median > 0) ||
-		s.PickStreamsMet < 0 || s.PickStreamsMet > 1 || s.BestStreamsMet < 0 || s.BestStreamsMet > 1 {
+		s.PickStreamsMet < 0 || s.PickStreamsMet > 1 || s.BestStreamsMet < 0 || s.BestStreamsMet > 1 ||
+		s.HVStreams.N != cfg.Seeds || !(s.HVStreams.Median >= 0) {
 		t.Errorf("tuner's pick on other request streams: %+v", s)
 	}
 	if !strings.Contains(string(md), "other request streams") {

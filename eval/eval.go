@@ -80,9 +80,9 @@ func (e *Evaluator) Truth(ctx context.Context, cfg spaces.Config) (Truth, error)
 	return t, nil
 }
 
-// FreshStreams is how many request streams other than the scenario's own
-// OnStreams judges a config on.
-const FreshStreams = 8
+// DefaultStreams is how many request streams other than the scenario's own
+// the benchmark judges the tuner's runs on (Config.Streams).
+const DefaultStreams = 8
 
 // OnStreams judges cfg without noise on n request streams other than the
 // scenario's: its workload with the seed moved on (new prompt and output

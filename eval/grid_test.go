@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"gonum.org/v1/gonum/floats"
+
 	"github.com/vllm-tuner/tuner/spaces"
 )
 
@@ -128,7 +130,7 @@ func TestNoiseFreeMeasuresTheTruth(t *testing.T) {
 	}
 }
 
-// TestOnStreams: a config is judged on FreshStreams request streams other
+// TestOnStreams: a config is judged on DefaultStreams request streams other
 // than the scenario's, each its own (the throughputs differ from each other
 // and from the scenario's stream), the same on every call; vLLM's default
 // config, whose TPOT misses the 8B H100 chat SLO by a tenth, misses it on
@@ -148,12 +150,12 @@ func TestOnStreams(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	got, err := ev.OnStreams(ctx, best.Config, FreshStreams)
+	got, err := ev.OnStreams(ctx, best.Config, DefaultStreams)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != FreshStreams {
-		t.Fatalf("%d streams, want %d", len(got), FreshStreams)
+	if len(got) != DefaultStreams {
+		t.Fatalf("%d streams, want %d", len(got), DefaultStreams)
 	}
 	distinct := map[float64]bool{}
 	for i, tr := range got {
@@ -162,18 +164,79 @@ func TestOnStreams(t *testing.T) {
 		}
 		distinct[tr.Vec[0]] = true
 	}
-	if len(distinct) != FreshStreams {
+	if len(distinct) != DefaultStreams {
 		t.Errorf("throughputs %v: the streams are not re-drawn", got)
 	}
-	again, err := ev.OnStreams(ctx, best.Config, FreshStreams)
+	again, err := ev.OnStreams(ctx, best.Config, DefaultStreams)
 	if err != nil || !reflect.DeepEqual(again, got) {
 		t.Errorf("second call %v (%v), first %v", again, err, got)
 	}
-	def, err := ev.OnStreams(ctx, p.Space.DefaultConfig(), FreshStreams)
+	def, err := ev.OnStreams(ctx, p.Space.DefaultConfig(), DefaultStreams)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if tr, _ := ev.Truth(ctx, p.Space.DefaultConfig()); tr.Feasible || slices.ContainsFunc(def, func(tr Truth) bool { return tr.Feasible || tr.Vec == nil }) {
 		t.Errorf("default config (feasible on the scenario's stream: %v): %+v on the other streams, want served, SLO missed", tr.Feasible, def)
+	}
+}
+
+// TestRunOnStreams: a run that tried the truth's front configs, its best
+// first, and picked that best: its HV ratio on the other streams is what
+// its first HVStreamTrials trials hold there (no more, on every stream,
+// than the whole front) over the whole front's; its pick scores the
+// throughput ratio 1 and the best's SLO count. A run of no trials and no
+// pick holds nothing.
+func TestRunOnStreams(t *testing.T) {
+	p := quickProblem(t)
+	gt, err := LoadTruth("testdata", p.Scenario.Name, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := NewEvaluator(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &scenarioState{prob: p, ev: ev, truth: gt}
+	best, _ := gt.Best()
+	run := func(cfgs []spaces.Config) *Run {
+		r := &Run{Belief: Belief{ConfigID: best.Config.ID()}}
+		for i, c := range cfgs {
+			r.Trials = append(r.Trials, Trial{Number: i + 1, Phase: PhaseSearch, ConfigID: c.ID(), Config: c})
+		}
+		return r
+	}
+	var all []spaces.Config
+	for _, f := range gt.Front {
+		all = append(all, f.Config)
+	}
+	if len(all) < HVStreamTrials+2 {
+		t.Fatalf("front of %d configs: too few for the test", len(all))
+	}
+	ctx := context.Background()
+	// The whole front as one long run: the HV counts its first HVStreamTrials.
+	first := slices.Insert(slices.DeleteFunc(slices.Clone(all), func(c spaces.Config) bool { return c.ID() == best.Config.ID() }), 0, best.Config)
+	f, err := onStreams(ctx, st, run(first), DefaultStreams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, err := st.hvOnStreams(ctx, first[:HVStreamTrials], DefaultStreams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := st.truthOnStreams(ctx, DefaultStreams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := floats.Sum(part) / floats.Sum(whole); math.Abs(f.HVRatio-want) > 1e-12 || !f.Pick || f.Ratio != 1 || f.Met != f.BestMet {
+		t.Errorf("front as a run: %+v, want HV ratio %v, throughput ratio 1, SLO met as often as the best", f, want)
+	}
+	for k := range whole {
+		if part[k] > whole[k]*(1+1e-12) {
+			t.Errorf("stream %d: %d of the front's configs hold %v, all of them %v", k+1, HVStreamTrials, part[k], whole[k])
+		}
+	}
+	none, err := onStreams(ctx, st, &Run{}, DefaultStreams)
+	if err != nil || none.HVRatio != 0 || none.Pick {
+		t.Errorf("empty run: %+v (%v)", none, err)
 	}
 }

@@ -43,6 +43,7 @@ func evalCommand() *cli.Command {
 				&cli.IntFlag{Name: "polish", Value: d.Plan.Polish, Usage: "most noise-free evaluations of the ground truth's polish (discrete levels, then a coordinate search around its front, to convergence)"},
 				&cli.IntFlag{Name: "parallel", Value: d.Parallel, Usage: "concurrent jobs"},
 				&cli.BoolFlag{Name: "quick", Usage: "the CI variant: one scenario, one seed, 10 trials, a small uncached ground truth"},
+				&cli.IntFlag{Name: "streams", Value: d.Streams, Usage: "request streams other than each scenario's to judge the tuner's runs on beside it (0: none; each costs 24 noise-free runs a run)"},
 				&cli.BoolFlag{Name: "noise-free", Usage: "measure every trial without the simulator's noise: what the search loses by its own choices alone (not with --readme)"},
 			},
 			Action: runEvalSearch,
@@ -84,7 +85,7 @@ func runEvalSearch(c *cli.Context) error {
 	if v := c.String("strategies"); v != "" {
 		cfg.Strategies = splitList(v)
 	}
-	for name, dst := range map[string]*int{"seeds": &cfg.Seeds, "trials": &cfg.Trials, "parallel": &cfg.Parallel} {
+	for name, dst := range map[string]*int{"seeds": &cfg.Seeds, "trials": &cfg.Trials, "parallel": &cfg.Parallel, "streams": &cfg.Streams} {
 		if c.IsSet(name) || !c.Bool("quick") {
 			*dst = c.Int(name)
 		}

@@ -20,6 +20,7 @@ func TestEvalSearchCommand(t *testing.T) {
 		{"unknown scenario", []string{"eval", "search", "--scenarios", "nope"}, 2, nil, []string{"unknown scenario", "llama8b-h100-chat"}},
 		{"unknown strategy", []string{"eval", "search", "--quick", "--strategies", "magic"}, 2, nil, []string{"unknown strategy"}},
 		{"zero seeds", []string{"eval", "search", "--quick", "--seeds", "0"}, 2, nil, []string{"seeds"}},
+		{"negative streams", []string{"eval", "search", "--quick", "--streams", "-1"}, 2, nil, []string{"other request streams -1"}},
 		{"stray argument", []string{"eval", "search", "extra"}, 2, nil, []string{"no arguments"}},
 		{"quick grid and random", []string{"eval", "search", "--quick", "--strategies", "random,grid", "--trials", "3",
 			"--samples", "40", "--refine", "5", "--out", dir}, 0,
