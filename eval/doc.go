@@ -26,7 +26,12 @@
 // the search loses by its own choices from what noise costs it); what it
 // found is judged by the true (noise-free) objective vectors of the configs
 // it tried that truly meet the SLO, so measurement noise can never inflate
-// a score. Run writes a Markdown report, JSON and one SVG per scenario
+// a score. The truth is that of the workload's one request stream (its
+// seed's prompt and output lengths), which the search measures too: the
+// tuner's runs are also judged on Config.Streams other streams of the same
+// workload beside the truth's front and best config there
+// (Evaluator.OnStreams), which tells a run short in its configs from one
+// short only on that stream. Run writes a Markdown report, JSON and one SVG per scenario
 // (hypervolume ratio vs trials). The JSON keeps every run's own figures
 // (Summary.Seeds), so Compare can judge a change to the search seed by
 // seed against a report of the code before it (tuner eval compare).
