@@ -24,20 +24,20 @@ type Truth struct {
 }
 
 // Evaluator gives the noise-free truth of configs of one problem, memoised
-// by config ID. Safe for concurrent use.
+// by config ID and request stream. Safe for concurrent use.
 type Evaluator struct {
 	prob   *Problem
 	runner *sim.Runner
 	mu     sync.Mutex
-	memo   map[string]Truth
+	memo   map[streamKey]Truth
 	evals  int
-	// streams memoises OnStreams per config ID and stream index.
-	streams map[streamKey]Truth
 }
 
+// streamKey names one evaluation: a config on a request stream (0: the
+// scenario's own, i: OnStreams' i-th other one).
 type streamKey struct {
-	id string
-	i  int
+	id     string
+	stream int
 }
 
 // NewEvaluator builds the noise-free runner of a problem.
@@ -49,10 +49,11 @@ func NewEvaluator(p *Problem) (*Evaluator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ground-truth runner: %w", err)
 	}
-	return &Evaluator{prob: p, runner: r, memo: map[string]Truth{}, streams: map[streamKey]Truth{}}, nil
+	return &Evaluator{prob: p, runner: r, memo: map[streamKey]Truth{}}, nil
 }
 
-// Evals is the number of simulator runs made (memo misses).
+// Evals is the number of simulator runs made on the scenario's own stream
+// (memo misses).
 func (e *Evaluator) Evals() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -61,22 +62,10 @@ func (e *Evaluator) Evals() int {
 
 // Truth evaluates cfg without noise (once per config ID).
 func (e *Evaluator) Truth(ctx context.Context, cfg spaces.Config) (Truth, error) {
-	id := cfg.ID()
-	e.mu.Lock()
-	t, ok := e.memo[id]
-	e.mu.Unlock()
-	if ok {
-		return t, nil
-	}
-	res, err := e.runner.Run(ctx, cfg, e.prob.Workload)
+	t, err := e.on(ctx, cfg, 0)
 	if err != nil {
-		return Truth{}, fmt.Errorf("ground truth of %s: %w", id, err)
+		return Truth{}, fmt.Errorf("ground truth of %s: %w", cfg.ID(), err)
 	}
-	t = e.prob.judge(&res)
-	e.mu.Lock()
-	e.memo[id] = t
-	e.evals++
-	e.mu.Unlock()
 	return t, nil
 }
 
@@ -93,28 +82,40 @@ const DefaultStreams = 8
 // finds the config that stream favours most. Other streams say whether a
 // pick short of that best is short on the stream or in the config.
 func (e *Evaluator) OnStreams(ctx context.Context, cfg spaces.Config, n int) ([]Truth, error) {
-	id := cfg.ID()
 	out := make([]Truth, n)
 	for i := range out {
-		k := streamKey{id, i}
-		e.mu.Lock()
-		t, ok := e.streams[k]
-		e.mu.Unlock()
-		if !ok {
-			w := e.prob.Workload
-			w.Seed += uint64(i+1) * 0x9e3779b97f4a7c15 // far from the scenario's and each other's seeds
-			res, err := e.runner.Run(ctx, cfg, w)
-			if err != nil {
-				return nil, fmt.Errorf("%s on request stream %d: %w", id, i+1, err)
-			}
-			t = e.prob.judge(&res)
-			e.mu.Lock()
-			e.streams[k] = t
-			e.mu.Unlock()
+		t, err := e.on(ctx, cfg, i+1)
+		if err != nil {
+			return nil, fmt.Errorf("%s on request stream %d: %w", cfg.ID(), i+1, err)
 		}
 		out[i] = t
 	}
 	return out, nil
+}
+
+// on evaluates cfg on a request stream (see streamKey), once.
+func (e *Evaluator) on(ctx context.Context, cfg spaces.Config, stream int) (Truth, error) {
+	k := streamKey{cfg.ID(), stream}
+	e.mu.Lock()
+	t, ok := e.memo[k]
+	e.mu.Unlock()
+	if ok {
+		return t, nil
+	}
+	w := e.prob.Workload
+	w.Seed += uint64(stream) * 0x9e3779b97f4a7c15 // far from the scenario's and each other's seeds
+	res, err := e.runner.Run(ctx, cfg, w)
+	if err != nil {
+		return Truth{}, err
+	}
+	t = e.prob.judge(&res)
+	e.mu.Lock()
+	e.memo[k] = t
+	if stream == 0 {
+		e.evals++
+	}
+	e.mu.Unlock()
+	return t, nil
 }
 
 // judge reads a result through the problem's objectives and SLO.

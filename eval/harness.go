@@ -205,7 +205,6 @@ type Run struct {
 // (Evaluator.OnStreams): where a run short of the truth on the scenario's
 // stream is short in its configs.
 type StreamFigures struct {
-	Streams int `json:"streams"`
 	// HVRatio is the hypervolume the run's first HVStreamTrials search
 	// trials hold on the streams over what the truth's front configs hold
 	// there, each summed over the streams (0 when the front holds none).
@@ -498,7 +497,7 @@ func onStreams(ctx context.Context, st *scenarioState, r *Run, n int) (*StreamFi
 	if !ok {
 		return nil, nil
 	}
-	f := StreamFigures{Streams: n}
+	var f StreamFigures
 	var cfgs []spaces.Config
 	for _, t := range r.Trials {
 		if t.Phase == PhaseSearch && t.Number <= HVStreamTrials && !t.ScreenedOut {
@@ -568,7 +567,7 @@ func (st *scenarioState) hvOnStreams(ctx context.Context, cfgs []spaces.Config, 
 	}
 	out := make([]float64, n)
 	for k := range pts {
-		out[k] = hvOf(frontOf(pts[k], st.prob), st.prob, st.truth.Ref)
+		out[k] = hvOf(pts[k], st.prob, st.truth.Ref) // dominated points add nothing
 	}
 	return out, nil
 }

@@ -389,7 +389,7 @@ func summarize(cfg Config, p *Problem, sr ScenarioReport, strat string, runs []*
 	gpuTo := map[string][]float64{}
 	var curves, stricts [][]float64
 	var best, gain, failed, oom, gpuh, reps, screened, believed, pickRatio, pickBest, pickStreams, hvStreams []float64
-	var streamsMet, bestMet, streams int
+	var streamsMet, bestMet int
 	ideal := make([][]float64, len(p.Objectives))
 	trueIdeal := make([]float64, len(p.Objectives))
 	for j, o := range p.Objectives {
@@ -506,7 +506,7 @@ func summarize(cfg Config, p *Problem, sr ScenarioReport, strat string, runs []*
 			hvStreams = append(hvStreams, f.HVRatio)
 			if f.Pick {
 				pickStreams = append(pickStreams, f.Ratio)
-				streamsMet, bestMet, streams = streamsMet+f.Met, bestMet+f.BestMet, streams+f.Streams
+				streamsMet, bestMet = streamsMet+f.Met, bestMet+f.BestMet
 			}
 		}
 		s.Seeds = append(s.Seeds, sf)
@@ -556,8 +556,8 @@ func summarize(cfg Config, p *Problem, sr ScenarioReport, strat string, runs []*
 	if picks > 0 {
 		s.PickFeasible = float64(pickFeas) / float64(picks)
 	}
-	if streams > 0 {
-		s.PickStreamsMet, s.BestStreamsMet = float64(streamsMet)/float64(streams), float64(bestMet)/float64(streams)
+	if n := len(pickStreams) * cfg.Streams; n > 0 {
+		s.PickStreamsMet, s.BestStreamsMet = float64(streamsMet)/float64(n), float64(bestMet)/float64(n)
 	}
 	return s
 }
