@@ -23,89 +23,17 @@ var probeSteps = func() []float64 {
 const probeFeasible = 0.5
 
 // probe proposes, when a late bisection ask finds no pair, the incumbent
-// moved along one numeric axis to where the surrogate places a
-// feasibility bound (the farthest point before P(feasible) first drops
-// below probeFeasible, or the range's end), on the axis and side whose
-// bound the surrogate expects to hold the largest box relative to its own
-// prediction of the incumbent's. Bisection needs an infeasible trial past
-// the bound with the incumbent's levels; without one the search stalled a
-// few percent inside it (8B-H100-chat: max_num_seqs 89-97 where the
-// truth's best runs 86, just above the TTFT bound). The model places the
-// bound well (P(feasible) 0.09 / 0.47 / 0.78 at 83 / 86 / 88 sequences
-// there) even where it misses the objectives by more than the gain: either
-// outcome helps, a feasible probe as a new incumbent, an infeasible one as
-// bisection's partner. A side of the incumbent along an axis where a
-// config with its levels was measured already, or runs now, is left out
-// (explored).
-//
-// tuner eval search --strategies tuner,par4, 24 trials, format-7 truths,
-// sums over the eight scenarios of HV@8 / HV@24 / pick, par4 HV@24: at 10
-// seeds (main 494bf43: 5.725 / 6.754 / 7.827, par4 6.674) 5.725 / 6.818 /
-// 7.813, par4 6.661; at 20 seeds (5.607 / 6.730 / 7.822, par4 6.704)
-// 5.607 / 6.827 / 7.811, par4 6.763 (HV@24 8B-A100 0.893 -> 0.939, Qwen 7B
-// 0.772 -> 0.846, 70B 0.855 -> 0.832; par4 Qwen 72B 0.724 -> 0.783,
-// Mistral 0.799 -> 0.754). Without the explored sides, at 10 seeds: 5.725
-// / 6.837 / 7.813, par4 6.688 (70B 0.877 -> 0.816: the probes went on
-// moving max_num_batched_tokens where a trial had found nothing). Configs
-// in flight counted as exploring their side, at 10 seeds: par4 HV@24 6.661
-// -> 6.720 (70B 0.812 -> 0.842, Qwen 72B 0.755 -> 0.776, the rest within
-// 0.01; one worker's figures unchanged by construction). Measured and
-// dropped (10 seeds, same command): the bound placed at P(feasible) 0.65
-// 5.725 / 6.735 / 7.808, par4 6.727, and at 0.35 5.725 / 6.772 / 7.814,
-// par4 6.680; every second probe from the feasible config of highest
-// throughput, valued by its throughput, for the picks: 5.725 / 6.749 /
-// 7.826, par4 6.651 (Qwen 7B 0.825 -> 0.754); probes from the opening's
-// bisection asks on: 5.589 / 6.823 / 7.815 (70B HV@8 0.676 -> 0.501,
-// Qwen 72B 0.481 -> 0.585); where the incumbent has nothing to probe, the
-// second and third largest boxes probed in turn (with configs in flight
-// counted; 5.725 / 6.818 / 7.813, par4 6.720): 5.725 / 6.792 / 7.815,
-// par4 6.675 (Qwen 7B 0.825 -> 0.890, 70B 0.858 -> 0.776: the 70B's gains
-// are in levels, which the screening asks the probes replace move); a probe
-// only where the predicted box gains 5% or more: 5.725 / 6.838 / 7.813,
-// par4 6.645 (par4 8B-A100 0.935 -> 0.913, Qwen 7B 0.883 -> 0.849).
-// Each line's bound is then halved six times on the model, between its
-// last step above probeFeasible and the next: far from the incumbent the
-// steps are a quarter of the distance apart (from 587 sequences: 108, 84)
-// and 8B-H100's bound in max_num_seqs is a few sequences wide. Same
-// command, with the slot wait's own factor in the surrogate (main dae818c;
-// 10 seeds 5.984 / 6.919 / 7.819, par4 6.754; 20 seeds 5.795 / 6.913 /
-// 7.825, par4 6.768): at 10 seeds 5.984 / 7.017 / 7.819, par4 6.811, at 20
-// seeds 5.795 / 7.009 / 7.821, par4 6.824 (8B-H100 0.728 -> 0.817, par4
-// 0.694 -> 0.741, par4 Qwen 72B 0.755 -> 0.788; 70B 0.893 -> 0.898).
-// Before that factor (main f43fa72; 20 seeds 5.607 / 6.827 / 7.813, par4
-// 6.761) the halvings gave 5.607 / 6.778 / 7.813, par4 6.749 (70B 0.832 ->
-// 0.781, 8B-H100 0.712 -> 0.727): the model placed 8B-H100's bound at 95
-// sequences, the truth near 90, as its TTFT log-ratio learnt above the 96
-// clients (TTFT p99 885 ms, roofline 164) multiplied the roofline's slot
-// wait below them (see surrogate's Objective.Offset). Also dropped (10
-// seeds, main f43fa72: 5.725 / 6.818 / 7.814, par4 6.720): three chained
-// line moves (the probe moved again from where the last move left it, a
-// coordinate ascent on the model) 5.725 / 6.842 / 7.813, par4 6.613 (par4
-// 70B 0.842 -> 0.800, Qwen 72B 0.776 -> 0.734), two 5.725 / 6.817 / 7.817,
-// par4 6.680.
-// Dropped too (2026-12-06, main 01589c5, 10 seeds: 5.984 / 7.023 /
-// 7.841, par4 6.847): lines valued by the box of the pessimistic
-// prediction (mean less one ensemble spread on throughput, plus one on
-// latency and memory), so that a certain gain such as utilisation at its
-// range's end (0.8 GiB a step, 3.5% of the 8B-H100 box) outranks larger
-// uncertain ones: 5.984 / 6.909 / 7.828, par4 6.892 (8B-H100 0.829 ->
-// 0.749). Also dropped (main cfd0f28, same command and base): each line
-// valued at its largest predicted box short of its bound as well as at
-// the bound (Qwen 72B's best box sits at 61 sequences per replica, under
-// its 64 clients, far inside any bound): 5.984 / 6.942 / 7.840, par4 6.844
-// (Qwen 7B 0.836 -> 0.786, 8B-A100 0.958 -> 0.938; Qwen 72B unchanged).
-// And trades (main dd885cb, 20 seeds: 5.795 / 7.033 / 7.845, par4 6.862):
-// the incumbent moved past the model's bound on one axis (0.05-0.4 of the
-// cube) and another numeric axis moved until the model expects
-// feasibility again, valued with the lines. On the 8B A100 short scenario
-// the best throughput needs all 256 clients admitted with the budget at
-// its TPOT bound (794 tokens); every seed bounds TPOT by max_num_seqs
-// instead (150-190 at budgets of 5,000-65,000, 0.975 of it). Trades only
-// where the incumbent sits at a bound: 5.795 / 7.021 / 7.844, par4 6.844;
-// from every line: 5.795 / 6.998 / 7.841, par4 6.840 (8B-H100 0.817 ->
-// 0.787). The model did not expect the gain (A100 short: the box, with its
-// E2EL, falls past the client count, and it does in the simulator too:
-// 14.6 s at 155 sequences, 16.3 s at 593), and no seed reached the route.
+// moved along one numeric axis to the feasibility bound the surrogate
+// predicts (the farthest point before P(feasible) drops below
+// probeFeasible, or the range's end), on the axis and side whose bound the
+// model expects to hold the largest box relative to the incumbent's.
+// Bisection needs an infeasible trial past the bound with the incumbent's
+// levels; without one the search stalled a few percent inside it. The
+// model places bounds well even where it misses the objectives, and either
+// outcome helps: a feasible probe is a new incumbent, an infeasible one
+// bisection's partner. A side where a config with the incumbent's levels
+// was measured, or runs now, is skipped (explored).
+// Measurements: docs/search-log.md, "Proposer.probe".
 func (p *Proposer) probe(ctx context.Context, sc scalariser) (spaces.Config, bool) {
 	obs, _, _, k := p.incumbent(sc)
 	if k < 0 || !p.fit(ctx) {
@@ -243,7 +171,10 @@ func (p *Proposer) probe(ctx context.Context, sc scalariser) (spaces.Config, boo
 }
 
 // probeHalvings is how many times probe halves each line's predicted
-// bound on the model.
+// bound on the model: far from the incumbent the geometric steps are a
+// quarter of the distance apart, and a bound in max_num_seqs is a few
+// sequences wide.
+// Measurements: docs/search-log.md, "probeHalvings".
 const probeHalvings = 6
 
 // ownUnits is the unit vectors of the sampler's observations.

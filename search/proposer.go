@@ -68,44 +68,19 @@ type ProposerConfig struct {
 	SamplerMinWeight float64 // default 1: only the study's own context
 	// Scorer screens candidates (nil: the sampler's own choice).
 	Scorer Scorer
-	// Candidates is the pool size when screening (default 256). Measured
-	// and dropped (main dd885cb, tuner eval search --strategies tuner,par4
-	// --seeds 20 --trials 24, format-7 truths; sums over the eight
-	// scenarios of HV@8 / HV@24 / pick 5.795 / 7.033 / 7.845, par4 HV@24
-	// 6.862, 520 s): 1024 gave 5.805 / 6.849 / 7.830, par4 6.826, in 1,887
-	// s (8B-H100 HV@24 0.817 -> 0.737, Qwen 7B 0.834 -> 0.749): the more
-	// candidates the model ranks, the more often its best is one it
-	// overrates; 128 gave 5.710 / 6.952 / 7.841, par4 HV@8 / HV@24 5.108 /
-	// 6.862 -> 4.716 / 6.703 (70B 0.892 -> 0.783).
+	// Candidates is the pool size when screening (default 256). A larger
+	// pool was slower and lowered HV@24: the more candidates the model
+	// ranks, the more often its best is one it overrates; a smaller one
+	// lowered par4's HV.
+	// Measurements: docs/search-log.md, "ProposerConfig.Candidates".
 	Candidates int
 	// MinScreenHistory is the number of usable observations of this
 	// context before screening (default 0: before two trials the scorer is
 	// the roofline scaled to what was measured, surrogate.Scaled, which
 	// steers the workers of a parallel study that ask before their first
-	// trials end). tuner eval compare, tuner,par4, 20 seeds, 24 trials,
-	// format-7 truths, schema-5 roofline (2026-12-07), 0 against 2: par4
-	// median HV@8 0.701 -> 0.822 (+0.114 +/- 0.017 seed by seed, better on
-	// 119 of 160 scenario-seeds; Mixtral 0.782 -> 0.950, 8B H100 chat
-	// 0.498 -> 0.640), HV@24 0.917 -> 0.931 (+0.017 +/- 0.007); one worker
-	// unchanged (HV@8 -0.0001 +/- 0.012, HV@24 +0.001 +/- 0.006; Qwen 7B
-	// HV@8 0.875 -> 0.810). On the rooflines before schema 4 it did harm,
-	// as follows. Measured
-	// and dropped then (branch w-open; tuner,par4, 10 seeds, 24 trials,
-	// format-6 truths, before the budget-aware estimates; base tuner
-	// HV@8 / HV@24 / pick sums 4.930 / 6.354 / 7.747, par4 HV@8 / HV@24
-	// 4.204 / 6.213): 1 (the roofline calibrated by vLLM's default alone
-	// screens trial 1; the surrogate then trains on one trial) 4.860 /
-	// 6.123 / 7.746, par4 4.757 / 6.145 (8B-H100 HV@24 0.621 -> 0.510, 70B
-	// HV@8 0.661 -> 0.458); 0 (the roofline alone before any result)
-	// 4.775 / 6.134 / 7.751, par4 4.916 / 6.271; that with a relative
-	// spread of at least 0.7 for the SLO probabilities of a model of
-	// fewer than two trials 4.593 / 5.976 / 7.748, par4 5.149 / 6.092. A
-	// model of one trial or none has no spread (its members agree), while
-	// the roofline's own error varies between configs by a log-ratio std
-	// of 0.6-0.9 for TPOT p99 and 1.6 for TTFT p99. Re-measured with
-	// today's surrogate (2026-12-06, main f8e7015, format-7 truths; sums
-	// 5.725 / 6.556 / 7.827, par4 5.023 / 6.607): 1 gave 5.554 / 6.555 /
-	// 7.834, par4 4.896 / 6.479 (70B HV@8 0.676 -> 0.478).
+	// trials end). On the schema-5 roofline, 0 against 2 raised par4's median
+	// HV@8 from 0.70 to 0.82; on the rooflines before schema 4 it did harm.
+	// Measurements: docs/search-log.md, "ProposerConfig.MinScreenHistory".
 	MinScreenHistory int
 	RefitEvery       int // tells between Fit calls at least (default 1)
 	// RefitGrowth refits only once the history has grown by this fraction
@@ -120,55 +95,34 @@ type ProposerConfig struct {
 	RandomFraction float64
 	// MutationFraction is the share of the pool made by mutating the
 	// current feasible front of this context: local search the surrogate
-	// can exploit (default 0.6; negative: none). Measured and dropped
-	// (tuner,par4, 10 seeds, 24 trials, format-7 truths; main f43fa72 sums
-	// of HV@8 / HV@24 / pick 5.725 / 6.818 / 7.814, par4 HV@24 6.720): 0.8
-	// with RandomFraction 0.05, 5.449 / 6.601 / 7.830, par4 6.590 (70B HV@8
-	// 0.676 -> 0.452, HV@24 0.858 -> 0.758; 8B-A100 HV@24 0.903 -> 0.966).
+	// can exploit (default 0.6; negative: none). A larger share (0.8) lowered
+	// the HV sums.
+	// Measurements: docs/search-log.md, "ProposerConfig.MutationFraction".
 	MutationFraction float64
-	// Optimism is k in mean + k*std (default 1). Measured and dropped,
-	// once late only (tuner eval search --strategies tuner,par4, 10 seeds,
-	// 24 trials, format-7 truths, with the late squared feasibility: sums
-	// of HV@8 / HV@24 / pick 5.725 / 6.754 / 7.827, par4 HV@24 6.674):
-	// k = 2 5.725 / 6.585 / 7.827, par4 6.667 (Mistral 0.807 -> 0.758, 70B
-	// 0.877 -> 0.820); k = 0.5 5.725 / 6.625 / 7.818, par4 6.637 (70B 0.790).
+	// Optimism is k in mean + k*std (default 1); late, both k = 2 and
+	// k = 0.5 lowered HV@24.
+	// Measurements: docs/search-log.md, "ProposerConfig.Optimism".
 	Optimism float64
 	// RefineRounds is the number of rounds in which the best screened
 	// candidates are mutated and the mutants scored (default 2; negative:
-	// none). Measured (main dd885cb, tuner eval search --strategies
-	// tuner,par4 --seeds 20 --trials 24, format-7 truths; sums of HV@8 /
-	// HV@24 / pick 5.795 / 7.033 / 7.845, par4 HV@8 / HV@24 5.108 / 6.862):
-	// none gave 5.498 / 6.865 / 7.815, par4 4.561 / 6.658; 4 gave 5.852 /
-	// 6.968 / 7.848, par4 5.133 / 6.748.
+	// none). Without them HV@8 and HV@24 fell; 4 rounds lowered HV@24.
+	// Measurements: docs/search-log.md, "ProposerConfig.RefineRounds".
 	RefineRounds int
 	// FeasibilityExponent raises the probability of feasibility in the
 	// acquisition (hypervolume gain x P(feasible)^k; default 3, negative:
 	// 1). A candidate past a bound costs a whole trial and adds nothing,
 	// and the ensemble's probabilities are loose: with k = 1 the search
 	// kept choosing configs far past a bound (TTFT at max_num_seqs below
-	// the client count) whose optimistic gain outweighed even odds. On the
-	// search-quality evaluation (10 seeds, with BisectEvery) k = 3 raised
-	// the median HV at 24 trials on 3 of 4 scenarios. Re-measured with
-	// today's surrogate (2026-12-06, tuner,par4, 10 seeds, 24 trials,
-	// format-7 truths, sums over eight scenarios of HV@8 / HV@24 / pick,
-	// k = 3: 5.725 / 6.556 / 7.827, par4 HV@8 / HV@24 5.023 / 6.607): k = 2
-	// gave 5.419 / 6.698 / 7.778, par4 5.246 / 6.609 (70B HV@8 0.676 ->
-	// 0.468, Qwen 7B 0.696 -> 0.601).
+	// the client count) whose optimistic gain outweighed even odds.
+	// Measurements: docs/search-log.md, "ProposerConfig.FeasibilityExponent".
 	FeasibilityExponent float64
 	// LateFeasibilityExponent replaces FeasibilityExponent once the search
 	// is late (see LateAfter; default 2, or FeasibilityExponent where that
-	// is lower; negative: FeasibilityExponent throughout). The opening needs the caution (k = 2 throughout cost
-	// HV@8, above); late, the incumbent sits at a bound and the gains left
-	// are past configs the ensemble gives even odds, so less caution finds
-	// them. tuner eval search --strategies tuner,par4, 10 seeds, 24 trials,
-	// format-7 truths, sums over the eight scenarios of HV@8 / HV@24 /
-	// pick (main 8b044b2, k = 3 throughout: 5.725 / 6.653 / 7.823, par4
-	// HV@24 6.618): late k = 2 5.725 / 6.754 / 7.827, par4 6.674 (HV@24 up
-	// on six scenarios: 8B-H100 0.685 -> 0.707, Qwen 7B 0.757 -> 0.780,
-	// Mistral 0.783 -> 0.807; par4 Mixtral 0.940 -> 0.898); late k = 1
-	// 5.725 / 6.715 / 7.812, par4 6.608. At 20 seeds (same command): k = 3
-	// 5.607 / 6.637 / 7.823, par4 6.698; late k = 2 5.607 / 6.730 / 7.822,
-	// par4 6.704 (HV@24 up on seven scenarios, Mixtral 0.954 -> 0.948).
+	// is lower; negative: FeasibilityExponent throughout). The opening needs
+	// the caution (k = 2 throughout cost HV@8); late, the incumbent sits at a
+	// bound and the gains left are past configs the ensemble gives even odds,
+	// so less caution finds them.
+	// Measurements: docs/search-log.md, "ProposerConfig.LateFeasibilityExponent".
 	LateFeasibilityExponent float64
 	// BisectEvery makes every n-th ask a boundary bisection (default 3;
 	// negative: never): see Proposer.bisect.
@@ -180,24 +134,15 @@ type ProposerConfig struct {
 	// negative: never). Most of a front's hypervolume often sits in one
 	// config at an SLO's edge, a spike a few percent wide in
 	// max_num_batched_tokens or max_num_seqs that 0.1-wide steps jump
-	// across. Multi-scale steps from the first trial on cost the
-	// opening's spread (HV at 8 trials fell on the search-quality
-	// evaluation); after 8 trials, with bisection every second ask,
-	// they raised the median HV at 24 trials from 0.51 to 0.61 on
-	// 8B-H100-chat and the sum over the eight scenarios by 0.09, HV at
-	// 8 trials unchanged by construction. Re-measured with the relayout
-	// (2026-12-06, tuner,par4, 10 seeds, 24 trials, format-7 truths; sums
-	// of HV@8 / HV@24 / pick 5.725 / 6.556 / 7.827, par4 HV@8 / HV@24
-	// 5.023 / 6.607): LateAfter 6 gave 5.540 / 6.515 / 7.821, par4 4.532 /
-	// 6.462 (par4 8B-H100 HV@8 0.518 -> 0.230, Mixtral 0.769 -> 0.560).
+	// across; multi-scale steps from the first trial on cost the opening's
+	// spread.
+	// Measurements: docs/search-log.md, "ProposerConfig.LateAfter".
 	LateAfter int
 	// LateBisectEvery is BisectEvery once late (default 2; negative:
 	// BisectEvery throughout); a late bisection ask with no pair to bisect
-	// probes a predicted bound instead (see Proposer.probe). Re-measured with the late squared
-	// feasibility (2026-12-06, tuner,par4, 10 seeds, 24 trials, format-7
-	// truths; 5.725 / 6.754 / 7.827, par4 HV@24 6.674): every third late
-	// ask gave 5.725 / 6.643 / 7.834, par4 6.531 (70B 0.877 -> 0.770):
-	// the less cautious screening does not replace the bisections.
+	// probes a predicted bound instead (see Proposer.probe). The less
+	// cautious late screening does not replace the bisections.
+	// Measurements: docs/search-log.md, "ProposerConfig.LateBisectEvery".
 	LateBisectEvery int
 	StartupTrials   int // TPE: random trials before modelling (default 8)
 	EICandidates    int // TPE: candidates per suggestion (default 24; 8 for screening pools)
@@ -606,38 +551,11 @@ func (p *Proposer) pool(sc scalariser, n int, screen bool) ([]spaces.Config, err
 }
 
 // parents are the unit vectors of the feasible front of this context
-// (p.front, kept per tell).
-// Other contexts' fronts are not mutated: they were parents while this
-// front had fewer than two members, and a warm start then spent its
-// opening next to another model's or GPU's best configs (Llama 70B on four
-// H100s warm-started from Qwen 72B on eight H200s; Mixtral on two H100s
-// from Llama 8B on one, tensor_parallel_size 1, out of memory). On the
-// search-quality evaluation (10 seeds, 24 trials) the warm start's median
-// HV at 8 trials rose from 0.452 to 0.691 on the 70B and from 0.285 to 0.550
-// on Mixtral without them (0.661 and 0.707 cold); the other context still
-// reaches the pruning and the surrogate. Also measured and dropped
-// (2026-12-06, tuner,tuner-warm, 10 seeds, 24 trials, format-7 truths): the
-// unscreened second trial taken from the other context's configs, its
-// feasible one with the largest box first: warm HV@8 sum 5.815 -> 5.716
-// (Qwen 7B 0.740 -> 0.675, Mistral 0.702 -> 0.663; on the 8B H100 chat no
-// config of the A100 study meets this study's SLO, so nothing moved).
-//
-// Measured and dropped (main cfd0f28, tuner eval search --trials 24,
-// format-7 truths, sums over the eight scenarios of HV@8 / HV@24 / pick):
-// once late, 0.3 of the mutation draws a uniform crossover of two front
-// members instead (each coordinate from one or the other), since a front's
-// good settings are often found in different trials (utilisation at its
-// range's end in one, the token budget at the TTFT bound in another). At
-// 20 seeds (tuner,par4: 5.795 / 7.033 / 7.845, par4 5.108 / 6.862 / 7.815)
-// 5.795 / 7.008 / 7.832, par4 5.108 / 6.990 / 7.819 (par4 Mistral 0.754 ->
-// 0.792, Qwen 72B 0.758 -> 0.802, Mixtral 0.960 -> 0.988; 8B-H100 0.817 ->
-// 0.794); but the 10-seed table of all strategies (01589c5: tuner 5.984 /
-// 7.023 / 7.841, par4 5.192 / 6.847 / 7.815, warm 5.959 / 6.901 / 7.841)
-// gave tuner 5.984 / 7.014 / 7.817, par4 5.192 / 6.951 / 7.817, warm 6.007
-// / 6.792 / 7.828: the three tuner strategies' HV@24 sum 20.771 -> 20.757,
-// and the picks >= 0.99 2 -> 0 of 8 (Mistral 0.991 -> 0.984). A share of
-// 0.15 (20 seeds: 6.999, par4 6.873) and the incumbent crossed with a
-// front member (7.006, par4 6.871) did no better.
+// (p.front, kept per tell). Other contexts' fronts are not mutated: as
+// parents they made a warm start spend its opening next to another model's
+// or GPU's best configs; the other context still reaches the pruning and
+// the surrogate. A late crossover of front members was tried and dropped.
+// Measurements: docs/search-log.md, "Proposer.parents".
 func (p *Proposer) parents() [][]float64 {
 	out := make([][]float64, len(p.front))
 	for i, k := range p.front {
@@ -648,11 +566,8 @@ func (p *Proposer) parents() [][]float64 {
 
 // lateSteps are the scales of a late search's mutation steps (one drawn per
 // coordinate): fine enough to approach a bound, coarse enough to leave a
-// local front. Measured and dropped (tuner,par4, 10 seeds, 24 trials,
-// format-7 truths; main f43fa72 sums of HV@8 / HV@24 / pick 5.725 / 6.818
-// / 7.814, par4 HV@24 / pick 6.720 / 7.790): {0.01, 0.03, 0.1, 0.3}, 5.725
-// / 6.746 / 7.834, par4 6.620 / 7.810 (picks 70B 0.972 -> 0.984, Mixtral
-// 0.989 -> 0.995; HV@24 70B 0.858 -> 0.784, Qwen 7B 0.825 -> 0.796).
+// local front.
+// Measurements: docs/search-log.md, "lateSteps".
 var lateSteps = []float64{0.02, 0.1, 0.3}
 
 // late reports whether the search is past its opening (ProposerConfig.LateAfter
@@ -678,37 +593,13 @@ func (p *Proposer) feasibilityExponent() float64 {
 //
 // TP and DP change one at a time, which cannot re-split the GPUs (from
 // TP 8 x DP 1 on 8 GPUs: 4 x 1 idles half, 8 x 2 is invalid): the late
-// search's relayout moves the incumbent to each other layout once. A
-// relayout move among the mutations (TP and DP one coordinate, moved to
-// another valid layout using at least as many GPUs; branch w-surr-layout,
-// 6ec1a4a) changed nothing on Qwen 72B (the surrogate's roofline screens
-// 4 x 2 out: see surrogate's derived) and cost Mixtral on 2 H100s HV@8
-// 0.707 -> 0.624, HV@24 0.886 -> 0.816; with the surrogate's layout
-// estimates it reached 4 x 2 in 200-210 of 240 trials but no variant
-// raised the multi-GPU sums, nor did the relayout over spaces' Resplits on
-// the polished truths (figures in surrogate's derived).
+// search's relayout moves the incumbent to each other layout once; a
+// relayout move among the mutations did not help.
 //
-// A mutant that violates a constraint is dropped (accept), not repaired.
-// Tried and dropped (branch w-repair, fa31762 and before): repairing it
-// to the valid config nearest it in the unit cube, among the parameters
-// the violated constraint reads that the move left unchanged giving way
-// (another level, or the nearest valid value along the axis, found by
-// bisection: fewer sequences for a budget below max_num_seqs, chunked
-// prefill on for one below max_model_len) and a retreat toward the parent
-// to the constraint's boundary (the truth's polish now repairs its probes
-// the first way, with spaces' Space.Repairs, which a search repair would
-// reuse). Search-quality evaluation on the format-5 truths (10 seeds, 24
-// trials), sums over the eight scenarios of HV@8 / HV@24 / pick, main
-// 4.951 / 6.203 / 7.741: every mutant and midpoint repaired 4.747 /
-// 5.862 / 7.743 (8B-H100 HV@8 0.361 -> 0.241, Mixtral 0.707 -> 0.519;
-// a run beat Qwen 72B's truth by 2.2%); only numeric steps, the other
-// parameters first 4.650 / 6.023 / 7.740; that once late 4.951 / 6.053 /
-// 7.735 (8B-H100 HV@24 0.614 -> 0.513); only bisection midpoints 4.883 /
-// 6.167 / 7.737 (13 of them invalid in 80 runs). Of 75k-105k invalid
-// mutants per evaluation (chunked-prefill-budget, gpus-available and
-// static-memory the most) 13k-74k were repaired, but the screening ran
-// one in only 43-148 of 1840 asks: the surrogate does not rank the
+// A mutant that violates a constraint is dropped (accept), not repaired:
+// repairing it lowered the HV sums, and the surrogate does not rank the
 // repaired low-budget configs high, so the picks never moved.
+// Measurements: docs/search-log.md, "Proposer.mutate".
 func (p *Proposer) mutate(x []float64) map[string]spaces.Value {
 	late := p.late()
 	y := append([]float64(nil), x...)
@@ -911,14 +802,9 @@ func completeTrial(tp *trialParams, value float64) goptuna.FrozenTrial {
 // and returns the config to run; on a scorer error it logs and returns the
 // sampler's first choice.
 //
-// Measured and dropped (tuner eval search --strategies tuner,par4, 10
-// seeds, 24 trials, format-7 truths; main a12fa1b sums of tuner HV@8 /
-// HV@24 / pick 5.725 / 6.575 / 7.754, par4 HV@24 6.599): every fourth late
-// ask scored by the gain in the best feasible throughput alone (the
-// objective a recommendation maximises), to reach the picks' last 1-3%:
-// 5.725 / 6.610 / 7.744, par4 6.529; four refinement rounds instead of two
-// (as many mutants in all): 5.447 / 6.514 / 7.748 (Qwen 7B HV@8 0.696 ->
-// 0.495, Mixtral 0.880 -> 0.817).
+// Scoring late asks by the best feasible throughput alone, and four
+// refinement rounds instead of two, were measured and dropped.
+// Measurements: docs/search-log.md, "Proposer.screen".
 func (p *Proposer) screen(ctx context.Context, pool []spaces.Config, sc scalariser) spaces.Config {
 	if !p.fit(ctx) {
 		return pool[0]
@@ -994,15 +880,9 @@ func (p *Proposer) fit(ctx context.Context) bool {
 // on other workers that it expects to be feasible, normalised by norm: a
 // "kriging believer" front. The acquisition then measures a candidate's
 // gain against what those configs will most likely add, so a candidate
-// next to one in flight gains little. Without it the four workers of
-// `tuner eval search --strategies par4` screened toward one spot (on
-// Mixtral six trials in a row at max_num_seqs 50-53 and the same token
-// budget); with it par4's median HV at 24 trials rose from 0.41 to 0.50 on
-// 8B-H100-chat and from 0.73 to 0.76 on Mixtral (10 seeds). Also tried
-// and dropped: beliefs in boundary bisection (a pending midpoint as a
-// nearer bound or a new incumbent; 8B-A100-short 0.77 -> 0.73) and
-// optimistic beliefs (mean + Optimism x std, as candidates are scored;
-// lower on 8B-H100-chat). Nil when nothing is in flight or scoring fails.
+// next to one in flight gains little; without it parallel workers
+// screened toward one spot. Nil when nothing is in flight or scoring fails.
+// Measurements: docs/search-log.md, "Proposer.believed".
 func (p *Proposer) believed(ctx context.Context, norm normaliser) [][]float64 {
 	if len(p.others) == 0 {
 		return nil
@@ -1043,9 +923,8 @@ func (p *Proposer) isPending(id string) bool {
 
 // liarValue is the value a pending config is told with: the median of the
 // values observed so far. The worst value (the classic constant liar) kept
-// four workers apart but also away from the good region: on the H100 chat
-// evaluation 4 workers reached HV 0.66 at 48 trials where one reached 0.87;
-// with the median 0.81 (the best value, 0.56, crowds them instead).
+// workers apart but also away from the good region; the best crowds them.
+// Measurements: docs/search-log.md, "liarValue".
 func liarValue(told []float64) float64 {
 	s := slices.Sorted(slices.Values(told))
 	return s[len(s)/2]
@@ -1067,33 +946,8 @@ func (p *Proposer) inFlight() []spaces.Config {
 // screening counts each the scorer expects to be feasible as a front
 // member at its predicted mean (believed), so proposals do not crowd one
 // region. Without configs in flight the proposer does exactly what it
-// does alone (the sequential tuner's figures are unchanged). Tried and
-// dropped: taking, for the unscreened asks before MinScreenHistory own
-// measurements, the one of 16 sampler draws farthest from every config
-// tried or in flight: par4 HV@8 summed over the eight scenarios fell from
-// 4.725 to 4.420 (70B 0.605 -> 0.322: far from the default is off its one
-// good layout) and HV@24 at 20 seeds fell on Qwen 72B (0.738 -> 0.606) and
-// the 70B (0.800 -> 0.764), rising on 8B-H100 (0.525 -> 0.593). Also
-// measured and dropped (par1,par4, 10 seeds, 24 trials, format-5 truths,
-// base 54e9d24 par4 HV@24 sum 6.274): a late phase counting only results
-// (branch w-par 31f61f4; 6.221, Mixtral 0.803 -> 0.757, 70B 0.804 ->
-// 0.747); bisection's shadowed pairs counting configs in flight too (see
-// probedAt). Where par4 lost was the opening: it claims four configs before
-// any result and screened only from two usable ones, so claims 2-5 were
-// unscreened draws (8B-H100: 36 in the first 8 claims of 8 seeds against 9,
-// nearly all infeasible); on Mixtral the TP 1 draws fail to start in 42-92 s
-// while TP 2 trials take 170-300 s, and each fast failure sends its worker
-// back to another unscreened draw (35 failures in the first 8 claims of 10
-// seeds against 16; none once screening starts). Screening every ask while
-// configs are in flight, on the roofline estimates alone before any result
-// (branch w-open 224210a), raised par4's HV@8 sum from 4.204 to 4.916 and
-// HV@24 from 6.213 to 6.271 before the budget-aware estimates (Qwen 7B HV@8
-// 0.147 -> 0.790, 70B 0.605 -> 0.441); with them, 4.806 / 6.634 -> 5.157 /
-// 6.674 (Mixtral HV@8 0.452 -> 0.810, HV@24 0.854 -> 0.988; but 8B-H100 HV@8
-// 0.518 -> 0.081, Qwen 72B 0.483 -> 0.342), so it was not in then. On the
-// schema-5 roofline, scaled to the trials so far (surrogate.Scaled), it is
-// the default (MinScreenHistory has the figures: par4 HV@8 0.701 -> 0.822,
-// 8B-H100 0.498 -> 0.640, Qwen 72B 0.486 -> 0.551).
+// does alone (the sequential tuner's figures are unchanged).
+// Measurements: docs/search-log.md, "Proposer.SetPending".
 func (p *Proposer) SetPending(cfgs []spaces.Config) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -201,11 +201,9 @@ func fixedRef(objs pareto.Objectives, slo trial.SLO, t *spaces.Target) []float64
 
 // normRef maps a fixedRef point into the scalariser's normalised space, never
 // tighter than hvRef (NaN coordinates are hvRef): the screening's reference.
-// Screening against exactRef instead (with bisection on it) was measured and
-// dropped: tuner eval search, 10 seeds, 24 trials, format-6 truths, sums
-// over the eight scenarios HV@8 4.930 -> 4.769 and HV@24 6.412 -> 6.259
-// against bisection alone on exactRef (8B-H100 HV@8 0.356 -> 0.214, 70B
-// 0.661 -> 0.554, Qwen 72B HV@24 0.706 -> 0.615).
+// Screening against exactRef instead (with bisection on it) lost HV@8 and
+// HV@24.
+// Measurements: docs/search-log.md, "normRef".
 func normRef(raw []float64, norm normaliser) []float64 {
 	out := exactRef(raw, norm)
 	for j := range out {

@@ -27,32 +27,9 @@ var ErrNotFitted = errors.New("surrogate not trained yet")
 // and spread (the spread floored at SpreadFloor of the mean, as a bagged
 // ensemble underestimates its error on few samples).
 //
-// It does underestimate it: after 16 trials of a seed (seeds 1 and 2 each),
-// near the truth's best configs TPOT p99 is off by 1-4% on 8B H100 chat and
-// by 13-20% at Qwen 72B's TP 4 x DP 2 (a layout the history had barely
-// measured) with a spread of 1-3%, throughput by 1-11% with 1-6%, and TTFT
-// p99 on the Mistral long-context cliff by factors of 2-3.5 with 8-25%;
-// on the history itself the errors are 1-2% (Mistral's TTFT 2-9%).
-// Measured and dropped (tuner eval search --strategies tuner,par4, 10
-// seeds, 24 trials, format-7 truths;
-// main e5a9c01 sums of HV@8 / HV@24 / pick 5.984 / 7.023 / 7.841, par4
-// HV@24 6.847), each from the parameters scaled to [0, 1] (a level that
-// differs counting 0.25, squared):
-//   - the ensemble's residuals at the study's measured configs carried to
-//     candidates (Gaussian kernel weights, length 0.15, the residual
-//     shrunk by 0.5 of a weight): 5.852 / 6.929 / 7.831 (8B H100 chat
-//     HV@24 0.829 -> 0.743, Mixtral HV@8 0.916 -> 0.756); length 0.08 with
-//     a level counting 1: 5.821 / 6.899 / 7.827; length 0.3 shrunk by 2:
-//     6.015 / 6.927 / 7.835;
-//   - a spread growing with the distance to the nearest measured config,
-//     to 10% of the mean (length 0.15): 5.906 / 6.956 / 7.830, par4 6.862
-//     (Qwen 72B HV@8 0.498 -> 0.669, 70B 0.804 -> 0.674); to 15% with a
-//     level counting 0.02: 5.738 / 6.964 / 7.815, par4 6.760;
-//   - SpreadFloor 0.2: 5.767 / 6.955 / 7.842, par4 6.748 (8B H100 chat
-//     HV@24 0.829 -> 0.743).
-//
 // What a better model could gain is measured by tuner eval search
 // --strategies tuner-oracle (the same proposals screened with the truth).
+// Measurements: docs/search-log.md, "SurrogateScorer".
 type SurrogateScorer struct {
 	target     spaces.Target
 	workload   trial.Workload
@@ -221,33 +198,11 @@ const OtherContextAfter = 8
 // Observations of another context (a Target or Workload of their own, or a
 // weight below 1: another study's trials) join the training set only once
 // the study has OtherContextAfter measured trials of its own. Before, they
-// outnumber the own ones and stand in for them: warm-started from the
-// 24 trials of 8B-H100-chat, the tuner proposed tensor_parallel_size 1 for
-// Mixtral on two H100s (out of memory) in up to 7 of its first 8 trials. On
-// the search-quality evaluation (10 seeds, 24 trials) the warm start's
-// median HV at 8 trials was 0.285 on Mixtral and 0.180 on 8B-H100-chat
-// against 0.707 and 0.361 without it; training on the own trials alone
-// until then gave 0.68 and 0.27. Later they help: a model of them mixed in
-// as a fading prior instead (SetPrior's, weight 8) lowered the warm HV at 24
-// trials on 8B-H100-chat from 0.674 to 0.555, as the trees learn from the
-// context features how the other context differs only from enough own
-// trials. Re-measured once the static-memory constraint kept TP levels that
-// cannot fit out of the space (2026-12-06, tuner,tuner-warm, 10 seeds, 24
-// trials, format-7 truths, with the late relayout): from the second own
-// trial instead of the 8th, the warm start's HV@8 / HV@24 sums over the
-// eight scenarios fell from 5.815 / 6.670 to 5.133 / 6.561 (70B long HV@8
-// 0.676 -> 0.404, Mixtral 0.880 -> 0.714).
-// With surrogate's group scales (a baseline factor per context and
-// layout) the same change is neutral, not worth the earlier start
-// (2026-12-06, same command: 5.959 / 6.901 -> 5.975 / 6.883; 8B-H100 HV@8
-// 0.643 -> 0.597, Mistral 0.681 -> 0.724). With the schema-4 roofline,
-// whose ratios sit at one level across contexts, still worse (2026-12-07,
-// tuner eval compare, tuner-warm, 10 seeds, from the 2nd own trial against
-// the 8th): HV@8 -0.042 +/- 0.020 (p 0.036; 8B A100 short -0.086, 8B H100
-// chat -0.060), HV@24 -0.011 +/- 0.009. From the 4th own trial, with the
-// first asks on the scaled roofline and schema 6 (2026-12-07, 20 seeds):
-// HV@8 -0.004 +/- 0.008 (Qwen 7B +0.043, Qwen 72B -0.066), HV@24 -0.002
-// +/- 0.005, neutral.
+// outnumber the own ones and stand in for them (warm-started from
+// 8B-H100-chat, the tuner proposed tensor_parallel_size 1, out of memory,
+// for Mixtral on two H100s); later they help, as the trees learn from the
+// context features how the other context differs, given enough own trials.
+// Measurements: docs/search-log.md, "SurrogateScorer.Fit".
 func (s *SurrogateScorer) Fit(ctx context.Context, history []Observation) error {
 	if err := ctx.Err(); err != nil {
 		return err

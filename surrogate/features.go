@@ -601,177 +601,47 @@ func targetMaxLen(t spaces.Target, cfg spaces.Config) int {
 // corrections, the estimates carry the scale and the shape across models
 // and GPUs.
 //
-// Measured and dropped: a layout estimate. The step reads the weights once
-// and leaves out the prompts chunked prefill adds to the steps and the
-// all-reduces of tensor parallelism, so more TP is free and a replica's
-// throughput halves with TP: on Qwen2-72B on 8 H200s (chat, 128 clients,
-// compute-bound) it puts TP 4 x DP 2 at 0.57x TP 8 where the simulator has
-// 1.09x. A fuller step (decode + prefill tokens capped by the token budget,
-// with TP > 1 two all-reduces per layer of (TP-1)/TP x 2 x hidden x dtype
-// bytes per token over interconnect_gbs) ranks them as the simulator does
-// (1.26x), used as a factor on the crude step so that one-GPU targets keep
-// it bit for bit. With the relayout move (see search's mutate), tuner eval
-// search --seeds 10 --trials 24, median HV@8 / HV@24 (main 798d496:
-// Llama 70B 4xH100 0.661/0.764, Mixtral 2xH100 0.707/0.886, Qwen 72B
-// 8xH200 0.531/0.686; relayout alone 0.697/0.773, 0.624/0.816, 0.523/0.588):
-//   - factor full/crude anchored at TP 1 x DP 1 (a model that needs several
-//     GPUs gets the fuller step's shape): 0.027/0.581, 0.624/0.820,
-//     0.565/0.819 (Qwen pick 0.888 -> 0.973, 210 of 240 trials at 4 x 2);
-//   - anchored at the all-TP layout (GPUs x 1 keeps the crude step): 0.416/
-//     0.771, 0.624/0.794, 0.366/0.446 (203 of Qwen's 217 feasible trials
-//     at max_num_seqs >= 128, the high-TPOT end; Llama 70B spends 23 trials
-//     on TP 2 x DP 2, which fails to start at the default 0.9 utilisation);
-//   - one factor per layout from the default config: 0.000/0.754, 0.624/
-//     0.807, 0.383/0.589 (52 Llama 70B trials at TP 2).
+// The step reads the weights once and leaves out the all-reduces of tensor
+// parallelism, so more TP looks free and a replica's throughput halves
+// with TP: on Qwen2-72B on 8 H200s it puts TP 4 x DP 2 at 0.57x TP 8 where
+// the simulator has 1.09x. Fuller steps that rank the layouts as the
+// simulator does lowered the searches in every form tried;
+// Objective.GroupScales corrects the layouts from the trials instead.
+// Measurements: docs/search-log.md, "derived: layout estimate".
 //
-// Every variant lowered the three-scenario sums (main 1.899/2.336); code on
-// branch w-surr-layout (fdcb048, 458f61b, 8bc8a6f in that order;
-// TestDerivedLayout checks the ranking against the simulator). Earlier,
-// prefill counted in every config's step (no anchor; w-layout 5ae56b6)
-// lowered the eight-scenario sums HV@8 5.10 -> 4.05, HV@24 6.26 -> 6.08.
-// On the polished truths (main 7a4b81c: Llama 70B 0.661/0.764, Qwen 72B
-// 0.511/0.660, Mixtral 0.707/0.886; sums 1.879/2.310), the per-layout factor
-// with relayout over spaces' Resplits and a screen of configs whose KV pool
-// cannot hold one max_model_len sequence: 0.000/0.782, 0.347/0.550, 0.618/
-// 0.854 (sums 0.965/2.186; Qwen 198 of 240 trials at 4 x 2, where 165 of the
-// front's 177 are; Llama 45 of its first 80 at TP 2 x DP 1, 16 failing at
-// utilisation 0.96-0.98 on the CUDA-graph pool, which the screen leaves
-// out); the screen alone: 0.646/0.758, 0.498/0.660, 0.683/0.882 (sums
-// 1.827/2.300). Code on branches w-surr2 and w-surr2-screen.
+// The token budget's physics is in the estimates (the mixed step in tpotMS
+// and tps, the prefill queue in ttftMS, e2elMS on the mixed TPOT), not in
+// features of their own: as separate features (capture size, mixed step,
+// their ratios) it moved the searches towards low budgets but lowered
+// HV@24; in the estimates it raised the searches.
+// Measurements: docs/search-log.md, "derived: token budget features".
 //
-// Measured and dropped: the token budget's physics as separate features
-// (issue 28: the near-best configs sit at low max_num_batched_tokens, which
-// the features above read only for TTFT). tuner eval search --seeds 10
-// --trials 24 on the format-5 truths, sums of HV@8 / HV@24 / pick over the
-// eight scenarios (main 54e9d24: 4.951/6.203/7.741):
-//   - A: the largest CUDA-graph capture size min(2 x max_num_seqs, 512), 0
-//     with enforce_eager, and log(budget / capture size): 4.786/6.062/7.737
-//     (70B HV@8 0.661 -> 0.554, Qwen 7B HV@24 0.706 -> 0.656);
-//   - B: A plus a mixed step (the decode step's roofline with min(budget -
-//     batch, batch x prompt / output) prefill tokens added to the compute)
-//     and its ratio to the decode step: 5.066/6.046/7.749 (Qwen 72B HV@24
-//     0.660 -> 0.551, Llama 8B H100 0.614 -> 0.544; picks 70B 0.976 ->
-//     0.985, RAG 0.970 -> 0.976; trials at budget <= 1024: RAG 9 -> 52 of
-//     370, 70B 33 -> 61, Mixtral 46 -> 76);
-//   - C: B with the mixed step carrying up to a p90 prompt where that is
-//     more than the steady demand: 5.036/6.131/7.733 (Qwen 72B HV@24 0.557,
-//     Mixtral pick 0.981 -> 0.973; a Qwen 72B run beat the truth x1.0075);
-//   - D: B's mixed step and ratio without the capture features: 4.834/
-//     6.127/7.729 (Mixtral pick 0.981 -> 0.969, HV@24 0.886 -> 0.842; Qwen
-//     72B HV@24 0.574; Mistral HV@24 0.836 -> 0.902).
+// The step's host time (async scheduling off, enforce_eager) and the
+// CUDA-graph pool (graphPoolGiB, in peak VRAM or the KV cache by vLLM
+// version) are in: the searches then spend far fewer trials on eager mode
+// and synchronous scheduling (HV@8 +0.039 +/- 0.012).
+// Measurements: docs/search-log.md, "derived: host time and CUDA-graph pool".
 //
-// All moved the searches towards low budgets but none raised the pick sum by
-// more than 0.01, and each lowered HV@24 (seed IQR 0.1-0.2 per scenario).
-// Code on branch w-feat (d75c832 B, 304728e C, c4f30d2 D). The same physics
-// in the baselines themselves did (newDerived's tpotMS, the prefill queue in
-// ttftMS, e2elMS on the mixed TPOT): with bisection on the exact SLO limit,
-// on the format-6 truths, 4.930/6.354/7.747 -> 5.680/6.679/7.753; the mixed
-// TPOT alone 5.039/6.637/7.768 but 8B-H100 HV@8 0.000 (first trials at 512
-// tokens, where TTFT fails), without E2EL on it 5.612/6.739/7.746.
+// Schema 4 (the reference's efficiencies, attention's KV reads added to
+// the GEMMs, throughput over the mean mixed step, TPOT at the p99 request)
+// keeps the estimate's ratio to the engine level along the tuned flags, so
+// what the trees learn transfers: along max_num_seqs it had moved by up to
+// 0.54 (log). TestRooflineTracksEngine checks it.
+// Measurements: docs/search-log.md, "derived: schema 4 roofline".
 //
-// Kept: the host time of a step and the CUDA-graph pool (stepWith,
-// kvTokens). First dropped by the sums of per-scenario medians (the last
-// figures below: HV@24 fell 0.036); kept on the paired per-seed
-// differences of the same runs (each seed's HV ratio minus the same seed's
-// on main; mean and standard error over the 160 scenario-seeds), which
-// have the power the median sums lack: a scenario's seeds spread over
-// 0.6-0.96 in HV@24, and the sum of eight medians moved by 0.036 where the
-// paired mean moved by 0.004 +/- 0.006. tuner eval search --strategies
-// tuner,par4 --seeds 20 --trials 24 (main cfd0f28, format-7 truths):
-// HV@8 +0.039 +/- 0.012 (seven scenarios up, 8B H100 chat +0.092, Qwen
-// 72B +0.087, Mixtral +0.067; Qwen 7B on an L40S -0.072 +/- 0.036, where
-// eager's lower TPOT p99 held the opening's best box in 6 of 10 seeds),
-// HV@24 +0.004 +/- 0.006 (Qwen 72B +0.053 +/- 0.014, RAG -0.014 +/-
-// 0.004), par4 HV@24 +0.001 +/- 0.007; sums of medians HV@8 / HV@24 /
-// pick 5.795 / 7.033 / 7.845 -> 5.971 / 6.997 / 7.875. Eager went from a
-// quarter of the trials to 2-5%, async on from about half to 85-90%. The
-// same physics without the pool: HV@8 +0.037 +/- 0.012, HV@24 +0.003 +/-
-// 0.006; eager's cost alone HV@8 +0.027 +/- 0.012; with async's extra step
-// in TTFT (depth-2 pipeline) +0.038 +/- 0.012, HV@24 -0.001 +/- 0.007.
-// That pool was a flat 0.75 GiB taken from the KV cache, which vLLM does
-// only from 0.21; before, the pool comes on top of the budget. Now it
-// follows the capture sizes and lands in peak VRAM or the KV cache by the
-// target's version (graphPoolGiB, spaces.GraphInBudget): tuner eval compare of
-// 20 seeds against the flat pool, tuner HV@8 / HV@24 / pick +0.006 +/-
-// 0.009 / +0.003 +/- 0.005 / -0.001 +/- 0.001, four workers HV@24 +0.014
-// +/- 0.006 (p 0.02), HV@16 +0.024 +/- 0.008.
+// Schema 5 flattens it further: a mixed step carries the steady prefill
+// demand up to the room, since one prompt's piece per step capped a closed
+// loop's served decodes (150 of 256 on the 8B A100 short scenario); a
+// closed loop decodes only what the budget keeps fed; small steps' GEMMs
+// are less efficient (gemmHalfTokens); a MoE computes on its active
+// parameters.
+// Measurements: docs/search-log.md, "derived: schema 5 mixed step".
 //
-// Kept (2026-12-07, schema 4): the step at the reference's efficiencies
-// (gemmEff, memEff), attention's KV reads added to the GEMMs' time, output
-// throughput over the mean mixed step (the decodes a step serves capped by
-// what the budget lets in), TPOT at the p99 request. Along one flag from
-// each evaluation front's best configs, the throughput ratio to the
-// noise-free simulator had moved by up to 0.54 (log) along max_num_seqs,
-// 0.2-0.4 with enforce_eager and 0.1-0.26 with the KV cache's dtype; the
-// sum over the eight scenarios of each axis's largest move fell from 10.7
-// to 3.2 (throughput) and 6.7 to 4.9 (TPOT p99), and the level of the ratio
-// from -1.96..-0.30 to -0.35..+0.37 (TestRooflineTracksEngine). tuner eval
-// compare, 20 seeds, against main a328493: tuner HV@8 +0.048 +/- 0.013
-// (p 0.0005), HV@24 +0.025 +/- 0.007 (p 0.0003; 8B H100 chat +0.088, Qwen
-// 7B on an L40S +0.111), pick -0.0016 +/- 0.0008 (Qwen 7B -0.009: its
-// best throughput sits at budgets of about 512, where the cap on served
-// decodes is pessimistic); four workers HV@8 +0.000 +/- 0.022, HV@24
-// +0.003 +/- 0.007 (Qwen 72B -0.047 +/- 0.032). Parts measured alone:
-// the mean mixed step and the cap in the throughput, HV@8 / HV@24 +0.034
-// +/- 0.010 / +0.010 +/- 0.005, four workers' HV@8 -0.038 +/- 0.020; with
-// the p99 request -0.002 +/- 0.005 HV@24; the efficiencies and added
-// attention without the p99 request +0.018 +/- 0.016 / +0.009 +/- 0.007
-// (8B H100 chat HV@8 -0.108: with a mean TPOT flat in the budget its
-// openings ran budgets of 6,000-60,000 tokens). Capping served decodes by
-// the whole room beside the decodes instead of one prompt's piece bent the
-// ratio further (3.2 -> 4.0) and was not run.
-//
-// Kept (2026-12-07, schema 5): the mixed step's prefill is the steady
-// demand, up to the room, where that is more than one prompt's piece.
-// Where the truth's best throughput runs every client at a budget on the
-// TPOT bound (8B A100 short: 256 clients, 224-token prompts, 794 tokens),
-// one prompt's piece per step capped the served decodes at 150 of 256 and
-// put those configs 13% below the max_num_seqs-bound ones, which the truth has
-// 1.5-2.5% below them; TPOT p99 there was 72 ms flat in the budget against
-// the engine's 87-111 ms, now 83-100 ms. The axis sum of the largest
-// throughput moves fell 3.22 -> 3.12, TPOT 4.92 -> 4.30. tuner eval compare,
-// 20 seeds, against main 83f79cb: tuner HV@24 +0.0012 +/- 0.0009 (Qwen 7B
-// on an L40S +0.013 +/- 0.005, p 0.013; HV@8 +0.026 +/- 0.012), pick
-// +0.0002 +/- 0.0002; the six scenarios whose demand stays under one
-// prompt are unchanged, seed for seed. With it, a closed loop's decode
-// batch capped at what the budget keeps fed (Qwen 7B's best configs run
-// 256 clients at budgets of 512-788 tokens, which feed 154-236 decodes;
-// the throughput ratio moved by 0.65 along the budget, now 0.34; the axis
-// sum 3.12 -> 2.63): tuner HV@8 +0.005 +/- 0.002 (p 0.03; 18 seeds better,
-// 2 worse), HV@24 +0.0003 +/- 0.0006, four workers' pick +0.0005 +/-
-// 0.0002 (p 0.02), HV@8 +0.015 +/- 0.009. Alone it lowered
-// TestSimSearchBeatsRandom's workload (8B H100, 128 clients, 576-token
-// prompts: the engine's throughput rises 26% from a 512- to a 2,048-token
-// budget, the estimate's stayed flat) from 444k to 394k mean HV; with the
-// two below it is 527k. Those two: the GEMMs' efficiency falling on small
-// steps (gemmHalfTokens) and a MoE's compute on its active parameters (it
-// ran on all of Mixtral's, 3.6x). With all four the axis sums fell 3.22 ->
-// 2.46 (throughput) and 4.92 -> 3.65 (TPOT p99).
-// The three against the piece alone, 20 seeds: tuner HV@8 / HV@24 / pick
-// +0.005 +/- 0.011 / +0.004 +/- 0.005 / +0.0004 +/- 0.0009 (Qwen 7B pick
-// +0.006 +/- 0.001, 18 seeds better; A100 short HV@8 +0.022 +/- 0.006),
-// four workers +0.003 / +0.004 / -0.001; gemmHalfTokens without the
-// active parameters cost Mixtral's HV@8 0.157 +/- 0.071, with them 0.053
-// +/- 0.041.
-//
-// Measured and dropped the same way (2026-12-07, tuner eval compare's
-// paired means of HV@24 / HV@8 over 10 seeds against main 3de630f): TP's
-// two all-reduces per layer in the step (8 us each plus (TP-1)/TP x 2 x
-// hidden x dtype bytes a token over interconnect_gbs; Qwen 72B's TP 4 x
-// DP 2 TPOT was overestimated by 13-20% from TP 8 history): -0.012 +/-
-// 0.010 / -0.018 +/- 0.012; the slot wait at its p99 (the Gamma(clients
-// - slots) quantile of slot releases) -0.008 +/- 0.009 / +0.000 +/-
-// 0.011; the prefill queue at M/M/1's p99 (ln(100 rho) / (1 - rho)
-// services) -0.013 +/- 0.013 / -0.020 +/- 0.022. Code on branch w-tpar.
-// The all-reduces re-measured on schema 6 with the first asks screened on
-// the scaled roofline (2026-12-07, reference 5.2's T_tp: 7.5 us each, the
-// link at its nominal rate; 20 seeds against main d5395cb, only the three
-// multi-GPU scenarios move): the layout spread of the throughput ratio on
-// Qwen2-72B's eight H200s fell from 0.32 to 0.15 (log), yet Qwen 72B's
-// HV@24 -0.019 +/- 0.017 and pick +0.004 +/- 0.002, the 70B's HV@24 +0.005
-// +/- 0.016, four workers' 70B HV@8 -0.087 +/- 0.071: no gain, so still
-// out. Expert parallelism's split of the experts and its all-to-alls
-// (schema 7) are in: Mixtral HV@8 +0.061 +/- 0.019 (p 0.004).
+// Left out for want of a search gain: TP's all-reduces in the step (they
+// do bring the layouts' throughput ratios closer), the slot wait at its
+// p99 and the prefill queue at M/M/1's p99. Expert parallelism's split of
+// the experts and its all-to-alls are in (schema 7).
+// Measurements: docs/search-log.md, "derived: TP all-reduces and p99 waits".
 type derived struct {
 	tp, dp, seqs           float64
 	maxLen, ctxMean        float64
@@ -944,21 +814,11 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	perChunkMS := piece * perTokFlops / flops * 1000
 	d.ttftMS = d.queueMS + steps*(d.stepMS+perChunkMS)
 
-	// Measured and dropped: long_prefill_token_threshold in the prefill
-	// pieces (vLLM caps each prompt's chunk at it; prompts still share a
-	// step up to the budget): a prompt's TTFT in chunks of at most the
-	// threshold and a mixed step's prefill capped at max(threshold, the
-	// steady demand). tuner eval search --strategies tuner,par4 --seeds 10
-	// --trials 24 (main 7638edf, format-7 truths), sums of HV@8 / HV@24 /
-	// pick 5.984 / 7.023 / 7.841 -> 5.430 / 6.652 / 7.786 (8B H100 chat,
-	// whose truth's best runs threshold 256 at a 3,970-token budget, HV@24
-	// 0.829 -> 0.626), four workers' HV@24 6.847 -> 6.298. Re-measured on the
-	// schema-5 roofline (2026-12-07, tuner eval compare, 20 seeds, the
-	// threshold in the chunk alone, so in the mixed step's piece too): HV@24
-	// -0.053 +/- 0.009 (8B H100 chat -0.243 +/- 0.029, Mistral -0.030 +/-
-	// 0.013), four workers' -0.033 +/- 0.008. The threshold's piece as a
-	// feature the trees split on instead (derived.prefill_piece, schema 6):
-	// HV@24 +0.009 +/- 0.004 (p 0.04) in two runs.
+	// long_prefill_token_threshold in the estimates' pieces (a prompt's
+	// chunks and the mixed step's prefill capped at it) lowered the
+	// searches, most on the 8B H100 chat, whose best configs run a
+	// threshold of 256; as d.piece, a feature the trees split on, it helps.
+	// Measurements: docs/search-log.md, "newDerived: long_prefill_token_threshold".
 
 	// TPOT: decodes share steps with the prompts that replace finished
 	// sequences, batch x prompt / output tokens per step in steady state,
@@ -1003,50 +863,12 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	// 512 and 740 tokens.
 	rho := math.Min(0.95, demand/room)
 	d.ttftMS += rho / (1 - rho) * steps * (d.stepMS + perChunkMS)
-	// Measured and dropped (2026-12-07): a closed loop's response-time law
-	// in place of the M/M/1 queue. C clients per replica served at X
-	// requests a second wait C / X - (output tokens x mean step) before
-	// decoding (clients over the sequences the step serves, so slots and
-	// budget alike). Against the engine it is the better estimate: over
-	// each scenario's true front with max_num_batched_tokens x 0.5-3 and
-	// max_num_seqs x 0.5-2 (2,900 configs, feasible or not), the standard
-	// deviation of log(TTFT p99 / estimate) after the two factors
-	// BuildMatrix fits (Objective.Offset), averaged over the eight
-	// evaluation scenarios, fell from 0.446 to 0.254 (Llama 70B 0.80 ->
-	// 0.24, RAG 0.80 -> 0.23: the M/M/1 wait at its 0.95 cap put 70B's
-	// budgets of 512-900 tokens at 16-19 s against 3-8 s), 0.22-0.23 with a
-	// mean-value analysis of the prefill queue (finite source) beside it.
-	// Yet the searches got worse: tuner eval compare against 087d2f6,
-	// tuner,par4 --seeds 20 --trials 24, eight scenarios:
-	//   - the law as the slot wait, the prefill queue's MVA wait beside it:
-	//     HV@8 +0.011 +/- 0.010, HV@24 -0.011 +/- 0.003, pick +0.0026 +/-
-	//     0.0008 (8B-A100 +0.011 in 20 of 20 seeds, Llama 70B +0.007 in 15),
-	//     four workers' 8B H100 chat HV@8 -0.34 +/- 0.06: the openings ran
-	//     budgets of 512 with 200-500 sequences, TTFT p99 1.5 s against a
-	//     1 s bound. The finite-source queue is mean behaviour; the p99
-	//     there climbs the cliff the M/M/1 wait draws;
-	//   - both as the offset: HV@24 -0.042 +/- 0.007 (8B-A100, an E2EL
-	//     study, -0.24 in all 20 seeds);
-	//   - the law where the loop is saturated (slots or budget), M/M/1
-	//     otherwise: HV@24 -0.036 +/- 0.007 (8B H100 chat -0.17: its best
-	//     configs run 85-86 slots for 96 clients, where the prefill queue
-	//     still adds to the slot wait);
-	//   - the law where the budget is saturated (demand >= room), M/M/1 and
-	//     the slot wait otherwise: HV@24 -0.023 +/- 0.006, pick +0.0027 +/-
-	//     0.0006, four workers' HV@24 -0.033 +/- 0.007 (RAG -0.12);
-	//   - the law's wait as a feature of its own (derived.loop_wait_ms,
-	//     estimates unchanged): HV@24 -0.004 +/- 0.004, pick -0.0003 +/-
-	//     0.0004;
-	//   - only where the budget is saturated, the M/M/1 wait capped at the
-	//     law's (it moves Llama 70B and RAG alone): pick +0.0016 +/- 0.0004
-	//     (70B 0.983 -> 0.992, 17 of 20 seeds), HV@24 -0.010 +/- 0.004 (70B
-	//     -0.068 +/- 0.027; four workers' 70B -0.078, RAG -0.067).
-	// Each form that changed the estimate lowered HV@24 and raised the pick
-	// of one strategy or both. With the last, 280 of the 70B's 480 trials
-	// (20 seeds x 24) ran budgets under 1,000 tokens, none before, and the
-	// feasible trials' 10th-percentile TTFT rose from 2.2 to 2.9 s: the
-	// overestimate kept the search at the front's low-TTFT end, which holds
+	// A closed loop's response-time law (C clients at X requests a second
+	// wait C / X - output tokens x mean step) estimates TTFT p99 better than
+	// this M/M/1 wait, but every form of it tried lowered HV@24: the M/M/1
+	// overestimate keeps the search at the front's low-TTFT end, which holds
 	// more of its hypervolume than the throughput end the pick is judged at.
+	// Measurements: docs/search-log.md, "newDerived: closed-loop response-time law".
 	d.e2elMS = d.ttftMS + outMean*d.tpotMS
 	return d
 }
@@ -1065,9 +887,8 @@ const collectiveS, actBytes = 7.5e-6, 2
 // mixed steps. Where an engine's curve differs (vllm-sim's half point is 32
 // tokens, so on the 8B A100 short scenario the TPOT estimate is 17% high at
 // a 400-token budget and 4% at 1,000), the trees learn the ratio along the
-// budget. Measured and dropped (2026-12-07, tuner eval compare, 20 seeds):
-// the mixed step's tokens (batch + load) as a feature for them to split on,
-// HV@24 -0.009 +/- 0.004 (8B H100 chat -0.049 +/- 0.014).
+// budget. The mixed step's tokens as a feature of their own did not help.
+// Measurements: docs/search-log.md, "gemmHalfTokens".
 const gemmHalfTokens = 128
 
 // graphPoolGiB is one GPU's CUDA-graph pool: none with enforce_eager,

@@ -39,7 +39,8 @@ type Objective struct {
 	// the wait appears only below the client count or the KV cache's
 	// capacity, where a single ratio learnt without it multiplied it by the
 	// prefill's factor (at 86 sequences the truth is 1,099 ms, the estimate
-	// 299, the prediction about 1,600). See ObjectiveFor for the figures.
+	// 299, the prediction about 1,600).
+	// Measurements: docs/search-log.md, "ObjectiveFor".
 	Offset      string  `json:"offset,omitempty"`
 	Scale       float64 `json:"scale,omitempty"`
 	OffsetScale float64 `json:"offset_scale,omitempty"`
@@ -54,23 +55,10 @@ type Objective struct {
 	// 0.57x TP 8's throughput where it runs 1.09x (see derived), so a
 	// relayout move's feasible trial left the layout's other configs
 	// predicted at two thirds of what they run (TestGroupScales: median
-	// |log error| at TP 4 x DP 2 0.103 -> 0.048). tuner eval search
-	// --strategies tuner,par4 --trials 24, format-7 truths, on the three
-	// multi-GPU scenarios (one-GPU studies fit none; their figures are
-	// unchanged bit for bit), 20 seeds, sums of median HV@24 / pick: tuner
-	// 2.633 / 2.924 -> 2.657 / 2.948 (Qwen 72B 0.777 / 0.957 -> 0.797 /
-	// 0.971), par4 2.572 / 2.917 -> 2.610 / 2.926 (70B 0.839 -> 0.892, Qwen
-	// 72B 0.788 -> 0.758); at 10 seeds with tuner-warm on all eight, warm
-	// HV@24 sum 6.893 -> 6.901 and picks 7.819 -> 7.841 (Mixtral 0.960 ->
-	// 0.993, Qwen 72B 0.783 -> 0.714).
-	//
-	// Measured and dropped (2026-12-07): a ridge regression of the log
-	// residual on the categorical and boolean parameters' columns as a
-	// further baseline term (penalty chosen by leave-one-out error), for
-	// small level effects (block size, async) few trees cannot learn;
-	// tuner eval compare over 10 seeds, paired mean HV@24 / HV@8 -0.0005
-	// +/- 0.009 / +0.014 +/- 0.012, and with the step's host time (20
-	// seeds) +0.001 +/- 0.005 / -0.010 +/- 0.006. Code on branch w-tpar.
+	// |log error| at TP 4 x DP 2 0.103 -> 0.048). One-GPU studies fit none.
+	// A ridge regression of the log residual on the categorical and boolean
+	// columns, for small level effects, was measured and left out.
+	// Measurements: docs/search-log.md, "GroupScales".
 	GroupScales map[string]float64 `json:"group_scales,omitempty"`
 }
 
@@ -96,23 +84,10 @@ func DefaultObjectives() []Objective {
 // metrics (request rates) are learnt as plain logs; goodput and error rate, which are often
 // 0, untransformed. The name is the metric with ':' replaced.
 //
-// TTFT and E2EL split their baseline at the slot wait (Objective.Offset).
-// tuner eval search --strategies tuner,par4 --trials 24, format-7 truths,
-// sums over the eight scenarios of HV@8 / HV@24 / pick (main f43fa72:
-// 5.725 / 6.818 / 7.814, par4 HV@8 / HV@24 5.023 / 6.720): with it 5.984 /
-// 6.919 / 7.819, par4 5.192 / 6.754 (70B HV@8 0.676 -> 0.804, HV@24 0.858
-// -> 0.899; 8B-A100 HV@24 0.903 -> 0.958; Mixtral HV@8 0.880 -> 0.916); at
-// 20 seeds (5.607 / 6.827 / 7.813, par4 5.056 / 6.761) 5.795 / 6.913 /
-// 7.825, par4 5.108 / 6.768 (70B HV@8 0.644 -> 0.804, HV@24 0.832 ->
-// 0.893; Qwen 7B HV@8 0.676 -> 0.626, Qwen 72B HV@24 0.783 -> 0.768).
-// Measured and dropped: one factor fitted to both parts (the median of
-// (metric - wait) / (estimate - wait), so the wait went unscaled and
-// optimistic; the opening ran into it): 4.001 / 6.636 / 7.802, par4 3.932
-// / 6.440 (HV@8 8B-A100 0.784 -> 0.000, 70B 0.676 -> 0.155); the wait
-// scaled by the square root of the rest's factor: 5.667 / 6.862 / 7.817,
-// par4 5.181 / 6.624 (8B-H100 HV@24 0.712 -> 0.810, but the 70B's openings
-// ran 19 sequences for its 24 clients, HV@8 0.521); a fixed factor of 5 on
-// the prefill part: 5.350 / 6.769 / 7.744, par4 6.542.
+// TTFT and E2EL split their baseline at the slot wait (Objective.Offset),
+// each part with a factor of its own: with one factor for both the wait
+// went unscaled and optimistic, and the openings ran into it.
+// Measurements: docs/search-log.md, "ObjectiveFor".
 func ObjectiveFor(metric string) Objective {
 	o := Objective{Name: strings.NewReplacer(":", "_", "=", "_", " ", "_").Replace(metric), Metric: metric, Transform: "log"}
 	switch {
@@ -438,18 +413,15 @@ func fitGroups(b baseline, cols []int, xs [][]float64, vals []float64) map[strin
 	return out
 }
 
-// groupMinRows is the fewest measured rows fitGroups fits factors on: in
-// an opening a random draw's poor flags set its layout's factor (same
-// command, 10 seeds, fitted from two rows on: par4 HV@8 on the 70B 0.638
-// -> 0.483, Mixtral 0.749 -> 0.635; from eight, unchanged). Fitted from
-// two rows with each group's log-factor shrunk by n / (n + 2) for its n
-// rows: par4 HV@8 on the 70B 0.446, tuner HV@24 sum over the three
-// multi-GPU scenarios 2.640 -> 2.627.
+// groupMinRows is the fewest measured rows fitGroups fits factors on: with
+// fewer, in an opening a random draw's poor flags set its layout's factor,
+// and shrinking small groups' factors instead did not help.
+// Measurements: docs/search-log.md, "groupMinRows".
 const groupMinRows = 8
 
 // upperMedian sorts xs and returns its upper median (xs not empty); not
-// trial.Median's interpolated one: the figures in ObjectiveFor's comment
-// and at GroupScales were measured with it.
+// trial.Median's interpolated one: the search figures for ObjectiveFor and
+// GroupScales (docs/search-log.md) were measured with it.
 func upperMedian(xs []float64) float64 {
 	slices.Sort(xs)
 	return xs[len(xs)/2]
@@ -537,14 +509,10 @@ type Options struct {
 // throughput MAPE and 0.7 of latency MAPE against shrinkage 0.15, and
 // scores 10,000 candidates about ten times faster.
 //
-// Leaves keep 3 rows at least. With 2 (2026-12-06, to let a level met in
-// few trials, such as async scheduling, move the predictions) tuner eval
-// search --strategies tuner,par4 --trials 24, 10 seeds, sums of median
-// HV@8 / HV@24 / pick over the eight scenarios fell from 5.984 / 7.023 /
-// 7.841 to 5.655 / 6.940 / 7.838 (70B long HV@8 0.804 -> 0.548, Mixtral
-// 0.916 -> 0.759), four workers' HV@8 5.192 -> 5.050. Ten members instead
-// of five (main e5a9c01, same command): 5.949 / 6.891 / 7.829, four
-// workers' HV@24 6.847 -> 6.921.
+// Leaves keep 3 rows at least: with 2, a level met in few trials (async
+// scheduling) moves the predictions, but the searches fell (70B long HV@8
+// 0.804 -> 0.548). Ten members instead of five did not help either.
+// Measurements: docs/search-log.md, "DefaultOptions".
 func DefaultOptions() Options {
 	g := DefaultGBDTConfig()
 	g.LearningRate = 0.8
@@ -630,10 +598,10 @@ func Train(schema *Schema, samples []Sample, opts Options) (*Surrogate, error) {
 // it put the truth's best config within 4% of the engine's throughput and 2%
 // of its TPOT p99, where a random draw knows nothing. Screening the first asks
 // with it lets the workers of a parallel study, which ask before their
-// first trials end, start where the roofline points (tuner eval search,
-// par4, 20 seeds: median HV@8 0.701 -> 0.822).
+// first trials end, start where the roofline points.
 // It reads an encoded matrix, as TrainMatrix does, so that a caller whose
 // training found too little data scales on the matrix it built already.
+// Measurements: docs/search-log.md, "Scaled".
 func Scaled(m *Matrix, opts Options) (*Surrogate, error) {
 	s := &Surrogate{Schema: m.Schema.withoutTargets(), Objectives: m.Objectives, threads: opts.Threads}
 	s.Metrics = TrainMetrics{Origin: "scaled", Samples: len(m.X), Members: 1}
