@@ -98,7 +98,7 @@ eval-workloads: build
 # eval/testdata; writes the table between the README's markers. CPU-heavy
 # (tens of minutes on 2 cores): EVAL_TABLE_ARGS=--seeds 4 for a shorter run.
 EVAL_SCENARIOS  := llama8b-h100-chat,llama8b-a100-short,llama70b-4xh100-long,qwen72b-8xh200-chat,qwen7b-l40s-short,llama8b-h200-rag,mistral7b-a100-longctx,mixtral-2xh100-chat
-EVAL_TABLE_ARGS ?= --seeds 10 --trials 24 --parallel 1
+EVAL_TABLE_ARGS ?= --seeds 10 --trials 24 --parallel 2
 eval-search-table:
 	nice -n 19 $(GO) run ./cmd/tuner eval search --scenarios-file examples/eval-scenarios.yaml --scenarios $(EVAL_SCENARIOS) \
 		--strategies random,grid,tpe,tuner,tuner-warm,par1,par4 --cache eval/testdata $(EVAL_TABLE_ARGS) --out $(EVAL_OUT) --readme README.md
