@@ -205,10 +205,7 @@ func TestRunOnStreams(t *testing.T) {
 		}
 		return r
 	}
-	var all []spaces.Config
-	for _, f := range gt.Front {
-		all = append(all, f.Config)
-	}
+	all := gt.FrontConfigs()
 	if len(all) < HVStreamTrials+2 {
 		t.Fatalf("front of %d configs: too few for the test", len(all))
 	}

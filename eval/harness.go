@@ -528,25 +528,27 @@ func onStreams(ctx context.Context, st *scenarioState, r *Run, n int) (*StreamFi
 		return nil, err
 	}
 	f.Pick = true
-	var sp, sb float64
-	for k := range pick {
-		if pick[k].Vec != nil {
-			sp += pick[k].Vec[0]
-		}
-		if bt[k].Vec != nil {
-			sb += bt[k].Vec[0]
-		}
-		if pick[k].Feasible {
-			f.Met++
-		}
-		if bt[k].Feasible {
-			f.BestMet++
-		}
-	}
+	sp, met := streamTotals(pick)
+	sb, bestMet := streamTotals(bt)
+	f.Met, f.BestMet = met, bestMet
 	if sb > 0 {
 		f.Ratio = sp / sb
 	}
 	return &f, nil
+}
+
+// streamTotals sums a config's output throughput over its streams, SLO met
+// or not, and counts the streams on which it meets the SLO.
+func streamTotals(ts []Truth) (throughput float64, met int) {
+	for _, t := range ts {
+		if t.Vec != nil {
+			throughput += t.Vec[0]
+		}
+		if t.Feasible {
+			met++
+		}
+	}
+	return throughput, met
 }
 
 // hvOnStreams is the hypervolume cfgs hold on each of n other request
@@ -578,11 +580,7 @@ func (st *scenarioState) truthOnStreams(ctx context.Context, n int) ([]float64, 
 	st.streamsMu.Lock()
 	defer st.streamsMu.Unlock()
 	if len(st.streamsHV) != n {
-		cfgs := make([]spaces.Config, len(st.truth.Front))
-		for i, f := range st.truth.Front {
-			cfgs[i] = f.Config
-		}
-		hv, err := st.hvOnStreams(ctx, cfgs, n)
+		hv, err := st.hvOnStreams(ctx, st.truth.FrontConfigs(), n)
 		if err != nil {
 			return nil, err
 		}

@@ -260,8 +260,8 @@ func ComputeTruth(ctx context.Context, p *Problem, ev *Evaluator, plan SamplePla
 	if gt.HVStrict, err = pareto.Hypervolume(gt.FrontVecs(), p.Objectives.Directions(), gt.RefStrict); err != nil {
 		return nil, err
 	}
-	for _, f := range gt.Front {
-		gt.BestThroughput = math.Max(gt.BestThroughput, f.Vec[0])
+	if b, ok := gt.Best(); ok {
+		gt.BestThroughput = b.Vec[0]
 	}
 	return gt, nil
 }
@@ -398,6 +398,15 @@ func (g *GroundTruth) Best() (FrontPoint, bool) {
 		}
 	}
 	return b, true
+}
+
+// FrontConfigs returns the front's configs.
+func (g *GroundTruth) FrontConfigs() []spaces.Config {
+	out := make([]spaces.Config, len(g.Front))
+	for i, f := range g.Front {
+		out[i] = f.Config
+	}
+	return out
 }
 
 // FrontVecs returns the front's objective vectors.
