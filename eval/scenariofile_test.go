@@ -37,6 +37,38 @@ func TestLoadScenariosExample(t *testing.T) {
 	}
 }
 
+// TestLoadScenariosHeldOut: the held-out file (make eval-search-heldout)
+// resolves, and its scenarios share no name, and no model on the same GPU,
+// with the tuned-on ones.
+func TestLoadScenariosHeldOut(t *testing.T) {
+	held, err := LoadScenarios("../examples/eval-heldout.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := LoadScenarios("../examples/eval-scenarios.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(held) != 4 {
+		t.Fatalf("%d held-out scenarios, want 4", len(held))
+	}
+	tuned := map[string]bool{}
+	for _, sc := range append(DefaultScenarios(), own...) {
+		tuned[sc.Name], tuned[sc.Model+" on "+sc.GPU] = true, true
+	}
+	for _, sc := range held {
+		if tuned[sc.Name] || tuned[sc.Model+" on "+sc.GPU] {
+			t.Errorf("%s (%s on %s) repeats a tuned-on scenario", sc.Name, sc.Model, sc.GPU)
+		}
+		if sc.WarmFrom == "" {
+			t.Errorf("%s: no warm_from", sc.Name)
+		}
+		if _, err := sc.Resolve(); err != nil {
+			t.Errorf("%s: %v", sc.Name, err)
+		}
+	}
+}
+
 func TestParseScenariosErrors(t *testing.T) {
 	const ok = `scenarios:
   - name: a

@@ -1,7 +1,6 @@
 package eval
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -71,23 +70,52 @@ func goalGroups(gs []Goal) [][]Goal {
 	return out
 }
 
-// Markers of the README's search table (ReplaceTable).
+// Markers of the README's search table (ReplaceTable): the default block's
+// name is SearchTableName, another `tuner eval search` run (the held-out
+// scenarios') writes a block of its own name beside it.
 const (
-	TableBegin = "<!-- search-table:begin (make eval-search-table) -->"
-	TableEnd   = "<!-- search-table:end -->"
+	SearchTableName = "search-table"
+	TableBegin      = "<!-- " + SearchTableName + ":begin (make eval-search-table) -->"
+	TableEnd        = "<!-- " + SearchTableName + ":end -->"
 )
 
-// ReplaceTable writes table between TableBegin and TableEnd in file.
-func ReplaceTable(file, table string) error {
+// ReplaceTable writes table into file's block name: between the line that
+// opens with "<!-- name:begin" (the rest of that line, such as the command
+// that writes it, is kept) and "<!-- name:end -->".
+func ReplaceTable(file, name, table string) error {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return err
 	}
-	s := string(b)
-	i, j := strings.Index(s, TableBegin), strings.Index(s, TableEnd)
-	if i < 0 || j < i {
-		return errors.New(file + ": no " + TableBegin + " ... " + TableEnd + " block")
+	i, j, err := tableBlock(file, string(b), name)
+	if err != nil {
+		return err
 	}
-	s = s[:i+len(TableBegin)] + "\n" + table + s[j:]
-	return os.WriteFile(file, []byte(s), 0o644)
+	return os.WriteFile(file, []byte(string(b[:i])+table+string(b[j:])), 0o644)
+}
+
+// CheckTable says whether file has the block name that ReplaceTable
+// writes: checked before a run of many minutes, not after it.
+func CheckTable(file, name string) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	_, _, err = tableBlock(file, string(b), name)
+	return err
+}
+
+// tableBlock is where block name's contents sit in s: from the line after
+// its begin marker to its end marker.
+func tableBlock(file, s, name string) (int, int, error) {
+	begin, end := "<!-- "+name+":begin", "<!-- "+name+":end -->"
+	i, j := strings.Index(s, begin), strings.Index(s, end)
+	if i < 0 || j < i {
+		return 0, 0, fmt.Errorf("%s: no %s ... %s block", file, begin, end)
+	}
+	nl := strings.IndexByte(s[i:j], '\n')
+	if nl < 0 {
+		return 0, 0, fmt.Errorf("%s: %s block: the begin marker has no line of its own", file, name)
+	}
+	return i + nl + 1, j, nil
 }

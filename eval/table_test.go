@@ -40,17 +40,33 @@ func TestTruthCheck(t *testing.T) {
 
 func TestReplaceTable(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "README.md")
-	os.WriteFile(f, []byte("intro\n"+TableBegin+"\nold table\n"+TableEnd+"\nrest\n"), 0o644)
-	if err := ReplaceTable(f, "| new |\n"); err != nil {
+	const other = "<!-- heldout-table:begin (make eval-search-heldout) -->\nold held-out\n<!-- heldout-table:end -->\n"
+	os.WriteFile(f, []byte("intro\n"+TableBegin+"\nold table\n"+TableEnd+"\n"+other+"rest\n"), 0o644)
+	if err := ReplaceTable(f, SearchTableName, "| new |\n"); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(f)
-	if want := "intro\n" + TableBegin + "\n| new |\n" + TableEnd + "\nrest\n"; string(b) != want {
+	if want := "intro\n" + TableBegin + "\n| new |\n" + TableEnd + "\n" + other + "rest\n"; string(b) != want {
 		t.Errorf("got %q, want %q", b, want)
 	}
-	os.WriteFile(f, []byte("no markers\n"), 0o644)
-	if err := ReplaceTable(f, "x"); err == nil {
-		t.Error("a file without markers was accepted")
+	// Another block by its name; the begin marker's command stays.
+	if err := ReplaceTable(f, "heldout-table", "| held |\n"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = os.ReadFile(f)
+	if want := "intro\n" + TableBegin + "\n| new |\n" + TableEnd + "\n<!-- heldout-table:begin (make eval-search-heldout) -->\n| held |\n<!-- heldout-table:end -->\nrest\n"; string(b) != want {
+		t.Errorf("got %q, want %q", b, want)
+	}
+	for _, tc := range []struct{ doc, name string }{
+		{"no markers\n", SearchTableName},
+		{"intro\n" + TableBegin + "\nx\n" + TableEnd + "\n", "heldout-table"},
+		{TableEnd + "\n" + TableBegin + "\n", SearchTableName},
+		{"<!-- search-table:begin --><!-- search-table:end -->\n", SearchTableName},
+	} {
+		os.WriteFile(f, []byte(tc.doc), 0o644)
+		if err := ReplaceTable(f, tc.name, "x"); err == nil || !strings.Contains(err.Error(), f) {
+			t.Errorf("%q, block %s: err %v, want one naming the file", tc.doc, tc.name, err)
+		}
 	}
 }
 

@@ -157,7 +157,11 @@ func TestCommittedTruth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, sc := range append(DefaultScenarios(), own...) {
+	heldOut, err := LoadScenarios("../examples/eval-heldout.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range slices.Concat(DefaultScenarios(), own, heldOut) {
 		// The repository takes no file over 512 KiB; a front of one
 		// config per distinct point (distinctPoints) is ~150 KB at most.
 		if st, err := os.Stat(truthFile("testdata", sc.Name)); err == nil && st.Size() > 300<<10 {

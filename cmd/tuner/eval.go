@@ -40,6 +40,7 @@ func evalCommand() *cli.Command {
 				&cli.IntFlag{Name: "samples", Value: d.Plan.Random, Usage: "random configs of the ground-truth sample"},
 				&cli.IntFlag{Name: "refine", Value: d.Plan.Refine, Usage: "local refinements of the ground-truth front"},
 				&cli.StringFlag{Name: "readme", Usage: "also write the search table between the markers of this file (make eval-search-table)"},
+				&cli.StringFlag{Name: "table", Value: eval.SearchTableName, Usage: "with --readme: the name of the file's block to write, between <!-- NAME:begin ... --> and <!-- NAME:end --> (make eval-search-heldout writes heldout-table)"},
 				&cli.IntFlag{Name: "polish", Value: d.Plan.Polish, Usage: "most noise-free evaluations of the ground truth's polish (discrete levels, then a coordinate search around its front, to convergence)"},
 				&cli.IntFlag{Name: "parallel", Value: d.Parallel, Usage: "concurrent jobs"},
 				&cli.BoolFlag{Name: "quick", Usage: "the CI variant: one scenario, one seed, 10 trials, a small uncached ground truth"},
@@ -106,13 +107,18 @@ func runEvalSearch(c *cli.Context) error {
 	if c.Bool("noise-free") && c.String("readme") != "" {
 		return usagef("--noise-free with --readme: the README's search table is measured with noise on")
 	}
+	if f := c.String("readme"); f != "" {
+		if err := eval.CheckTable(f, c.String("table")); err != nil {
+			return usagef("--readme: %v", err)
+		}
+	}
 	cfg.NoiseFree = c.Bool("noise-free")
 	cfg.OutDir = c.String("out")
 	cfg.Progress = c.App.ErrWriter
 	cfg.Logger = cmdLogger(c)
 	rep, err := eval.Execute(c.Context, cfg)
 	if f := c.String("readme"); f != "" && rep != nil && (err == nil || errors.Is(err, eval.ErrTruthBeaten)) {
-		if werr := eval.ReplaceTable(f, rep.SearchTable()); werr != nil {
+		if werr := eval.ReplaceTable(f, c.String("table"), rep.SearchTable()); werr != nil {
 			return werr
 		}
 	}

@@ -16,8 +16,16 @@ func TestEvalSearchCommand(t *testing.T) {
 	if err := os.WriteFile(badScenarios, []byte("scenarios:\n  - name: x\n    model: Nope\n    gpu: H100-80GB\n    max_model_len: 4096\n    workload: chat\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	readme := filepath.Join(dir, "README-blocks.md")
+	if err := os.WriteFile(readme, []byte("# x\n"+eval.TableBegin+"\nold\n"+eval.TableEnd+"\n<!-- mine:begin (make mine) -->\nold mine\n<!-- mine:end -->\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	tests := []cliCase{
 		{"unknown scenario", []string{"eval", "search", "--scenarios", "nope"}, 2, nil, []string{"unknown scenario", "llama8b-h100-chat"}},
+		{"readme without the block", []string{"eval", "search", "--quick", "--readme", readme, "--table", "heldout-table"}, 2,
+			nil, []string{"README-blocks.md: no <!-- heldout-table:begin"}},
+		{"readme block by name", []string{"eval", "search", "--quick", "--strategies", "random", "--trials", "2", "--samples", "30", "--refine", "5",
+			"--readme", readme, "--table", "mine", "--out", t.TempDir()}, 0, []string{"| random |"}, nil},
 		{"unknown strategy", []string{"eval", "search", "--quick", "--strategies", "magic"}, 2, nil, []string{"unknown strategy"}},
 		{"zero seeds", []string{"eval", "search", "--quick", "--seeds", "0"}, 2, nil, []string{"seeds"}},
 		{"negative streams", []string{"eval", "search", "--quick", "--streams", "-1"}, 2, nil, []string{"other request streams -1"}},
@@ -35,6 +43,14 @@ func TestEvalSearchCommand(t *testing.T) {
 			nil, []string{"--noise-free with --readme"}},
 	}
 	runCLICases(t, tests)
+	b, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(b); !strings.Contains(got, "\nold\n"+eval.TableEnd) || strings.Contains(got, "old mine") ||
+		!strings.Contains(got, "<!-- mine:begin (make mine) -->\nSeeds 1-1, 2 trials per run, strategies random;") {
+		t.Errorf("README after --table mine:\n%s", got)
+	}
 	for _, f := range []string{"report.md", "report.json", "runs.json", "hv-llama8b-h100-chat.svg"} {
 		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s not written: %v", f, err)
