@@ -23,7 +23,8 @@ var ErrNotFitted = errors.New("surrogate not trained yet")
 // retrains the bagged GBDT ensemble (one model per objective and SLO
 // metric, plus the start-up feasibility classifier) on the whole history,
 // other contexts included through their Target and Workload. PFeasible is
-// P(starts) x P(meets every SLO bound), the latter from the ensemble mean
+// P(starts) x P(meets every SLO bound), P(starts) the classifier's times
+// memoryFit's (the study's memory failures), the latter from the ensemble mean
 // and spread (the spread floored at SpreadFloor of the mean, as a bagged
 // ensemble underestimates its error on few samples).
 //
@@ -45,6 +46,7 @@ type SurrogateScorer struct {
 	objIdx []int // surrogate objective index per study objective
 	sloIdx []int // surrogate objective index per SLO bound
 	own    int   // measured trials of the study's own context at the last fit
+	mem    memoryFit
 
 	prior *priorModel
 }
@@ -230,6 +232,7 @@ func (s *SurrogateScorer) Fit(ctx context.Context, history []Observation) error 
 		}
 		samples = append(samples, sm)
 	}
+	mem := fitMemory(s.target, history)
 	mx, err := surrogate.BuildMatrix(s.schema, s.opts.Objectives, samples)
 	if err != nil {
 		return fmt.Errorf("encode %d trials: %w", len(samples), err)
@@ -239,6 +242,7 @@ func (s *SurrogateScorer) Fit(ctx context.Context, history []Observation) error 
 	defer s.mu.Unlock()
 	if errors.Is(err, surrogate.ErrNoData) {
 		if s.prior != nil && s.prior.complete() {
+			s.mem = mem
 			return nil
 		}
 		// Too few trials for trees: the roofline, scaled to what was measured.
@@ -247,7 +251,7 @@ func (s *SurrogateScorer) Fit(ctx context.Context, history []Observation) error 
 	if err != nil {
 		return fmt.Errorf("train surrogate on %d trials: %w", len(samples), err)
 	}
-	s.model, s.own = m, own
+	s.model, s.own, s.mem = m, own, mem
 	return nil
 }
 
@@ -263,7 +267,7 @@ func (s *SurrogateScorer) Score(ctx context.Context, cands []spaces.Config) ([]P
 		return nil, err
 	}
 	s.mu.Lock()
-	m, own, pm := s.model, s.own, s.prior
+	m, own, pm, mem := s.model, s.own, s.prior, s.mem
 	s.mu.Unlock()
 	if m == nil && (pm == nil || !pm.complete()) {
 		return nil, ErrNotFitted
@@ -317,6 +321,9 @@ func (s *SurrogateScorer) Score(ctx context.Context, cands []spaces.Config) ([]P
 			q.PFeasible = ownPreds[i].PFeasible
 		default:
 			q.PFeasible = w*priorPreds[i].PFeasible + (1-w)*ownPreds[i].PFeasible
+		}
+		if mem.failed {
+			q.PFeasible *= mem.pStart(surrogate.StartHeadroomGiB(s.target, cands[i]))
 		}
 		for j, k := range s.objIdx {
 			q.Mean[j], q.Std[j] = metric(i, k, priorObj[j])

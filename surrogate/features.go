@@ -596,6 +596,73 @@ func targetMaxLen(t spaces.Target, cfg spaces.Config) int {
 	return t.Model.MaxPositionEmbeddings
 }
 
+// startMemory is one GPU's start-up memory of a config as vLLM's worker
+// accounts it: the budget (utilisation x HBM) holds the weights' shard, the
+// CUDA-graph pool from vLLM 0.21 on, and the KV cache.
+type startMemory struct {
+	budgetGiB, weightsGiB, graphGiB float64
+	graphInBudget                   bool
+	kvBPT                           float64 // KV bytes per token on one GPU
+	eager, expertParallel           bool
+}
+
+func newStartMemory(t spaces.Target, cfg spaces.Config) startMemory {
+	tp := math.Max(1, cfgOr(cfg, "tensor_parallel_size", 1))
+	dp := math.Max(1, cfgOr(cfg, "data_parallel_size", 1))
+	elem := t.Model.DtypeBytes
+	if cfg.Str("kv_cache_dtype") == "fp8" {
+		elem = 1
+	}
+	// Expert parallelism splits a MoE's routed experts over all TP x DP
+	// GPUs: without it a model that needs two GPUs' memory looked as if it
+	// left no KV cache at TP 1 x DP 2 (Mixtral 8x7B on two H100s: throughput
+	// estimated at a 33rd of the engine's).
+	ep := cfg.Has("enable_expert_parallel") && cfg.Bool("enable_expert_parallel") && t.Model.Experts > 0
+	m := startMemory{
+		budgetGiB:      cfgOr(cfg, "gpu_memory_utilization", 0.9) * t.GPU.MemoryGiB,
+		weightsGiB:     t.Model.ShardBytes(t.Model.WeightBytes(), int(tp), int(dp), ep) / gib,
+		eager:          cfg.Has("enforce_eager") && cfg.Bool("enforce_eager"),
+		expertParallel: ep,
+	}
+	// KV heads split across TP ranks up to TP = kv_heads, replicated beyond.
+	perRank := math.Max(1, float64(t.Model.KVHeads)/tp)
+	m.kvBPT = 2 * float64(t.Model.Layers) * perRank * float64(t.Model.HeadDim) * elem
+	// The CUDA-graph pool: inside the budget from vLLM 0.21 (the KV cache
+	// gets less), on top of it before (peak VRAM is more).
+	m.graphGiB = graphPoolGiB(t, math.Max(1, cfgOr(cfg, "max_num_seqs", 256)), m.eager)
+	m.graphInBudget = spaces.GraphInBudget(t.Version())
+	return m
+}
+
+// kvGiB is the budget left to the KV cache, activations and non-torch
+// memory not counted.
+func (m startMemory) kvGiB() float64 {
+	kv := m.budgetGiB - m.weightsGiB
+	if m.graphInBudget {
+		kv -= m.graphGiB
+	}
+	return kv
+}
+
+// StartHeadroomGiB estimates what one GPU of cfg has left at start-up once
+// vLLM's profile run has taken its activation peak and one max_model_len
+// sequence its KV cache; the engine fails below some small positive value
+// ("No available memory for the cache blocks", or a KV cache too small for
+// max_model_len). The profile run is a forward pass of
+// max_num_batched_tokens tokens (the MLP's gate and up projections, 2 x
+// intermediate per token, and a few hidden-size buffers, split over TP)
+// and a sampler pass of max_num_seqs rows of fp32 logits and probabilities.
+// Non-torch memory and the CUDA context are left out: they are what a
+// study's memory failures measure (search's memoryFit).
+func StartHeadroomGiB(t spaces.Target, cfg spaces.Config) float64 {
+	m := newStartMemory(t, cfg)
+	tp := math.Max(1, cfgOr(cfg, "tensor_parallel_size", 1))
+	act := math.Max(t.Model.DtypeBytes, 2)
+	fwd := cfgOr(cfg, "max_num_batched_tokens", 2048) * float64(2*t.Model.Intermediate+4*t.Model.Hidden) * act / tp
+	sampler := cfgOr(cfg, "max_num_seqs", 256) * float64(t.Model.Vocab) * 8
+	return m.kvGiB() - math.Max(fwd, sampler)/gib - float64(targetMaxLen(t, cfg))*m.kvBPT/gib
+}
+
 // derived holds the roofline estimates of one config in one context. They
 // are crude (two fixed efficiencies, no per-GPU fit): the trees learn the
 // corrections, the estimates carry the scale and the shape across models
@@ -670,30 +737,11 @@ func newDerived(c Context, cfg spaces.Config) *derived {
 	d.seqs = math.Max(1, cfgOr(cfg, "max_num_seqs", 256))
 	util := cfgOr(cfg, "gpu_memory_utilization", 0.9)
 	d.maxLen = float64(targetMaxLen(t, cfg))
-	elem := t.Model.DtypeBytes
-	if cfg.Str("kv_cache_dtype") == "fp8" {
-		elem = 1
-	}
-	// Expert parallelism splits a MoE's routed experts over all TP x DP
-	// GPUs: without it a model that needs two GPUs' memory looked as if it
-	// left no KV cache at TP 1 x DP 2 (Mixtral 8x7B on two H100s: throughput
-	// estimated at a 33rd of the engine's).
-	ep := cfg.Has("enable_expert_parallel") && cfg.Bool("enable_expert_parallel") && t.Model.Experts > 0
-	weightsB := t.Model.ShardBytes(t.Model.WeightBytes(), int(d.tp), int(d.dp), ep)
-	d.weightsGiB = weightsB / gib
-	d.budgetGiB = util * t.GPU.MemoryGiB
-	// KV heads split across TP ranks up to TP = kv_heads, replicated beyond.
-	perRank := math.Max(1, float64(t.Model.KVHeads)/d.tp)
-	d.kvBPT = 2 * float64(t.Model.Layers) * perRank * float64(t.Model.HeadDim) * elem
-	// The CUDA-graph pool: inside the budget from vLLM 0.21 (the KV cache
-	// gets less), on top of it before (peak VRAM is more).
-	eager := cfg.Has("enforce_eager") && cfg.Bool("enforce_eager")
-	graphGiB, inBudget := graphPoolGiB(t, d.seqs, eager), spaces.GraphInBudget(t.Version())
-	kvGiB := d.budgetGiB - d.weightsGiB
-	if inBudget {
-		kvGiB -= graphGiB
-	}
-	d.kvTokens = math.Max(0, kvGiB) * gib / math.Max(d.kvBPT, 1)
+	m := newStartMemory(t, cfg)
+	d.weightsGiB, d.budgetGiB, d.kvBPT = m.weightsGiB, m.budgetGiB, m.kvBPT
+	graphGiB, inBudget := m.graphGiB, m.graphInBudget
+	eager, ep, weightsB := m.eager, m.expertParallel, m.weightsGiB*gib
+	d.kvTokens = math.Max(0, m.kvGiB()) * gib / math.Max(d.kvBPT, 1)
 	d.ctxMean = math.Max(1, c.PromptMean+c.OutputMean/2)
 	d.vramGiB = util * t.GPU.MemoryGiB * d.tp * d.dp
 	if !inBudget {
