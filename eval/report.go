@@ -634,7 +634,10 @@ func goals(cfg Config, r *Report) []Goal {
 		if tu != nil && grid != nil {
 			ratio := func(k int) (float64, float64, float64) {
 				tb, gb := tu.BestAt[ck(k)].Median, grid.BestAt[ck(k)].Median
-				if gb <= 0 {
+				switch {
+				case gb <= 0 && tb <= 0:
+					return tb, gb, 0 // neither found a feasible config: no gain
+				case gb <= 0:
 					return tb, gb, math.Inf(1)
 				}
 				return tb, gb, tb / gb

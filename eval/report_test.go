@@ -104,3 +104,39 @@ func TestSearchGoals(t *testing.T) {
 		})
 	}
 }
+
+// TestGridGoal: the tuner's best feasible throughput against the grid's;
+// where neither found a feasible config there is no gain to claim.
+func TestGridGoal(t *testing.T) {
+	for _, tc := range []struct {
+		tuner, grid float64
+		met         bool
+		value       string
+	}{
+		{1200, 1000, true, "1200 vs 1000 tok/s (1.20x)"},
+		{1100, 1000, false, "1100 vs 1000 tok/s (1.10x)"},
+		{500, 0, true, "500 vs 0 tok/s (+Infx)"},
+		{0, 0, false, "0 vs 0 tok/s (0.00x)"},
+	} {
+		best := func(v float64) map[string]Quantiles { return map[string]Quantiles{ck(24): {Median: v, N: 10}} }
+		r := &Report{
+			Scenarios: []ScenarioReport{{Name: "s", GPUs: 1}},
+			Summaries: []Summary{
+				{Scenario: "s", Strategy: StratTuner, Curve: make([]float64, 24), BestAt: best(tc.tuner)},
+				{Scenario: "s", Strategy: StratGrid, Curve: make([]float64, 24), BestAt: best(tc.grid)},
+			},
+		}
+		var g *Goal
+		for _, x := range goals(Config{Trials: 24}, r) {
+			if strings.HasPrefix(x.Goal, "best feasible throughput >= 1.2x grid") {
+				g = &x
+			}
+		}
+		if g == nil {
+			t.Fatalf("%v vs %v: no grid goal", tc.tuner, tc.grid)
+		}
+		if head, _, _ := strings.Cut(g.Value, ";"); g.Met != tc.met || head != tc.value {
+			t.Errorf("%v vs %v: met %v %q, want %v %q", tc.tuner, tc.grid, g.Met, head, tc.met, tc.value)
+		}
+	}
+}
