@@ -50,6 +50,8 @@ func fitMemory(t spaces.Target, history []Observation) memoryFit {
 			continue
 		}
 		switch {
+		case o.Result.FreeMemoryShort():
+			// Too much utilisation for what is free: the other side.
 		case o.Result.Failure == trial.FailOOM || o.Result.Failure == trial.FailKVTooSmall:
 			h := surrogate.StartHeadroomGiB(t, o.Config)
 			if !f.failed || h > f.failMax {

@@ -35,7 +35,9 @@ func TestMemoryFitPStart(t *testing.T) {
 }
 
 // TestFitMemory: the study's own memory failures and start-ups, on the
-// headroom estimate; other contexts' and other failures say nothing.
+// headroom estimate; other contexts', other failures and a GPU short of
+// free memory for the utilisation asked (too much, not too little) say
+// nothing.
 func TestFitMemory(t *testing.T) {
 	s := testSpace(t, "Qwen2.5-32B", "A100-40GB", 2)
 	tg := *s.Target()
@@ -49,9 +51,11 @@ func TestFitMemory(t *testing.T) {
 	ok := func(c spaces.Config) Observation { return Observation{Config: c, Result: measured(c, 500, 50, 30)} }
 	other := fail(at(0.95), trial.FailOOM)
 	other.Target = &tg
+	short := fail(at(0.98), trial.FailOOM)
+	short.Result.Error = "engine out of memory (exit 1): ValueError: Free memory on device (37.1/39.39 GiB) on startup is less than desired GPU memory utilization (0.98, 38.6 GiB)."
 	hist := []Observation{
 		fail(at(0.8), trial.FailKVTooSmall), fail(at(0.81), trial.FailOOM), ok(at(0.85)), ok(at(0.9)),
-		other, fail(at(0.97), trial.FailCrashed), {Config: at(0.99)},
+		other, fail(at(0.97), trial.FailCrashed), {Config: at(0.99)}, short,
 	}
 	f := fitMemory(tg, hist)
 	h := func(u float64) float64 { return surrogate.StartHeadroomGiB(tg, at(u)) }

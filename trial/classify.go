@@ -90,7 +90,10 @@ var (
 	// Startup messages, then the per-request ones of an engine whose KV
 	// cache cannot hold a request (each request fails with HTTP 500).
 	reKVTooSmall = regexp.MustCompile(`larger than the available KV cache memory|is larger than the maximum number of tokens that can be stored in KV cache|exceeds (?:the )?capacity of (?:the )?block_manager|(?i:KV cache (?:is )?too small|(?:insufficient|not enough) (?:free )?KV cache)`)
-	reOOM        = regexp.MustCompile(`CUDA out of memory|OutOfMemoryError|No available memory for the cache blocks|Free memory on device .* is less than desired`)
+	reOOM        = regexp.MustCompile(`CUDA out of memory|OutOfMemoryError|No available memory for the cache blocks|` + reFreeShort.String())
+	// The one OOM that more utilisation cannot cure: the GPU had less free
+	// memory than the utilisation asks for (another process holds some).
+	reFreeShort = regexp.MustCompile(`Free memory on device .* is less than desired`)
 	// Config rejections at startup (before any GPU work): vLLM's validation
 	// messages, argparse errors, and features the engine refuses for this
 	// combination ("Async scheduling is not supported with pipeline-parallel-size > 1",

@@ -201,3 +201,28 @@ func TestClassifyDistributedPort(t *testing.T) {
 		t.Error("a torch.distributed conflict is not a lost API port, even on the same number")
 	}
 }
+
+// TestFreeMemoryShort: of the OOMs, only a GPU short of free memory for the
+// utilisation asked is cured by less utilisation; the result keeps the
+// classified line in its error, which is what FreeMemoryShort reads.
+func TestFreeMemoryShort(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		log  string
+		want bool
+	}{
+		{"free memory", "ValueError: Free memory on device (5.01/6.0 GiB) on startup is less than desired GPU memory utilization (0.9, 5.4 GiB).", true},
+		{"cuda oom", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", false},
+		{"no cache blocks", "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.", false},
+		{"kv too small", "ValueError: To serve at least one request with the models's max seq len (8192), (0.50 GiB KV cache is needed, which is larger than the available KV cache memory (0.20 GiB).", false},
+	} {
+		e := Classify([]byte("INFO starting\n"+tc.log+"\n"), 1, false)
+		r := &Result{Status: StatusFailed, Failure: ClassOf(e), Error: e.Error()}
+		if got := r.FreeMemoryShort(); got != tc.want {
+			t.Errorf("%s: FreeMemoryShort %v, want %v (failure %s, error %q)", tc.name, got, tc.want, r.Failure, r.Error)
+		}
+	}
+	if (&Result{Failure: FailCrashed, Error: "Free memory on device (1/2 GiB) on startup is less than desired"}).FreeMemoryShort() {
+		t.Error("a crash whose error quotes the message counts as short of free memory")
+	}
+}

@@ -373,6 +373,14 @@ func (r *Result) Objective(name string) (float64, bool) {
 // Usable reports whether the trial produced a measurement.
 func (r *Result) Usable() bool { return r.Status == StatusOK || r.Status == StatusUnstable }
 
+// FreeMemoryShort reports an OOM at start-up because the GPU had less free
+// memory than gpu_memory_utilization asks for (another process holds
+// some): less utilisation cures it, where every other OOM needs more
+// memory for the engine.
+func (r *Result) FreeMemoryShort() bool {
+	return r.Failure == FailOOM && reFreeShort.MatchString(r.Error)
+}
+
 // Overloaded reports whether the primary level offered more load than
 // the engine served (see MarkOverload); its latencies rank nothing.
 func (r *Result) Overloaded() bool {
