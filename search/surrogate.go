@@ -23,10 +23,10 @@ var ErrNotFitted = errors.New("surrogate not trained yet")
 // retrains the bagged GBDT ensemble (one model per objective and SLO
 // metric, plus the start-up feasibility classifier) on the whole history,
 // other contexts included through their Target and Workload. PFeasible is
-// P(starts) x P(meets every SLO bound), P(starts) the classifier's times
-// memoryFit's (the study's memory failures), the latter from the ensemble mean
-// and spread (the spread floored at SpreadFloor of the mean, as a bagged
-// ensemble underestimates its error on few samples).
+// P(starts) x P(meets every SLO bound): P(starts) the classifier's times
+// memoryFit's (from the study's own memory failures), P(meets a bound) from
+// the ensemble mean and spread (the spread floored at SpreadFloor of the
+// mean, as a bagged ensemble underestimates its error on few samples).
 //
 // What a better model could gain is measured by tuner eval search
 // --strategies tuner-oracle (the same proposals screened with the truth).
