@@ -446,7 +446,7 @@ func summarize(cfg Config, p *Problem, sr ScenarioReport, strat string, runs []*
 			}
 			if t.Status == "failed" {
 				nf++
-				if oomLike(t.Failure) {
+				if t.Failure.Memory() {
 					no++
 				}
 			}

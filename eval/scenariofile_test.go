@@ -11,11 +11,18 @@ import (
 	"github.com/vllm-tuner/tuner/spaces"
 )
 
-func TestLoadScenariosExample(t *testing.T) {
-	scs, err := LoadScenarios("../examples/eval-scenarios.yaml")
+// exampleScenarios loads one of the shipped scenario files.
+func exampleScenarios(t *testing.T, file string) []Scenario {
+	t.Helper()
+	scs, err := LoadScenarios(file)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return scs
+}
+
+func TestLoadScenariosExample(t *testing.T) {
+	scs := exampleScenarios(t, "../examples/eval-scenarios.yaml")
 	if len(scs) != 4 {
 		t.Fatalf("%d scenarios, want 4", len(scs))
 	}
@@ -41,14 +48,8 @@ func TestLoadScenariosExample(t *testing.T) {
 // resolves, and its scenarios share no name, and no model on the same GPU,
 // with the tuned-on ones.
 func TestLoadScenariosHeldOut(t *testing.T) {
-	held, err := LoadScenarios("../examples/eval-heldout.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	own, err := LoadScenarios("../examples/eval-scenarios.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	held := exampleScenarios(t, "../examples/eval-heldout.yaml")
+	own := exampleScenarios(t, "../examples/eval-scenarios.yaml")
 	if len(held) != 4 {
 		t.Fatalf("%d held-out scenarios, want 4", len(held))
 	}

@@ -19,7 +19,6 @@ import (
 	"github.com/vllm-tuner/tuner/internal/atomicfile"
 	"github.com/vllm-tuner/tuner/pareto"
 	"github.com/vllm-tuner/tuner/spaces"
-	"github.com/vllm-tuner/tuner/trial"
 )
 
 // TruthFormat is the version of the ground-truth file format and of the
@@ -632,6 +631,3 @@ func encodeTruth(g *GroundTruth) ([]byte, error) {
 	out := append(append(append([]byte{}, b[:i+len(null)-4]...), pts.Bytes()...), b[i+len(null):]...)
 	return append(out, '\n'), nil
 }
-
-// oomLike reports whether a failure class is a memory failure.
-func oomLike(f trial.FailureClass) bool { return f == trial.FailOOM || f == trial.FailKVTooSmall }

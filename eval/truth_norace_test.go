@@ -153,14 +153,8 @@ func TestTruthCache(t *testing.T) {
 // small, fronts non-dominated and inside their spaces. A stale key is
 // reported, not failed: `make eval-search` recomputes it.
 func TestCommittedTruth(t *testing.T) {
-	own, err := LoadScenarios("../examples/eval-scenarios.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	heldOut, err := LoadScenarios("../examples/eval-heldout.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	own := exampleScenarios(t, "../examples/eval-scenarios.yaml")
+	heldOut := exampleScenarios(t, "../examples/eval-heldout.yaml")
 	for _, sc := range slices.Concat(DefaultScenarios(), own, heldOut) {
 		// The repository takes no file over 512 KiB; a front of one
 		// config per distinct point (distinctPoints) is ~150 KB at most.

@@ -5,7 +5,6 @@ import (
 
 	"github.com/vllm-tuner/tuner/spaces"
 	"github.com/vllm-tuner/tuner/surrogate"
-	"github.com/vllm-tuner/tuner/trial"
 )
 
 // memoryFit is P(the engine starts) as the study's own start-ups tell it,
@@ -52,7 +51,7 @@ func fitMemory(t spaces.Target, history []Observation) memoryFit {
 		switch {
 		case o.Result.FreeMemoryShort():
 			// Too much utilisation for what is free: the other side.
-		case o.Result.Failure == trial.FailOOM || o.Result.Failure == trial.FailKVTooSmall:
+		case o.Result.Failure.Memory():
 			h := surrogate.StartHeadroomGiB(t, o.Config)
 			if !f.failed || h > f.failMax {
 				f.failMax = h

@@ -483,7 +483,7 @@ func roundTo(x, step float64) float64 {
 
 // memoryFailure reports failures that say "this config cannot run here".
 func memoryFailure(o outcome) bool {
-	return o.failed && (o.failure == trial.FailOOM || o.failure == trial.FailKVTooSmall)
+	return o.failed && o.failure.Memory()
 }
 
 // failureRegions cuts, for every numeric range, the top (or bottom) part

@@ -73,10 +73,7 @@ func PlanMemory(t spaces.Target, a EngineArgs) (MemoryPlan, *StartupError) {
 	if p.WeightsGiB+cudaContextGiB > p.FreeGiB {
 		return p, cudaOOM(p, math.Min(p.WeightsGiB, 1.96), p.FreeGiB-cudaContextGiB-math.Min(p.WeightsGiB, p.FreeGiB))
 	}
-	fwdPerToken := float64(2*m.Intermediate+4*m.Hidden) * a.dtypeBytes(m) / tp
-	fwd := float64(a.MaxNumBatchedTokens) * fwdPerToken
-	sampler := float64(a.MaxNumSeqs) * float64(m.Vocab) * 8 // fp32 logits + probs
-	p.ActivationGiB = activationBaseGiB + math.Max(fwd, sampler)/gib
+	p.ActivationGiB = activationBaseGiB + m.ProfileActivationBytes(a.MaxNumBatchedTokens, a.MaxNumSeqs, a.dtypeBytes(m), a.TensorParallelSize)/gib
 	if p.WeightsGiB+p.ActivationGiB+cudaContextGiB > p.FreeGiB {
 		return p, cudaOOM(p, p.ActivationGiB, p.FreeGiB-cudaContextGiB-p.WeightsGiB)
 	}

@@ -103,6 +103,18 @@ func (m Model) DispatchBytes(gpus int, elem float64) float64 {
 	return (w - 1) / w * float64(m.ExpertsPerToken) * float64(m.Hidden) * elem
 }
 
+// ProfileActivationBytes is the activation peak of vLLM's start-up profile
+// run on one GPU: a forward pass of tokens tokens (the MLP's gate and up
+// projections, 2 x intermediate per token, and a few hidden-size buffers,
+// in elem-byte activations split over tp) or the sampler's pass over seqs
+// rows of fp32 logits and probabilities, whichever is larger.
+func (m Model) ProfileActivationBytes(tokens, seqs int, elem float64, tp int) float64 {
+	fwdPerToken := float64(2*m.Intermediate+4*m.Hidden) * elem / float64(max(tp, 1))
+	fwd := float64(tokens) * fwdPerToken
+	sampler := float64(seqs) * float64(m.Vocab) * 8
+	return math.Max(fwd, sampler)
+}
+
 // WeightBytes is the size of the checkpoint's weights on all GPUs
 // together (quantized ones at their width).
 func (m Model) WeightBytes() float64 { return m.WeightBytesAs(m.Quantization) }

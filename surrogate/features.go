@@ -603,6 +603,7 @@ type startMemory struct {
 	budgetGiB, weightsGiB, graphGiB float64
 	graphInBudget                   bool
 	kvBPT                           float64 // KV bytes per token on one GPU
+	tp                              float64
 	eager, expertParallel           bool
 }
 
@@ -622,6 +623,7 @@ func newStartMemory(t spaces.Target, cfg spaces.Config) startMemory {
 		budgetGiB:      cfgOr(cfg, "gpu_memory_utilization", 0.9) * t.GPU.MemoryGiB,
 		weightsGiB:     t.Model.ShardBytes(t.Model.WeightBytes(), int(tp), int(dp), ep) / gib,
 		eager:          cfg.Has("enforce_eager") && cfg.Bool("enforce_eager"),
+		tp:             tp,
 		expertParallel: ep,
 	}
 	// KV heads split across TP ranks up to TP = kv_heads, replicated beyond.
@@ -648,19 +650,16 @@ func (m startMemory) kvGiB() float64 {
 // vLLM's profile run has taken its activation peak and one max_model_len
 // sequence its KV cache; the engine fails below some small positive value
 // ("No available memory for the cache blocks", or a KV cache too small for
-// max_model_len). The profile run is a forward pass of
-// max_num_batched_tokens tokens (the MLP's gate and up projections, 2 x
-// intermediate per token, and a few hidden-size buffers, split over TP)
-// and a sampler pass of max_num_seqs rows of fp32 logits and probabilities.
-// Non-torch memory and the CUDA context are left out: they are what a
-// study's memory failures measure (search's memoryFit).
+// max_model_len). The profile run's peak is spaces.Model's
+// ProfileActivationBytes (max_num_batched_tokens tokens, max_num_seqs
+// sampler rows, bf16 activations). Non-torch memory and the CUDA context
+// are left out: they are what a study's memory failures measure (search's
+// memoryFit).
 func StartHeadroomGiB(t spaces.Target, cfg spaces.Config) float64 {
 	m := newStartMemory(t, cfg)
-	tp := math.Max(1, cfgOr(cfg, "tensor_parallel_size", 1))
-	act := math.Max(t.Model.DtypeBytes, 2)
-	fwd := cfgOr(cfg, "max_num_batched_tokens", 2048) * float64(2*t.Model.Intermediate+4*t.Model.Hidden) * act / tp
-	sampler := cfgOr(cfg, "max_num_seqs", 256) * float64(t.Model.Vocab) * 8
-	return m.kvGiB() - math.Max(fwd, sampler)/gib - float64(targetMaxLen(t, cfg))*m.kvBPT/gib
+	act := t.Model.ProfileActivationBytes(int(cfgOr(cfg, "max_num_batched_tokens", 2048)), int(cfgOr(cfg, "max_num_seqs", 256)),
+		math.Max(t.Model.DtypeBytes, 2), int(m.tp))
+	return m.kvGiB() - act/gib - float64(targetMaxLen(t, cfg))*m.kvBPT/gib
 }
 
 // derived holds the roofline estimates of one config in one context. They

@@ -38,6 +38,10 @@ const (
 	FailInterrupted     FailureClass = "interrupted"      // the tuner was stopped
 )
 
+// Memory reports a failure for want of memory: out of memory, or a KV
+// cache too small for one max_model_len request.
+func (c FailureClass) Memory() bool { return c == FailOOM || c == FailKVTooSmall }
+
 // Typed errors callers branch on with errors.Is; each maps to a FailureClass.
 var (
 	ErrOOM             = errors.New("engine out of memory")
