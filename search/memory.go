@@ -68,11 +68,14 @@ func fitMemory(t spaces.Target, history []Observation) memoryFit {
 	return f
 }
 
+// informs reports whether the fit says anything: a failure that the
+// estimate separates from every start (otherwise the classifier's to
+// learn), so a scorer skips the headroom where it does not.
+func (f memoryFit) informs() bool { return f.failed && !(f.started && f.okMin <= f.failMax) }
+
 // pStart is P(a config of headroom h starts).
 func (f memoryFit) pStart(h float64) float64 {
-	if !f.failed || f.started && f.okMin <= f.failMax {
-		// No failure, or one the estimate does not separate from a
-		// start: the classifier's to learn.
+	if !f.informs() {
 		return 1
 	}
 	if h <= f.failMax {

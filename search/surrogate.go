@@ -322,7 +322,7 @@ func (s *SurrogateScorer) Score(ctx context.Context, cands []spaces.Config) ([]P
 		default:
 			q.PFeasible = w*priorPreds[i].PFeasible + (1-w)*ownPreds[i].PFeasible
 		}
-		if mem.failed {
+		if mem.informs() {
 			q.PFeasible *= mem.pStart(surrogate.StartHeadroomGiB(s.target, cands[i]))
 		}
 		for j, k := range s.objIdx {
