@@ -34,7 +34,11 @@
 //     and coarse steps, the incumbent with one level changed joins the
 //     pool (levelNeighbours: bisection keeps levels), and each other
 //     parallel layout gets the incumbent moved there once (relayout: TP
-//     and DP together, which mutation cannot do). A config is never proposed twice (by ID); the final
+//     and DP together, which mutation cannot do), and the config of highest
+//     throughput, if it caps the sequences below its closed loop's clients,
+//     is moved once to admit them all at the budget the surrogate places
+//     (admit: the sequences and the budget together, which no single move
+//     does). A config is never proposed twice (by ID); the final
 //     re-measurement and its conservative ranking (median - k*MAD) belong to
 //     the loop (tuner.Aggregate).
 //   - SurrogateScorer: the Scorer over package surrogate (retrained on the

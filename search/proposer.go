@@ -262,12 +262,13 @@ type Proposer struct {
 	others  map[string]spaces.Config // in flight on other workers (SetPending)
 	// layouts reports whether the space admits more than one parallel
 	// layout (see relayout); fixed with the space, so found once.
-	layouts bool
-	incMemo incumbentMemo // see incumbent
-	cma     *cmaState
-	told    int // tells since the last Fit
-	fitted  bool
-	asks    int
+	layouts  bool
+	incMemo  incumbentMemo // see incumbent
+	cma      *cmaState
+	told     int // tells since the last Fit
+	fitted   bool
+	asks     int
+	admitted bool
 }
 
 // NewProposer validates the config and tells it the history.
@@ -351,6 +352,11 @@ func (p *Proposer) Ask(ctx context.Context) (spaces.Config, error) {
 	if screen && p.late() {
 		if c, ok := p.relayout(sc); ok {
 			p.cfg.Logger.Debug("relayout", "config", c.ID())
+			p.pending[c.ID()] = c
+			return c, nil
+		}
+		if c, ok := p.admit(ctx, sc); ok {
+			p.cfg.Logger.Debug("admit", "config", c.ID())
 			p.pending[c.ID()] = c
 			return c, nil
 		}
