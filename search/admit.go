@@ -57,15 +57,22 @@ func (p *Proposer) admit(ctx context.Context, sc scalariser) (spaces.Config, boo
 	if !p.fit(ctx) {
 		return spaces.Config{}, false
 	}
-	p.admitted = true
-	need := (clients + dp - 1) / dp
-	base := p.unitVector(c.With("max_num_seqs", spaces.IntValue(need)))
-	axis := -1
+	seqs, axis := -1, -1 // the tuned ranges of max_num_seqs and the budget
 	for i, d := range p.dims {
-		if d.p.Name == "max_num_batched_tokens" && d.levels == nil {
+		switch {
+		case d.levels != nil:
+		case d.p.Name == "max_num_seqs":
+			seqs = i
+		case d.p.Name == "max_num_batched_tokens":
 			axis = i
 		}
 	}
+	if seqs < 0 {
+		return spaces.Config{}, false // pinned: nothing to move
+	}
+	p.admitted = true
+	need := (clients + dp - 1) / dp
+	base := p.unitVector(c.With("max_num_seqs", spaces.IntValue(need)))
 	seen := map[string]bool{}
 	var cands []spaces.Config
 	add := func(y []float64) {
