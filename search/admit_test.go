@@ -1,6 +1,7 @@
 package search
 
 import (
+	"cmp"
 	"context"
 	"testing"
 
@@ -12,8 +13,8 @@ import (
 // The best throughput capped below the client count: admit moves it to
 // every client once, at the largest budget the scorer expects within the
 // TPOT limit, its other values kept; and not when it admits every client
-// already, when the load was not a closed loop, or when the scorer expects
-// no budget feasible.
+// already, when the load was not a closed loop, when the scorer expects
+// no budget feasible, or when max_num_seqs is not tuned.
 func TestAdmit(t *testing.T) {
 	sp := h100(t)
 	slo, err := trial.ParseSLO("ttft_p99<=5000ms,tpot_p99<=100ms")
@@ -46,21 +47,25 @@ func TestAdmit(t *testing.T) {
 	})
 	never := model(func(int, int) float64 { return 0 })
 	capped := []Observation{obs(200, 8192, 256, 2400), obs(150, 8192, 256, 2300)}
+	pinned := sp.Clone()
+	param(t, pinned, "max_num_seqs").Tune = false
 	for _, tc := range []struct {
 		name       string
+		space      *spaces.Space // nil: sp
 		hist       []Observation
 		scorer     Scorer
 		wantOK     bool
 		minT, maxT int
 	}{
-		{"capped below the clients", capped, tpotBound, true, 450, 600},
-		{"every client admitted already", []Observation{obs(300, 8192, 256, 2400), obs(150, 8192, 256, 2300)}, tpotBound, false, 0, 0},
-		{"not a closed loop", []Observation{obs(200, 8192, 0, 2400)}, tpotBound, false, 0, 0},
-		{"no budget expected feasible", capped, never, false, 0, 0},
+		{"capped below the clients", nil, capped, tpotBound, true, 450, 600},
+		{"every client admitted already", nil, []Observation{obs(300, 8192, 256, 2400), obs(150, 8192, 256, 2300)}, tpotBound, false, 0, 0},
+		{"not a closed loop", nil, []Observation{obs(200, 8192, 0, 2400)}, tpotBound, false, 0, 0},
+		{"no budget expected feasible", nil, capped, never, false, 0, 0},
+		{"max_num_seqs pinned", pinned, capped, tpotBound, false, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pc := DefaultProposerConfig()
-			pc.Space, pc.SLO, pc.Objectives, pc.Scorer = sp, slo, store.DefaultObjectives("ttft_p99"), tc.scorer
+			pc.Space, pc.SLO, pc.Objectives, pc.Scorer = cmp.Or(tc.space, sp), slo, store.DefaultObjectives("ttft_p99"), tc.scorer
 			pc.History = tc.hist
 			p := newProposer(t, pc)
 			c, ok := p.admit(context.Background(), p.scalariser())
