@@ -47,10 +47,7 @@ func (p *Proposer) admit(ctx context.Context, sc scalariser) (spaces.Config, boo
 	}
 	clients := r.Levels[r.Primary].Concurrency
 	c := obs[k].Config
-	dp := 1
-	if c.Has("data_parallel_size") {
-		dp = max(1, c.Int("data_parallel_size"))
-	}
+	dp := spaces.LayoutOf(c).DP
 	if clients <= 0 || !c.Has("max_num_seqs") || c.Int("max_num_seqs")*dp >= clients {
 		return spaces.Config{}, false
 	}
@@ -83,13 +80,10 @@ func (p *Proposer) admit(ctx context.Context, sc scalariser) (spaces.Config, boo
 	add(base)
 	if axis >= 0 {
 		for _, s := range []float64{-1, 1} {
-			for _, t := range probeSteps {
+			for _, t := range probeLine(base[axis], s) {
 				y := append([]float64(nil), base...)
 				y[axis] = math.Max(0, math.Min(1, base[axis]+s*t))
 				add(y)
-				if y[axis] <= 0 || y[axis] >= 1 {
-					break
-				}
 			}
 		}
 	}

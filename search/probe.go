@@ -18,6 +18,18 @@ var probeSteps = func() []float64 {
 	return out
 }()
 
+// probeLine is the steps of probeSteps that move coordinate x to side s
+// (-1 or 1) within the unit interval, up to the first that reaches its end
+// (clamped there by the caller).
+func probeLine(x, s float64) []float64 {
+	for n, t := range probeSteps {
+		if x+s*t <= 0 || x+s*t >= 1 {
+			return probeSteps[:n+1]
+		}
+	}
+	return probeSteps
+}
+
 // probeFeasible is the feasibility probability at which probe places a
 // predicted bound.
 const probeFeasible = 0.5
@@ -75,14 +87,11 @@ func (p *Proposer) probe(ctx context.Context, sc scalariser) (spaces.Config, boo
 				continue
 			}
 			l := &line{i: i, s: s, from: len(cands)}
-			for _, t := range probeSteps {
+			for _, t := range probeLine(inc[i], s) {
 				if c, ok := at(i, s, t); ok && !seen[c.ID()] {
 					seen[c.ID()] = true
 					cands = append(cands, c)
 					l.ts = append(l.ts, t)
-				}
-				if inc[i]+s*t <= 0 || inc[i]+s*t >= 1 {
-					break // the range's end
 				}
 			}
 			if len(l.ts) > 0 {
